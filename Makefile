@@ -1,0 +1,69 @@
+# spinscope: `make` builds everything, `make test` sets up and runs the test suite,
+# `make demo` records and reports a bundled reference server, `make bench` measures overhead.
+
+BUILD      := $(abspath build)
+CLANG      ?= clang
+BPFTOOL    ?= bpftool
+CC         ?= gcc
+ARCH       := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
+CFLAGS     ?= -O2 -g
+WARN       := -Wall -Wextra
+PYTHON     ?= python3
+
+BPF_SRC    := bpf/spinscope.bpf.c
+BPF_HDRS   := $(wildcard bpf/*.h)
+COLLECTOR_SRCS := $(wildcard collector/*.c)
+COLLECTOR_HDRS := $(wildcard collector/*.h)
+FIXTURE_SRCS := $(wildcard tests/fixtures/*.c)
+FIXTURES   := $(patsubst tests/fixtures/%.c,$(BUILD)/fixtures/%,$(FIXTURE_SRCS))
+
+.PHONY: all collector refservers fixtures setup test demo bench clean
+
+all: collector refservers fixtures
+
+collector: $(BUILD)/spinscope-collector
+
+$(BUILD):
+	mkdir -p $@ $@/fixtures
+
+# CO-RE: the BPF object is compiled once against this header and relocated at load time by libbpf.
+$(BUILD)/vmlinux.h: | $(BUILD)
+	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/spinscope.bpf.o: $(BPF_SRC) $(BPF_HDRS) $(BUILD)/vmlinux.h
+	$(CLANG) -O2 -g -target bpf -D__TARGET_ARCH_$(ARCH) $(WARN) -Wno-unused-parameter \
+		-I$(BUILD) -Ibpf -c $(BPF_SRC) -o $@
+	llvm-strip -g $@ 2>/dev/null || true
+
+$(BUILD)/spinscope.skel.h: $(BUILD)/spinscope.bpf.o
+	$(BPFTOOL) gen skeleton $< name spinscope_bpf > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/spinscope-collector: $(COLLECTOR_SRCS) $(COLLECTOR_HDRS) $(BPF_HDRS) $(BUILD)/spinscope.skel.h
+	$(CC) $(CFLAGS) $(WARN) -I$(BUILD) -Ibpf -Icollector $(COLLECTOR_SRCS) -o $@ \
+		$(shell pkg-config --libs libbpf json-c) -lelf -lz
+
+refservers: | $(BUILD)
+	$(MAKE) -C reference-servers BUILD=$(BUILD)
+
+fixtures: $(FIXTURES)
+
+$(BUILD)/fixtures/%: tests/fixtures/%.c $(wildcard tests/fixtures/*.h) | $(BUILD)
+	$(CC) -O1 -g $(WARN) -pthread $< -o $@
+
+setup:
+	bash scripts/setup.sh
+
+test: setup
+	$(MAKE) all
+	$(PYTHON) -m pytest -q tests
+
+demo: setup
+	$(MAKE) all
+	bash scripts/demo.sh
+
+bench: setup
+	$(MAKE) all
+	$(PYTHON) bench/run.py
+
+clean:
+	rm -rf $(BUILD)

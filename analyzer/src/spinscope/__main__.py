@@ -1,0 +1,3 @@
+from spinscope.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs what spinscope needs to build, run and test on Debian 12 (run as root).
+# Idempotent and quick when everything is already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(
+    make gcc clang llvm pkg-config
+    libbpf-dev bpftool libelf-dev zlib1g-dev libjson-c-dev systemtap-sdt-dev
+    iproute2 procps strace
+)
+# Extra tools for `make bench` and the analyzer's HTML rendering test.
+if [[ "${SPINSCOPE_SETUP_EXTRAS:-1}" == 1 ]]; then
+    APT_PACKAGES+=(chromium nginx-light lighttpd wrk bpftrace)
+fi
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+    echo "setup: installing ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# nginx/lighttpd packages start system services; spinscope starts its own instances.
+for svc in nginx lighttpd; do
+    if command -v systemctl >/dev/null && systemctl is-active --quiet "$svc" 2>/dev/null; then
+        systemctl stop "$svc" || true
+        systemctl disable "$svc" >/dev/null 2>&1 || true
+    fi
+done
+
+# tracefs is where libbpf resolves tracepoint ids; some boots leave it unmounted.
+if [[ ! -d /sys/kernel/tracing/events ]]; then
+    mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
+fi
+
+python3 -m pip install -q --disable-pip-version-check -e ".[test]"
