@@ -1,0 +1,708 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * spinscope's kernel side: count what one process's threads really do with sockets, poll calls,
+ * futexes and the scheduler, aggregated in maps (no event per syscall reaches user space).
+ *
+ * Attach points are tracepoints only (this kernel has no kprobes and refuses fentry):
+ *   - tp/syscalls/sys_{enter,exit}_*   the write, read, poll and futex families, and close
+ *   - tp_btf/sched_*                    switch, process_fork, process_exit
+ *   - tp/sched/sched_waking             (classic: its header says whether we are in an interrupt)
+ * The collector attaches each program itself (see collector/probes.c), so one program can serve
+ * several tracepoints and a tracepoint missing on an older kernel is skipped with a warning.
+ *
+ * Syscall tracepoints fire for every process on the machine. Every handler therefore starts by
+ * comparing the caller's thread group with the target (a constant in .rodata); foreign threads
+ * pay one helper call and one compare.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "spinscope.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+#define EAGAIN 11
+#define S_IFMT 00170000
+#define S_IFSOCK 0140000
+#define TASK_RUNNING 0
+
+/* futex(2) commands (uapi/linux/futex.h); the private/clock flags are masked off. */
+#define FUTEX_CMD_MASK 0x7f
+#define FUTEX_WAIT 0
+#define FUTEX_WAKE 1
+#define FUTEX_REQUEUE 3
+#define FUTEX_CMP_REQUEUE 4
+#define FUTEX_WAKE_OP 5
+#define FUTEX_LOCK_PI 6
+#define FUTEX_UNLOCK_PI 7
+#define FUTEX_WAIT_BITSET 9
+#define FUTEX_WAKE_BITSET 10
+#define FUTEX_WAIT_REQUEUE_PI 11
+#define FUTEX_LOCK_PI2 13
+
+#define MAX_IOV 16 /* iovecs / mmsghdrs summed per call; more are rare and left out of `asked` */
+
+/* Settings, fixed by the collector before load. */
+const volatile __u32 targ_tgid = 0;
+const volatile bool follow_children = false;
+
+struct global_stats globals = {};
+
+/* Thread stats, keyed by tid. Entries of exited threads stay until the capture is written. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384); /* --max-threads */
+	__type(key, __u32);
+	__type(value, struct thread_stats);
+} threads SEC(".maps");
+
+/* Request state per socket, keyed by struct socket *; removed on close. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536); /* --max-sockets */
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u64);
+	__type(value, struct socket_state);
+} sockets SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct request_stats);
+} requests SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct wakeup_edge);
+	__type(value, __u64);
+} wakeups SEC(".maps");
+
+/* Forked children followed with --children (thread group ids). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u8);
+} child_pids SEC(".maps");
+
+static const struct thread_stats zero_thread;
+
+/* ---------------------------------------------------------------------------------------- */
+/* Helpers                                                                                    */
+
+static __always_inline bool is_target(__u32 tgid)
+{
+	if (tgid == targ_tgid)
+		return true;
+	if (!follow_children) /* constant: the verifier drops the lookup below */
+		return false;
+	return bpf_map_lookup_elem(&child_pids, &tgid) != NULL;
+}
+
+/* tid of the caller if it belongs to the target, else 0. */
+static __always_inline __u32 target_tid(void)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+
+	if (!is_target(id >> 32))
+		return 0;
+	return (__u32)id;
+}
+
+/* Bucket of v in a log2 histogram: 0 for 0, floor(log2(v)) + 1 otherwise, capped at max - 1. */
+static __always_inline __u32 log2_bucket(__u64 v, __u32 max)
+{
+	__u32 r, shift;
+
+	if (!v)
+		return 0;
+	r = (v > 0xFFFFFFFFULL) << 5;
+	v >>= r;
+	shift = (v > 0xFFFF) << 4;
+	v >>= shift;
+	r |= shift;
+	shift = (v > 0xFF) << 3;
+	v >>= shift;
+	r |= shift;
+	shift = (v > 0xF) << 2;
+	v >>= shift;
+	r |= shift;
+	shift = (v > 0x3) << 1;
+	v >>= shift;
+	r |= shift;
+	r |= (v >> 1);
+	r += 1;
+	return r < max ? r : max - 1;
+}
+
+/* Stats of thread tid, created on first sight. task is NULL when tid is the current thread. */
+static __noinline struct thread_stats *thread_create(__u32 tid, __u32 tgid, struct task_struct *task)
+{
+	struct thread_stats *t;
+	long err;
+
+	err = bpf_map_update_elem(&threads, &tid, &zero_thread, BPF_NOEXIST);
+	if (err && err != -17 /* EEXIST: created concurrently */) {
+		__sync_fetch_and_add(&globals.drops_threads, 1);
+		return NULL;
+	}
+	t = bpf_map_lookup_elem(&threads, &tid);
+	if (!t || err)
+		return t;
+	t->pid = tgid;
+	t->first_seen_ns = bpf_ktime_get_ns();
+	if (task)
+		bpf_probe_read_kernel_str(t->comm, sizeof(t->comm), task->comm);
+	else
+		bpf_get_current_comm(t->comm, sizeof(t->comm));
+	return t;
+}
+
+static __always_inline struct thread_stats *current_thread(__u32 tid)
+{
+	struct thread_stats *t = bpf_map_lookup_elem(&threads, &tid);
+
+	if (t)
+		return t;
+	return thread_create(tid, bpf_get_current_pid_tgid() >> 32, NULL);
+}
+
+static __always_inline struct thread_stats *task_thread(struct task_struct *task)
+{
+	__u32 tid = task->pid;
+	struct thread_stats *t = bpf_map_lookup_elem(&threads, &tid);
+
+	if (t)
+		return t;
+	return thread_create(tid, task->tgid, task);
+}
+
+/* The struct socket behind fd in the current process, or 0 if fd is not a socket. */
+static __always_inline __u64 fd_socket(__u64 fd)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct fdtable *fdt;
+	struct file **fds;
+	struct file *file = NULL;
+	umode_t mode;
+
+	fdt = BPF_CORE_READ(task, files, fdt);
+	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
+		return 0;
+	fds = BPF_CORE_READ(fdt, fd);
+	bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]);
+	if (!file)
+		return 0;
+	mode = BPF_CORE_READ(file, f_inode, i_mode);
+	if ((mode & S_IFMT) != S_IFSOCK)
+		return 0;
+	return (__u64)BPF_CORE_READ(file, private_data);
+}
+
+static __always_inline __u64 iov_total(const struct iovec *iov, __u64 n)
+{
+	__u64 total = 0;
+
+	for (__u32 i = 0; i < MAX_IOV; i++) {
+		struct iovec v;
+
+		if (i >= n)
+			break;
+		if (bpf_probe_read_user(&v, sizeof(v), &iov[i]))
+			break;
+		total += v.iov_len;
+	}
+	return total;
+}
+
+/* Sum of msg_len over the first n entries of a user mmsghdr array (filled in by the kernel). */
+static __always_inline __u64 mmsg_bytes(const struct mmsghdr *msgs, __u64 n)
+{
+	__u64 total = 0;
+
+	for (__u32 i = 0; i < MAX_IOV; i++) {
+		unsigned int len;
+
+		if (i >= n)
+			break;
+		if (bpf_probe_read_user(&len, sizeof(len), &msgs[i].msg_len))
+			break;
+		total += len;
+	}
+	return total;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Requests                                                                                   */
+
+static __always_inline void request_finish(const struct socket_state *s)
+{
+	__u32 zero = 0, b;
+	struct request_stats *r = bpf_map_lookup_elem(&requests, &zero);
+
+	if (!r || !s->write_calls)
+		return;
+	r->count++;
+	r->write_calls += s->write_calls;
+	r->write_eagain += s->write_eagain;
+	r->write_partial += s->write_partial;
+	r->write_bytes += s->write_bytes;
+	if (s->reader_tid != s->writer_tid)
+		r->cross_thread++;
+	r->hist_write_calls[log2_bucket(s->write_calls, REQ_HIST_BUCKETS)]++;
+	r->hist_write_eagain[log2_bucket(s->write_eagain, REQ_HIST_BUCKETS)]++;
+	r->hist_duration_ns[log2_bucket(s->end_ns - s->start_ns, REQ_HIST_BUCKETS)]++;
+	b = log2_bucket(s->write_bytes, REQ_HIST_BUCKETS);
+	r->hist_write_bytes[b]++;
+	r->by_size[b].count++;
+	r->by_size[b].write_calls += s->write_calls;
+	r->by_size[b].write_eagain += s->write_eagain;
+	r->by_size[b].write_partial += s->write_partial;
+	r->by_size[b].write_bytes += s->write_bytes;
+}
+
+/* A successful read: it starts a request unless one is already being read. */
+static __always_inline void request_on_read(__u64 sock, __u32 tid, __u64 start_ns)
+{
+	struct socket_state *s = bpf_map_lookup_elem(&sockets, &sock);
+
+	if (!s) {
+		struct socket_state fresh = {
+			.start_ns = start_ns, .reader_tid = tid, .phase = REQ_READING,
+		};
+		if (bpf_map_update_elem(&sockets, &sock, &fresh, BPF_ANY))
+			__sync_fetch_and_add(&globals.drops_sockets, 1);
+		return;
+	}
+	if (s->phase == REQ_READING)
+		return;
+	if (s->phase == REQ_WRITING)
+		request_finish(s);
+	__builtin_memset(s, 0, sizeof(*s));
+	s->start_ns = start_ns;
+	s->reader_tid = tid;
+	s->phase = REQ_READING;
+}
+
+static __always_inline void request_on_write(__u64 sock, __u32 tid, __u64 now, long ret, __u64 asked,
+					     __u64 bytes)
+{
+	struct socket_state *s = bpf_map_lookup_elem(&sockets, &sock);
+
+	if (!s || s->phase == REQ_IDLE) {
+		__u32 zero = 0;
+		struct request_stats *r = bpf_map_lookup_elem(&requests, &zero);
+
+		if (r)
+			r->unattributed_writes++;
+		return;
+	}
+	s->phase = REQ_WRITING;
+	s->write_calls++;
+	s->writer_tid = tid;
+	s->end_ns = now;
+	if (ret == -EAGAIN)
+		s->write_eagain++;
+	else if (ret > 0 && (__u64)ret < asked)
+		s->write_partial++;
+	s->write_bytes += bytes;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Socket write and read families                                                            */
+
+static __always_inline int io_enter(__u32 kind, __u64 fd, __u64 asked, __u32 shape, __u64 uptr)
+{
+	__u32 tid = target_tid();
+	struct thread_stats *t;
+	__u64 sock;
+
+	if (!tid)
+		return 0;
+	t = current_thread(tid);
+	if (!t)
+		return 0;
+	sock = fd_socket(fd);
+	if (!sock) {
+		t->sys_kind = INFLIGHT_NONE; /* pipe, eventfd, file: not ours to count */
+		return 0;
+	}
+	t->sys_kind = kind;
+	t->sys_socket = sock;
+	t->sys_asked = asked;
+	t->sys_shape = shape;
+	t->sys_uptr = uptr;
+	t->sys_enter_ns = bpf_ktime_get_ns();
+	return 0;
+}
+
+SEC("tp")
+int io_exit(struct trace_event_raw_sys_exit *ctx)
+{
+	__u32 tid = target_tid();
+	struct thread_stats *t;
+	__u64 now, bytes = 0;
+	long ret = ctx->ret;
+
+	if (!tid)
+		return 0;
+	t = bpf_map_lookup_elem(&threads, &tid);
+	if (!t || (t->sys_kind != INFLIGHT_WRITE && t->sys_kind != INFLIGHT_READ))
+		return 0;
+	now = bpf_ktime_get_ns();
+	if (ret > 0)
+		bytes = t->sys_shape == IO_MMSG ? mmsg_bytes((void *)t->sys_uptr, ret) : ret;
+
+	if (t->sys_kind == INFLIGHT_WRITE) {
+		t->c.write_calls++;
+		t->c.write_ns += now - t->sys_enter_ns;
+		t->c.write_bytes += bytes;
+		if (ret == -EAGAIN)
+			t->c.write_eagain++;
+		else if (ret < 0)
+			t->c.write_errors++;
+		else if ((__u64)ret < t->sys_asked)
+			t->c.write_partial++;
+		request_on_write(t->sys_socket, tid, now, ret, t->sys_asked, bytes);
+	} else {
+		t->c.read_calls++;
+		t->c.read_ns += now - t->sys_enter_ns;
+		t->c.read_bytes += bytes;
+		if (ret == -EAGAIN)
+			t->c.read_eagain++;
+		else if (ret == 0)
+			t->c.read_eof++;
+		else if (ret < 0)
+			t->c.read_errors++;
+		else
+			request_on_read(t->sys_socket, tid, t->sys_enter_ns);
+	}
+	t->sys_kind = INFLIGHT_NONE;
+	return 0;
+}
+
+SEC("tp")
+int enter_write(struct trace_event_raw_sys_enter *ctx) /* write, sendto: (fd, buf, len, ...) */
+{
+	return io_enter(INFLIGHT_WRITE, ctx->args[0], ctx->args[2], IO_BYTES, 0);
+}
+
+SEC("tp")
+int enter_writev(struct trace_event_raw_sys_enter *ctx) /* (fd, iov, iovcnt) */
+{
+	if (!target_tid())
+		return 0;
+	return io_enter(INFLIGHT_WRITE, ctx->args[0], iov_total((void *)ctx->args[1], ctx->args[2]),
+			IO_BYTES, 0);
+}
+
+SEC("tp")
+int enter_sendmsg(struct trace_event_raw_sys_enter *ctx) /* (fd, msg, flags) */
+{
+	struct user_msghdr msg;
+	__u64 asked = 0;
+
+	if (!target_tid())
+		return 0;
+	if (!bpf_probe_read_user(&msg, sizeof(msg), (void *)ctx->args[1]))
+		asked = iov_total(msg.msg_iov, msg.msg_iovlen);
+	return io_enter(INFLIGHT_WRITE, ctx->args[0], asked, IO_BYTES, 0);
+}
+
+SEC("tp")
+int enter_sendmmsg(struct trace_event_raw_sys_enter *ctx) /* (fd, msgvec, vlen, flags) */
+{
+	return io_enter(INFLIGHT_WRITE, ctx->args[0], ctx->args[2], IO_MMSG, ctx->args[1]);
+}
+
+SEC("tp")
+int enter_sendfile(struct trace_event_raw_sys_enter *ctx) /* (out_fd, in_fd, offset, count) */
+{
+	return io_enter(INFLIGHT_WRITE, ctx->args[0], ctx->args[3], IO_BYTES, 0);
+}
+
+SEC("tp")
+int enter_read(struct trace_event_raw_sys_enter *ctx) /* read, readv, recvfrom, recvmsg */
+{
+	return io_enter(INFLIGHT_READ, ctx->args[0], 0, IO_BYTES, 0);
+}
+
+SEC("tp")
+int enter_recvmmsg(struct trace_event_raw_sys_enter *ctx) /* (fd, msgvec, vlen, flags, timeout) */
+{
+	return io_enter(INFLIGHT_READ, ctx->args[0], ctx->args[2], IO_MMSG, ctx->args[1]);
+}
+
+/* close(fd) on a socket ends its request (a response is complete when the server closes). */
+SEC("tp")
+int enter_close(struct trace_event_raw_sys_enter *ctx)
+{
+	struct socket_state *s;
+	__u64 sock;
+
+	if (!target_tid())
+		return 0;
+	sock = fd_socket(ctx->args[0]);
+	if (!sock)
+		return 0;
+	s = bpf_map_lookup_elem(&sockets, &sock);
+	if (!s)
+		return 0;
+	if (s->phase == REQ_WRITING)
+		request_finish(s);
+	bpf_map_delete_elem(&sockets, &sock);
+	return 0;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Poll family: select, pselect6, poll, ppoll, epoll_wait, epoll_pwait, epoll_pwait2          */
+
+SEC("tp")
+int poll_enter(struct trace_event_raw_sys_enter *ctx)
+{
+	__u32 tid = target_tid();
+	struct thread_stats *t;
+
+	if (!tid)
+		return 0;
+	t = current_thread(tid);
+	if (!t)
+		return 0;
+	t->sys_kind = INFLIGHT_POLL;
+	t->sys_enter_ns = bpf_ktime_get_ns();
+	return 0;
+}
+
+SEC("tp")
+int poll_exit(struct trace_event_raw_sys_exit *ctx)
+{
+	__u32 tid = target_tid();
+	struct thread_stats *t;
+	long ret = ctx->ret;
+
+	if (!tid)
+		return 0;
+	t = bpf_map_lookup_elem(&threads, &tid);
+	if (!t || t->sys_kind != INFLIGHT_POLL)
+		return 0;
+	t->c.poll_calls++;
+	t->c.poll_ns += bpf_ktime_get_ns() - t->sys_enter_ns;
+	if (ret < 0) {
+		t->c.poll_errors++;
+	} else {
+		if (ret == 0)
+			t->c.poll_zero++;
+		t->c.poll_events += ret;
+		t->poll_hist[log2_bucket(ret, POLL_HIST_BUCKETS)]++;
+	}
+	t->sys_kind = INFLIGHT_NONE;
+	return 0;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Futex: waits with their duration, and wakes                                               */
+
+static __always_inline bool futex_cmd_waits(__u32 cmd)
+{
+	return cmd == FUTEX_WAIT || cmd == FUTEX_WAIT_BITSET || cmd == FUTEX_LOCK_PI ||
+	       cmd == FUTEX_LOCK_PI2 || cmd == FUTEX_WAIT_REQUEUE_PI;
+}
+
+static __always_inline bool futex_cmd_wakes(__u32 cmd)
+{
+	return cmd == FUTEX_WAKE || cmd == FUTEX_WAKE_BITSET || cmd == FUTEX_WAKE_OP ||
+	       cmd == FUTEX_REQUEUE || cmd == FUTEX_CMP_REQUEUE || cmd == FUTEX_UNLOCK_PI;
+}
+
+static __always_inline int futex_wait_begin(__u32 tid)
+{
+	struct thread_stats *t = current_thread(tid);
+
+	if (!t)
+		return 0;
+	t->sys_kind = INFLIGHT_FUTEX_WAIT;
+	t->sys_enter_ns = bpf_ktime_get_ns();
+	return 0;
+}
+
+SEC("tp")
+int enter_futex(struct trace_event_raw_sys_enter *ctx) /* (uaddr, op, val, timeout, uaddr2, val3) */
+{
+	__u32 tid = target_tid();
+	__u32 cmd = ctx->args[1] & FUTEX_CMD_MASK;
+	struct thread_stats *t;
+
+	if (!tid)
+		return 0;
+	if (futex_cmd_waits(cmd))
+		return futex_wait_begin(tid);
+	if (futex_cmd_wakes(cmd)) {
+		t = current_thread(tid);
+		if (t)
+			t->c.futex_wakes++;
+	}
+	return 0;
+}
+
+SEC("tp")
+int enter_futex_waitv(struct trace_event_raw_sys_enter *ctx)
+{
+	__u32 tid = target_tid();
+
+	return tid ? futex_wait_begin(tid) : 0;
+}
+
+SEC("tp")
+int futex_exit(struct trace_event_raw_sys_exit *ctx)
+{
+	__u32 tid = target_tid();
+	struct thread_stats *t;
+
+	if (!tid)
+		return 0;
+	t = bpf_map_lookup_elem(&threads, &tid);
+	if (!t || t->sys_kind != INFLIGHT_FUTEX_WAIT)
+		return 0;
+	t->c.futex_waits++;
+	t->c.futex_wait_ns += bpf_ktime_get_ns() - t->sys_enter_ns;
+	t->sys_kind = INFLIGHT_NONE;
+	return 0;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Scheduler                                                                                  */
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	bool prev_ours = is_target(prev->tgid), next_ours = is_target(next->tgid);
+	struct thread_stats *t;
+	__u64 now;
+
+	if (!prev_ours && !next_ours)
+		return 0;
+	now = bpf_ktime_get_ns();
+	if (prev_ours && (t = task_thread(prev))) {
+		if (preempt || prev_state == TASK_RUNNING) {
+			t->c.cs_involuntary++;
+			t->runnable_since_ns = now;
+		} else {
+			t->c.cs_voluntary++;
+		}
+		if (t->switch_in_ns)
+			t->c.oncpu_ns += now - t->switch_in_ns;
+		t->switch_in_ns = 0;
+		t->switch_out_ns = now;
+	}
+	if (next_ours && (t = task_thread(next))) {
+		if (t->switch_out_ns)
+			t->c.offcpu_ns += now - t->switch_out_ns;
+		if (t->runnable_since_ns)
+			t->c.runq_ns += now - t->runnable_since_ns;
+		t->runnable_since_ns = 0;
+		t->switch_out_ns = 0;
+		t->switch_in_ns = now;
+	}
+	return 0;
+}
+
+static __always_inline void edge_add(__u32 waker, __u32 wakee)
+{
+	struct wakeup_edge key = { .waker_tid = waker, .wakee_tid = wakee };
+	__u64 one = 1, *count;
+
+	count = bpf_map_lookup_elem(&wakeups, &key);
+	if (count) {
+		__sync_fetch_and_add(count, 1);
+		return;
+	}
+	if (!bpf_map_update_elem(&wakeups, &key, &one, BPF_NOEXIST))
+		return;
+	count = bpf_map_lookup_elem(&wakeups, &key); /* lost a race to create it */
+	if (count)
+		__sync_fetch_and_add(count, 1);
+	else
+		__sync_fetch_and_add(&globals.drops_wakeup_edges, 1);
+}
+
+/*
+ * sched_waking runs in the waker's context (sched_wakeup may run on the wakee's CPU), so the
+ * current task is the waker, unless we are in an interrupt: then the wakeup came from a timer, a
+ * device or softirq networking, not from whatever thread the interrupt happened to land on.
+ *
+ * This is the classic tracepoint rather than tp_btf because its record header carries the
+ * interrupt-context flags; the kernel's per-CPU preempt count is not reachable from BPF here
+ * (kallsyms lacks data symbols). The wakee is known only by tid: it is ours if it has a live
+ * entry in `threads` (every target thread gets one when it first runs).
+ */
+SEC("tp")
+int on_sched_waking(struct trace_event_raw_sched_wakeup_template *ctx)
+{
+	__u32 wakee_tid = ctx->pid;
+	struct thread_stats *wakee, *waker;
+	__u8 trace_flags = 0;
+	__u64 id;
+
+	wakee = bpf_map_lookup_elem(&threads, &wakee_tid);
+	if (!wakee || (wakee->flags & THREAD_EXITED))
+		return 0;
+	wakee->runnable_since_ns = bpf_ktime_get_ns();
+
+	/* The verifier keeps tracepoint programs out of the common header; read it as memory. */
+	bpf_probe_read_kernel(&trace_flags, sizeof(trace_flags), &ctx->ent.flags);
+	if (trace_flags & (TRACE_FLAG_HARDIRQ | TRACE_FLAG_SOFTIRQ | TRACE_FLAG_NMI)) {
+		__sync_fetch_and_add(&wakee->c.wakeups_irq, 1);
+		return 0;
+	}
+	id = bpf_get_current_pid_tgid();
+	if (!is_target(id >> 32)) {
+		__sync_fetch_and_add(&wakee->c.wakeups_external, 1);
+		return 0;
+	}
+	__sync_fetch_and_add(&wakee->c.wakeups_received, 1);
+	waker = current_thread((__u32)id);
+	if (waker)
+		waker->c.wakeups_sent++;
+	edge_add((__u32)id, wakee_tid);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(on_sched_process_fork, struct task_struct *parent, struct task_struct *child)
+{
+	struct thread_stats *t;
+	__u32 child_tgid = child->tgid;
+	__u8 one = 1;
+
+	if (!is_target(parent->tgid))
+		return 0;
+	t = current_thread(bpf_get_current_pid_tgid());
+	if (t)
+		t->c.threads_created++;
+	if (child_tgid == (__u32)parent->tgid || !follow_children)
+		return 0;
+	__sync_fetch_and_add(&globals.processes_created, 1);
+	if (bpf_map_update_elem(&child_pids, &child_tgid, &one, BPF_ANY))
+		__sync_fetch_and_add(&globals.drops_pids, 1);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(on_sched_process_exit, struct task_struct *p)
+{
+	struct thread_stats *t;
+
+	if (!is_target(p->tgid))
+		return 0;
+	t = task_thread(p);
+	if (!t)
+		return 0;
+	t->flags |= THREAD_EXITED;
+	t->exit_ns = bpf_ktime_get_ns();
+	bpf_probe_read_kernel_str(t->comm, sizeof(t->comm), p->comm); /* the final name */
+	return 0;
+}

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Reading the BPF maps into snapshots, and writing the capture document (docs/capture-format.md).
+ */
+#ifndef SPINSCOPE_CAPTURE_H
+#define SPINSCOPE_CAPTURE_H
+
+#include <linux/types.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "spinscope.h"
+
+#define CAPTURE_SCHEMA 1
+#define SPINSCOPE_VERSION "0.1.0"
+
+struct spinscope_bpf;
+
+struct thread_row {
+	__u32 tid;
+	struct thread_stats s;
+};
+
+struct edge_row {
+	struct wakeup_edge key;
+	__u64 count;
+};
+
+/* Everything the maps hold at one instant. */
+struct snapshot {
+	struct thread_row *threads;
+	size_t nthreads;
+	struct edge_row *edges;
+	size_t nedges;
+	struct request_stats requests; /* summed over CPUs */
+	struct global_stats globals;
+	__u64 open_requests; /* requests still being written at the final read (counted in requests) */
+};
+
+struct interval {
+	double t_s;
+	double duration_s;
+	struct thread_counters delta;
+	__u64 requests;
+	__u64 wakeups;
+};
+
+struct capture_meta {
+	int pid;
+	bool follow_children;
+	char comm[64];
+	char *cmdline; /* NUL-separated arguments */
+	size_t cmdline_len;
+	char start_time[40]; /* ISO 8601 UTC */
+	__u64 start_mono_ns; /* CLOCK_MONOTONIC when the probes went live */
+	double duration_s;
+	const char *end_reason;
+	double interval_s;
+	__u32 max_threads;
+	__u32 max_sockets;
+};
+
+/* Read the maps. With final set, requests still open on sockets are counted too. 0 or -errno. */
+int snapshot_read(struct spinscope_bpf *skel, struct snapshot *snap, bool final);
+void snapshot_free(struct snapshot *snap);
+void snapshot_totals(const struct snapshot *snap, struct thread_counters *totals);
+__u64 snapshot_wakeups(const struct snapshot *snap);
+
+/* Write the capture as JSON to fd. 0 or -errno. */
+int capture_write(int fd, const struct capture_meta *meta, const struct snapshot *snap,
+		  const struct interval *intervals, size_t nintervals);
+
+#endif

@@ -1,0 +1,18 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* What the collector reads from /proc about its target. */
+#ifndef SPINSCOPE_PROCFS_H
+#define SPINSCOPE_PROCFS_H
+
+#include <stddef.h>
+
+/* comm of a process or thread, newline stripped. 0, or -errno (buf left untouched). */
+int proc_comm(int pid, char *buf, size_t len);
+int proc_thread_comm(int pid, int tid, char *buf, size_t len);
+
+/* The NUL-separated command line (malloc'd; *len bytes), or NULL. */
+char *proc_cmdline(int pid, size_t *len);
+
+/* Call fn(tid, arg) for each thread of pid. Returns the number of threads, or -errno. */
+int proc_for_each_thread(int pid, void (*fn)(int tid, void *arg), void *arg);
+
+#endif
