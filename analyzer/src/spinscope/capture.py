@@ -1,0 +1,277 @@
+"""Reading a capture file (docs/capture-format.md) into pandas frames.
+
+The capture format is the contract with the C collector, so this module is strict about it: anything
+that is not a complete, well-formed capture of a schema we understand is refused with one
+SpinscopeError line naming the file and the first problem found. Everything downstream (metrics,
+roles, labels, reports) can then rely on every documented key being present and numeric.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+
+from spinscope.errors import SpinscopeError
+
+FORMAT = "spinscope-capture"
+SCHEMA = 1
+
+# The counters every thread, `totals` and every interval carry (docs/capture-format.md, "Counters").
+COUNTERS = (
+    "write_calls", "write_bytes", "write_eagain", "write_partial", "write_errors", "write_ns",
+    "read_calls", "read_bytes", "read_eagain", "read_eof", "read_errors", "read_ns",
+    "poll_calls", "poll_zero", "poll_events", "poll_errors", "poll_ns",
+    "futex_waits", "futex_wait_ns", "futex_wakes",
+    "cs_voluntary", "cs_involuntary", "oncpu_ns", "offcpu_ns", "runq_ns",
+    "wakeups_sent", "wakeups_received", "wakeups_external", "wakeups_irq",
+    "threads_created",
+)
+REQUEST_SUMS = ("count", "write_calls", "write_eagain", "write_partial", "write_bytes")
+REQUEST_HISTS = ("write_calls", "write_eagain", "write_bytes", "duration_ns")
+BY_SIZE_KEYS = ("bytes_min", "bytes_max", "count", "write_calls", "write_eagain", "write_partial",
+                "write_bytes")
+DROP_KEYS = ("threads", "sockets", "wakeup_edges", "pids")
+
+
+class _Malformed(Exception):
+    """A structural problem inside a document that is otherwise a spinscope capture."""
+
+
+@dataclass
+class Capture:
+    """One capture, as frames indexed the way the analysis needs them.
+
+    threads    one row per thread, index `tid`: pid, comm, alive, first_seen_s, exit_s, the counters,
+               and `poll_events_hist` (a list per row)
+    totals     Series of the process-wide counters (plus threads_seen, ...)
+    wakeups    columns waker_tid, wakee_tid, count: the handoff graph between the target's threads
+    requests   Series of the request sums (count, write_calls, write_eagain, write_partial,
+               write_bytes, cross_thread, unattributed_writes)
+    request_hists  {name: list of log2 bucket counts} for the `requests.hist` histograms
+    by_size    one row per response-size class
+    intervals  one row per snapshot: t_s, duration_s, requests, wakeups_in_process and the counters
+    """
+
+    path: Path
+    raw: dict
+    threads: pd.DataFrame
+    totals: pd.Series
+    wakeups: pd.DataFrame
+    requests: pd.Series
+    request_hists: dict
+    by_size: pd.DataFrame
+    intervals: pd.DataFrame
+
+    @property
+    def duration_s(self) -> float:
+        return float(self.raw["duration_s"])
+
+    @property
+    def interval_s(self) -> float | None:
+        value = self.raw.get("settings", {}).get("interval_s")
+        return float(value) if _is_number(value) and value > 0 else None
+
+    @property
+    def target(self) -> dict:
+        return self.raw.get("target", {})
+
+    @property
+    def name(self) -> str:
+        """A short human name for the captured process: `comm (pid N)`."""
+        target = self.target
+        comm = target.get("comm") or "?"
+        return f"{comm} (pid {target.get('pid', '?')})"
+
+    @property
+    def drops(self) -> dict:
+        return {key: int(self.raw.get("drops", {}).get(key, 0)) for key in DROP_KEYS}
+
+    @property
+    def request_count(self) -> int:
+        return int(self.requests["count"])
+
+
+def load(path: str | Path) -> Capture:
+    """Read and validate a capture file; raise SpinscopeError with one line on any problem."""
+    path = Path(path)
+    doc = _read_json(path)
+    _check_identity(path, doc)
+    try:
+        return _build(path, doc)
+    except _Malformed as exc:
+        raise SpinscopeError(f"{path.name}: malformed spinscope capture: {exc}") from None
+
+
+def _read_json(path: Path) -> Any:
+    name = path.name or str(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise SpinscopeError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise SpinscopeError(f"{path}: is a directory, not a capture file") from None
+    except OSError as exc:
+        raise SpinscopeError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if not data.strip():
+        raise SpinscopeError(f"{name}: not a spinscope capture (empty file)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpinscopeError(f"{name}: not a spinscope capture (not UTF-8 text at byte {exc.start})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        byte = len(text[: exc.pos].encode("utf-8"))
+        # A document cut short fails at its very end, or inside a string that never closes.
+        if exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string"):
+            reason = f"truncated JSON at byte {len(data)}"
+        else:
+            reason = f"invalid JSON at byte {byte}: {exc.msg}"
+        raise SpinscopeError(f"{name}: not a spinscope capture ({reason})") from None
+
+
+def _check_identity(path: Path, doc: Any) -> None:
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise SpinscopeError(f'{path.name}: not a spinscope capture (no "format": "{FORMAT}")')
+    schema = doc.get("schema")
+    if not isinstance(schema, int) or isinstance(schema, bool) or schema < 1:
+        raise SpinscopeError(f"{path.name}: not a spinscope capture (schema {schema!r} is not a version number)")
+    if schema > SCHEMA:
+        raise SpinscopeError(
+            f"{path.name}: schema {schema} is newer than this spinscope understands ({SCHEMA}); upgrade spinscope"
+        )
+
+
+def _build(path: Path, doc: dict) -> Capture:
+    duration = _number(doc, "duration_s", "top level")
+    if duration < 0:
+        raise _Malformed(f"duration_s is negative ({duration})")
+
+    threads = _threads_frame(_list(doc, "threads", "top level"))
+    totals = pd.Series(_counters(_dict(doc, "totals", "top level"), "totals"), dtype="int64")
+    wakeups = _wakeups_frame(_list(doc, "wakeups", "top level"))
+    requests_doc = _dict(doc, "requests", "top level")
+    requests, hists, by_size = _requests(requests_doc)
+    intervals = _intervals_frame(doc.get("intervals", []))
+    drops = doc.get("drops", {})
+    if not isinstance(drops, dict):
+        raise _Malformed("drops is not an object")
+    for key in DROP_KEYS:
+        if key in drops and not _is_number(drops[key]):
+            raise _Malformed(f"drops.{key} is not a number")
+    return Capture(path=path, raw=doc, threads=threads, totals=totals, wakeups=wakeups,
+                   requests=requests, request_hists=hists, by_size=by_size, intervals=intervals)
+
+
+def _threads_frame(rows: list) -> pd.DataFrame:
+    records = []
+    for i, row in enumerate(rows):
+        where = f"threads[{i}]"
+        if not isinstance(row, dict):
+            raise _Malformed(f"{where} is not an object")
+        record = {"tid": int(_number(row, "tid", where)), "pid": int(_number(row, "pid", where))}
+        record["comm"] = str(row.get("comm", ""))
+        record["alive"] = bool(row.get("alive", True))
+        record["first_seen_s"] = float(row.get("first_seen_s") or 0.0)
+        exit_s = row.get("exit_s")
+        record["exit_s"] = float(exit_s) if _is_number(exit_s) else math.nan
+        record.update(_counters(row, where))
+        record["poll_events_hist"] = _histogram(row.get("poll_events_hist", []), f"{where}.poll_events_hist")
+        records.append(record)
+    columns = ["tid", "pid", "comm", "alive", "first_seen_s", "exit_s", *COUNTERS, "poll_events_hist"]
+    frame = pd.DataFrame.from_records(records, columns=columns)
+    if frame["tid"].duplicated().any():
+        raise _Malformed(f"thread {int(frame.loc[frame['tid'].duplicated(), 'tid'].iloc[0])} appears twice")
+    return frame.set_index("tid")
+
+
+def _wakeups_frame(rows: list) -> pd.DataFrame:
+    records = []
+    for i, row in enumerate(rows):
+        where = f"wakeups[{i}]"
+        if not isinstance(row, dict):
+            raise _Malformed(f"{where} is not an object")
+        records.append({key: int(_number(row, key, where)) for key in ("waker_tid", "wakee_tid", "count")})
+    return pd.DataFrame.from_records(records, columns=["waker_tid", "wakee_tid", "count"]).astype("int64")
+
+
+def _requests(doc: dict) -> tuple[pd.Series, dict, pd.DataFrame]:
+    sums = {key: int(_number(doc, key, "requests")) for key in REQUEST_SUMS}
+    for key in ("cross_thread", "unattributed_writes"):
+        sums[key] = int(_number(doc, key, "requests")) if key in doc else 0
+    hist_doc = doc.get("hist", {})
+    if not isinstance(hist_doc, dict):
+        raise _Malformed("requests.hist is not an object")
+    hists = {key: _histogram(hist_doc.get(key, []), f"requests.hist.{key}") for key in REQUEST_HISTS}
+    rows = doc.get("by_size", [])
+    if not isinstance(rows, list):
+        raise _Malformed("requests.by_size is not a list")
+    records = []
+    for i, row in enumerate(rows):
+        where = f"requests.by_size[{i}]"
+        if not isinstance(row, dict):
+            raise _Malformed(f"{where} is not an object")
+        records.append({key: int(_number(row, key, where)) for key in BY_SIZE_KEYS})
+    by_size = pd.DataFrame.from_records(records, columns=list(BY_SIZE_KEYS)).astype("int64")
+    return pd.Series(sums, dtype="int64"), hists, by_size.sort_values("bytes_min", ignore_index=True)
+
+
+def _intervals_frame(rows: Any) -> pd.DataFrame:
+    if not isinstance(rows, list):
+        raise _Malformed("intervals is not a list")
+    records = []
+    for i, row in enumerate(rows):
+        where = f"intervals[{i}]"
+        if not isinstance(row, dict):
+            raise _Malformed(f"{where} is not an object")
+        record = {key: float(_number(row, key, where)) for key in ("t_s", "duration_s")}
+        record["requests"] = int(_number(row, "requests", where))
+        record["wakeups_in_process"] = int(_number(row, "wakeups_in_process", where))
+        record.update(_counters(_dict(row, "counters", where), f"{where}.counters"))
+        records.append(record)
+    columns = ["t_s", "duration_s", "requests", "wakeups_in_process", *COUNTERS]
+    return pd.DataFrame.from_records(records, columns=columns)
+
+
+def _counters(doc: Mapping, where: str) -> dict:
+    return {key: int(_number(doc, key, where)) for key in COUNTERS}
+
+
+def _histogram(value: Any, where: str) -> list:
+    if not isinstance(value, list) or not all(_is_number(v) for v in value):
+        raise _Malformed(f"{where} is not a list of counts")
+    return [int(v) for v in value]
+
+
+def _number(doc: Mapping, key: str, where: str) -> float:
+    if key not in doc:
+        raise _Malformed(f"{where} lacks {key!r}")
+    value = doc[key]
+    if not _is_number(value):
+        raise _Malformed(f"{where}.{key} is not a number ({value!r})")
+    return value
+
+
+def _dict(doc: Mapping, key: str, where: str) -> dict:
+    if key not in doc:
+        raise _Malformed(f"{where} lacks {key!r}")
+    if not isinstance(doc[key], dict):
+        raise _Malformed(f"{key} is not an object")
+    return doc[key]
+
+
+def _list(doc: Mapping, key: str, where: str) -> list:
+    if key not in doc:
+        raise _Malformed(f"{where} lacks {key!r}")
+    if not isinstance(doc[key], list):
+        raise _Malformed(f"{key} is not a list")
+    return doc[key]
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

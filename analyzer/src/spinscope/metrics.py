@@ -1,0 +1,160 @@
+"""Per-request, per-call and per-second metrics, for the process, each thread and each interval.
+
+One function, `derive`, turns a set of counters into every metric, so the whole capture, a thread and an
+interval snapshot are measured the same way (diff compares whole-capture values and judges noise on the
+interval values). The one deliberate difference: for the whole process the write metrics per request come
+from the `requests` block (writes owned by a request), while threads and intervals only have the raw
+socket write counters (which also hold unattributed writes such as greetings or client sockets).
+
+A metric that cannot be computed (no requests, no poll calls, zero duration) is None, never 0: reports
+say "n/a" and explain why.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping
+
+import pandas as pd
+
+from spinscope.capture import Capture
+from spinscope.roles import infer_roles
+
+PER_REQUEST = "per request"
+PER_CALL = "ratio"
+PER_SECOND = "per second"
+
+# Intervals shorter than this share of the nominal interval (the final, cut-short one) are left out of
+# the per-interval series: their per-second rates are too noisy to describe the run-to-run spread.
+MIN_INTERVAL_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    phrase: str  # how a verdict names it: "+3.9 handoffs per request"
+    kind: str
+    higher_is_better: bool = False
+    relative: bool = False  # changes read better as a percentage (times, rates) than as a difference
+
+
+METRICS = (
+    Metric("writes_per_request", "writes per request", PER_REQUEST),
+    Metric("eagain_per_request", "EAGAIN writes per request", PER_REQUEST),
+    Metric("partial_writes_per_request", "partial writes per request", PER_REQUEST),
+    Metric("reads_per_request", "reads per request", PER_REQUEST),
+    Metric("polls_per_request", "poll calls per request", PER_REQUEST),
+    Metric("handoffs_per_request", "handoffs per request", PER_REQUEST),
+    Metric("cs_per_request", "context switches per request", PER_REQUEST),
+    Metric("futex_waits_per_request", "futex waits per request", PER_REQUEST),
+    Metric("futex_ms_per_request", "futex time", PER_REQUEST, relative=True),
+    Metric("runq_ms_per_request", "run-queue wait", PER_REQUEST, relative=True),
+    Metric("cpu_ms_per_request", "CPU per request", PER_REQUEST, relative=True),
+    Metric("poll_zero_fraction", "zero-event poll share", PER_CALL),
+    Metric("events_per_poll", "events per poll call", PER_CALL, higher_is_better=True),
+    Metric("read_eagain_fraction", "EAGAIN read share", PER_CALL),
+    Metric("requests_per_s", "requests/s", PER_SECOND, higher_is_better=True, relative=True),
+    Metric("writes_per_s", "writes/s", PER_SECOND, relative=True),
+    Metric("reads_per_s", "reads/s", PER_SECOND, relative=True),
+    Metric("polls_per_s", "poll calls/s", PER_SECOND, relative=True),
+    Metric("cs_per_s", "context switches/s", PER_SECOND, relative=True),
+    Metric("handoffs_per_s", "handoffs/s", PER_SECOND, relative=True),
+    Metric("futex_waits_per_s", "futex waits/s", PER_SECOND, relative=True),
+    Metric("cpus_busy", "CPU use", PER_SECOND, relative=True),
+)
+METRIC_BY_NAME = {metric.name: metric for metric in METRICS}
+
+
+def ratio(numerator: float, denominator: float) -> float | None:
+    """numerator / denominator, or None when the denominator is zero (nothing to divide by)."""
+    return float(numerator) / float(denominator) if denominator else None
+
+
+def derive(c: Mapping[str, float], requests: float, handoffs: float, seconds: float,
+           request_writes: Mapping[str, float] | None = None) -> dict:
+    """Every metric in METRICS from counters `c`, a request count, a handoff (in-process wakeup) count
+    and a duration. `request_writes` (the sums of the requests block) replaces the raw
+    write counters for the write metrics per request when given."""
+    writes = c if request_writes is None else request_writes
+    def per_req(value: float) -> float | None:
+        return ratio(value, requests)
+
+    def per_s(value: float) -> float | None:
+        return ratio(value, seconds)
+
+    switches = c["cs_voluntary"] + c["cs_involuntary"]
+    return {
+        "writes_per_request": per_req(writes["write_calls"]),
+        "eagain_per_request": per_req(writes["write_eagain"]),
+        "partial_writes_per_request": per_req(writes["write_partial"]),
+        "reads_per_request": per_req(c["read_calls"]),
+        "polls_per_request": per_req(c["poll_calls"]),
+        "handoffs_per_request": per_req(handoffs),
+        "cs_per_request": per_req(switches),
+        "futex_waits_per_request": per_req(c["futex_waits"]),
+        "futex_ms_per_request": per_req(c["futex_wait_ns"] / 1e6),
+        "runq_ms_per_request": per_req(c["runq_ns"] / 1e6),
+        "cpu_ms_per_request": per_req(c["oncpu_ns"] / 1e6),
+        "poll_zero_fraction": ratio(c["poll_zero"], c["poll_calls"]),
+        "events_per_poll": ratio(c["poll_events"], c["poll_calls"]),
+        "read_eagain_fraction": ratio(c["read_eagain"], c["read_calls"]),
+        "requests_per_s": per_s(requests),
+        "writes_per_s": per_s(c["write_calls"]),
+        "reads_per_s": per_s(c["read_calls"]),
+        "polls_per_s": per_s(c["poll_calls"]),
+        "cs_per_s": per_s(switches),
+        "handoffs_per_s": per_s(handoffs),
+        "futex_waits_per_s": per_s(c["futex_waits"]),
+        "cpus_busy": per_s(c["oncpu_ns"] / 1e9),
+    }
+
+
+@dataclass
+class Analysis:
+    """A capture with its metrics: what labels and reports are computed from.
+
+    process    {metric: value or None} for the whole target
+    threads    the capture's thread frame plus `role` and one column per metric (NaN when undefined);
+               a thread's per-request values divide its own counters by the process request count, so
+               they sum to the process value (its share of each request's cost)
+    intervals  one row per interval (short final one left out) with every metric
+    """
+
+    capture: Capture
+    process: dict
+    threads: pd.DataFrame
+    intervals: pd.DataFrame
+
+    @property
+    def requests(self) -> int:
+        return self.capture.request_count
+
+
+def analyze(cap: Capture) -> Analysis:
+    requests = cap.request_count
+    handoffs = int(cap.wakeups["count"].sum())
+    process = derive(cap.totals, requests, handoffs, cap.duration_s, request_writes=cap.requests)
+
+    threads = cap.threads.copy()
+    threads["role"] = infer_roles(threads, requests)
+    per_thread = [derive(row, requests, row["wakeups_sent"], cap.duration_s) for _, row in threads.iterrows()]
+    thread_metrics = pd.DataFrame.from_records(per_thread, index=threads.index,
+                                               columns=[m.name for m in METRICS]).astype(float)
+    thread_metrics["requests_per_s"] = math.nan  # requests belong to the process, not one thread
+    return Analysis(capture=cap, process=process, threads=threads.join(thread_metrics),
+                    intervals=interval_metrics(cap))
+
+
+def interval_metrics(cap: Capture) -> pd.DataFrame:
+    """Every metric per interval snapshot, leaving out cut-short intervals (see MIN_INTERVAL_SHARE)."""
+    frame = cap.intervals
+    if frame.empty:
+        return pd.DataFrame(columns=["t_s", *[m.name for m in METRICS]])
+    nominal = cap.interval_s or float(frame["duration_s"].max())
+    frame = frame[frame["duration_s"] >= MIN_INTERVAL_SHARE * nominal]
+    records = [
+        {"t_s": row["t_s"], **derive(row, row["requests"], row["wakeups_in_process"], row["duration_s"])}
+        for _, row in frame.iterrows()
+    ]
+    return pd.DataFrame.from_records(records, columns=["t_s", *[m.name for m in METRICS]]).astype(float)
