@@ -1,0 +1,52 @@
+"""Output helpers shared by `report` and `diff`: number formatting, JSON-safe values, writing files."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from spinscope.errors import SpinscopeError
+
+NOT_AVAILABLE = "n/a"
+
+
+def fmt(value, digits: int = 2, percent: bool = False) -> str:
+    """A number for people: `n/a` when undefined, thousands separators for large values."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return NOT_AVAILABLE
+    if percent:
+        return f"{value:.0%}"
+    if isinstance(value, (int, np.integer)) or float(value).is_integer() and abs(value) >= 100:
+        return f"{int(value):,}"
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.{digits}f}"
+
+
+def jsonable(value):
+    """Plain JSON types: numpy scalars unwrapped, NaN and infinities as null (they are not JSON)."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def print_json(doc: dict) -> None:
+    json.dump(jsonable(doc), sys.stdout, indent=2, allow_nan=False)
+    sys.stdout.write("\n")
+
+
+def write_text(path: str, text: str) -> None:
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise SpinscopeError(f"{path}: cannot write: {exc.strerror or exc}") from None

@@ -1,0 +1,237 @@
+"""`spinscope report FILE`: verdicts first, then the evidence behind them.
+
+Three renderings of the same Analysis + Assessment: a terminal summary (rich), a self-contained HTML
+page (--html OUT) and a JSON document for machines (--json).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+from spinscope import figures, htmlpage
+from spinscope.capture import load
+from spinscope.labels import Assessment, Label, assess, role_edges, size_class
+from spinscope.metrics import METRICS, Analysis, analyze
+from spinscope.output import fmt, print_json, write_text
+from spinscope.roles import ROLE_NOUNS, ROLES, activity
+
+SEVERITY_STYLE = {"critical": "bold red", "warning": "bold yellow", "info": "bold blue"}
+MAX_THREAD_ROWS = 30
+MAX_EDGES = 10
+THREAD_COLUMNS = (  # (header, column, digits or None for a percentage): the per-thread evidence
+    ("writes", "write_calls", 0), ("EAGAIN", "write_eagain", 0), ("partial", "write_partial", 0),
+    ("reads", "read_calls", 0), ("rd EAGAIN", "read_eagain", 0), ("polls", "poll_calls", 0),
+    ("zero", "poll_zero_fraction", None), ("ev/poll", "events_per_poll", 1),
+    ("futex", "futex_waits", 0), ("cs", "cs_total", 0), ("CPU ms", "cpu_ms", 0),
+    ("woke", "wakeups_sent", 0), ("woken", "wakeups_received", 0),
+)
+THREAD_HEADERS = ("role", "thread", *(header for header, _, _ in THREAD_COLUMNS))
+# Wide enough for the thread table when output goes to a file or pipe (rich would assume 80 columns).
+PIPE_WIDTH = 160
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("report", help="name the problems in a capture and show the evidence",
+                                   description="Summarise a capture: verdicts (write-spin, spurious select, "
+                                   "handoff overhead) first, then per-thread and per-request evidence.")
+    parser.add_argument("capture", metavar="FILE", help="capture written by `spinscope record`")
+    parser.add_argument("--html", metavar="OUT", help="also write a self-contained HTML report to OUT")
+    parser.add_argument("--json", action="store_true", help="print the metrics and labels as JSON instead")
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    analysis = analyze(load(args.capture))
+    assessment = assess(analysis)
+    if args.json:
+        print_json(to_json(analysis, assessment))
+    else:
+        render_terminal(analysis, assessment, terminal())
+    if args.html:
+        write_text(args.html, render_html(analysis, assessment))
+        print(f"wrote {args.html}", file=sys.stderr if args.json else sys.stdout)
+    return 0
+
+
+def terminal() -> Console:
+    return Console(highlight=False, width=None if sys.stdout.isatty() else PIPE_WIDTH)
+
+
+# --- shared pieces ----------------------------------------------------------------------------------
+
+def headline(analysis: Analysis) -> str:
+    cap = analysis.capture
+    rate = analysis.process["requests_per_s"]
+    return (f"{cap.name}: {cap.duration_s:.1f} s, {len(cap.threads)} threads, {analysis.requests:,} requests"
+            + (f" ({rate:,.0f}/s)" if rate is not None else ""))
+
+
+def no_label_line() -> str:
+    return "No write-spin, spurious select or handoff overhead found."
+
+
+def thread_rows(analysis: Analysis) -> list:
+    """(role, comm/tid, cells...) for the busiest threads, grouped by role (event loops first)."""
+    threads = analysis.threads.assign(
+        cs_total=analysis.threads["cs_voluntary"] + analysis.threads["cs_involuntary"],
+        cpu_ms=analysis.threads["oncpu_ns"] / 1e6, _activity=activity(analysis.threads),
+        _order=analysis.threads["role"].map({role: i for i, role in enumerate(ROLES)}))
+    threads = threads.sort_values(["_order", "_activity"], ascending=[True, False])
+    rows = []
+    for tid, row in threads.head(MAX_THREAD_ROWS).iterrows():
+        cells = [fmt(row[col], percent=True) if digits is None else fmt(row[col], digits)
+                 for _, col, digits in THREAD_COLUMNS]
+        rows.append([ROLE_NOUNS[row["role"]], f"{row['comm']}/{tid}", *cells])
+    return rows
+
+
+def metric_rows(values: dict) -> list:
+    return [(metric.name, metric.kind, fmt(values[metric.name], 3)) for metric in METRICS]
+
+
+def edge_rows(analysis: Analysis) -> list:
+    threads, wakeups, requests = analysis.threads, analysis.capture.wakeups, analysis.requests
+
+    def who(tid):
+        if tid not in threads.index:
+            return f"tid {tid}"
+        return f"{ROLE_NOUNS[threads.at[tid, 'role']]} {threads.at[tid, 'comm']}/{tid}"
+
+    top = wakeups.sort_values("count", ascending=False).head(MAX_EDGES)
+    return [[who(row.waker_tid), who(row.wakee_tid), f"{row.count:,}",
+             fmt(row.count / requests if requests else None)] for row in top.itertuples()]
+
+
+def size_rows(analysis: Analysis) -> list:
+    rows = []
+    for row in analysis.capture.by_size.itertuples():
+        rows.append([size_class(row.bytes_min, row.bytes_max), f"{row.count:,}", fmt(row.write_calls / row.count, 1),
+                     fmt(row.write_eagain / row.count, 1), fmt(row.write_partial / row.count, 1)])
+    return rows
+
+
+def role_summary(analysis: Analysis) -> str:
+    counts = analysis.threads["role"].value_counts()
+    parts = [f"{counts[role]} {ROLE_NOUNS[role]}{'s' if counts[role] > 1 else ''}" for role in ROLES if role in counts]
+    return ", ".join(parts) if parts else "no threads seen"
+
+
+def to_json(analysis: Analysis, assessment: Assessment) -> dict:
+    cap = analysis.capture
+    threads = analysis.threads.drop(columns=["poll_events_hist"]).reset_index()
+    return {
+        "capture": {"file": str(cap.path), "target": cap.target, "duration_s": cap.duration_s,
+                    "end_reason": cap.raw.get("end_reason"), "requests": analysis.requests, "drops": cap.drops},
+        "metrics": {"process": analysis.process, "threads": threads.to_dict(orient="records"),
+                    "roles": {role: [int(t) for t in analysis.threads.index[analysis.threads["role"] == role]]
+                              for role in ROLES}},
+        "labels": [{**label.to_dict(), "title": label.title} for label in assessment.labels],
+        "notes": assessment.notes,
+    }
+
+
+# --- terminal ---------------------------------------------------------------------------------------
+
+def render_terminal(analysis: Analysis, assessment: Assessment, console: Console) -> None:
+    console.print(f"[bold]spinscope report[/bold] {headline(analysis)}")
+    console.print(f"threads: {role_summary(analysis)}")
+    console.print()
+    for label in assessment.labels:
+        print_label(console, label)
+    if not assessment.labels:
+        console.print(f"[bold green]{no_label_line()}[/bold green]")
+    for note in assessment.notes:
+        console.print(f"[italic]note: {note}[/italic]")
+    console.print()
+
+    table = Table(title="Process metrics", title_justify="left")
+    for header in ("metric", "kind", "value"):
+        table.add_column(header, justify="left" if header != "value" else "right")
+    for name, kind, value in metric_rows(analysis.process):
+        table.add_row(name, kind, value)
+    console.print(table)
+
+    table = Table(title="Threads", title_justify="left")
+    for header in THREAD_HEADERS:
+        text = header in ("role", "thread")
+        table.add_column(header, justify="left" if text else "right", no_wrap=text)
+    for row in thread_rows(analysis):
+        table.add_row(*row)
+    console.print(table)
+    if len(analysis.threads) > MAX_THREAD_ROWS:
+        console.print(f"... and {len(analysis.threads) - MAX_THREAD_ROWS} more threads")
+
+    requests = analysis.capture.requests
+    console.print(f"\n[bold]Requests[/bold]: {analysis.requests:,} counted, "
+                  f"{fmt(analysis.process['writes_per_request'])} writes, "
+                  f"{fmt(analysis.process['eagain_per_request'])} EAGAIN per request; "
+                  f"{requests['cross_thread']:,} finished in another thread than they started; "
+                  f"{requests['unattributed_writes']:,} writes belonged to no request")
+    if not analysis.capture.by_size.empty:
+        table = Table(title="Responses by size", title_justify="left")
+        for header in ("size", "responses", "writes/resp", "EAGAIN/resp", "partial/resp"):
+            table.add_column(header, justify="left" if header == "size" else "right")
+        for row in size_rows(analysis):
+            table.add_row(*row)
+        console.print(table)
+
+    edges = edge_rows(analysis)
+    if edges:
+        table = Table(title="Wakeup graph (top edges)", title_justify="left")
+        for header in ("waker", "wakee", "wakeups", "per request"):
+            table.add_column(header, justify="left" if header in ("waker", "wakee") else "right")
+        for row in edges:
+            table.add_row(*row)
+        console.print(table)
+    else:
+        console.print("\n[bold]Wakeup graph[/bold]: no thread of the target woke another")
+
+
+def print_label(console: Console, label: Label) -> None:
+    console.print(f"[{SEVERITY_STYLE[label.severity]}]{label.severity.upper()}[/] {label.summary}")
+    for line in label.details:
+        console.print(f"    {line}")
+    for fix in label.fixes:
+        console.print(f"    fix: {fix}")
+
+
+# --- HTML -------------------------------------------------------------------------------------------
+
+def verdict_blocks(assessment: Assessment) -> list:
+    blocks = [htmlpage.verdict(label.severity, f"{label.severity.upper()}: {label.summary}",
+                               [*label.details, *(f"fix: {fix}" for fix in label.fixes)])
+              for label in assessment.labels]
+    if not assessment.labels:
+        blocks.append(htmlpage.verdict("ok", no_label_line()))
+    blocks += [htmlpage.paragraph(f"note: {note}", "note") for note in assessment.notes]
+    return blocks
+
+
+def render_html(analysis: Analysis, assessment: Assessment) -> str:
+    body = [htmlpage.paragraph(headline(analysis)), htmlpage.paragraph(f"threads: {role_summary(analysis)}"),
+            htmlpage.heading("Verdicts"), *verdict_blocks(assessment)]
+    for label in assessment.labels:
+        body.append(htmlpage.heading(f"Evidence: {label.title}"))
+        body.append(htmlpage.table(["evidence", "value"], [[k, fmt(v, 3)] for k, v in label.evidence.items()]))
+    body += [htmlpage.heading("Threads"),
+             htmlpage.table(THREAD_HEADERS, thread_rows(analysis)),
+             htmlpage.figure(figures.syscall_mix(analysis), "syscall mix per thread"),
+             htmlpage.heading("Requests"),
+             htmlpage.table(["size", "responses", "writes/resp", "EAGAIN/resp", "partial/resp"], size_rows(analysis)),
+             htmlpage.figure(figures.writes_per_request_hist(analysis), "writes per request histogram"),
+             htmlpage.heading("Event loops"),
+             htmlpage.figure(figures.events_per_poll_hist(analysis), "events per poll call per thread"),
+             htmlpage.heading("Handoffs"),
+             htmlpage.table(["waker", "wakee", "wakeups", "per request"], edge_rows(analysis)),
+             htmlpage.table(["from", "to", "wakeups"], [[ROLE_NOUNS[a], ROLE_NOUNS[b], f"{n:,}"]
+                                                       for (a, b), n in role_edges(analysis).items()]),
+             htmlpage.figure(figures.handoff_graph(analysis), "handoff graph between threads")]
+    series = figures.time_series({"capture": analysis.intervals})
+    if series:
+        body += [htmlpage.heading("Over time"), htmlpage.figure(series, "rates per interval")]
+    body += [htmlpage.heading("All metrics"),
+             htmlpage.table(["metric", "kind", "value"], metric_rows(analysis.process))]
+    return htmlpage.page(f"spinscope report: {analysis.capture.name}", body)
