@@ -37,6 +37,8 @@ class Metric:
     kind: str
     higher_is_better: bool = False
     relative: bool = False  # changes read better as a percentage (times, rates) than as a difference
+    percent: bool = False  # the value is a share of calls, shown as a percentage
+    unit: str = ""  # for values whose phrase does not say it: "ms per request"
 
 
 METRICS = (
@@ -48,12 +50,12 @@ METRICS = (
     Metric("handoffs_per_request", "handoffs per request", PER_REQUEST),
     Metric("cs_per_request", "context switches per request", PER_REQUEST),
     Metric("futex_waits_per_request", "futex waits per request", PER_REQUEST),
-    Metric("futex_ms_per_request", "futex time", PER_REQUEST, relative=True),
-    Metric("runq_ms_per_request", "run-queue wait", PER_REQUEST, relative=True),
-    Metric("cpu_ms_per_request", "CPU per request", PER_REQUEST, relative=True),
-    Metric("poll_zero_fraction", "zero-event poll share", PER_CALL),
+    Metric("futex_ms_per_request", "futex time", PER_REQUEST, relative=True, unit="ms per request"),
+    Metric("runq_ms_per_request", "run-queue wait", PER_REQUEST, relative=True, unit="ms per request"),
+    Metric("cpu_ms_per_request", "CPU per request", PER_REQUEST, relative=True, unit="ms"),
+    Metric("poll_zero_fraction", "zero-event poll share", PER_CALL, percent=True),
     Metric("events_per_poll", "events per poll call", PER_CALL, higher_is_better=True),
-    Metric("read_eagain_fraction", "EAGAIN read share", PER_CALL),
+    Metric("read_eagain_fraction", "EAGAIN read share", PER_CALL, percent=True),
     Metric("requests_per_s", "requests/s", PER_SECOND, higher_is_better=True, relative=True),
     Metric("writes_per_s", "writes/s", PER_SECOND, relative=True),
     Metric("reads_per_s", "reads/s", PER_SECOND, relative=True),
@@ -61,7 +63,7 @@ METRICS = (
     Metric("cs_per_s", "context switches/s", PER_SECOND, relative=True),
     Metric("handoffs_per_s", "handoffs/s", PER_SECOND, relative=True),
     Metric("futex_waits_per_s", "futex waits/s", PER_SECOND, relative=True),
-    Metric("cpus_busy", "CPU use", PER_SECOND, relative=True),
+    Metric("cpus_busy", "CPU use", PER_SECOND, relative=True, unit="CPUs"),
 )
 METRIC_BY_NAME = {metric.name: metric for metric in METRICS}
 

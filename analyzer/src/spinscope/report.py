@@ -65,7 +65,8 @@ def terminal() -> Console:
 def headline(analysis: Analysis) -> str:
     cap = analysis.capture
     rate = analysis.process["requests_per_s"]
-    return (f"{cap.name}: {cap.duration_s:.1f} s, {len(cap.threads)} threads, {analysis.requests:,} requests"
+    n = len(cap.threads)
+    return (f"{cap.name}: {cap.duration_s:.1f} s, {n} thread{'' if n == 1 else 's'}, {analysis.requests:,} requests"
             + (f" ({rate:,.0f}/s)" if rate is not None else ""))
 
 

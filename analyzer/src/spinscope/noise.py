@@ -1,0 +1,65 @@
+"""Is a change between two captures larger than the run-to-run noise?
+
+Each capture's interval snapshots give a sample of every metric (one value per interval). Two samples are
+compared with Welch's t-test (means compared against their standard errors, without assuming equal
+variances), two-sided at ALPHA = 0.05. The critical value of Student's t is taken from a table for small
+degrees of freedom and from the Cornish-Fisher expansion above it, so only numpy is needed.
+
+With fewer than MIN_INTERVALS values on either side there is no spread to compare against, and the answer
+is "too few intervals to judge noise" rather than a guess.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+MIN_INTERVALS = 3
+ALPHA = 0.05
+SIGNIFICANT = "significant"
+WITHIN_NOISE = "within noise"
+TOO_FEW = "too few intervals to judge noise"
+
+# Two-sided 5% critical values of Student's t for 1..30 degrees of freedom.
+_T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+          2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+          2.045, 2.042)
+_Z_975 = 1.959964
+
+
+@dataclass(frozen=True)
+class NoiseTest:
+    verdict: str          # SIGNIFICANT, WITHIN_NOISE or TOO_FEW
+    t: float | None       # Welch's t (after - before); None when not computed
+    df: float | None
+    n_before: int
+    n_after: int
+
+
+def t_critical(df: float) -> float:
+    """Two-sided 5% critical t; non-integer df round down (the conservative side)."""
+    whole = max(1, int(math.floor(df)))
+    if whole <= len(_T_975):
+        return _T_975[whole - 1]
+    z = _Z_975
+    return z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
+
+
+def compare(before, after) -> NoiseTest:
+    """Welch's t-test of two samples of one metric (NaN values, from undefined intervals, are dropped)."""
+    a = np.asarray(before, dtype=float)
+    b = np.asarray(after, dtype=float)
+    a, b = a[~np.isnan(a)], b[~np.isnan(b)]
+    if len(a) < MIN_INTERVALS or len(b) < MIN_INTERVALS:
+        return NoiseTest(TOO_FEW, None, None, len(a), len(b))
+    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    difference = b.mean() - a.mean()
+    if va + vb == 0:  # both samples constant: any difference at all is real
+        verdict = SIGNIFICANT if difference else WITHIN_NOISE
+        return NoiseTest(verdict, math.copysign(math.inf, difference) if difference else 0.0, math.inf, len(a), len(b))
+    t = difference / math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+    verdict = SIGNIFICANT if abs(t) > t_critical(df) else WITHIN_NOISE
+    return NoiseTest(verdict, float(t), float(df), len(a), len(b))
