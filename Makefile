@@ -24,7 +24,7 @@ all: collector refservers fixtures
 collector: $(BUILD)/spinscope-collector
 
 $(BUILD):
-	mkdir -p $@ $@/fixtures
+	mkdir -p $@
 
 # CO-RE: the BPF object is compiled once against this header and relocated at load time by libbpf.
 $(BUILD)/vmlinux.h: | $(BUILD)
@@ -47,7 +47,8 @@ refservers: | $(BUILD)
 
 fixtures: $(FIXTURES)
 
-$(BUILD)/fixtures/%: tests/fixtures/%.c $(wildcard tests/fixtures/*.h) | $(BUILD)
+$(BUILD)/fixtures/%: tests/fixtures/%.c $(wildcard tests/fixtures/*.h)
+	@mkdir -p $(dir $@)
 	$(CC) -O1 -g $(WARN) -pthread $< -o $@
 
 setup:

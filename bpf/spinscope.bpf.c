@@ -5,8 +5,8 @@
  *
  * Attach points are tracepoints only (this kernel has no kprobes and refuses fentry):
  *   - tp/syscalls/sys_{enter,exit}_*   the write, read, poll and futex families, and close
- *   - tp_btf/sched_*                    switch, process_fork, process_exit
- *   - tp/sched/sched_waking             (classic: its header says whether we are in an interrupt)
+ *   - tp_btf/sched_*                    switch, waking, process_fork, process_exit
+ *   - tp_btf/{irq_handler,softirq,hrtimer_expire}_{entry,exit}   to know interrupt context
  * The collector attaches each program itself (see collector/probes.c), so one program can serve
  * several tracepoints and a tracepoint missing on an older kernel is skipped with a warning.
  *
@@ -630,31 +630,76 @@ static __always_inline void edge_add(__u32 waker, __u32 wakee)
 }
 
 /*
+ * Interrupt context, per CPU. A wakeup made from a hard or soft interrupt (a timer expiring, packets
+ * arriving) is not a handoff by whatever thread the interrupt landed on. The preempt count that
+ * would tell is a per-CPU variable BPF cannot reach on this kernel (no data symbols in kallsyms),
+ * and the flags in a classic tracepoint's header are filled only after BPF runs, so the interrupt
+ * paths that wake tasks are bracketed here: device IRQ handlers, softirqs, hrtimer callbacks.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} irq_depth SEC(".maps");
+
+static __always_inline int irq_enter(void)
+{
+	__u32 zero = 0, *depth = bpf_map_lookup_elem(&irq_depth, &zero);
+
+	if (depth)
+		(*depth)++;
+	return 0;
+}
+
+static __always_inline int irq_leave(void)
+{
+	__u32 zero = 0, *depth = bpf_map_lookup_elem(&irq_depth, &zero);
+
+	if (depth && *depth) /* an exit without its entry: attached mid-interrupt */
+		(*depth)--;
+	return 0;
+}
+
+SEC("tp_btf/irq_handler_entry")
+int BPF_PROG(on_irq_entry) { return irq_enter(); }
+SEC("tp_btf/irq_handler_exit")
+int BPF_PROG(on_irq_exit) { return irq_leave(); }
+SEC("tp_btf/softirq_entry")
+int BPF_PROG(on_softirq_entry) { return irq_enter(); }
+SEC("tp_btf/softirq_exit")
+int BPF_PROG(on_softirq_exit) { return irq_leave(); }
+SEC("tp_btf/hrtimer_expire_entry")
+int BPF_PROG(on_hrtimer_entry) { return irq_enter(); }
+SEC("tp_btf/hrtimer_expire_exit")
+int BPF_PROG(on_hrtimer_exit) { return irq_leave(); }
+
+static __always_inline bool in_interrupt(void)
+{
+	__u32 zero = 0, *depth = bpf_map_lookup_elem(&irq_depth, &zero);
+
+	return depth && *depth;
+}
+
+/*
  * sched_waking runs in the waker's context (sched_wakeup may run on the wakee's CPU), so the
  * current task is the waker, unless we are in an interrupt: then the wakeup came from a timer, a
- * device or softirq networking, not from whatever thread the interrupt happened to land on.
- *
- * This is the classic tracepoint rather than tp_btf because its record header carries the
- * interrupt-context flags; the kernel's per-CPU preempt count is not reachable from BPF here
- * (kallsyms lacks data symbols). The wakee is known only by tid: it is ours if it has a live
- * entry in `threads` (every target thread gets one when it first runs).
+ * device or softirq networking, and is counted apart.
  */
-SEC("tp")
-int on_sched_waking(struct trace_event_raw_sched_wakeup_template *ctx)
+SEC("tp_btf/sched_waking")
+int BPF_PROG(on_sched_waking, struct task_struct *p)
 {
-	__u32 wakee_tid = ctx->pid;
 	struct thread_stats *wakee, *waker;
-	__u8 trace_flags = 0;
 	__u64 id;
 
-	wakee = bpf_map_lookup_elem(&threads, &wakee_tid);
-	if (!wakee || (wakee->flags & THREAD_EXITED))
+	if (!is_target(p->tgid))
+		return 0;
+	wakee = task_thread(p);
+	if (!wakee)
 		return 0;
 	wakee->runnable_since_ns = bpf_ktime_get_ns();
 
-	/* The verifier keeps tracepoint programs out of the common header; read it as memory. */
-	bpf_probe_read_kernel(&trace_flags, sizeof(trace_flags), &ctx->ent.flags);
-	if (trace_flags & (TRACE_FLAG_HARDIRQ | TRACE_FLAG_SOFTIRQ | TRACE_FLAG_NMI)) {
+	if (in_interrupt()) {
 		__sync_fetch_and_add(&wakee->c.wakeups_irq, 1);
 		return 0;
 	}
@@ -667,7 +712,7 @@ int on_sched_waking(struct trace_event_raw_sched_wakeup_template *ctx)
 	waker = current_thread((__u32)id);
 	if (waker)
 		waker->c.wakeups_sent++;
-	edge_add((__u32)id, wakee_tid);
+	edge_add((__u32)id, p->pid);
 	return 0;
 }
 

@@ -1,0 +1,138 @@
+"""`spinscope record`: run the collector against a PID and show progress until the capture is written.
+
+The collector (C, libbpf) does the work; this wrapper picks a capture name, shows a progress bar on
+long captures, and makes sure Ctrl-C ends the capture the way the collector expects: the signal
+reaches the collector (same process group, or forwarded), which detaches, reads its maps and writes
+the file. The wrapper only waits for that, so an interrupted capture is still complete.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from spinscope.errors import SpinscopeError
+from spinscope.paths import collector_candidates, find_collector
+
+DEFAULT_INTERVAL_S = 1.0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "record",
+        help="attach to a running process and write a capture",
+        description="Attach spinscope's probes to a running process and write a capture "
+        "(JSON) when the duration ends, on Ctrl-C, or when the process exits.",
+    )
+    p.add_argument("--pid", "-p", type=int, required=True, help="process to trace")
+    p.add_argument("--duration", "-d", type=float, default=0.0,
+                   help="seconds to record (default: until Ctrl-C or the process exits)")
+    p.add_argument("--output", "-o", type=Path,
+                   help="capture file (default: spinscope-PID-TIMESTAMP.json)")
+    p.add_argument("--interval", "-i", type=float, default=DEFAULT_INTERVAL_S,
+                   help=f"seconds between counter snapshots, used by diff to judge noise "
+                   f"(default {DEFAULT_INTERVAL_S:g}; 0 disables)")
+    p.add_argument("--children", "-c", action="store_true",
+                   help="also trace processes it forks (process-per-connection, n-copy)")
+    p.add_argument("--max-threads", type=int, help="threads the maps can hold (default 16384)")
+    p.add_argument("--max-sockets", type=int, help="sockets with a request in flight (default 65536)")
+    p.add_argument("--quiet", "-q", action="store_true", help="only print errors")
+    p.set_defaults(func=run)
+
+
+def collector_command(collector: Path, args: argparse.Namespace, output: Path) -> list[str]:
+    cmd = [str(collector), "--pid", str(args.pid), "--output", str(output)]
+    if args.duration:
+        cmd += ["--duration", f"{args.duration:g}"]
+    if args.interval:
+        cmd += ["--interval", f"{args.interval:g}"]
+    if args.children:
+        cmd.append("--children")
+    if args.max_threads:
+        cmd += ["--max-threads", str(args.max_threads)]
+    if args.max_sockets:
+        cmd += ["--max-sockets", str(args.max_sockets)]
+    return cmd
+
+
+def default_output(pid: int) -> Path:
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path(f"spinscope-{pid}-{stamp}.json")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.pid <= 0:
+        raise SpinscopeError(f"--pid must be a positive process id, not {args.pid}", exit_code=2)
+    if args.duration < 0 or args.interval < 0:
+        raise SpinscopeError("--duration and --interval must be >= 0", exit_code=2)
+    collector = find_collector()
+    if collector is None:
+        looked = ", ".join(str(c) for c in collector_candidates()) or "PATH"
+        raise SpinscopeError(f"collector not found (looked in {looked}); build it with `make`")
+    output = args.output or default_output(args.pid)
+    console = Console(stderr=True, quiet=args.quiet)
+
+    proc = subprocess.Popen(collector_command(collector, args, output), stdin=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, bufsize=1)
+    attached = threading.Event()
+    lines: list[str] = []
+
+    def relay_stderr() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            line = line.rstrip("\n")
+            lines.append(line)
+            if "attached" in line:
+                attached.set()
+            if not args.quiet or ": error:" in line:
+                console.print(line, markup=False, highlight=False)
+
+    relay = threading.Thread(target=relay_stderr, daemon=True)
+    relay.start()
+
+    # Ctrl-C in a terminal reaches the collector too (same process group); a signal sent to this
+    # process alone is forwarded. Either way we wait for the collector to write the capture.
+    def forward(signum: int, _frame: object) -> None:
+        if proc.poll() is None:
+            proc.send_signal(signum)
+
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        wait_with_progress(proc, attached, args.duration, console)
+        relay.join(timeout=5)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+    if proc.returncode == 0 and not args.quiet:
+        console.print(f"next: spinscope report {output}", markup=False, highlight=False)
+    return proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
+
+
+def wait_with_progress(proc: subprocess.Popen, attached: threading.Event, duration: float,
+                       console: Console) -> None:
+    """Wait for the collector, with a bar over the duration once the probes are live (TTY only)."""
+    show = console.is_terminal and not console.quiet
+    if not show:
+        proc.wait()
+        return
+    while not attached.is_set() and proc.poll() is None:
+        time.sleep(0.05)
+    columns = [TextColumn("recording"), BarColumn(), TimeElapsedColumn()]
+    if duration:
+        columns.append(TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("record", total=duration or None)
+        start = time.monotonic()
+        while proc.poll() is None:
+            progress.update(task, completed=min(time.monotonic() - start, duration or 0))
+            time.sleep(0.1)

@@ -1,0 +1,100 @@
+"""Run the collector against the fixture programs in tests/fixtures and hand back both sides' counts."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = ROOT / "build"
+COLLECTOR = BUILD / "spinscope-collector"
+FIXTURES = BUILD / "fixtures"
+
+requires_root = pytest.mark.skipif(os.geteuid() != 0, reason="BPF needs root")
+
+
+class LineReader:
+    """Lines of a pipe, read on a thread so waiting for one can time out."""
+
+    def __init__(self, stream):
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._pump, args=(stream,), daemon=True).start()
+
+    def _pump(self, stream) -> None:
+        for line in stream:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def wait_for(self, predicate, timeout: float = 10.0) -> str:
+        while True:
+            try:
+                line = self.lines.get(timeout=timeout)
+            except queue.Empty:
+                raise AssertionError(f"timed out; saw {self.seen!r}") from None
+            if line is None:
+                raise AssertionError(f"stream ended; saw {self.seen!r}")
+            self.seen.append(line)
+            if predicate(line):
+                return line
+
+
+def start_collector(pid: int, output: Path, *extra: str) -> tuple[subprocess.Popen, LineReader]:
+    proc = subprocess.Popen([str(COLLECTOR), "--pid", str(pid), "-o", str(output), *extra],
+                            stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    err = LineReader(proc.stderr)
+    err.wait_for(lambda line: "attached" in line or ": error:" in line)
+    assert err.seen[-1].find("attached") >= 0, err.seen
+    return proc, err
+
+
+@dataclass
+class FixtureRun:
+    truth: dict[str, dict]  # thread name -> what the fixture counted itself
+    capture: dict
+    collector_stderr: list[str] = field(default_factory=list)
+
+    def thread(self, name: str) -> dict:
+        """The capture's entry for the fixture thread called name (matched by tid)."""
+        tid = self.truth[name]["tid"]
+        matches = [t for t in self.capture["threads"] if t["tid"] == tid]
+        assert len(matches) == 1, f"thread {name} (tid {tid}) not in capture"
+        return matches[0]
+
+
+def run_fixture(name: str, *args: str, tmp_path: Path, collector_args: tuple[str, ...] = ()) -> FixtureRun:
+    """Start fixture NAME, attach the collector, let the fixture run, and read both accounts.
+
+    The collector stops by itself when the fixture exits, which also exercises that path."""
+    output = tmp_path / f"{name}.json"
+    fixture = subprocess.Popen([str(FIXTURES / name), *args], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True)
+    collector = None
+    try:
+        out = LineReader(fixture.stdout)
+        pid = int(out.wait_for(lambda line: line.startswith("ready")).split()[1])
+        collector, err = start_collector(pid, output, *collector_args)
+        fixture.stdin.write("go\n")
+        fixture.stdin.flush()
+        out.wait_for(lambda line: line == "done", timeout=60)
+        assert fixture.wait(timeout=30) == 0
+        assert collector.wait(timeout=30) == 0, err.seen
+        err.lines.put(None)
+        truth = {}
+        for line in out.seen:
+            if line.startswith("{"):
+                row = json.loads(line)
+                truth[row["thread"]] = row
+        return FixtureRun(truth, json.loads(output.read_text()), err.seen)
+    finally:
+        for proc in (fixture, collector):
+            if proc and proc.poll() is None:
+                proc.kill()
+                proc.wait()

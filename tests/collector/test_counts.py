@@ -1,0 +1,128 @@
+"""The collector's per-thread counts must equal what the fixture programs know they did."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import requires_root, run_fixture
+
+pytestmark = requires_root
+
+WRITE_KEYS = ["write_calls", "write_bytes", "write_eagain", "write_partial"]
+READ_KEYS = ["read_calls", "read_bytes", "read_eagain", "read_eof"]
+
+
+def test_socket_writes_and_eagain_exact(tmp_path):
+    run = run_fixture("sockio", tmp_path=tmp_path)
+    truth, got = run.truth["sockwriter"], run.thread("sockwriter")
+    assert {k: got[k] for k in WRITE_KEYS} == {k: truth[k] for k in WRITE_KEYS}
+    # The fixture's own design: 6 small writes, then a fill, then 25 extra EAGAINs (+1 ending the fill).
+    assert truth["write_eagain"] == 26
+    assert truth["write_calls"] > 6 + 26
+    assert got["write_errors"] == 0
+    assert got["write_ns"] > 0
+    # Pipe, eventfd and /dev/null writes are not socket writes: the thread made exactly these.
+    assert got["read_calls"] == 0
+
+
+def test_socket_reads_eagain_and_eof_exact(tmp_path):
+    run = run_fixture("sockio", tmp_path=tmp_path)
+    truth, got = run.truth["sockreader"], run.thread("sockreader")
+    assert {k: got[k] for k in READ_KEYS} == {k: truth[k] for k in READ_KEYS}
+    assert (got["read_calls"], got["read_eagain"], got["read_eof"]) == (9, 4, 1)
+    # It also wrote 4 messages into its own socketpair (socket writes) and 1 into a pipe (not).
+    assert got["write_calls"] == 4
+
+
+def test_zero_event_returns_of_every_poll_call_exact(tmp_path):
+    run = run_fixture("polls", tmp_path=tmp_path)
+    for name, calls in (("epoller", 3), ("poller", 2), ("selector", 2)):
+        truth, got = run.truth[name], run.thread(name)
+        assert (got["poll_calls"], got["poll_zero"], got["poll_events"]) == (
+            truth["poll_calls"], truth["poll_zero"], truth["poll_events"])
+        assert got["poll_zero"] == 7 * calls  # ZERO per call kind
+        assert got["poll_events_hist"] == [7 * calls, 3 * calls]  # buckets 0 and 1
+        assert got["poll_errors"] == 0
+        assert got["poll_ns"] >= got["poll_zero"] * 1_000_000  # each empty call waited 1 ms
+
+
+@pytest.mark.parametrize("name", ["futexwait", "bitsetwait", "condwait"])
+def test_futex_waits_and_time_waited(tmp_path, name, futex_run):
+    truth, got = futex_run.truth[name], futex_run.thread(name)
+    assert got["futex_waits"] == truth["futex_waits"] == 5
+    # Time in the syscall is a little less than the fixture's clock around it; tolerance 5%.
+    assert truth["futex_wait_ns"] * 0.95 <= got["futex_wait_ns"] <= truth["futex_wait_ns"]
+    assert got["futex_wait_ns"] >= 5 * 20_000_000
+
+
+def test_futex_wakes_exact(futex_run):
+    assert futex_run.thread("futexwait")["futex_wakes"] == 4
+    assert futex_run.thread("bitsetwait")["futex_wakes"] == 0
+
+
+@pytest.fixture(scope="module")
+def futex_run(tmp_path_factory):
+    return run_fixture("futexes", tmp_path=tmp_path_factory.mktemp("futex"))
+
+
+def test_handoff_edges_exact(tmp_path):
+    rounds = 500
+    run = run_fixture("pingpong", str(rounds), tmp_path=tmp_path)
+    ping, pong = run.truth["ping"]["tid"], run.truth["pong"]["tid"]
+    edges = {(e["waker_tid"], e["wakee_tid"]): e["count"] for e in run.capture["wakeups"]}
+    assert edges[(ping, pong)] == rounds
+    assert edges[(pong, ping)] == rounds
+    assert run.thread("ping")["wakeups_sent"] == rounds
+    assert run.thread("pong")["wakeups_received"] == rounds
+    # Pipes are not sockets.
+    assert run.thread("ping")["write_calls"] == run.thread("pong")["write_calls"] == 0
+    # Each hand-off blocks the sender: at least one voluntary switch per round.
+    assert run.thread("ping")["cs_voluntary"] >= rounds
+    assert run.thread("pong")["cs_voluntary"] >= rounds
+    totals = run.capture["totals"]
+    assert totals["wakeups_sent"] == sum(edges.values())
+
+
+def test_requests_and_writes_per_request_exact(tmp_path):
+    requests, writes = 40, 5
+    run = run_fixture("reqserver", str(requests), str(writes), tmp_path=tmp_path)
+    server = run.thread("server")
+    assert run.truth["server"]["requests"] == requests
+    assert server["write_calls"] == requests * writes
+    req = run.capture["requests"]
+    assert req["count"] == requests
+    assert req["write_calls"] == requests * writes
+    assert req["write_bytes"] == requests * writes * 100
+    assert req["write_eagain"] == 0
+    assert req["cross_thread"] == 0
+    # log2 buckets: 5 writes -> bucket 3 ([4, 7]); 500 bytes -> bucket 9 ([256, 511]).
+    assert req["hist"]["write_calls"] == [0, 0, 0, requests]
+    assert req["hist"]["write_bytes"][9] == requests
+    assert req["by_size"] == [{"bytes_min": 256, "bytes_max": 511, "count": requests,
+                               "write_calls": requests * writes, "write_eagain": 0,
+                               "write_partial": 0, "write_bytes": requests * writes * 100}]
+    # The client is a separate (forked, untraced) process: its threads are not in the capture.
+    assert {t["pid"] for t in run.capture["threads"]} == {run.capture["target"]["pid"]}
+
+
+def test_capture_document_shape(tmp_path):
+    run = run_fixture("reqserver", "3", "1", tmp_path=tmp_path, collector_args=("--interval", "0.2"))
+    cap = run.capture
+    assert cap["schema"] == 1 and cap["format"] == "spinscope-capture"
+    assert cap["end_reason"] == "target-exited"
+    assert cap["target"]["comm"] == "reqserver"
+    assert cap["target"]["cmdline"][1:] == ["3", "1"]
+    assert cap["duration_s"] > 0
+    names = {t["comm"] for t in cap["threads"]}
+    assert {"reqserver", "server"} <= names
+    # Totals are the sum over threads, exited ones included.
+    for key in ("write_calls", "read_calls", "cs_voluntary", "futex_waits"):
+        assert cap["totals"][key] == sum(t[key] for t in cap["threads"])
+    assert cap["totals"]["threads_created"] == 1  # the server thread (the client forked before attach)
+    assert cap["totals"]["threads_exited"] == cap["totals"]["threads_seen"]
+    # Interval deltas add up to the totals.
+    assert len(cap["intervals"]) >= 1
+    for key in ("write_calls", "read_calls"):
+        assert sum(iv["counters"][key] for iv in cap["intervals"]) == cap["totals"][key]
+    assert sum(iv["requests"] for iv in cap["intervals"]) == cap["requests"]["count"] == 3
+    assert cap["drops"] == {"threads": 0, "sockets": 0, "wakeup_edges": 0, "pids": 0}
