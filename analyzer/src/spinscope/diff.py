@@ -17,8 +17,8 @@ from spinscope.capture import load
 from spinscope.labels import HANDOFF_OVERHEAD, SPURIOUS_SELECT, TITLES, WRITE_SPIN, Assessment, assess
 from spinscope.metrics import METRICS, PER_REQUEST, Analysis, Metric, analyze
 from spinscope.noise import SIGNIFICANT, TOO_FEW, NoiseTest, compare
-from spinscope.output import fmt, print_json, write_text
-from spinscope.report import headline, print_label, terminal
+from spinscope.output import fmt, print_json, terminal, write_text
+from spinscope.report import headline, print_label
 
 # The metrics that tell each label's story, in the order a verdict names them.
 LABEL_METRICS = {

@@ -12,9 +12,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
 
+from spinscope.output import terminal
 from spinscope.paths import COLLECTOR_ENV, collector_candidates, find_collector
 
 TRACEFS = Path("/sys/kernel/tracing")
@@ -50,7 +50,7 @@ def add_parser(subparsers) -> None:
 
 def run(args) -> int:
     checks = all_checks()
-    console = Console(highlight=False)
+    console = terminal()
     table = Table(title="spinscope doctor", title_justify="left")
     for header in ("check", "status", "detail", "remedy"):
         table.add_column(header, overflow="fold")

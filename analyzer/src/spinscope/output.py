@@ -8,10 +8,17 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from rich.console import Console
 
 from spinscope.errors import SpinscopeError
 
 NOT_AVAILABLE = "n/a"
+# Wide enough for the thread table when output goes to a file or pipe (rich would assume 80 columns).
+PIPE_WIDTH = 160
+
+
+def terminal() -> Console:
+    return Console(highlight=False, width=None if sys.stdout.isatty() else PIPE_WIDTH)
 
 
 def fmt(value, digits: int = 2, percent: bool = False) -> str:

@@ -15,7 +15,7 @@ from spinscope import figures, htmlpage
 from spinscope.capture import load
 from spinscope.labels import Assessment, Label, assess, role_edges, size_class
 from spinscope.metrics import METRICS, Analysis, analyze
-from spinscope.output import fmt, print_json, write_text
+from spinscope.output import fmt, print_json, terminal, write_text
 from spinscope.roles import ROLE_NOUNS, ROLES, activity
 
 SEVERITY_STYLE = {"critical": "bold red", "warning": "bold yellow", "info": "bold blue"}
@@ -29,8 +29,6 @@ THREAD_COLUMNS = (  # (header, column, digits or None for a percentage): the per
     ("woke", "wakeups_sent", 0), ("woken", "wakeups_received", 0),
 )
 THREAD_HEADERS = ("role", "thread", *(header for header, _, _ in THREAD_COLUMNS))
-# Wide enough for the thread table when output goes to a file or pipe (rich would assume 80 columns).
-PIPE_WIDTH = 160
 
 
 def add_parser(subparsers) -> None:
@@ -54,10 +52,6 @@ def run(args) -> int:
         write_text(args.html, render_html(analysis, assessment))
         print(f"wrote {args.html}", file=sys.stderr if args.json else sys.stdout)
     return 0
-
-
-def terminal() -> Console:
-    return Console(highlight=False, width=None if sys.stdout.isatty() else PIPE_WIDTH)
 
 
 # --- shared pieces ----------------------------------------------------------------------------------
