@@ -1,0 +1,68 @@
+/*
+ * refserver: one binary, many server architectures, identical request semantics.
+ *
+ * Everything that is *not* the architecture lives under common/: option parsing,
+ * the listening socket, HTTP/1.1 parsing and response generation, the per-connection
+ * buffers and the USDT probes.  Each arch/NAME.c owns only the flow of a request
+ * through its threads/processes, so a reader can follow one architecture in one file.
+ */
+#ifndef REFSERVER_H
+#define REFSERVER_H
+
+#include <stdbool.h>
+
+enum rs_poller_kind { RS_POLLER_EPOLL, RS_POLLER_POLL, RS_POLLER_SELECT };
+
+/*
+ * What an event-driven server does when write() returns EAGAIN before the response is out:
+ *  SPIN      keep calling write() until it is (busy spin; the paper's SingleT-Async);
+ *  EPOLLOUT  stop, wait for writability, resume (what production servers do).
+ */
+enum rs_write_policy { RS_WRITE_EPOLLOUT, RS_WRITE_SPIN };
+
+struct rs_options {
+	const char *arch;
+	const char *host;
+	int port;                  /* 0: ephemeral */
+	int workers;               /* 0: architecture default */
+	int sndbuf;                /* 0: kernel default */
+	int backlog;
+	enum rs_poller_kind poller;
+	enum rs_write_policy write_policy;
+};
+
+struct rs_server {
+	struct rs_options opt;
+	int listen_fd;             /* bound + listening; blocking unless the arch changes it */
+	int workers;               /* resolved worker count (printed on the listening line) */
+};
+
+/* An architecture: run() serves until SIGINT/SIGTERM, then cleans up and returns the exit code. */
+struct rs_arch {
+	const char *name;
+	int (*run)(struct rs_server *srv);
+	/* Workers when --workers is not given: >0 literal, -1 = number of CPUs, 0 = not applicable. */
+	int default_workers;
+};
+
+#define RS_ARCH_RUN(name) int name(struct rs_server *srv)
+RS_ARCH_RUN(arch_thread_per_conn_run);
+RS_ARCH_RUN(arch_process_per_conn_run);
+RS_ARCH_RUN(arch_thread_pool_run);
+RS_ARCH_RUN(arch_event_loop_run);
+RS_ARCH_RUN(arch_n_copy_run);
+RS_ARCH_RUN(arch_reactor_split_run);
+RS_ARCH_RUN(arch_reactor_worker_run);
+RS_ARCH_RUN(arch_netty_run);
+RS_ARCH_RUN(arch_hybrid_run);
+RS_ARCH_RUN(arch_pipeline_run);
+RS_ARCH_RUN(arch_green_threads_run);
+RS_ARCH_RUN(arch_process_graph_run);
+
+/* The single-threaded event loop, reused verbatim by n-copy (each copy runs one). */
+int event_loop_serve(struct rs_server *srv, int signal_fd);
+
+/* Print a diagnostic prefixed with "refserver: " (and strerror(errno) when with_errno). */
+void rs_log(bool with_errno, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif
