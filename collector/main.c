@@ -457,8 +457,10 @@ int main(int argc, char **argv)
 		}
 	}
 
-	/* Stop counting first so the final read is one consistent instant. */
-	probes_detach(links, nlinks);
+	/*
+	 * Read the maps while the probes are still attached and write the capture; detaching takes a
+	 * grace period per tracepoint and is left for after the file is safe.
+	 */
 	now = mono_ns();
 	meta.duration_s = (now - start) / 1e9;
 	ret = snapshot_read(skel, &snap, true);
@@ -492,6 +494,7 @@ int main(int argc, char **argv)
 			snap.nthreads, (unsigned long long)snap.requests.count, meta.duration_s,
 			meta.end_reason);
 	}
+	probes_detach(links, nlinks);
 	snapshot_free(&snap);
 	free(iv.items);
 	free(links);
