@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from rich.table import Table
 
-from spinscope import figures, htmlpage
+from spinscope import htmlpage
 from spinscope.capture import load
 from spinscope.labels import HANDOFF_OVERHEAD, SPURIOUS_SELECT, TITLES, WRITE_SPIN, Assessment, assess
 from spinscope.metrics import METRICS, PER_REQUEST, Analysis, Metric, analyze
@@ -212,6 +212,8 @@ def render_terminal(comparison: Comparison) -> None:
 
 
 def render_html(comparison: Comparison) -> str:
+    from spinscope import figures  # matplotlib loads in ~0.5 s: only when a page is drawn
+
     per_request = [m.name for m in METRICS if m.kind == PER_REQUEST]
     body = [htmlpage.verdict("critical" if comparison.appeared else "ok", comparison.verdict()),
             htmlpage.paragraph(f"before: {headline(comparison.before)}"),

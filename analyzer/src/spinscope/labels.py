@@ -289,7 +289,9 @@ def role_edges(analysis: Analysis) -> pd.Series:
 # --- helpers ----------------------------------------------------------------------------------------
 
 def size_class(bytes_min: int, bytes_max: int) -> str:
-    """`64–128 KiB` for the log2 class [65536, 131071]."""
+    """`64–128 KiB` for the log2 class [65536, 131071]; `0 B` and `1 B` for the one-value classes."""
+    if bytes_min == bytes_max:
+        return " ".join(_bytes(bytes_min))
     low, high = _bytes(bytes_min), _bytes(bytes_max + 1)
     if low[1] == high[1]:
         return f"{low[0]}–{high[0]} {high[1]}"

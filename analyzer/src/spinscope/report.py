@@ -11,7 +11,7 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
-from spinscope import figures, htmlpage
+from spinscope import htmlpage
 from spinscope.capture import load
 from spinscope.labels import Assessment, Label, assess, role_edges, size_class
 from spinscope.metrics import METRICS, Analysis, analyze
@@ -206,6 +206,8 @@ def verdict_blocks(assessment: Assessment) -> list:
 
 
 def render_html(analysis: Analysis, assessment: Assessment) -> str:
+    from spinscope import figures  # matplotlib loads in ~0.5 s: only when a page is drawn
+
     body = [htmlpage.paragraph(headline(analysis)), htmlpage.paragraph(f"threads: {role_summary(analysis)}"),
             htmlpage.heading("Verdicts"), *verdict_blocks(assessment)]
     for label in assessment.labels:

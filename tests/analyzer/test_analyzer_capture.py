@@ -1,0 +1,95 @@
+"""Loading captures: valid ones become frames; every bad input is one clear line, never a traceback."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import captures
+from spinscope.capture import COUNTERS, load
+from spinscope.errors import SpinscopeError
+
+
+def test_frames_hold_what_the_document_says(capture_file):
+    cap = load(capture_file(captures.reactor_split()))
+    assert list(cap.threads.index) == [300, 301, 302, 303, 304]
+    assert set(COUNTERS) <= set(cap.threads.columns)
+    assert cap.threads.at[300, "poll_calls"] == 12_000
+    assert cap.totals["wakeups_sent"] == cap.wakeups["count"].sum() == 40_000
+    assert cap.request_count == 10_000
+    assert list(cap.by_size.columns[:2]) == ["bytes_min", "bytes_max"]
+    assert len(cap.intervals) == 10 and cap.intervals["requests"].sum() == 10_000
+    assert cap.name == "reactor (pid 300)"
+
+
+def test_capture_without_intervals_or_requests_loads(capture_file):
+    doc = captures.capture([captures.thread(1, poll_calls=5)], intervals=0)
+    cap = load(capture_file(doc))
+    assert cap.intervals.empty and cap.request_count == 0 and cap.by_size.empty
+
+
+def bad_documents():
+    good = captures.clean_event_loop()
+    text = json.dumps(good)
+    newer = {**good, "schema": 2}
+    no_threads = {k: v for k, v in good.items() if k != "threads"}
+    thread_lacks_counter = json.loads(text)
+    del thread_lacks_counter["threads"][0]["poll_zero"]
+    string_counter = json.loads(text)
+    string_counter["totals"]["write_calls"] = "12"
+    return {
+        "empty": (b"", "not a spinscope capture (empty file)"),
+        "truncated": (text[: len(text) // 2].encode(), "not a spinscope capture (truncated JSON at byte"),
+        "not-json": (b"hello, world\n", "not a spinscope capture (invalid JSON at byte 0"),
+        "binary": (b"\x89PNG\r\n\x1a\n\x00\xff", "not a spinscope capture (not UTF-8 text"),
+        "other-json": (json.dumps({"traceEvents": []}).encode(), 'not a spinscope capture (no "format"'),
+        "json-list": (b"[1, 2, 3]", 'not a spinscope capture (no "format"'),
+        "newer-schema": (json.dumps(newer).encode(),
+                         "schema 2 is newer than this spinscope understands (1); upgrade spinscope"),
+        "missing-threads": (json.dumps(no_threads).encode(), "malformed spinscope capture: top level lacks 'threads'"),
+        "missing-counter": (json.dumps(thread_lacks_counter).encode(),
+                            "malformed spinscope capture: threads[0] lacks 'poll_zero'"),
+        "string-counter": (json.dumps(string_counter).encode(), "totals.write_calls is not a number"),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(bad_documents()))
+def test_bad_capture_is_one_line_error(case, tmp_path, cli):
+    content, expected = bad_documents()[case]
+    path = tmp_path / "capture.json"
+    path.write_bytes(content)
+    assert_one_line_error(cli("report", path), "report", expected)
+
+
+def test_diff_reports_the_bad_side(tmp_path, capture_file, cli):
+    good = capture_file(captures.clean_event_loop(), "before.json")
+    bad = tmp_path / "capture.json"
+    bad.write_text('{"schema": 1, "format": "spinscope-capture", "duration_s": 1')
+    assert_one_line_error(cli("diff", good, bad), "diff", "truncated JSON")
+
+
+def assert_one_line_error(result, verb: str, expected: str) -> None:
+    assert result.returncode != 0
+    assert result.stdout == ""
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"spinscope {verb}: error: capture.json: ")
+    assert expected in lines[0]
+
+
+def test_missing_file_and_directory(tmp_path, cli):
+    result = cli("report", tmp_path / "nope.json")
+    assert result.returncode == 1
+    assert result.stderr.strip() == f"spinscope report: error: {tmp_path / 'nope.json'}: no such file"
+    result = cli("report", tmp_path)
+    assert result.returncode == 1 and "is a directory" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_load_raises_spinscope_error_not_json_error(tmp_path):
+    path = tmp_path / "c.json"
+    text = '{"schema": 1, "format": "spinscope-capture", "threads": ['
+    path.write_text(text)
+    with pytest.raises(SpinscopeError, match=rf"c.json: not a spinscope capture \(truncated JSON at byte {len(text)}\)"):
+        load(path)
