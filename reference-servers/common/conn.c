@@ -93,6 +93,7 @@ static void set_response(struct rs_conn *c, int status, const char *reason, cons
 	c->out_off = 0;
 	c->body_len = body_len;
 	c->write_calls = 0;
+	c->saw_eagain = false;
 }
 
 static void consume_input(struct rs_conn *c, size_t n)
@@ -169,8 +170,12 @@ enum rs_io conn_write(struct rs_conn *c)
 		c->write_calls++;
 		n = write(c->fd, c->out + c->out_off, c->out_len - c->out_off);
 	} while (n < 0 && errno == EINTR);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+		c->saw_eagain = true;
+		return RS_IO_AGAIN;
+	}
 	if (n < 0)
-		return errno == EAGAIN || errno == EWOULDBLOCK ? RS_IO_AGAIN : RS_IO_ERROR;
+		return RS_IO_ERROR;
 	c->out_off += (size_t)n;
 	return c->out_off == c->out_len ? RS_IO_DONE : RS_IO_PARTIAL;
 }

@@ -33,6 +33,7 @@ struct rs_conn {
 	char *out;                  /* response: header + body, contiguous */
 	size_t out_len, out_off, out_cap, body_len;
 	unsigned write_calls;
+	bool saw_eagain;            /* some write() for this response returned EAGAIN */
 
 	/* Owned by the architecture (queue links, registered epoll events, state machine). */
 	struct rs_conn *next;

@@ -62,6 +62,21 @@ RS_ARCH_RUN(arch_process_graph_run);
 /* The single-threaded event loop, reused verbatim by n-copy (each copy runs one). */
 int event_loop_serve(struct rs_server *srv, int signal_fd);
 
+/*
+ * The netty-style engine (arch/netty.c), shared with hybrid: an acceptor plus --workers
+ * event loops.  With a policy, each response may be written "inline" (until done, spinning
+ * on EAGAIN, like a single-threaded server) instead of on netty's bounded 16-write path;
+ * learn() is told how each response went.
+ */
+struct rs_conn;
+struct netty_policy {
+	void *(*create)(void);                          /* per-loop state */
+	void (*destroy)(void *state);
+	bool (*write_inline)(void *state, const struct rs_conn *c);
+	void (*learn)(void *state, const struct rs_conn *c);
+};
+int netty_serve(struct rs_server *srv, const struct netty_policy *policy);
+
 /* Print a diagnostic prefixed with "refserver: " (and strerror(errno) when with_errno). */
 void rs_log(bool with_errno, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
