@@ -10,7 +10,6 @@ The scenario functions below are the servers the research describes.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import numpy as np
@@ -228,7 +227,3 @@ SCENARIOS = {
     "imbalanced_loops": imbalanced_loops,
 }
 
-
-def nan_free(value):
-    """JSON numbers only: what `--json` output should contain (NaN is not JSON)."""
-    return not (isinstance(value, float) and math.isnan(value))

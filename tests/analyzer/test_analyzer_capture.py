@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -93,3 +94,17 @@ def test_load_raises_spinscope_error_not_json_error(tmp_path):
     path.write_text(text)
     with pytest.raises(SpinscopeError, match=rf"c.json: not a spinscope capture \(truncated JSON at byte {len(text)}\)"):
         load(path)
+
+
+GOLDEN = sorted((Path(__file__).resolve().parents[1] / "data" / "captures").glob("*.json"))
+
+
+@pytest.mark.skipif(not GOLDEN, reason="no golden captures from the collector in tests/data/captures yet")
+@pytest.mark.parametrize("path", GOLDEN, ids=[p.name for p in GOLDEN])
+def test_golden_captures_load_and_report(path):
+    from spinscope.labels import assess
+    from spinscope.metrics import analyze
+
+    analysis = analyze(load(path))
+    assess(analysis)
+    assert len(analysis.threads) == analysis.capture.raw["totals"]["threads_seen"]

@@ -132,20 +132,20 @@ def handoff_graph(analysis: Analysis) -> str | None:
         label = f"{count / requests:.2f}/req" if requests else f"{count}"
         if a == b:
             x, y = pos[a]
-            ax.annotate(label, (x, y + 0.22), ha="center", fontsize=8)
+            ax.annotate(f"self {label}", (x, y - 0.2), ha="center", fontsize=8)
             continue
         ax.annotate("", xy=pos[b], xytext=pos[a],
                     arrowprops=dict(arrowstyle="-|>", lw=0.8 + 5 * count / biggest, color="#555555",
-                                    shrinkA=28, shrinkB=28, connectionstyle="arc3,rad=0.15"))
+                                    shrinkA=16, shrinkB=16, connectionstyle="arc3,rad=0.15"))
         (x1, y1), (x2, y2) = pos[a], pos[b]
-        # the label sits off the midpoint on the arrow's own side, so a<->b labels do not overlap
-        ax.annotate(label, ((x1 + x2) / 2 + 0.12 * (y2 - y1), (y1 + y2) / 2 - 0.12 * (x2 - x1)),
+        # label near the wakee's end, off to the arrow's side, so the a->b and b->a labels stay apart
+        ax.annotate(label, (x1 + 0.65 * (x2 - x1) + 0.1 * (y2 - y1), y1 + 0.65 * (y2 - y1) - 0.1 * (x2 - x1)),
                     ha="center", fontsize=8, color="#333333")
     for name, (x, y) in pos.items():
-        ax.scatter([x], [y], s=1800, color=color_of.get(name, "#7f7f7f"), zorder=3)
-        ax.annotate(name, (x, y), ha="center", va="center", fontsize=7, color="white", zorder=4)
-    ax.set_xlim(-1.5, 1.5)
-    ax.set_ylim(-1.5, 1.5)
+        ax.scatter([x], [y], s=700, color=color_of.get(name, "#7f7f7f"), zorder=3)
+        ax.annotate(name, (1.3 * x, 1.3 * y), ha="center", va="center", fontsize=8, zorder=4)
+    ax.set_xlim(-1.7, 1.7)
+    ax.set_ylim(-1.6, 1.6)
     ax.set_aspect("equal")
     ax.axis("off")
     ax.set_title("Handoffs: wakeups between the target's threads")
