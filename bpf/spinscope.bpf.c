@@ -6,7 +6,6 @@
  * Attach points are tracepoints only (this kernel has no kprobes and refuses fentry):
  *   - tp/syscalls/sys_{enter,exit}_*   the write, read, poll and futex families, and close
  *   - tp_btf/sched_*                    switch, waking, process_fork, process_exit
- *   - tp_btf/{irq_handler,softirq,hrtimer_expire}_{entry,exit}   to know interrupt context
  * The collector attaches each program itself (see collector/probes.c), so one program can serve
  * several tracepoints and a tracepoint missing on an older kernel is skipped with a warning.
  *
@@ -46,6 +45,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 /* Settings, fixed by the collector before load. */
 const volatile __u32 targ_tgid = 0;
 const volatile bool follow_children = false;
+const volatile __u64 kernel_stack_size = 16384; /* THREAD_SIZE: x86-64, doubled under KASAN */
 
 struct global_stats globals = {};
 
@@ -180,26 +180,27 @@ static __always_inline struct thread_stats *task_thread(struct task_struct *task
 	return thread_create(tid, task->tgid, task);
 }
 
-/* The struct socket behind fd in the current process, or 0 if fd is not a socket. */
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
+
+/*
+ * The struct socket behind fd in the current process, or 0 if fd is not a socket. The walk uses
+ * direct (fault-safe) loads through BTF-typed pointers: one helper call instead of one per field.
+ */
 static __always_inline __u64 fd_socket(__u64 fd)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct fdtable *fdt;
-	struct file **fds;
+	struct fdtable *fdt = task->files->fdt;
 	struct file *file = NULL;
-	umode_t mode;
 
-	fdt = BPF_CORE_READ(task, files, fdt);
-	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
+	if (!fdt || fd >= fdt->max_fds)
 		return 0;
-	fds = BPF_CORE_READ(fdt, fd);
-	bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]);
+	bpf_probe_read_kernel(&file, sizeof(file), &fdt->fd[fd]);
 	if (!file)
 		return 0;
-	mode = BPF_CORE_READ(file, f_inode, i_mode);
-	if ((mode & S_IFMT) != S_IFSOCK)
+	file = bpf_rdonly_cast(file, bpf_core_type_id_kernel(struct file));
+	if ((file->f_inode->i_mode & S_IFMT) != S_IFSOCK)
 		return 0;
-	return (__u64)BPF_CORE_READ(file, private_data);
+	return (__u64)file->private_data;
 }
 
 static __always_inline __u64 iov_total(const struct iovec *iov, __u64 n)
@@ -630,55 +631,24 @@ static __always_inline void edge_add(__u32 waker, __u32 wakee)
 }
 
 /*
- * Interrupt context, per CPU. A wakeup made from a hard or soft interrupt (a timer expiring, packets
- * arriving) is not a handoff by whatever thread the interrupt landed on. The preempt count that
- * would tell is a per-CPU variable BPF cannot reach on this kernel (no data symbols in kallsyms),
- * and the flags in a classic tracepoint's header are filled only after BPF runs, so the interrupt
- * paths that wake tasks are bracketed here: device IRQ handlers, softirqs, hrtimer callbacks.
+ * Is this wakeup made from interrupt context? Then it came from a timer, a device or softirq
+ * networking, not from whatever thread the interrupt landed on. The preempt count that would tell
+ * is a per-CPU variable BPF cannot reach on this kernel (no data symbols in kallsyms), and a classic
+ * tracepoint's header flags are filled only after BPF runs. But x86-64 runs hard interrupts and
+ * softirqs (also those run from local_bh_enable) on the per-CPU IRQ stack, and a BPF program's
+ * frame lives on the current kernel stack: if our frame is not inside the task's own stack, we are
+ * in an interrupt. (PREEMPT_RT runs softirqs in threads, whose wakeups then count as external.)
  */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u32);
-} irq_depth SEC(".maps");
-
-static __always_inline int irq_enter(void)
-{
-	__u32 zero = 0, *depth = bpf_map_lookup_elem(&irq_depth, &zero);
-
-	if (depth)
-		(*depth)++;
-	return 0;
-}
-
-static __always_inline int irq_leave(void)
-{
-	__u32 zero = 0, *depth = bpf_map_lookup_elem(&irq_depth, &zero);
-
-	if (depth && *depth) /* an exit without its entry: attached mid-interrupt */
-		(*depth)--;
-	return 0;
-}
-
-SEC("tp_btf/irq_handler_entry")
-int BPF_PROG(on_irq_entry) { return irq_enter(); }
-SEC("tp_btf/irq_handler_exit")
-int BPF_PROG(on_irq_exit) { return irq_leave(); }
-SEC("tp_btf/softirq_entry")
-int BPF_PROG(on_softirq_entry) { return irq_enter(); }
-SEC("tp_btf/softirq_exit")
-int BPF_PROG(on_softirq_exit) { return irq_leave(); }
-SEC("tp_btf/hrtimer_expire_entry")
-int BPF_PROG(on_hrtimer_entry) { return irq_enter(); }
-SEC("tp_btf/hrtimer_expire_exit")
-int BPF_PROG(on_hrtimer_exit) { return irq_leave(); }
-
 static __always_inline bool in_interrupt(void)
 {
-	__u32 zero = 0, *depth = bpf_map_lookup_elem(&irq_depth, &zero);
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 stack = (__u64)task->stack, here = 0;
+	void *frame = &here;
 
-	return depth && *depth;
+	/* Copy the frame address out as a number: the verifier does not let a stack pointer be
+	 * compared with a scalar directly. */
+	bpf_probe_read_kernel(&here, sizeof(here), &frame);
+	return here - stack >= kernel_stack_size;
 }
 
 /*

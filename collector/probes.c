@@ -78,13 +78,6 @@ static const struct probe PROBES[] = {
 	/* scheduler */
 	BTF("on_sched_switch"),
 	BTF("on_sched_waking"),
-	/* interrupt context, so interrupt-driven wakeups are not taken for handoffs */
-	BTF("on_irq_entry"),
-	BTF("on_irq_exit"),
-	BTF("on_softirq_entry"),
-	BTF("on_softirq_exit"),
-	BTF("on_hrtimer_entry"),
-	BTF("on_hrtimer_exit"),
 	BTF("on_sched_process_fork"),
 	BTF("on_sched_process_exit"),
 };

@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/utsname.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "procfs.h"
 
@@ -96,4 +98,24 @@ int proc_for_each_thread(int pid, void (*fn)(int tid, void *arg), void *arg)
 	}
 	closedir(dir);
 	return count;
+}
+
+int kernel_config_enabled(const char *option)
+{
+	char path[128], line[256], want[128];
+	struct utsname u;
+	gzFile f = gzopen("/proc/config.gz", "r"); /* zlib also reads the plain /boot file */
+	int found = 0;
+
+	if (!f && uname(&u) == 0) {
+		snprintf(path, sizeof(path), "/boot/config-%s", u.release);
+		f = gzopen(path, "r");
+	}
+	if (!f)
+		return -1;
+	snprintf(want, sizeof(want), "%s=y\n", option);
+	while (!found && gzgets(f, line, sizeof(line)))
+		found = strcmp(line, want) == 0;
+	gzclose(f);
+	return found;
 }
