@@ -1,4 +1,3 @@
 /* Placeholder entry points for architectures not written yet (removed as they land). */
 #include "refserver.h"
-int arch_green_threads_run(struct rs_server *s){(void)s;return 1;}
 int arch_process_graph_run(struct rs_server *s){(void)s;return 1;}
