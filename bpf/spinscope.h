@@ -54,6 +54,27 @@ struct thread_counters {
 #undef X
 };
 
+/*
+ * What spinscope does with each syscall number: the collector fills a table indexed by this
+ * architecture's syscall numbers (<sys/syscall.h>), so the BPF side needs no per-arch numbers.
+ */
+enum syscall_class {
+	SC_IGNORED = 0,
+	SC_WRITE,    /* write, sendto: (fd, buf, len, ...) */
+	SC_WRITEV,   /* writev: (fd, iov, iovcnt) */
+	SC_SENDMSG,  /* sendmsg: (fd, msg, flags) */
+	SC_SENDMMSG, /* sendmmsg: (fd, msgvec, vlen, flags) */
+	SC_SENDFILE, /* sendfile: (out_fd, in_fd, offset, count) */
+	SC_READ,     /* read, readv, recvfrom, recvmsg: (fd, ...) */
+	SC_RECVMMSG, /* recvmmsg: (fd, msgvec, vlen, flags, timeout) */
+	SC_CLOSE,
+	SC_POLL,     /* select, pselect6, poll, ppoll, epoll_wait, epoll_pwait, epoll_pwait2 */
+	SC_FUTEX,
+	SC_FUTEX_WAITV,
+};
+
+#define SYSCALL_TABLE_SIZE 1024 /* syscall numbers at or above are ignored */
+
 /* What the thread is doing between a sys_enter and its sys_exit. */
 enum inflight_kind {
 	INFLIGHT_NONE = 0,

@@ -382,6 +382,7 @@ int main(int argc, char **argv)
 		die("cannot open the BPF object: %s", strerror(errno));
 	skel->rodata->targ_tgid = o.pid;
 	skel->rodata->follow_children = o.follow_children;
+	probes_configure(skel);
 	if (kernel_config_enabled("CONFIG_KASAN") == 1)
 		skel->rodata->kernel_stack_size *= 2;
 	bpf_map__set_max_entries(skel->maps.threads, o.max_threads);

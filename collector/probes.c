@@ -1,16 +1,16 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Which BPF program goes on which tracepoint.
+ * Which BPF program goes on which tracepoint, and which syscalls the programs count.
  *
- * Attachment is explicit rather than by section name so that one program can serve several
- * tracepoints of the same shape (all socket-I/O exits share io_exit) and so that a tracepoint a
- * kernel lacks can be skipped with a warning instead of failing the whole capture.
+ * Each tracepoint is checked in tracefs before attaching so that a kernel lacking one gets a
+ * sentence naming it rather than a libbpf error code.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <bpf/libbpf.h>
@@ -21,66 +21,70 @@
 
 struct probe {
 	const char *program;
-	const char *category;   /* tracefs events/<category>/<tracepoint> */
-	const char *tracepoint; /* NULL for tp_btf programs (attached by BTF id) */
-	bool required;
+	const char *category;   /* tracefs events/<category>/<tracepoint>, to say what is missing */
+	const char *tracepoint;
 };
-
-#define SYSCALL(prog, name, req) { prog, "syscalls", name, req }
-#define BTF(prog) { prog, NULL, NULL, true }
 
 static const struct probe PROBES[] = {
-	/* socket write family */
-	SYSCALL("enter_write", "sys_enter_write", true),
-	SYSCALL("io_exit", "sys_exit_write", true),
-	SYSCALL("enter_writev", "sys_enter_writev", true),
-	SYSCALL("io_exit", "sys_exit_writev", true),
-	SYSCALL("enter_write", "sys_enter_sendto", true),
-	SYSCALL("io_exit", "sys_exit_sendto", true),
-	SYSCALL("enter_sendmsg", "sys_enter_sendmsg", true),
-	SYSCALL("io_exit", "sys_exit_sendmsg", true),
-	SYSCALL("enter_sendmmsg", "sys_enter_sendmmsg", false),
-	SYSCALL("io_exit", "sys_exit_sendmmsg", false),
-	SYSCALL("enter_sendfile", "sys_enter_sendfile64", false),
-	SYSCALL("io_exit", "sys_exit_sendfile64", false),
-	/* socket read family */
-	SYSCALL("enter_read", "sys_enter_read", true),
-	SYSCALL("io_exit", "sys_exit_read", true),
-	SYSCALL("enter_read", "sys_enter_readv", true),
-	SYSCALL("io_exit", "sys_exit_readv", true),
-	SYSCALL("enter_read", "sys_enter_recvfrom", true),
-	SYSCALL("io_exit", "sys_exit_recvfrom", true),
-	SYSCALL("enter_read", "sys_enter_recvmsg", true),
-	SYSCALL("io_exit", "sys_exit_recvmsg", true),
-	SYSCALL("enter_recvmmsg", "sys_enter_recvmmsg", false),
-	SYSCALL("io_exit", "sys_exit_recvmmsg", false),
-	SYSCALL("enter_close", "sys_enter_close", true),
-	/* poll family */
-	SYSCALL("poll_enter", "sys_enter_select", false),
-	SYSCALL("poll_exit", "sys_exit_select", false),
-	SYSCALL("poll_enter", "sys_enter_pselect6", true),
-	SYSCALL("poll_exit", "sys_exit_pselect6", true),
-	SYSCALL("poll_enter", "sys_enter_poll", false),
-	SYSCALL("poll_exit", "sys_exit_poll", false),
-	SYSCALL("poll_enter", "sys_enter_ppoll", true),
-	SYSCALL("poll_exit", "sys_exit_ppoll", true),
-	SYSCALL("poll_enter", "sys_enter_epoll_wait", false),
-	SYSCALL("poll_exit", "sys_exit_epoll_wait", false),
-	SYSCALL("poll_enter", "sys_enter_epoll_pwait", true),
-	SYSCALL("poll_exit", "sys_exit_epoll_pwait", true),
-	SYSCALL("poll_enter", "sys_enter_epoll_pwait2", false),
-	SYSCALL("poll_exit", "sys_exit_epoll_pwait2", false),
-	/* futex */
-	SYSCALL("enter_futex", "sys_enter_futex", true),
-	SYSCALL("futex_exit", "sys_exit_futex", true),
-	SYSCALL("enter_futex_waitv", "sys_enter_futex_waitv", false),
-	SYSCALL("futex_exit", "sys_exit_futex_waitv", false),
-	/* scheduler */
-	BTF("on_sched_switch"),
-	BTF("on_sched_waking"),
-	BTF("on_sched_process_fork"),
-	BTF("on_sched_process_exit"),
+	{ "on_sys_enter", "raw_syscalls", "sys_enter" },
+	{ "on_sys_exit", "raw_syscalls", "sys_exit" },
+	{ "on_sched_switch", "sched", "sched_switch" },
+	{ "on_sched_waking", "sched", "sched_waking" },
+	{ "on_sched_process_fork", "sched", "sched_process_fork" },
+	{ "on_sched_process_exit", "sched", "sched_process_exit" },
 };
+
+/*
+ * The syscalls spinscope counts, by this architecture's numbers. A syscall the C library headers
+ * do not define (an older system) is simply not counted.
+ */
+static const struct {
+	long nr;
+	enum syscall_class cls;
+} SYSCALLS[] = {
+	{ SYS_write, SC_WRITE },
+	{ SYS_sendto, SC_WRITE },
+	{ SYS_writev, SC_WRITEV },
+	{ SYS_sendmsg, SC_SENDMSG },
+	{ SYS_sendmmsg, SC_SENDMMSG },
+#ifdef SYS_sendfile64
+	{ SYS_sendfile64, SC_SENDFILE },
+#else
+	{ SYS_sendfile, SC_SENDFILE },
+#endif
+	{ SYS_read, SC_READ },
+	{ SYS_readv, SC_READ },
+	{ SYS_recvfrom, SC_READ },
+	{ SYS_recvmsg, SC_READ },
+	{ SYS_recvmmsg, SC_RECVMMSG },
+	{ SYS_close, SC_CLOSE },
+#ifdef SYS_select
+	{ SYS_select, SC_POLL },
+#endif
+	{ SYS_pselect6, SC_POLL },
+#ifdef SYS_poll
+	{ SYS_poll, SC_POLL },
+#endif
+	{ SYS_ppoll, SC_POLL },
+#ifdef SYS_epoll_wait
+	{ SYS_epoll_wait, SC_POLL },
+#endif
+	{ SYS_epoll_pwait, SC_POLL },
+#ifdef SYS_epoll_pwait2
+	{ SYS_epoll_pwait2, SC_POLL },
+#endif
+	{ SYS_futex, SC_FUTEX },
+#ifdef SYS_futex_waitv
+	{ SYS_futex_waitv, SC_FUTEX_WAITV },
+#endif
+};
+
+void probes_configure(struct spinscope_bpf *skel)
+{
+	for (size_t i = 0; i < sizeof(SYSCALLS) / sizeof(SYSCALLS[0]); i++)
+		if (SYSCALLS[i].nr >= 0 && SYSCALLS[i].nr < SYSCALL_TABLE_SIZE)
+			skel->rodata->syscall_class[SYSCALLS[i].nr] = SYSCALLS[i].cls;
+}
 
 #define NPROBES (sizeof(PROBES) / sizeof(PROBES[0]))
 
@@ -93,7 +97,7 @@ const char *tracefs_dir(void)
 	if (override)
 		return override;
 	for (size_t i = 0; i < 2; i++) {
-		snprintf(buf, sizeof(buf), "%s/events/syscalls", candidates[i]);
+		snprintf(buf, sizeof(buf), "%s/events/raw_syscalls", candidates[i]);
 		if (access(buf, F_OK) == 0)
 			return candidates[i];
 	}
@@ -131,24 +135,17 @@ int probes_attach(struct spinscope_bpf *skel, struct bpf_link **links, size_t ma
 			snprintf(err, errlen, "internal: BPF program %s not found", p->program);
 			return -ENOENT;
 		}
-		if (p->tracepoint && !tracepoint_exists(tracefs, p)) {
-			if (p->required) {
-				snprintf(err, errlen, "tracepoint %s/%s is missing from this kernel",
-					 p->category, p->tracepoint);
-				return -ENOENT;
-			}
-			fprintf(stderr, "spinscope-collector: warning: tracepoint %s/%s missing; "
-					"those calls will not be counted\n", p->category, p->tracepoint);
-			continue;
+		if (!tracepoint_exists(tracefs, p)) {
+			snprintf(err, errlen, "tracepoint %s/%s is missing from this kernel", p->category,
+				 p->tracepoint);
+			return -ENOENT;
 		}
-		link = p->tracepoint ? bpf_program__attach_tracepoint(prog, p->category, p->tracepoint)
-				     : bpf_program__attach(prog);
+		link = bpf_program__attach(prog);
 		if (!link) {
 			int e = errno;
 
-			snprintf(err, errlen, "cannot attach %s to %s: %s", p->program,
-				 p->tracepoint ? p->tracepoint : bpf_program__section_name(prog),
-				 strerror(e));
+			snprintf(err, errlen, "cannot attach %s to %s/%s: %s", p->program, p->category,
+				 p->tracepoint, strerror(e));
 			return -e;
 		}
 		links[(*nlinks)++] = link;

@@ -12,13 +12,15 @@ struct bpf_link;
 /* The tracefs mount point, mounting it if needed; NULL if unavailable. */
 const char *tracefs_dir(void);
 
+/* Fill the BPF side's syscall table (before load). */
+void probes_configure(struct spinscope_bpf *skel);
+
 /* Number of (program, tracepoint) pairs; an upper bound on the links probes_attach makes. */
 size_t probes_count(void);
 
 /*
- * Attach every program to its tracepoints. Optional tracepoints missing from the kernel are skipped
- * with a warning on stderr. On failure returns a negative errno with a one-line reason in err;
- * links made so far are in links[0..*nlinks) and must still be detached.
+ * Attach every program to its tracepoint. On failure returns a negative errno with a one-line
+ * reason in err; links made so far are in links[0..*nlinks) and must still be detached.
  */
 int probes_attach(struct spinscope_bpf *skel, struct bpf_link **links, size_t max_links,
 		  size_t *nlinks, char *err, size_t errlen);

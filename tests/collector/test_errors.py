@@ -79,7 +79,7 @@ def fake_tracefs(tmp_path: Path, without: str) -> Path:
     """A copy of tracefs' event directory names, without one tracepoint."""
     real = Path("/sys/kernel/tracing/events")
     fake = tmp_path / "tracefs"
-    for category in ("syscalls", "sched"):
+    for category in ("raw_syscalls", "sched"):
         for event in (real / category).iterdir():
             if event.name != without:
                 (fake / "events" / category / event.name).mkdir(parents=True)
@@ -87,23 +87,15 @@ def fake_tracefs(tmp_path: Path, without: str) -> Path:
 
 
 @requires_root
-def test_missing_required_tracepoint(sleeper, tmp_path):
-    fake = fake_tracefs(tmp_path, "sys_enter_write")
+@pytest.mark.parametrize("category,tracepoint", [("raw_syscalls", "sys_enter"),
+                                                 ("sched", "sched_waking")])
+def test_missing_tracepoint(sleeper, tmp_path, category, tracepoint):
+    fake = fake_tracefs(tmp_path, tracepoint)
     rc, lines = run_collector("--pid", str(sleeper.pid), "-o", str(tmp_path / "x.json"),
                               env={"SPINSCOPE_TRACEFS": str(fake)})
     assert rc == 1
-    assert "tracepoint syscalls/sys_enter_write is missing" in one_error_line(lines)
+    assert f"tracepoint {category}/{tracepoint} is missing" in one_error_line(lines)
     assert not (tmp_path / "x.json").exists()
-
-
-@requires_root
-def test_missing_optional_tracepoint_warns_and_records(sleeper, tmp_path):
-    fake = fake_tracefs(tmp_path, "sys_enter_epoll_pwait2")
-    rc, lines = run_collector("--pid", str(sleeper.pid), "-o", str(tmp_path / "x.json"),
-                              "--duration", "0.2", env={"SPINSCOPE_TRACEFS": str(fake)})
-    assert rc == 0, lines
-    assert any("warning: tracepoint syscalls/sys_enter_epoll_pwait2 missing" in l for l in lines)
-    assert json.loads((tmp_path / "x.json").read_text())["end_reason"] == "duration"
 
 
 @requires_root
