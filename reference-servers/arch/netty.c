@@ -222,10 +222,11 @@ int netty_serve(struct rs_server *srv, const struct netty_policy *policy)
 	for (; started < n; started++) {
 		struct loop *l = &loops[started];
 		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &inbox_token };
+		int mrc = mailbox_init(&l->inbox);
 		l->policy = policy;
 		l->policy_state = policy ? policy->create() : NULL;
 		l->epfd = epoll_create1(EPOLL_CLOEXEC);
-		if ((policy && !l->policy_state) || l->epfd < 0 || mailbox_init(&l->inbox) != 0 ||
+		if (mrc != 0 || (policy && !l->policy_state) || l->epfd < 0 ||
 		    epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->inbox.efd, &ev) != 0 ||
 		    pthread_create(&l->tid, NULL, loop_main, l) != 0) {
 			rs_log(true, "starting event loop %d", started);
@@ -233,8 +234,7 @@ int netty_serve(struct rs_server *srv, const struct netty_policy *policy)
 				close(l->epfd);
 			if (policy)
 				policy->destroy(l->policy_state);
-			if (l->inbox.efd > 0)
-				mailbox_destroy(&l->inbox);
+			mailbox_destroy(&l->inbox);
 			break;
 		}
 	}

@@ -44,6 +44,8 @@ int arch_thread_pool_run(struct rs_server *srv)
 	pthread_t *tids = calloc((size_t)srv->workers, sizeof *tids);
 
 	if (sfd < 0 || !tids) {
+		if (sfd >= 0)
+			close(sfd);
 		free(tids);
 		return 1;
 	}

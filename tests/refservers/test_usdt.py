@@ -19,15 +19,21 @@ pytestmark = [
 
 N = 1500
 
-PROGRAM = f"""
-usdt:{REFSERVER}:refserver:request__start {{ @start = count(); }}
-usdt:{REFSERVER}:refserver:request__done {{ @done = count(); @bytes = sum(arg1); @writes = sum(arg2); }}
+# Probes on the binary fire in every process running it (other test suites may run refserver at
+# the same time), so count only the server under test and its forked children.
+PROGRAM = """
+BEGIN {{ printf("READY\\n"); }}
+usdt:{binary}:refserver:request__start /pid == {pid} || curtask->real_parent->tgid == {pid}/
+{{ @start = count(); }}
+usdt:{binary}:refserver:request__done /pid == {pid} || curtask->real_parent->tgid == {pid}/
+{{ @done = count(); @bytes = sum(arg1); @writes = sum(arg2); }}
 """
 
 
-def start_bpftrace(timeout=30.0):
-    """Start bpftrace and wait until its probes are attached."""
-    proc = subprocess.Popen(["bpftrace", "-e", PROGRAM], stdout=subprocess.PIPE,
+def start_bpftrace(server_pid, timeout=30.0):
+    """Start bpftrace for one server and wait until its probes are attached."""
+    program = PROGRAM.format(binary=REFSERVER, pid=server_pid)
+    proc = subprocess.Popen(["bpftrace", "-e", program], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT)
     deadline = time.monotonic() + timeout
     seen = b""
@@ -38,8 +44,8 @@ def start_bpftrace(timeout=30.0):
             if not chunk:
                 break
             seen += chunk
-            if b"Attaching" in seen:
-                time.sleep(0.5)  # "Attaching" is printed just before the probes go live
+            # bpftrace prints "Attaching N probes..." before attaching; BEGIN runs after.
+            if b"Attaching" in seen and b"READY" in seen:
                 return proc, seen
     proc.kill()
     proc.wait()
@@ -48,7 +54,7 @@ def start_bpftrace(timeout=30.0):
 
 def stop_bpftrace(proc, seen):
     proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=30)
+    out, _ = proc.communicate(timeout=60)
     text = (seen + out).decode(errors="replace")
     return {k: int(v) for k, v in re.findall(r"@(\w+): (\d+)", text)}
 
@@ -57,7 +63,7 @@ def stop_bpftrace(proc, seen):
                                   "hybrid", "green-threads"])
 def test_usdt_counts_match_loadgen(refserver, arch):
     srv = refserver(arch)
-    bt, seen = start_bpftrace()
+    bt, seen = start_bpftrace(srv.proc.pid)
     try:
         res = run_loadgen(srv.port, "--requests", N, "--concurrency", 8, "--path", "/bytes/1000")
         assert stop_server(srv.proc) == 0
