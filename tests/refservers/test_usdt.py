@@ -54,7 +54,12 @@ def start_bpftrace(server_pid, timeout=30.0):
 
 def stop_bpftrace(proc, seen):
     proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=60)
+    try:
+        out, _ = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise
     text = (seen + out).decode(errors="replace")
     return {k: int(v) for k, v in re.findall(r"@(\w+): (\d+)", text)}
 
