@@ -1,8 +1,7 @@
 """`spinscope doctor`: can the collector run on this host, and if not, what exactly to do about it.
 
 Each check says ok or missing with a remedy a user can act on. Required checks decide the exit code
-(0 all pass, 1 otherwise); optional ones (tracepoints of newer or architecture-specific syscalls) only
-mean some calls will not be counted.
+(0 all pass, 1 otherwise); an optional one (a collector build without --check) is only reported.
 """
 
 from __future__ import annotations
@@ -22,14 +21,10 @@ BTF = Path("/sys/kernel/btf/vmlinux")
 CAP_SYS_ADMIN, CAP_PERFMON, CAP_BPF = 21, 38, 39
 CHECK_TIMEOUT_S = 60
 
-# Syscalls whose enter/exit tracepoints the collector attaches to. The optional ones do not exist on
-# every kernel (epoll_pwait2: 5.11, futex_waitv: 5.16) or architecture (arm64 has no select, poll or
-# epoll_wait, only their p-variants).
-SYSCALLS = ("write", "writev", "sendto", "sendmsg", "sendmmsg", "sendfile64", "read", "readv", "recvfrom",
-            "recvmsg", "recvmmsg", "select", "pselect6", "poll", "ppoll", "epoll_wait", "epoll_pwait",
-            "epoll_pwait2", "futex", "futex_waitv", "close")
-OPTIONAL_SYSCALLS = ("select", "poll", "epoll_wait", "epoll_pwait2", "futex_waitv")
-SCHED_TRACEPOINTS = ("sched_switch", "sched_waking", "sched_process_fork", "sched_process_exit")
+# The tracepoints the collector attaches to (collector/probes.c): the two raw syscall tracepoints,
+# which it filters to the target and to the syscalls it counts, and four scheduler events.
+TRACEPOINTS = ("raw_syscalls/sys_enter", "raw_syscalls/sys_exit", "sched/sched_switch", "sched/sched_waking",
+               "sched/sched_process_fork", "sched/sched_process_exit")
 
 
 @dataclass
@@ -119,28 +114,17 @@ def check_tracefs() -> Check:
 
 
 def check_tracepoints() -> list:
-    """One check for the required tracepoints and one for the optional ones (listing what is missing)."""
+    """One check listing which of the collector's tracepoints are missing, if any."""
     events = TRACEFS / "events"
     if not events.is_dir():
         return [Check("tracepoints", False, "cannot be checked until tracefs is mounted",
                       f"sudo mount -t tracefs nodev {TRACEFS}")]
-    wanted = [(f"syscalls/sys_{edge}_{call}", call in OPTIONAL_SYSCALLS)
-              for call in SYSCALLS for edge in ("enter", "exit")]
-    wanted += [(f"sched/{point}", False) for point in SCHED_TRACEPOINTS]
-    missing = [(point, optional) for point, optional in wanted if not (events / point).is_dir()]
-    required_missing = [p for p, optional in missing if not optional]
-    optional_missing = [p for p, optional in missing if optional]
-    n_required = sum(1 for _, optional in wanted if not optional)
-    checks = [Check("tracepoints", not required_missing,
-                    f"{n_required - len(required_missing)} of {n_required} present"
-                    + (f"; missing: {', '.join(required_missing)}" if required_missing else ""),
-                    "" if not required_missing else "enable CONFIG_FTRACE_SYSCALLS and CONFIG_TRACEPOINTS "
-                    "in the kernel; without them the collector cannot count these calls")]
-    if optional_missing:
-        checks.append(Check("optional tracepoints", False, "missing: " + ", ".join(optional_missing),
-                            "none needed: this kernel or architecture lacks these syscalls, so there is "
-                            "nothing to count", required=False))
-    return checks
+    missing = [point for point in TRACEPOINTS if not (events / point).is_dir()]
+    return [Check("tracepoints", not missing,
+                  f"{len(TRACEPOINTS) - len(missing)} of {len(TRACEPOINTS)} present"
+                  + (f"; missing: {', '.join(missing)}" if missing else ""),
+                  "" if not missing else "enable CONFIG_FTRACE_SYSCALLS and CONFIG_TRACEPOINTS in the "
+                  "kernel; without them the collector cannot attach")]
 
 
 def check_collector() -> Check:
