@@ -21,9 +21,27 @@ from spinscope.metrics import Analysis  # noqa: E402
 from spinscope.roles import ACCEPTOR, EVENT_LOOP, IDLE, ROLE_NOUNS, WORKER, activity  # noqa: E402
 
 ROLE_COLORS = {EVENT_LOOP: "#1f77b4", ACCEPTOR: "#9467bd", WORKER: "#ff7f0e", IDLE: "#7f7f7f"}
-MAX_THREADS_SHOWN = 16  # beyond this, per-thread figures show the busiest and graphs group by role
+MAX_THREADS_SHOWN = 16  # beyond this, per-thread figures show the busiest threads
+MAX_GRAPH_THREADS = 4  # beyond this, the handoff graph groups threads by role (a pool reads as one node)
 SERIES = (("requests_per_s", "requests/s"), ("writes_per_s", "socket writes/s"),
           ("polls_per_s", "poll calls/s"), ("cs_per_s", "context switches/s"), ("handoffs_per_s", "handoffs/s"))
+
+
+MIN_EDGE_SHARE = 0.02  # handoff-graph edges below this share of all wakeups are not drawn
+EDGE_BEND = 0.2  # curvature of handoff-graph arrows (matplotlib arc3 rad)
+
+
+LABEL_AT = 0.3  # handoff-graph labels sit this far along their arrow, from the waker
+
+
+def arc_point(start, end, t):
+    """Point at parameter t of matplotlib's arc3 curve from start to end (a quadratic Bezier whose
+    control point is the midpoint moved by EDGE_BEND * (dy, -dx)). a->b and b->a bend to opposite
+    sides, and each label sits near its own waker, so the two never overlap."""
+    (x1, y1), (x2, y2) = start, end
+    cx, cy = (x1 + x2) / 2 + EDGE_BEND * (y2 - y1), (y1 + y2) / 2 - EDGE_BEND * (x2 - x1)
+    u = 1 - t
+    return (u * u * x1 + 2 * t * u * cx + t * t * x2, u * u * y1 + 2 * t * u * cy + t * t * y2)
 
 
 def to_png(fig) -> str:
@@ -74,8 +92,9 @@ def writes_per_request_hist(analysis: Analysis) -> str | None:
     counts = analysis.capture.request_hists["write_calls"]
     if not sum(counts):
         return None
-    fig, ax = plt.subplots(figsize=(7, 3.2))
-    ax.bar(log2_labels(len(counts)), counts, color="#d62728")
+    fig, ax = plt.subplots(figsize=(7, 3.4))
+    ax.bar(range(len(counts)), counts, color="#d62728")
+    ax.set_xticks(range(len(counts)), log2_labels(len(counts)), rotation=45, ha="right", fontsize=8)
     ax.set_xlabel("socket write calls per request")
     ax.set_ylabel("requests")
     ax.set_title("Writes per request")
@@ -95,7 +114,8 @@ def events_per_poll_hist(analysis: Analysis) -> str | None:
         hist = np.array(row["poll_events_hist"] + [0] * (width - len(row["poll_events_hist"])), dtype=float)
         share = hist / hist.sum() if hist.sum() else hist
         ax.bar(np.arange(width) + i * bar, share, width=bar, label=thread_label(tid, row))
-    ax.set_xticks(np.arange(width) + 0.4 - bar / 2, log2_labels(width))
+    ax.set_xticks(np.arange(width) + 0.4 - bar / 2, log2_labels(width), rotation=45, ha="right",
+                  fontsize=8)
     ax.set_xlabel("events returned per poll call")
     ax.set_ylabel("share of the thread's poll calls")
     ax.set_title("Events per poll call")
@@ -110,17 +130,25 @@ def handoff_graph(analysis: Analysis) -> str | None:
         return None
     roles = analysis.threads["role"]
     involved = pd.unique(wakeups[["waker_tid", "wakee_tid"]].to_numpy().ravel())
-    if len(involved) <= MAX_THREADS_SHOWN:
+    if len(involved) <= MAX_GRAPH_THREADS:
         def node(tid):
             comm = analysis.threads["comm"].get(tid, "?")
             return f"{ROLE_NOUNS[roles.get(tid, WORKER)]}\n{comm} ({tid})"
         color_of = {node(t): ROLE_COLORS[roles.get(t, WORKER)] for t in involved}
     else:
+        per_role = pd.Series([roles.get(t, WORKER) for t in involved]).value_counts()
+
         def node(tid):
-            return ROLE_NOUNS[roles.get(tid, WORKER)]
-        color_of = {ROLE_NOUNS[r]: ROLE_COLORS[r] for r in ROLE_NOUNS}
+            role = roles.get(tid, WORKER)
+            n = per_role[role]
+            return f"{ROLE_NOUNS[role]}\n({n} thread{'s' if n > 1 else ''})"
+        color_of = {node(t): ROLE_COLORS[roles.get(t, WORKER)] for t in involved}
     edges = (wakeups.assign(a=wakeups["waker_tid"].map(node), b=wakeups["wakee_tid"].map(node))
              .groupby(["a", "b"])["count"].sum())
+    # Edges carrying a sliver of the wakeups would only bury the ones that matter.
+    total = edges.sum()
+    minor = edges[edges < MIN_EDGE_SHARE * total]
+    edges = edges[edges >= MIN_EDGE_SHARE * total]
     names = sorted(set(edges.index.get_level_values(0)) | set(edges.index.get_level_values(1)))
     angle = {name: 2 * math.pi * i / len(names) + math.pi / 2 for i, name in enumerate(names)}
     pos = {name: (math.cos(a), math.sin(a)) for name, a in angle.items()}
@@ -130,17 +158,15 @@ def handoff_graph(analysis: Analysis) -> str | None:
     requests = analysis.requests
     for (a, b), count in edges.items():
         label = f"{count / requests:.2f}/req" if requests else f"{count}"
-        if a == b:
+        if a == b:  # within a role: workers waking workers
             x, y = pos[a]
-            ax.annotate(f"self {label}", (x, y - 0.2), ha="center", fontsize=8)
+            ax.annotate(f"among themselves: {label}", (x, y - 0.22), ha="center", va="top", fontsize=8)
             continue
         ax.annotate("", xy=pos[b], xytext=pos[a],
                     arrowprops=dict(arrowstyle="-|>", lw=0.8 + 5 * count / biggest, color="#555555",
-                                    shrinkA=16, shrinkB=16, connectionstyle="arc3,rad=0.15"))
-        (x1, y1), (x2, y2) = pos[a], pos[b]
-        # label near the wakee's end, off to the arrow's side, so the a->b and b->a labels stay apart
-        ax.annotate(label, (x1 + 0.65 * (x2 - x1) + 0.1 * (y2 - y1), y1 + 0.65 * (y2 - y1) - 0.1 * (x2 - x1)),
-                    ha="center", fontsize=8, color="#333333")
+                                    shrinkA=16, shrinkB=16, connectionstyle=f"arc3,rad={EDGE_BEND}"))
+        ax.annotate(label, arc_point(pos[a], pos[b], LABEL_AT), ha="center", va="center", fontsize=8,
+                    color="#333333", bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.8))
     for name, (x, y) in pos.items():
         ax.scatter([x], [y], s=700, color=color_of.get(name, "#7f7f7f"), zorder=3)
         ax.annotate(name, (1.3 * x, 1.3 * y), ha="center", va="center", fontsize=8, zorder=4)
@@ -149,6 +175,10 @@ def handoff_graph(analysis: Analysis) -> str | None:
     ax.set_aspect("equal")
     ax.axis("off")
     ax.set_title("Handoffs: wakeups between the target's threads")
+    if len(minor):
+        edge_word = "edge" if len(minor) == 1 else "edges"
+        ax.text(0, -1.55, f"{len(minor)} minor {edge_word} ({minor.sum() / total:.1%} of wakeups) not drawn",
+                ha="center", fontsize=8, color="#777777")
     return to_png(fig)
 
 
