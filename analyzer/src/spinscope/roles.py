@@ -4,7 +4,9 @@ The rules look only at a thread's own counters, in this order:
 
 1. idle       fewer traced calls (poll + socket read/write + futex wait) than IDLE_MAX_CALLS, or than
               IDLE_MAX_SHARE of the busiest thread's: it did almost nothing while traced.
-2. event-loop poll-family calls make at least POLLING_MIN_SHARE of its calls, and either it does socket
+2. event-loop it polls: poll-family calls make at least POLLING_MIN_SHARE of its calls, or its poll calls
+              return at least EVENT_DRIVEN_MIN_EVENTS_PER_READ ready events per socket read (readiness
+              drives its reads, however many writes a spinning loop piles on); and either it does socket
               I/O (at least LOOP_MIN_IO_PER_POLL reads/writes per poll call) or it gets at least
               DISPATCH_MIN_EVENTS_PER_REQUEST ready events per request of the process: a reactor that
               only dispatches readiness to workers, which then read and write.
@@ -32,6 +34,7 @@ ROLE_NOUNS = {EVENT_LOOP: "event loop", ACCEPTOR: "acceptor", WORKER: "worker", 
 IDLE_MAX_CALLS = 10
 IDLE_MAX_SHARE = 0.01
 POLLING_MIN_SHARE = 0.01
+EVENT_DRIVEN_MIN_EVENTS_PER_READ = 0.5
 LOOP_MIN_IO_PER_POLL = 0.1
 DISPATCH_MIN_EVENTS_PER_REQUEST = 0.5
 
@@ -50,7 +53,8 @@ def infer_roles(threads: pd.DataFrame, requests: int) -> pd.Series:
     polls = threads["poll_calls"]
 
     idle = (calls < IDLE_MAX_CALLS) | (calls < IDLE_MAX_SHARE * busiest)
-    polling = polls >= POLLING_MIN_SHARE * calls
+    event_driven = (polls > 0) & (threads["poll_events"] >= EVENT_DRIVEN_MIN_EVENTS_PER_READ * threads["read_calls"])
+    polling = (polls >= POLLING_MIN_SHARE * calls) | event_driven
     dispatching = (requests > 0) & (threads["poll_events"] >= DISPATCH_MIN_EVENTS_PER_REQUEST * requests)
     loop = polling & ((socket_io >= LOOP_MIN_IO_PER_POLL * polls) | dispatching)
 
