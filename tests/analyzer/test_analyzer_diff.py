@@ -24,7 +24,7 @@ def test_handoff_overhead_appears(capture_file, cli):
     verdict = result.stdout.splitlines()[0]
     assert verdict == ("after: +4.0 handoffs per request and futex time 0.00 → 0.30 ms per request: "
                        "handoff overhead appeared")
-    assert "appeared: handoff overhead (critical)" in result.stdout
+    assert "appeared (critical): handoff overhead:" in result.stdout
     doc = json.loads(cli("diff", "--json", before, after).stdout)
     assert doc["verdict"] == verdict
     assert doc["labels"] == {"appeared": ["handoff-overhead"], "disappeared": [], "unchanged": []}

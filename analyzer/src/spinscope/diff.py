@@ -158,8 +158,9 @@ CHANGE_HEADERS = ("metric", "kind", "before", "after", "change", "vs noise")
 
 
 def label_lines(comparison: Comparison) -> list:
-    lines = [f"appeared: {l.title} ({l.severity}): {l.summary}" for l in comparison.appeared]
-    lines += [f"disappeared: {l.title}: before it was: {l.summary}" for l in comparison.disappeared]
+    # A label's summary already names it ("write-spin on ...", "handoff overhead: ...").
+    lines = [f"appeared ({l.severity}): {l.summary}" for l in comparison.appeared]
+    lines += [f"disappeared (was {l.severity}): {l.summary}" for l in comparison.disappeared]
     kept = comparison.before_labels.names() & comparison.after_labels.names()
     lines += [f"still present: {TITLES[name]}" for name in sorted(kept)]
     return lines
