@@ -161,7 +161,10 @@ def _finish(where: str, params: dict) -> dict:
     if full["net"] != "veth" and (full["bandwidth"] or full["delay_ms"]):
         raise SpinscopeError(f"{where}: bandwidth and delay_ms need net = \"veth\"", exit_code=EXIT_USAGE)
     if full["bandwidth"]:
-        netcond._bandwidth_bytes(full["bandwidth"])
+        try:
+            netcond._bandwidth_bytes(full["bandwidth"])
+        except SpinscopeError as exc:
+            raise SpinscopeError(f"{where}: {exc}", exit_code=EXIT_USAGE) from None
     if full["duration"] <= 0:
         raise SpinscopeError(f"{where}: duration must be > 0", exit_code=EXIT_USAGE)
     for key in ("server_cpus", "loadgen_cpus"):
@@ -195,6 +198,8 @@ def parse_matrix_text(text: str, path: Path = Path("<matrix>")) -> Matrix:
     if not isinstance(defaults, dict):
         raise SpinscopeError(f"{path}: [defaults] must be a table", exit_code=EXIT_USAGE)
     for key, value in defaults.items():
+        if key == "repetitions":
+            continue  # checked per group
         if key not in PARAMS or isinstance(value, list):
             raise SpinscopeError(f"{path}: [defaults] {key}: unknown key or a list (axes belong in groups)",
                                  exit_code=EXIT_USAGE)

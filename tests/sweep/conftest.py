@@ -1,0 +1,1 @@
+"""The sweep tests share helpers from sweephelp.py (a plain module: conftest names clash across test dirs)."""

@@ -1,0 +1,53 @@
+"""Helpers for the sweep tests: write a matrix, run `spinscope sweep` as a child process, find leftovers."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PROGRAMS = ("refserver", "loadgen", "spinscope-collector")
+
+
+def write_matrix(tmp_path, text, name="m.toml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def sweep_cmd(*args):
+    return [sys.executable, "-m", "spinscope", *map(str, args)]
+
+
+def run_sweep(*args, timeout=120):
+    return subprocess.run(sweep_cmd("sweep", *args), capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def our_processes():
+    """PIDs of reference servers, load generators and collectors running now."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            argv0 = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+        except OSError:
+            continue
+        if os.path.basename(argv0) in PROGRAMS:
+            found.add(int(entry))
+    return found
+
+
+def spinscope_namespaces():
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return {line.split()[0] for line in out.splitlines() if line.startswith("spinscope-")}
+
+
+def spinscope_links():
+    out = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    return {line.split(":")[1].strip().split("@")[0] for line in out.splitlines()
+            if line.split(":")[1].strip().startswith("ss")}
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (BPF, namespaces)")
