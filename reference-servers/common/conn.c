@@ -68,7 +68,8 @@ static void set_response(struct rs_conn *c, int status, const char *reason, cons
 	int hlen = snprintf(head, sizeof head,
 			    "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s\r\n",
 			    status, reason,
-			    c->req.kind == RS_REQ_BYTES ? "application/octet-stream" : "text/plain",
+			    c->req.kind == RS_REQ_BYTES || c->req.kind == RS_REQ_FANOUT
+				    ? "application/octet-stream" : "text/plain",
 			    body_len, connection);
 
 	if (!out_reserve(c, (size_t)hlen + body_len)) {
@@ -141,6 +142,7 @@ void conn_respond(struct rs_conn *c)
 	case RS_REQ_NULL:
 		set_response(c, 200, "OK", "", 0);
 		break;
+	case RS_REQ_FANOUT: /* only the fanout-* architectures have shards to ask */
 	case RS_REQ_NOT_FOUND:
 		set_response(c, 404, "Not Found", "not found\n", 10);
 		break;
@@ -151,6 +153,12 @@ void conn_respond(struct rs_conn *c)
 		set_response(c, 400, "Bad Request", "bad request\n", 12);
 		break;
 	}
+}
+
+void conn_set_response(struct rs_conn *c, int status, const char *reason, const char *body,
+		       size_t body_len)
+{
+	set_response(c, status, reason, body ? body : "", body ? body_len : 0);
 }
 
 enum rs_parse conn_next_request(struct rs_conn *c)

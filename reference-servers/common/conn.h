@@ -60,6 +60,9 @@ ssize_t conn_read(struct rs_conn *c);
 enum rs_parse conn_parse(struct rs_conn *c);
 /* Generate the response for c->req into c->out (the per-request work happens here). */
 void conn_respond(struct rs_conn *c);
+/* Set a response with the given status and body (copied), e.g. a fanout's assembled values. */
+void conn_set_response(struct rs_conn *c, int status, const char *reason, const char *body,
+		       size_t body_len);
 /* conn_parse + conn_respond: the common case. */
 enum rs_parse conn_next_request(struct rs_conn *c);
 

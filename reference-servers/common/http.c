@@ -3,6 +3,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "memcache.h"
+
 /* Length of the header block (through the blank line), or 0 if it is not complete yet.
  * Bare LF line endings are accepted as well as CRLF. */
 static size_t header_block_len(const char *buf, size_t len)
@@ -58,6 +60,17 @@ static bool route(const char *t, size_t n, struct rs_request *req)
 	req->arg = 0;
 	if (n == 5 && memcmp(t, "/null", 5) == 0) {
 		req->kind = RS_REQ_NULL;
+	} else if (has_prefix(t, n, "/fanout/", &pl)) {
+		const char *f = t + pl, *slash = memchr(f, '/', n - pl);
+		unsigned size;
+
+		if (!slash)
+			return true; /* unknown path */
+		if (!parse_uint(f, (size_t)(slash - f), MC_MAX_FANOUT, &req->arg) || req->arg == 0 ||
+		    !mc_size_class(slash + 1, (size_t)(t + n - slash - 1), &size))
+			return false;
+		req->size = size;
+		req->kind = RS_REQ_FANOUT;
 	} else if (has_prefix(t, n, "/bytes/", &pl) || has_prefix(t, n, "/compute/", &pl)) {
 		bool bytes = t[1] == 'b';
 		const char *num = t + pl;

@@ -6,6 +6,9 @@
  *   GET /compute/U  200, U units of CPU work (1 unit = 1000 dependent xorshift rounds,
  *                   about 1 us), body = 16 hex digits of the result + "\n"; U <= RS_MAX_COMPUTE.
  *   GET /null       200, empty body.
+ *   GET /fanout/F/SIZE  the fanout architectures' request (F shard records of SIZE bytes,
+ *                   see memcache.h); 404 in the others.  F in [1, MC_MAX_FANOUT] and SIZE one of
+ *                   100|1000|20000|0.1k|1k|20k, else 400.
  *   other targets   404 (keep-alive);  other methods: 405 and close.
  *   malformed, a header block over RS_MAX_HEADER bytes, a request body, or N/U over the cap:
  *                   400 and close.
@@ -28,6 +31,7 @@ enum rs_req_kind {
 	RS_REQ_BYTES,
 	RS_REQ_COMPUTE,
 	RS_REQ_NULL,
+	RS_REQ_FANOUT,      /* arg = F, size = record size */
 	RS_REQ_NOT_FOUND,
 	RS_REQ_BAD_METHOD,
 	RS_REQ_BAD,         /* the 400 response; never produced by a successful parse */
@@ -35,7 +39,8 @@ enum rs_req_kind {
 
 struct rs_request {
 	enum rs_req_kind kind;
-	uint64_t arg;           /* N or U */
+	uint64_t arg;           /* N or U (F for a fanout) */
+	uint32_t size;          /* fanout: record size class in bytes */
 	uint32_t class_hash;    /* FNV-1a of the target: the "request class" hybrid learns about */
 	bool keep_alive;
 	bool http10;

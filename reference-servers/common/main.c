@@ -21,6 +21,10 @@ static const struct rs_arch archs[] = {
 	{ "pipeline",         arch_pipeline_run,         -1 },
 	{ "green-threads",    arch_green_threads_run,    1 },
 	{ "process-graph",    arch_process_graph_run,    2 },
+	{ "fanout-sync",      arch_fanout_sync_run,      0 },
+	{ "fanout-pool",      arch_fanout_pool_run,      1 },
+	{ "fanout-split",     arch_fanout_split_run,     1 },
+	{ "fanout-shared",    arch_fanout_shared_run,    1 },
 };
 
 static void usage(FILE *f)
@@ -28,6 +32,9 @@ static void usage(FILE *f)
 	fputs("usage: refserver --arch NAME [--port P] [--host H] [--workers N] [--sndbuf BYTES]\n"
 	      "                 [--write-policy spin|epollout] [--poller epoll|poll|select]\n"
 	      "                 [--backlog N]\n"
+	      "       fanout-*: --shards host:port,... [--pool-max N] [--pool-idle-ms MS]\n"
+	      "                 [--backend-loops K] [--shard-conns N] [--shard-timeout-ms MS]\n"
+	      "                 [--priority fifo|fanout]\n"
 	      "architectures:", f);
 	for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
 		fprintf(f, " %s", archs[i].name);
@@ -56,10 +63,19 @@ int main(int argc, char **argv)
 		{ "write-policy", required_argument, NULL, 'W' },
 		{ "poller", required_argument, NULL, 'P' },
 		{ "backlog", required_argument, NULL, 'b' },
+		{ "shards", required_argument, NULL, 'S' },
+		{ "pool-max", required_argument, NULL, 'M' },
+		{ "pool-idle-ms", required_argument, NULL, 'I' },
+		{ "backend-loops", required_argument, NULL, 'K' },
+		{ "shard-conns", required_argument, NULL, 'C' },
+		{ "shard-timeout-ms", required_argument, NULL, 'T' },
+		{ "priority", required_argument, NULL, 'R' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
-	struct rs_server srv = { .opt = { .host = "127.0.0.1", .backlog = 4096 } };
+	struct rs_server srv = { .opt = { .host = "127.0.0.1", .backlog = 4096, .pool_max = 64,
+					  .pool_idle_ms = 50, .backend_loops = 1, .shard_conns = 64,
+					  .shard_timeout_ms = 1000 } };
 	struct rs_options *o = &srv.opt;
 	const struct rs_arch *arch = NULL;
 	int opt, port, sndbuf;
@@ -73,6 +89,16 @@ int main(int argc, char **argv)
 		case 'w': ok = parse_int(optarg, 1, &o->workers); break;
 		case 's': ok = parse_int(optarg, 1, &o->sndbuf); break;
 		case 'b': ok = parse_int(optarg, 1, &o->backlog); break;
+		case 'S': o->shards = optarg; break;
+		case 'M': ok = parse_int(optarg, 1, &o->pool_max); break;
+		case 'I': ok = parse_int(optarg, 1, &o->pool_idle_ms); break;
+		case 'K': ok = parse_int(optarg, 1, &o->backend_loops) && o->backend_loops <= 64; break;
+		case 'C': ok = parse_int(optarg, 1, &o->shard_conns); break;
+		case 'T': ok = parse_int(optarg, 1, &o->shard_timeout_ms); break;
+		case 'R':
+			ok = !strcmp(optarg, "fifo") || !strcmp(optarg, "fanout");
+			o->priority_fanout = !strcmp(optarg, "fanout");
+			break;
 		case 'W':
 			ok = !strcmp(optarg, "spin") || !strcmp(optarg, "epollout");
 			o->write_policy = !strcmp(optarg, "spin") ? RS_WRITE_SPIN : RS_WRITE_EPOLLOUT;

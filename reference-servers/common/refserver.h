@@ -29,6 +29,15 @@ struct rs_options {
 	int backlog;
 	enum rs_poller_kind poller;
 	enum rs_write_policy write_policy;
+
+	/* fanout-* architectures (docs/architectures.md, "Fanout tier") */
+	const char *shards;        /* --shards host:port,... */
+	int pool_max;              /* fanout-pool: most worker threads */
+	int pool_idle_ms;          /* fanout-pool: an idle worker exits after this */
+	int backend_loops;         /* fanout-split: backend reactor threads */
+	int shard_conns;           /* most connections per shard per backend loop */
+	int shard_timeout_ms;      /* a fanout not answered by then gets a 502 */
+	bool priority_fanout;      /* fanout-shared: --priority fanout */
 };
 
 struct rs_server {
@@ -58,6 +67,10 @@ RS_ARCH_RUN(arch_hybrid_run);
 RS_ARCH_RUN(arch_pipeline_run);
 RS_ARCH_RUN(arch_green_threads_run);
 RS_ARCH_RUN(arch_process_graph_run);
+RS_ARCH_RUN(arch_fanout_sync_run);
+RS_ARCH_RUN(arch_fanout_pool_run);
+RS_ARCH_RUN(arch_fanout_split_run);
+RS_ARCH_RUN(arch_fanout_shared_run);
 
 /* The single-threaded event loop, reused verbatim by n-copy (each copy runs one). */
 int event_loop_serve(struct rs_server *srv, int signal_fd);
