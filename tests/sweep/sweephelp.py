@@ -24,17 +24,18 @@ def run_sweep(*args, timeout=120):
     return subprocess.run(sweep_cmd("sweep", *args), capture_output=True, text=True, timeout=timeout, cwd=ROOT)
 
 
-def our_processes():
-    """PIDs of reference servers, load generators and collectors running now."""
+def sweep_processes(outdir):
+    """PIDs of processes a sweep writing to `outdir` started (they carry SPINSCOPE_SWEEP=<outdir>)."""
+    marker = f"SPINSCOPE_SWEEP={Path(outdir).resolve()}".encode()
     found = set()
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
-            argv0 = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+            env = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if os.path.basename(argv0) in PROGRAMS:
+        if marker in env:
             found.add(int(entry))
     return found
 

@@ -245,11 +245,14 @@ class CellFailed(Exception):
 class Processes:
     """Every child process of the sweep, each in its own session so that a whole tree can be signalled."""
 
-    def __init__(self):
+    def __init__(self, tag: str = ""):
         self.procs: list = []
+        # Every child carries SPINSCOPE_SWEEP=<output dir> in its environment, so leftovers can be told
+        # apart from other servers on the machine.
+        self.env = dict(os.environ, SPINSCOPE_SWEEP=tag)
 
     def popen(self, cmd: list, **kwargs) -> subprocess.Popen:
-        proc = subprocess.Popen(cmd, start_new_session=True, stdin=subprocess.DEVNULL, **kwargs)
+        proc = subprocess.Popen(cmd, start_new_session=True, stdin=subprocess.DEVNULL, env=self.env, **kwargs)
         self.procs.append(proc)
         return proc
 
@@ -321,7 +324,7 @@ class Runner:
     def __init__(self, tools: Tools, outdir: Path):
         self.tools = tools
         self.outdir = outdir
-        self.procs = Processes()
+        self.procs = Processes(str(outdir.resolve()))
         self.ns: netcond.Namespace | None = None
         self.current_capture: Path | None = None
 
