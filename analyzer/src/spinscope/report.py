@@ -114,12 +114,29 @@ def role_summary(analysis: Analysis) -> str:
     return ", ".join(parts) if parts else "no threads seen"
 
 
+def lifecycle_line(analysis: Analysis) -> str | None:
+    """Threads created and exited while traced (an on-demand pool's churn), or None when neither."""
+    cap = analysis.capture
+    totals = cap.raw.get("totals", {})
+    created, exited = int(totals.get("threads_created", 0)), int(totals.get("threads_exited", 0))
+    if not created and not exited:
+        return None
+    seconds = cap.duration_s or None
+    rate = (lambda n: f"{n / seconds:,.0f}/s") if seconds else (lambda n: "n/a")
+    if exited:
+        return (f"thread churn: {created:,} threads created and {exited:,} exited during the capture "
+                f"({rate(created)} created, {rate(exited)} exited)")
+    return f"threads created during the capture: {created:,} ({rate(created)}), none exited"
+
+
 def to_json(analysis: Analysis, assessment: Assessment) -> dict:
     cap = analysis.capture
     threads = analysis.threads.drop(columns=["poll_events_hist"]).reset_index()
     return {
         "capture": {"file": str(cap.path), "target": cap.target, "duration_s": cap.duration_s,
-                    "end_reason": cap.raw.get("end_reason"), "requests": analysis.requests, "drops": cap.drops},
+                    "end_reason": cap.raw.get("end_reason"), "requests": analysis.requests, "drops": cap.drops,
+                    "threads_created": int(cap.raw.get("totals", {}).get("threads_created", 0)),
+                    "threads_exited": int(cap.raw.get("totals", {}).get("threads_exited", 0))},
         "metrics": {"process": analysis.process, "threads": threads.to_dict(orient="records"),
                     "roles": {role: [int(t) for t in analysis.threads.index[analysis.threads["role"] == role]]
                               for role in ROLES}},
@@ -133,6 +150,8 @@ def to_json(analysis: Analysis, assessment: Assessment) -> dict:
 def render_terminal(analysis: Analysis, assessment: Assessment, console: Console) -> None:
     console.print(f"[bold]spinscope report[/bold] {headline(analysis)}")
     console.print(f"threads: {role_summary(analysis)}")
+    if lifecycle_line(analysis):
+        console.print(lifecycle_line(analysis))
     console.print()
     for label in assessment.labels:
         print_label(console, label)
@@ -209,6 +228,7 @@ def render_html(analysis: Analysis, assessment: Assessment) -> str:
     from spinscope import figures  # matplotlib loads in ~0.5 s: only when a page is drawn
 
     body = [htmlpage.paragraph(headline(analysis)), htmlpage.paragraph(f"threads: {role_summary(analysis)}"),
+            *([htmlpage.paragraph(lifecycle_line(analysis))] if lifecycle_line(analysis) else []),
             htmlpage.heading("Verdicts"), *verdict_blocks(assessment)]
     for label in assessment.labels:
         body.append(htmlpage.heading(f"Evidence: {label.title}"))

@@ -1,0 +1,86 @@
+"""Helpers for the fanout-tier tests: shards, fanout servers, and recording a capture under load.
+
+The refserver helpers (start_server, Reader, run_loadgen...) are loaded from tests/refservers/conftest.py
+by path under another module name, so this suite never depends on which `conftest` module pytest
+imported last.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = ROOT / "build"
+COLLECTOR = BUILD / "spinscope-collector"
+CAPTURES = ROOT / "tests" / "data" / "captures"
+FANOUT_ARCHS = ["fanout-sync", "fanout-pool", "fanout-split", "fanout-shared"]
+SHARD_COUNT = 4
+
+
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+refhelp = _load("refserver_helpers", ROOT / "tests" / "refservers" / "conftest.py")
+shards_mod = _load("spinscope_shards", ROOT / "reference-servers" / "shards" / "shards.py")
+Shards, expected_body, value = shards_mod.Shards, shards_mod.expected_body, shards_mod.value
+
+
+def request(path: str, extra: str = "") -> bytes:
+    return f"GET {path} HTTP/1.1\r\nHost: t\r\n{extra}\r\n".encode()
+
+
+def http_requests(capture: dict, min_bytes: int = 64) -> int:
+    """HTTP responses in a capture of a fanout server. The collector also counts each shard connection's
+    get as a "request" (a read followed by a write on a socket: the response, then the next get), so the
+    HTTP responses are the response-size classes above the size of a get command (< 64 bytes)."""
+    return sum(row["count"] for row in capture["requests"]["by_size"] if row["bytes_min"] >= min_bytes)
+
+
+def handoffs(capture: dict) -> int:
+    return sum(edge["count"] for edge in capture["wakeups"])
+
+
+def record(arch: str, shards_spec: str, output: Path, loadgen_args: list, server_args: list = (),
+           duration: float = 3.0, warmup: float = 0.7) -> tuple[dict, dict]:
+    """Run ARCH under loadgen, record DURATION s with the collector; returns (capture, loadgen result)."""
+    server = refhelp.start_server(arch, "--shards", shards_spec, *server_args)
+    loadgen = None
+    try:
+        refhelp.raise_nofile()
+        loadgen = subprocess.Popen(
+            [str(refhelp.LOADGEN), "--port", str(server.port), "--json", "--warmup", "0.3",
+             "--duration", f"{duration + warmup + 0.5:g}", *map(str, loadgen_args)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        time.sleep(warmup)
+        subprocess.run([str(COLLECTOR), "--pid", str(server.proc.pid), "-o", str(output),
+                        "--duration", f"{duration:g}", "--interval", "0.5"],
+                       check=True, capture_output=True, timeout=duration + 60)
+        out, err = loadgen.communicate(timeout=duration + 30)
+        assert loadgen.returncode == 0, err
+        result = json.loads(out)
+    finally:
+        if loadgen and loadgen.poll() is None:
+            loadgen.kill()
+            loadgen.wait()
+        refhelp.stop_server(server.proc)
+    return json.loads(output.read_text()), result
+
+
+def compact(path: Path) -> None:
+    """Rewrite a capture without indentation (the pool's hundreds of threads make it large)."""
+    doc = json.loads(path.read_text())
+    path.write_text(json.dumps(doc, separators=(",", ":")) + "\n")
+
+
+def can_trace() -> bool:
+    return os.geteuid() == 0 and COLLECTOR.exists()
