@@ -63,8 +63,21 @@ demo: setup
 	bash scripts/demo.sh
 
 bench: setup
-	$(MAKE) all
+	$(MAKE) all $(BUILD)/syscall_cost
 	$(PYTHON) bench/run.py
+
+$(BUILD)/syscall_cost: bench/syscall_cost.c
+	$(CC) -O2 $(WARN) $< -o $@
 
 clean:
 	rm -rf $(BUILD)
+
+# `make reproduce`: the quick matrix (matrices/quick.toml, ~5 min) and the claims report. Resumable:
+# cells already in REPRODUCE_DIR are skipped (remove it for a fresh run). Sweep exit 3 means some
+# cells failed (recorded in the report, e.g. delay cells without sch_netem) and does not fail the target.
+REPRODUCE_DIR ?= $(BUILD)/sweep-quick
+.PHONY: reproduce
+reproduce: setup
+	$(MAKE) all
+	$(PYTHON) -m spinscope sweep matrices/quick.toml -o $(REPRODUCE_DIR) || [ $$? -eq 3 ]
+	$(PYTHON) -m spinscope sweep-report $(REPRODUCE_DIR) --html $(REPRODUCE_DIR)/report.html
