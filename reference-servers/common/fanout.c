@@ -533,8 +533,8 @@ int fo_frontend_run(struct fo_frontend *fe)
 		rs_log(true, "epoll_ctl");
 		return 1;
 	}
+	int timeout = -1;
 	while (!stop && !(fe->stop_flag && *fe->stop_flag)) {
-		int timeout = fe->be ? fo_backend_timeout(fe->be) : -1;
 		int n = epoll_wait(fe->epfd, ev, MAX_EVENTS, timeout);
 		if (n < 0 && errno != EINTR) {
 			rs_log(true, "epoll_wait");
@@ -561,9 +561,12 @@ int fo_frontend_run(struct fo_frontend *fe)
 				on_client(fe, p, ev[i].events);
 			}
 		}
-		if (fe->be)
+		if (fe->be) {
 			fo_backend_reap(fe->be);
-		round_end(fe);
+			fo_backend_timeout(fe->be); /* fail what is past its deadline ... */
+		}
+		round_end(fe);                      /* ... answer it, dispatch queued requests ... */
+		timeout = fe->be && fe->be->inflight ? TIMER_MS : -1; /* ... then wait */
 	}
 	return 0;
 }
