@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(
     make gcc clang llvm pkg-config
     libbpf-dev bpftool libelf-dev zlib1g-dev libjson-c-dev systemtap-sdt-dev
-    iproute2 procps strace
+    iproute2 procps strace memcached
 )
 # Extra tools for `make bench` and the analyzer's HTML rendering test.
 if [[ "${SPINSCOPE_SETUP_EXTRAS:-1}" == 1 ]]; then
