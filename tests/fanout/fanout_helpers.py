@@ -1,5 +1,9 @@
 """Helpers for the fanout-tier tests: shards, fanout servers, and recording a capture under load.
 
+Fixtures live here too (not in a conftest.py: tests/refservers' modules do `from conftest import ...`,
+which breaks when pytest has loaded another directory's conftest last); test modules import the ones
+they use.
+
 The refserver helpers (start_server, Reader, run_loadgen...) are loaded from tests/refservers/conftest.py
 by path under another module name, so this suite never depends on which `conftest` module pytest
 imported last.
@@ -11,8 +15,11 @@ import json
 import os
 import subprocess
 import sys
+import shutil
 import time
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "build"
@@ -84,3 +91,48 @@ def compact(path: Path) -> None:
 
 def can_trace() -> bool:
     return os.geteuid() == 0 and COLLECTOR.exists()
+
+
+# ------------------------------------------------------------------ fixtures (imported by the test modules)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _fanout_built():
+    refhelp.ensure_built()
+
+
+@pytest.fixture(scope="module")
+def shards():
+    """SHARD_COUNT loaded memcached shards for a whole module (stopped at its end)."""
+    if shutil.which("memcached") is None:
+        pytest.skip("memcached not installed")
+    with Shards(SHARD_COUNT) as s:
+        s.load()
+        yield s
+
+
+@pytest.fixture
+def fresh_shards():
+    """Shards for one test (for tests that kill or stop one)."""
+    if shutil.which("memcached") is None:
+        pytest.skip("memcached not installed")
+    with Shards(SHARD_COUNT) as s:
+        s.load()
+        yield s
+
+
+@pytest.fixture
+def fanout_server():
+    """fanout_server(arch, shards_spec, *args) -> refhelp.Server; all killed after the test."""
+    started = []
+
+    def factory(arch, spec, *args):
+        server = refhelp.start_server(arch, "--shards", spec, *args)
+        started.append(server)
+        return server
+
+    yield factory
+    for server in started:
+        if server.proc.poll() is None:
+            server.proc.kill()
+            server.proc.wait()

@@ -4,6 +4,7 @@ import subprocess
 import pytest
 
 from fanout_helpers import FANOUT_ARCHS, expected_body, refhelp, request
+from fanout_helpers import _fanout_built, fanout_server, shards  # noqa: F401 (fixtures)
 
 CASES = [(1, "100", 100), (3, "0.1k", 100), (4, "1000", 1000), (7, "1k", 1000), (5, "20k", 20000),
          (20, "20000", 20000), (64, "100", 100)]

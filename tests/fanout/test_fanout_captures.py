@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from fanout_helpers import CAPTURES, can_trace, handoffs, http_requests, record
+from fanout_helpers import _fanout_built, shards  # noqa: F401 (fixtures)
 from spinscope.capture import load
 from spinscope.labels import IMBALANCE_MAX_LOW_EVENTS, IMBALANCE_MIN_RATIO, assess
 from spinscope.metrics import analyze

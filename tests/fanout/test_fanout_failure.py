@@ -8,6 +8,7 @@ import time
 import pytest
 
 from fanout_helpers import FANOUT_ARCHS, expected_body, refhelp, request
+from fanout_helpers import _fanout_built, fanout_server, fresh_shards  # noqa: F401 (fixtures)
 
 CLIENT_TIMEOUT = 3.0  # a response slower than this is a hang
 
