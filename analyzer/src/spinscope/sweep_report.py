@@ -83,7 +83,7 @@ def tagged(frame: pd.DataFrame, tag: str) -> pd.DataFrame:
     if sub.empty:
         return sub
     keys = [c for c in ("arch", "workers", "sndbuf", "write_policy", "poller", "backlog", "path", "mix",
-                        "concurrency", "rate", "burst", "rcvbuf", "keepalive", "net", "bandwidth", "delay_ms")
+                        "concurrency", "rate", "burst", "think_ms", "rcvbuf", "keepalive", "net", "bandwidth", "delay_ms")
             if c in sub]
     for k in keys:
         sub[k] = sub[k].astype(object).where(sub[k].notna(), "")
@@ -483,7 +483,8 @@ def claim_events_fast(frame: pd.DataFrame) -> Claim:
     backlog = backlog[backlog["backlog"] != ""] if "backlog" in backlog else backlog.iloc[0:0]
     if not backlog.empty:
         c.ours += "; backlog cells: " + ", ".join(
-            f"backlog {r['backlog']}: {num(r['lg_errors'], 0)} errors, p99 {num(r['lat_p99_ms'])} ms"
+            f"backlog {int(float(r['backlog']))} (c={int(r['concurrency'])}, {r['arch']}): "
+            f"{num(r['lg_throughput'], 0)} req/s, {num(r['lg_errors'], 0)} errors, p99 {num(r['lat_p99_ms'])} ms"
             for _, r in backlog.iterrows())
     else:
         c.why = "accept-queue (--backlog) part not measured in this run; "
@@ -520,6 +521,8 @@ def claim_compare_arch(frame: pd.DataFrame) -> Claim:
                          f"non-blocking epollout {num(w['event-loop (epollout)'], 1)}")
             c.rows.append(["blocking vs non-blocking (Table 6 cells)", "writes per 100 KB response", lines[-1]])
     pol = d[d["poller"] != ""]
+    if "think_ms" in pol and (pd.to_numeric(pol["think_ms"], errors="coerce").fillna(0) > 0).any():
+        pol = pol[pd.to_numeric(pol["think_ms"], errors="coerce").fillna(0) > 0]  # idle interest set
     if not pol.empty and pol["concurrency"].nunique() >= 2:
         lo, hi = pol["concurrency"].min(), pol["concurrency"].max()
         cpu = pol.pivot_table(index="poller", columns="concurrency", values="cpu_ms_per_request", aggfunc="mean")
