@@ -22,6 +22,10 @@
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 #define EAGAIN 11
+/* Kernel-internal returns of a syscall interrupted by a signal (or a ptrace attach): the kernel
+ * re-executes it, or continues it through restart_syscall; user space never sees these. */
+#define ERESTARTSYS 512
+#define ERESTART_RESTARTBLOCK 516
 #define S_IFMT 00170000
 #define S_IFSOCK 0140000
 #define TASK_RUNNING 0
@@ -525,6 +529,9 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 	struct thread_stats *t;
 
 	if (!is_target(id >> 32) || syscall_class_of(SC_NR(regs)) == SC_IGNORED)
+		return 0;
+	/* Interrupted, to be restarted: one call for user space, so count it once, when it ends. */
+	if (ret <= -ERESTARTSYS && ret >= -ERESTART_RESTARTBLOCK)
 		return 0;
 	t = bpf_map_lookup_elem(&threads, &tid);
 	if (!t)

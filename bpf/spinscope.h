@@ -71,6 +71,7 @@ enum syscall_class {
 	SC_POLL,     /* select, pselect6, poll, ppoll, epoll_wait, epoll_pwait, epoll_pwait2 */
 	SC_FUTEX,
 	SC_FUTEX_WAITV,
+	SC_RESTART, /* restart_syscall: the continuation of an interrupted call already in flight */
 };
 
 #define SYSCALL_TABLE_SIZE 1024 /* syscall numbers at or above are ignored */

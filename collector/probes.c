@@ -77,6 +77,7 @@ static const struct {
 #ifdef SYS_futex_waitv
 	{ SYS_futex_waitv, SC_FUTEX_WAITV },
 #endif
+	{ SYS_restart_syscall, SC_RESTART },
 };
 
 void probes_configure(struct spinscope_bpf *skel)

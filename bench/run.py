@@ -1,0 +1,597 @@
+#!/usr/bin/env python3
+"""`make bench`: what spinscope costs a traced server, against the tools people use today, and whether
+its counts can be trusted. Writes bench/results/overhead.md and overhead.json.
+
+1. Overhead: a busy server (refserver event-loop, nginx with one worker; 100 B and 100 KB responses;
+   closed loop; server pinned to CPU 0, load generator to CPU 1) measured untraced then traced, in
+   pairs (A B A B ...), by spinscope, bpftrace with an equivalent script, perf trace -s, strace -f -c
+   and libbpf-tools' syscount. Per tool: throughput ratio traced/untraced (median and spread over the
+   pairs), p99 latency ratio, the tracer's own CPU, and time to attach.
+2. Per-event cost: a tight loop of zero-timeout epoll_wait calls, untraced vs traced: nanoseconds
+   added per call, for the traced process and for a bystander process.
+3. Accuracy: spinscope's write, EAGAIN and poll counts against strace's on the same run, and its
+   request count against the reference server's USDT probes and the load generator.
+4. Scale: collector cost per event and map memory as threads (thread-per-conn) and connections
+   (event-loop) grow; drops reported by the capture.
+
+The machine is noisy: only ratios measured side by side are reported, never absolute speeds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import re
+import resource
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD = ROOT / "build"
+RESULTS = ROOT / "bench" / "results"
+COLLECTOR = BUILD / "spinscope-collector"
+SERVER_CPU, LOAD_CPU = "0", "1"
+
+# The same signals spinscope records, for bpftrace: socket-ish write calls and their EAGAINs, poll
+# calls and their empty returns, futex waits, context switches. ($1 is the target PID.)
+BPFTRACE_SCRIPT = r"""
+tracepoint:syscalls:sys_enter_write, tracepoint:syscalls:sys_enter_writev,
+tracepoint:syscalls:sys_enter_sendto, tracepoint:syscalls:sys_enter_sendmsg,
+tracepoint:syscalls:sys_enter_sendfile64 /pid == $1/ { @writes[tid] = count(); }
+tracepoint:syscalls:sys_exit_write, tracepoint:syscalls:sys_exit_writev,
+tracepoint:syscalls:sys_exit_sendto, tracepoint:syscalls:sys_exit_sendmsg,
+tracepoint:syscalls:sys_exit_sendfile64 /pid == $1 && args->ret == -11/ { @eagain[tid] = count(); }
+tracepoint:syscalls:sys_enter_read, tracepoint:syscalls:sys_enter_recvfrom /pid == $1/ { @reads[tid] = count(); }
+tracepoint:syscalls:sys_exit_epoll_wait, tracepoint:syscalls:sys_exit_epoll_pwait,
+tracepoint:syscalls:sys_exit_poll, tracepoint:syscalls:sys_exit_select /pid == $1/ {
+  @polls[tid] = count(); if (args->ret == 0) { @zero[tid] = count(); } }
+tracepoint:syscalls:sys_enter_futex /pid == $1/ { @futex[tid] = count(); }
+tracepoint:sched:sched_switch /pid == $1/ { @cs[tid] = count(); }
+BEGIN { printf("ready\n"); }
+"""
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def pinned(cpu: str, cmd: list) -> list:
+    return ["taskset", "-c", cpu, *cmd]
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (and its reaped children), in seconds."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    ticks = sum(int(x) for x in fields[11:15])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+class Lines:
+    """The lines of a process's output stream, read on a thread: wait for one with a timeout, and the
+    pipe never fills up however chatty the process is."""
+
+    def __init__(self, stream):
+        self.queue: queue.Queue = queue.Queue()
+        self.seen: list = []
+        threading.Thread(target=self._pump, args=(stream,), daemon=True).start()
+
+    def _pump(self, stream) -> None:
+        for line in stream:
+            self.queue.put(line.rstrip("\n"))
+        self.queue.put(None)
+
+    def wait_for(self, pattern: str, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self.queue.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                line = None
+            if line is None:
+                raise RuntimeError(f"no line matching {pattern!r} within {timeout}s; saw {self.seen[-5:]!r}")
+            self.seen.append(line)
+            if re.search(pattern, line):
+                return line
+
+
+# ------------------------------------------------------------------------------------------------
+# Servers
+
+
+@dataclass
+class Server:
+    name: str
+    proc: subprocess.Popen
+    pid: int  # the process to trace (nginx: the single worker)
+    port: int
+    workdir: Path | None = None
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def start_refserver(arch: str = "event-loop", *args: str) -> Server:
+    proc = subprocess.Popen(pinned(SERVER_CPU, [str(BUILD / "refserver"), "--arch", arch, "--port", "0",
+                                                *args]),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    line = Lines(proc.stderr).wait_for(r"listening on", 10)
+    port = int(re.search(r":(\d+) arch", line).group(1))
+    return Server(f"refserver {arch}", proc, proc.pid, port)
+
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_nginx() -> Server:
+    """nginx with one worker serving the same paths as refserver from static files; master_process off
+    so the one process we trace is the one serving."""
+    work = Path(tempfile.mkdtemp(prefix="spinscope-nginx-"))
+    (work / "root" / "bytes").mkdir(parents=True)
+    for size in (100, 102400):
+        (work / "root" / "bytes" / str(size)).write_bytes(bytes(ord("a") + i % 26 for i in range(size)))
+    port = free_port()
+    (work / "nginx.conf").write_text(textwrap.dedent(f"""
+        daemon off; master_process off; worker_processes 1;
+        pid {work}/nginx.pid; error_log {work}/error.log;
+        events {{ worker_connections 16384; }}
+        http {{
+          access_log off; sendfile on; tcp_nopush on; keepalive_requests 10000000;
+          default_type application/octet-stream;
+          client_body_temp_path {work}/tmp; proxy_temp_path {work}/tmp; fastcgi_temp_path {work}/tmp;
+          uwsgi_temp_path {work}/tmp; scgi_temp_path {work}/tmp;
+          server {{ listen 127.0.0.1:{port}; root {work}/root; }}
+        }}"""))
+    proc = subprocess.Popen(pinned(SERVER_CPU, ["nginx", "-c", str(work / "nginx.conf"), "-p", str(work)]),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    import socket
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return Server("nginx", proc, proc.pid, port, work)
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("nginx did not start")
+
+
+def loadgen(port: int, path: str, seconds: float, concurrency: int = 100, *extra: str) -> dict:
+    out = subprocess.run(pinned(LOAD_CPU, [str(BUILD / "loadgen"), "--port", str(port), "--path", path,
+                                           "--concurrency", str(concurrency), "--duration", str(seconds),
+                                           "--json", *extra]),
+                         capture_output=True, text=True, timeout=seconds + 60)
+    if out.returncode != 0:
+        raise RuntimeError(f"loadgen failed: {out.stderr.strip()}")
+    return json.loads(out.stdout)
+
+
+# ------------------------------------------------------------------------------------------------
+# Tracers
+
+
+@dataclass
+class Tracer:
+    """How to run one tool against a PID: its command, and the line that says its probes are live."""
+    name: str
+    command: callable  # (pid, workdir) -> argv
+    ready: str | None  # regex on stderr/stdout; None: no signal, wait READY_GRACE_S
+    ready_stream: str = "stderr"
+    stop_signal: int = signal.SIGINT
+    available: callable = lambda: True
+
+    READY_GRACE_S = 2.0
+
+
+def spinscope_cmd(pid, work):
+    return [str(COLLECTOR), "--pid", str(pid), "-o", str(work / "capture.json")]
+
+
+def bpftrace_cmd(pid, work):
+    script = work / "equivalent.bt"
+    script.write_text(BPFTRACE_SCRIPT)
+    return ["bpftrace", str(script), str(pid)]
+
+
+TRACERS = [
+    Tracer("spinscope", spinscope_cmd, r"attached"),
+    Tracer("bpftrace", bpftrace_cmd, r"^ready", "stdout", available=lambda: shutil.which("bpftrace")),
+    Tracer("perf trace -s", lambda pid, w: ["perf", "trace", "-s", "-p", str(pid), "-o", str(w / "perf.txt")],
+           None, available=lambda: shutil.which("perf")),
+    Tracer("strace -f -c", lambda pid, w: ["strace", "-f", "-c", "-p", str(pid), "-o", str(w / "strace.txt")],
+           r"attached", available=lambda: shutil.which("strace")),
+    Tracer("syscount (libbpf-tools)", lambda pid, w: ["syscount", "-p", str(pid)], r"Tracing syscalls",
+           "stdout", available=lambda: shutil.which("syscount")),
+]
+
+
+@dataclass
+class Running:
+    tracer: Tracer
+    proc: subprocess.Popen
+    attach_s: float | None
+    cpu_start: float
+    work: Path
+    stdout: Lines
+
+    def stop(self) -> float:
+        """Stop the tracer; return the CPU seconds it used while running."""
+        used = cpu_seconds(self.proc.pid) - self.cpu_start
+        if self.proc.poll() is None:
+            self.proc.send_signal(self.tracer.stop_signal)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return used
+
+
+def start_tracer(tracer: Tracer, pid: int, work: Path) -> Running:
+    t0 = time.monotonic()
+    proc = subprocess.Popen(pinned(LOAD_CPU, tracer.command(pid, work)), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    out, err = Lines(proc.stdout), Lines(proc.stderr)
+    try:
+        if tracer.ready:
+            (err if tracer.ready_stream == "stderr" else out).wait_for(tracer.ready, 60)
+            attach = time.monotonic() - t0
+        else:
+            time.sleep(Tracer.READY_GRACE_S)
+            attach = None
+    except RuntimeError:
+        proc.kill()
+        proc.wait()
+        raise
+    return Running(tracer, proc, attach, cpu_seconds(proc.pid), work, out)
+
+
+# ------------------------------------------------------------------------------------------------
+# 1. Overhead
+
+
+@dataclass
+class Pair:
+    untraced: dict
+    traced: dict
+    tracer_cpu: float
+    attach_s: float | None
+
+
+@dataclass
+class Case:
+    target: str
+    path: str
+    tool: str
+    pairs: list = field(default_factory=list)
+
+    def summary(self) -> dict:
+        ratios = [p.traced["throughput"] / p.untraced["throughput"] for p in self.pairs]
+        p99 = [p.traced["latency_ms"]["p99"] / p.untraced["latency_ms"]["p99"] for p in self.pairs
+               if p.untraced["latency_ms"]["p99"]]
+        attach = [p.attach_s for p in self.pairs if p.attach_s is not None]
+        return {
+            "target": self.target, "path": self.path, "tool": self.tool, "pairs": len(self.pairs),
+            "throughput_ratio_median": statistics.median(ratios),
+            "throughput_ratio_min": min(ratios), "throughput_ratio_max": max(ratios),
+            "p99_ratio_median": statistics.median(p99) if p99 else None,
+            "tracer_cpu_share": statistics.median(p.tracer_cpu for p in self.pairs),
+            "attach_s_median": statistics.median(attach) if attach else None,
+            "untraced_rps_median": statistics.median(p.untraced["throughput"] for p in self.pairs),
+        }
+
+
+def overhead(args) -> list:
+    targets = {"event-loop": lambda: start_refserver("event-loop"), "nginx": start_nginx}
+    tools = [t for t in TRACERS if t.available() and (not args.tools or t.name.split()[0] in args.tools)]
+    summaries = []
+    for target_name, start in targets.items():
+        if target_name == "nginx" and not shutil.which("nginx"):
+            log("bench: nginx not installed; skipping it")
+            continue
+        for path in ("/bytes/100", "/bytes/102400"):
+            server = start()
+            try:
+                loadgen(server.port, path, 1.0)  # warm up
+                for tool in tools:
+                    case = Case(target_name, path, tool.name)
+                    for i in range(args.pairs):
+                        untraced = loadgen(server.port, path, args.seconds)
+                        with tempfile.TemporaryDirectory(prefix="spinscope-bench-") as work:
+                            running = start_tracer(tool, server.pid, Path(work))
+                            traced = loadgen(server.port, path, args.seconds)
+                            cpu = running.stop()
+                        case.pairs.append(Pair(untraced, traced, cpu / args.seconds, running.attach_s))
+                    s = case.summary()
+                    summaries.append(s)
+                    log(f"bench: {target_name} {path} {tool.name}: throughput x{s['throughput_ratio_median']:.3f} "
+                        f"[{s['throughput_ratio_min']:.3f}, {s['throughput_ratio_max']:.3f}], "
+                        f"p99 x{s['p99_ratio_median'] or float('nan'):.2f}")
+            finally:
+                server.stop()
+    return summaries
+
+
+# ------------------------------------------------------------------------------------------------
+# 2. Per-event cost
+
+
+def syscall_cost_once(mode: str, trace: str, tool: Tracer | None, calls: int) -> float:
+    """ns per call of `syscall_cost MODE`, with tool attached to it (trace=self), to a bystander
+    (trace=other), or not at all."""
+    proc = subprocess.Popen(pinned(SERVER_CPU, [str(BUILD / "syscall_cost"), mode, str(calls)]),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    pid = int(proc.stdout.readline().split()[1])
+    bystander = running = None
+    with tempfile.TemporaryDirectory(prefix="spinscope-bench-") as work:
+        try:
+            if trace != "none":
+                if trace == "other":
+                    bystander = subprocess.Popen(["sleep", "300"])
+                running = start_tracer(tool, bystander.pid if bystander else pid, Path(work))
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            result = json.loads(proc.stdout.readline())
+            proc.wait(timeout=30)
+        finally:
+            if running:
+                running.stop()
+            if bystander:
+                bystander.kill()
+                bystander.wait()
+    return result["ns_per_call"]
+
+
+def per_event_cost(args) -> list:
+    rows = []
+    tools = [t for t in TRACERS if t.name in ("spinscope", "bpftrace") and t.available()]
+    for mode in ("epoll", "write"):
+        base = [syscall_cost_once(mode, "none", None, args.calls) for _ in range(args.repeat)]
+        for tool in tools:
+            for trace in ("self", "other"):
+                traced = [syscall_cost_once(mode, trace, tool, args.calls) for _ in range(args.repeat)]
+                # min of repeats: the least-disturbed run of each, as with any microbenchmark here
+                row = {"call": mode, "tool": tool.name, "traced": "the target" if trace == "self" else
+                       "a bystander", "untraced_ns": min(base), "traced_ns": min(traced),
+                       "added_ns": min(traced) - min(base)}
+                rows.append(row)
+                log(f"bench: {mode} {tool.name} ({row['traced']}): +{row['added_ns']:.0f} ns per call")
+    return rows
+
+
+# ------------------------------------------------------------------------------------------------
+# 3. Accuracy
+
+
+STRACE_ROW = re.compile(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(\d+)?\s*(\w+)\s*$")
+
+
+def parse_strace_c(text: str) -> dict:
+    rows = {}
+    for line in text.splitlines():
+        m = STRACE_ROW.match(line)
+        if m:
+            rows[m.group(3)] = {"calls": int(m.group(1)), "errors": int(m.group(2) or 0)}
+    return rows
+
+
+def accuracy(args) -> dict:
+    """One run of a write-spinning event loop traced at once by spinscope, strace and a USDT counter."""
+    server = start_refserver("event-loop", "--write-policy", "spin", "--sndbuf", "16384")
+    work = Path(tempfile.mkdtemp(prefix="spinscope-accuracy-"))
+    try:
+        loadgen(server.port, "/bytes/100", 0.5, 4)
+        usdt = subprocess.Popen(["bpftrace", "-e", f'usdt:{BUILD / "refserver"}:refserver:request__done '
+                                 f'/pid == {server.pid}/ {{ @done = count(); }} BEGIN {{ printf("ready\\n"); }}'],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                text=True)
+        usdt_lines = Lines(usdt.stdout)
+        usdt_lines.wait_for("^ready", 60)
+        # strace's window encloses spinscope's: spinscope can only see fewer calls, never more.
+        strace = start_tracer(TRACERS[3], server.pid, work)
+        spin = start_tracer(TRACERS[0], server.pid, work)
+        load = json.loads(subprocess.run(
+            pinned(LOAD_CPU, [str(BUILD / "loadgen"), "--port", str(server.port), "--mix",
+                              "70:/bytes/100,30:/bytes/102400", "--concurrency", "8", "--requests",
+                              str(args.requests), "--rcvbuf", "4096", "--json"]),
+            capture_output=True, text=True, timeout=600).stdout)
+        time.sleep(0.2)
+        spin.stop()
+        strace.stop()
+        usdt.send_signal(signal.SIGINT)
+        usdt.wait(timeout=30)
+        usdt_lines.wait_for(r"@done", 5)
+        usdt_out = "\n".join(usdt_lines.seen)
+    finally:
+        server.stop()
+    cap = json.loads((work / "capture.json").read_text())
+    st = parse_strace_c((work / "strace.txt").read_text())
+    shutil.rmtree(work, ignore_errors=True)
+    writes = sum(st.get(c, {}).get("calls", 0) for c in ("write", "writev", "sendto", "sendmsg", "sendfile"))
+    eagain = sum(st.get(c, {}).get("errors", 0) for c in ("write", "writev", "sendto", "sendmsg"))
+    polls = sum(st.get(c, {}).get("calls", 0) for c in ("epoll_wait", "epoll_pwait", "poll", "select"))
+    usdt_done = int(re.search(r"@done: (\d+)", usdt_out).group(1))
+    t = cap["totals"]
+
+    def rel(ours, theirs):
+        return (ours - theirs) / theirs if theirs else None
+
+    return {
+        "requests_loadgen": load["requests"], "requests_usdt": usdt_done,
+        "requests_spinscope": cap["requests"]["count"],
+        "write_calls": {"spinscope": t["write_calls"], "strace": writes, "rel_diff": rel(t["write_calls"], writes)},
+        "write_eagain": {"spinscope": t["write_eagain"], "strace": eagain, "rel_diff": rel(t["write_eagain"], eagain)},
+        "poll_calls": {"spinscope": t["poll_calls"], "strace": polls, "rel_diff": rel(t["poll_calls"], polls)},
+        "requests_rel_diff_usdt": rel(cap["requests"]["count"], usdt_done),
+    }
+
+
+# ------------------------------------------------------------------------------------------------
+# 4. Scale
+
+
+def bpf_stats(enable: bool) -> None:
+    Path("/proc/sys/kernel/bpf_stats_enabled").write_text("1" if enable else "0")
+
+
+def collector_prog_stats() -> dict:
+    progs = json.loads(subprocess.run(["bpftool", "prog", "show", "-j"], capture_output=True, text=True).stdout)
+    return {p["name"]: (p.get("run_cnt", 0), p.get("run_time_ns", 0)) for p in progs
+            if p.get("name", "").startswith(("on_sys", "on_sched"))}
+
+
+def collector_map_bytes() -> int:
+    maps = json.loads(subprocess.run(["bpftool", "map", "show", "-j"], capture_output=True, text=True).stdout)
+    ours = ("threads", "sockets", "requests", "wakeups", "child_pids", "spinscop.rodata", "spinscop.bss")
+    return sum(m.get("bytes_memlock", 0) for m in maps if m.get("name") in ours)
+
+
+def scale(args) -> list:
+    rows = []
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    cases = [("thread-per-conn", n, "threads") for n in (1, 8, 64, 512)]
+    cases += [("event-loop", n, "connections") for n in (100, 1000, 10000)]
+    bpf_stats(True)
+    try:
+        for arch, n, what in cases:
+            server = start_refserver(arch)
+            work = Path(tempfile.mkdtemp(prefix="spinscope-scale-"))
+            try:
+                running = start_tracer(TRACERS[0], server.pid, work)
+                maps = collector_map_bytes()
+                before = collector_prog_stats()
+                load = loadgen(server.port, "/bytes/100", args.seconds, n)
+                after = collector_prog_stats()
+                running.stop()
+                cap = json.loads((work / "capture.json").read_text())
+            finally:
+                server.stop()
+                shutil.rmtree(work, ignore_errors=True)
+            events = sum(after[k][0] - before.get(k, (0, 0))[0] for k in after)
+            ns = sum(after[k][1] - before.get(k, (0, 0))[1] for k in after)
+            rows.append({"server": arch, "scale": f"{n} {what}", "threads_seen": cap["totals"]["threads_seen"],
+                         "requests": cap["requests"]["count"], "rps": load["throughput"],
+                         "bpf_ns_per_event": ns / events if events else None, "events": events,
+                         "map_bytes": maps, "drops": cap["drops"]})
+            log(f"bench: scale {arch} {n} {what}: {rows[-1]['bpf_ns_per_event']:.0f} ns/event, "
+                f"maps {maps / 2**20:.1f} MiB, drops {cap['drops']}")
+    finally:
+        bpf_stats(False)
+    return rows
+
+
+# ------------------------------------------------------------------------------------------------
+# Report
+
+
+def pct(x):
+    return "n/a" if x is None else f"{x:+.2%}"
+
+
+def markdown(results: dict) -> str:
+    out = ["# spinscope overhead and accuracy", "",
+           f"Machine: {os.cpu_count()} CPUs, kernel {os.uname().release}. Server pinned to CPU {SERVER_CPU}, "
+           f"load generator and tracers to CPU {LOAD_CPU}; closed loop, 100 connections; "
+           f"{results['settings']['pairs']} untraced/traced pairs of {results['settings']['seconds']} s per cell. "
+           "Ratios are traced/untraced within each pair (median [min, max]).", ""]
+    if results.get("overhead"):
+        out += ["## Throughput and latency under each tracer", "",
+                "| target | response | tool | throughput ratio | p99 ratio | tracer CPU | attach |",
+                "|---|---|---|---|---|---|---|"]
+        for s in results["overhead"]:
+            size = "100 B" if s["path"].endswith("/100") else "100 KB"
+            attach = "n/a" if s["attach_s_median"] is None else f"{s['attach_s_median']:.2f} s"
+            p99 = "n/a" if s["p99_ratio_median"] is None else f"{s['p99_ratio_median']:.2f}"
+            out.append(f"| {s['target']} | {size} | {s['tool']} | {s['throughput_ratio_median']:.3f} "
+                       f"[{s['throughput_ratio_min']:.3f}, {s['throughput_ratio_max']:.3f}] | {p99} | "
+                       f"{s['tracer_cpu_share']:.1%} | {attach} |")
+        out.append("")
+    if results.get("per_event"):
+        out += ["## Cost per traced call", "", "| call | tool | process traced | untraced | traced | added |",
+                "|---|---|---|---|---|---|"]
+        for r in results["per_event"]:
+            out.append(f"| {r['call']} | {r['tool']} | {r['traced']} | {r['untraced_ns']:.0f} ns | "
+                       f"{r['traced_ns']:.0f} ns | +{r['added_ns']:.0f} ns |")
+        out.append("")
+    if results.get("accuracy"):
+        a = results["accuracy"]
+        out += ["## Accuracy", "", "| count | spinscope | reference | difference |", "|---|---|---|---|"]
+        for key in ("write_calls", "write_eagain", "poll_calls"):
+            out.append(f"| {key} | {a[key]['spinscope']} | {a[key]['strace']} (strace -c) | {pct(a[key]['rel_diff'])} |")
+        out.append(f"| requests | {a['requests_spinscope']} | {a['requests_usdt']} (USDT), "
+                   f"{a['requests_loadgen']} (load generator) | {pct(a['requests_rel_diff_usdt'])} |")
+        out.append("")
+    if results.get("scale"):
+        out += ["## Scale", "", "| server | scale | threads seen | BPF ns per event | map memory | drops |",
+                "|---|---|---|---|---|---|"]
+        for r in results["scale"]:
+            drops = sum(r["drops"].values())
+            ns = "n/a" if r["bpf_ns_per_event"] is None else f"{r['bpf_ns_per_event']:.0f}"
+            out.append(f"| {r['server']} | {r['scale']} | {r['threads_seen']} | {ns} | "
+                       f"{r['map_bytes'] / 2**20:.1f} MiB | {drops} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="2 pairs of 2 s, fewer calls: a smoke run")
+    parser.add_argument("--pairs", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--calls", type=int, default=2_000_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--requests", type=int, default=3000)
+    parser.add_argument("--tools", nargs="*", help="only these tools (first word: spinscope bpftrace perf strace syscount)")
+    parser.add_argument("--parts", nargs="*", default=["overhead", "per_event", "accuracy", "scale"])
+    parser.add_argument("--out", type=Path, default=RESULTS / "overhead")
+    args = parser.parse_args()
+    if args.quick:
+        args.pairs, args.seconds, args.calls, args.repeat, args.requests = 2, 2.0, 500_000, 2, 1000
+    if os.geteuid() != 0:
+        log("bench: needs root (BPF tracers)")
+        return 1
+    for binary in ("refserver", "loadgen", "spinscope-collector", "syscall_cost"):
+        if not (BUILD / binary).exists():
+            log(f"bench: build/{binary} missing: run `make bench` (it builds everything first)")
+            return 1
+    results = {"settings": {"pairs": args.pairs, "seconds": args.seconds, "calls": args.calls,
+                            "repeat": args.repeat, "kernel": os.uname().release}}
+    parts = {"overhead": overhead, "per_event": per_event_cost, "accuracy": accuracy, "scale": scale}
+    for name in args.parts:
+        results[name] = parts[name](args)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.with_suffix(".json").write_text(json.dumps(results, indent=2))
+    args.out.with_suffix(".md").write_text(markdown(results))
+    log(f"bench: wrote {args.out.with_suffix('.md')} and .json")
+    print(markdown(results))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
