@@ -135,7 +135,7 @@ static size_t line_len(const char *buf, size_t len)
 enum mc_result mc_parse_get(const char *buf, size_t len, const char **data, size_t *dlen,
 			    size_t *consumed)
 {
-	size_t l = line_len(buf, len);
+	size_t l = len ? line_len(buf, len) : 0;
 
 	if (l == 0)
 		return len > 512 ? MC_ERROR : MC_INCOMPLETE;
