@@ -52,6 +52,18 @@ const volatile bool follow_children = false;
 const volatile __u64 kernel_stack_size = 16384; /* THREAD_SIZE: x86-64, doubled under KASAN */
 const volatile __u8 syscall_class[SYSCALL_TABLE_SIZE] = {}; /* enum syscall_class by number */
 
+/* Syscall arguments and number in a task's saved user registers. */
+#if defined(__TARGET_ARCH_x86)
+#define SC_ARG(regs, n)                                                                            \
+	((n) == 0 ? (regs)->di : (n) == 1 ? (regs)->si : (n) == 2 ? (regs)->dx : (regs)->r10)
+#define SC_NR(regs) ((regs)->orig_ax)
+#elif defined(__TARGET_ARCH_arm64)
+#define SC_ARG(regs, n) ((n) == 0 ? (regs)->orig_x0 : (regs)->regs[n])
+#define SC_NR(regs) ((regs)->syscallno)
+#else
+#error "spinscope: syscall argument registers not defined for this architecture"
+#endif
+
 struct global_stats globals = {};
 
 /* Thread stats, keyed by tid. Entries of exited threads stay until the capture is written. */
@@ -460,16 +472,6 @@ static __always_inline void futex_exit(struct thread_stats *t)
 /* ---------------------------------------------------------------------------------------- */
 /* The two syscall tracepoints: dispatch on the syscall's class                               */
 
-#if defined(__TARGET_ARCH_x86)
-#define SC_ARG(regs, n)                                                                            \
-	((n) == 0 ? (regs)->di : (n) == 1 ? (regs)->si : (n) == 2 ? (regs)->dx : (regs)->r10)
-#define SC_NR(regs) ((regs)->orig_ax)
-#elif defined(__TARGET_ARCH_arm64)
-#define SC_ARG(regs, n) ((n) == 0 ? (regs)->orig_x0 : (regs)->regs[n])
-#define SC_NR(regs) ((regs)->syscallno)
-#else
-#error "spinscope: syscall argument registers not defined for this architecture"
-#endif
 
 static __always_inline __u32 syscall_class_of(__u64 nr)
 {
@@ -613,23 +615,32 @@ static __always_inline void edge_add(__u32 waker, __u32 wakee)
 
 /*
  * Is this wakeup made from interrupt context? Then it came from a timer, a device or softirq
- * networking, not from whatever thread the interrupt landed on. The preempt count that would tell
- * is a per-CPU variable BPF cannot reach on this kernel (no data symbols in kallsyms), and a classic
- * tracepoint's header flags are filled only after BPF runs. But x86-64 runs hard interrupts and
- * softirqs (also those run from local_bh_enable) on the per-CPU IRQ stack, and a BPF program's
- * frame lives on the current kernel stack: if our frame is not inside the task's own stack, we are
- * in an interrupt. (PREEMPT_RT runs softirqs in threads, whose wakeups then count as external.)
+ * networking, not from whatever thread the interrupt landed on. The preempt count that would tell is
+ * a per-CPU variable BPF cannot reach on this kernel (no data symbols in kallsyms), and a classic
+ * tracepoint's header flags are filled only after BPF runs. Two facts of x86-64 tell instead:
+ *  - an interrupt taken in kernel mode runs on the per-CPU IRQ stack (softirqs run from
+ *    local_bh_enable too), and a BPF program's frame lives on the current kernel stack: if our frame
+ *    is outside the task's stack, we are in an interrupt;
+ *  - an interrupt taken in user mode stays on the task's stack, but then the task's saved user
+ *    registers are an interrupt frame: orig_ax is negative (in a syscall it holds the syscall
+ *    number, in an exception its error code).
+ * (PREEMPT_RT runs softirqs in threads, whose wakeups then count as external.)
  */
-static __always_inline bool in_interrupt(void)
+static __always_inline bool in_interrupt(struct task_struct *task)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
 	__u64 stack = (__u64)task->stack, here = 0;
 	void *frame = &here;
+	struct pt_regs *user_regs;
 
 	/* Copy the frame address out as a number: the verifier does not let a stack pointer be
 	 * compared with a scalar directly. */
 	bpf_probe_read_kernel(&here, sizeof(here), &frame);
-	return here - stack >= kernel_stack_size;
+	if (here - stack >= kernel_stack_size)
+		return true;
+	if (!task->mm) /* kernel thread: no user registers */
+		return false;
+	user_regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	return (long)SC_NR(user_regs) < 0;
 }
 
 /*
@@ -650,7 +661,7 @@ int BPF_PROG(on_sched_waking, struct task_struct *p)
 		return 0;
 	wakee->runnable_since_ns = bpf_ktime_get_ns();
 
-	if (in_interrupt()) {
+	if (in_interrupt(bpf_get_current_task_btf())) {
 		__sync_fetch_and_add(&wakee->c.wakeups_irq, 1);
 		return 0;
 	}

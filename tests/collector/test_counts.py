@@ -69,6 +69,16 @@ def futex_run(tmp_path_factory):
     return run_fixture("futexes", tmp_path=tmp_path_factory.mktemp("futex"))
 
 
+def test_timer_wakeups_landing_on_a_sibling_thread_are_not_handoffs(tmp_path):
+    """The timer interrupts that end the sleeper's sleeps hit its sibling spinning in user mode."""
+    run = run_fixture("timers", tmp_path=tmp_path)
+    sleeper, spinner = run.thread("sleeper"), run.thread("spinner")
+    assert sleeper["wakeups_irq"] == run.truth["sleeper"]["sleeps"] == 20
+    assert sleeper["wakeups_received"] == 0
+    assert not [e for e in run.capture["wakeups"] if e["wakee_tid"] == sleeper["tid"]]
+    assert spinner["cs_involuntary"] + spinner["cs_voluntary"] >= 1  # they did share the CPU
+
+
 def test_handoff_edges_exact(tmp_path):
     rounds = 500
     run = run_fixture("pingpong", str(rounds), tmp_path=tmp_path)
