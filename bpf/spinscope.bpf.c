@@ -29,6 +29,8 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define S_IFMT 00170000
 #define S_IFSOCK 0140000
 #define TASK_RUNNING 0
+#define AF_INET 2
+#define AF_INET6 10
 
 /* futex(2) commands (uapi/linux/futex.h); the private/clock flags are masked off. */
 #define FUTEX_CMD_MASK 0x7f
@@ -210,6 +212,24 @@ static __always_inline __u64 fd_socket(__u64 fd)
 	return (__u64)file->private_data;
 }
 
+/*
+ * Does this socket serve requests, or is it the target's own outgoing connection (to a database, a
+ * cache shard, a backend)? Only the first kind has requests in the sense of docs/capture-format.md.
+ * A TCP socket made by accept() is cloned from its listener and keeps the listener's non-zero
+ * sk_max_ack_backlog; one made by socket() + connect() has 0. Other families (AF_UNIX sets the
+ * backlog on every socket) cannot be told apart this way and are all taken as serving.
+ */
+static __always_inline bool socket_is_outgoing(__u64 sock)
+{
+	struct socket *s = bpf_rdonly_cast((void *)sock, bpf_core_type_id_kernel(struct socket));
+	struct sock *sk = s->sk;
+
+	if (!sk)
+		return false;
+	return (sk->__sk_common.skc_family == AF_INET || sk->__sk_common.skc_family == AF_INET6) &&
+	       sk->sk_protocol == IPPROTO_TCP && sk->sk_max_ack_backlog == 0;
+}
+
 static __always_inline __u64 iov_total(const struct iovec *iov, __u64 n)
 {
 	__u64 total = 0;
@@ -281,11 +301,14 @@ static __always_inline void request_on_read(__u64 sock, __u32 tid, __u64 start_n
 		struct socket_state fresh = {
 			.start_ns = start_ns, .reader_tid = tid, .phase = REQ_READING,
 		};
+		/* Decided once per socket, when it is first read. */
+		if (socket_is_outgoing(sock))
+			fresh.phase = REQ_OUTGOING;
 		if (bpf_map_update_elem(&sockets, &sock, &fresh, BPF_ANY))
 			__sync_fetch_and_add(&globals.drops_sockets, 1);
 		return;
 	}
-	if (s->phase == REQ_READING)
+	if (s->phase == REQ_READING || s->phase == REQ_OUTGOING)
 		return;
 	if (s->phase == REQ_WRITING)
 		request_finish(s);
@@ -300,7 +323,7 @@ static __always_inline void request_on_write(__u64 sock, __u32 tid, __u64 now, l
 {
 	struct socket_state *s = bpf_map_lookup_elem(&sockets, &sock);
 
-	if (!s || s->phase == REQ_IDLE) {
+	if (!s || s->phase == REQ_IDLE || s->phase == REQ_OUTGOING) {
 		__u32 zero = 0;
 		struct request_stats *r = bpf_map_lookup_elem(&requests, &zero);
 

@@ -120,6 +120,7 @@ enum req_phase {
 	REQ_IDLE = 0, /* no read seen yet */
 	REQ_READING,  /* request being read: reads since the last response */
 	REQ_WRITING,  /* response being written */
+	REQ_OUTGOING, /* the target's own outgoing connection: it serves no requests */
 };
 
 struct socket_state {

@@ -121,6 +121,16 @@ def test_requests_and_writes_per_request_exact(tmp_path):
     assert {t["pid"] for t in run.capture["threads"]} == {run.capture["target"]["pid"]}
 
 
+def test_outgoing_connections_serve_no_requests(tmp_path):
+    """The traced process as a client (to a database, a shard): its exchanges are not its requests."""
+    run = run_fixture("reqclient", tmp_path=tmp_path)
+    exchanges = run.truth["client"]["exchanges"]
+    client = run.thread("client")
+    assert client["write_calls"] == client["read_calls"] == exchanges
+    assert run.capture["requests"]["count"] == 0
+    assert run.capture["requests"]["unattributed_writes"] == exchanges
+
+
 def test_capture_document_shape(tmp_path):
     run = run_fixture("reqserver", "3", "1", tmp_path=tmp_path, collector_args=("--interval", "0.2"))
     cap = run.capture
