@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import requires_root, run_fixture
+from collector_harness import requires_root, run_fixture
 
 pytestmark = requires_root
 

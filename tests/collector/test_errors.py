@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import COLLECTOR, ROOT, LineReader, requires_root, start_collector
+from collector_harness import COLLECTOR, ROOT, LineReader, requires_root, start_collector
 
 
 def run_collector(*args: str, env: dict | None = None, preexec=None, timeout: float = 20):

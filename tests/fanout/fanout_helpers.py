@@ -4,7 +4,7 @@ Fixtures live here too (not in a conftest.py: tests/refservers' modules do `from
 which breaks when pytest has loaded another directory's conftest last); test modules import the ones
 they use.
 
-The refserver helpers (start_server, Reader, run_loadgen...) are loaded from tests/refservers/conftest.py
+The refserver helpers (start_server, Reader, run_loadgen...) are loaded from tests/refservers/refserver_harness.py
 by path under another module name, so this suite never depends on which `conftest` module pytest
 imported last.
 """
@@ -37,7 +37,7 @@ def _load(name: str, path: Path):
     return module
 
 
-refhelp = _load("refserver_helpers", ROOT / "tests" / "refservers" / "conftest.py")
+refhelp = _load("refserver_helpers", ROOT / "tests" / "refservers" / "refserver_harness.py")
 shards_mod = _load("spinscope_shards", ROOT / "reference-servers" / "shards" / "shards.py")
 Shards, expected_body, value = shards_mod.Shards, shards_mod.expected_body, shards_mod.value
 

@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from conftest import LOADGEN, run_loadgen, stop_server
+from refserver_harness import LOADGEN, run_loadgen, stop_server
 
 LAT_KEYS = {"mean", "p50", "p90", "p99", "p99.9", "max"}
 

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from conftest import (ARCHS, ASAN_ENV, REFSERVER_ASAN, Reader, connect, expected_body, get,
+from refserver_harness import (ARCHS, ASAN_ENV, REFSERVER_ASAN, Reader, connect, expected_body, get,
                       run_loadgen, stop_server)
 
 SIZES = [0, 100, 100 * 1024, 1024 * 1024]
@@ -187,7 +187,7 @@ def test_small_sndbuf_large_responses(refserver, arch):
 
 def test_unknown_arch_and_bad_options_fail_cleanly():
     import subprocess
-    from conftest import REFSERVER
+    from refserver_harness import REFSERVER
     for args in (["--arch", "nope"], ["--arch", "event-loop", "--workers", "0"],
                  ["--arch", "event-loop", "--poller", "kqueue"], []):
         p = subprocess.run([str(REFSERVER), "--port", "0", *args], capture_output=True,
@@ -198,7 +198,7 @@ def test_unknown_arch_and_bad_options_fail_cleanly():
 
 def test_busy_port_is_an_error(refserver):
     import subprocess
-    from conftest import REFSERVER
+    from refserver_harness import REFSERVER
     srv = refserver("event-loop")
     p = subprocess.run([str(REFSERVER), "--arch", "event-loop", "--port", str(srv.port)],
                        capture_output=True, timeout=5)

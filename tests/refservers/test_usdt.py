@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import REFSERVER, run_loadgen, stop_server
+from refserver_harness import REFSERVER, run_loadgen, stop_server
 
 pytestmark = [
     pytest.mark.root,

@@ -1,0 +1,196 @@
+"""Shared helpers for tests that need a reference server or the load generator.
+
+Other suites can import these directly (``from tests.refservers.conftest import ...`` or by
+path) or use the ``refserver`` fixture, a factory that kills whatever it started:
+
+    proc, port = refserver("event-loop", "--workers", "2")
+"""
+import json
+import os
+import re
+import resource
+import select
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = ROOT / "build"
+REFSERVER = BUILD / "refserver"
+REFSERVER_ASAN = BUILD / "refserver-asan"
+LOADGEN = BUILD / "loadgen"
+
+ARCHS = [
+    "thread-per-conn", "process-per-conn", "thread-pool", "event-loop", "n-copy",
+    "reactor-split", "reactor-worker", "netty", "hybrid", "pipeline", "green-threads",
+    "process-graph",
+]
+
+LISTEN_RE = re.compile(
+    r"refserver: listening on (\S+):(\d+) arch=(\S+) workers=(\d+) sndbuf=(\S+)")
+
+# ASan: fail on leaks at exit; UBSan: make any report fatal so the exit code shows it.
+ASAN_ENV = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:exitcode=66",
+            "UBSAN_OPTIONS": "halt_on_error=1:exitcode=67:print_stacktrace=1"}
+
+
+def expected_body(n):
+    """The documented /bytes/N pattern: byte i is 'a' + i % 26."""
+    alphabet = b"abcdefghijklmnopqrstuvwxyz"
+    return (alphabet * (n // 26 + 1))[:n]
+
+
+def raise_nofile():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def ensure_built():
+    """Build the servers if needed (cheap when up to date)."""
+    subprocess.run(["make", "-s", "-C", str(ROOT / "reference-servers"), f"BUILD={BUILD}"],
+                   check=True, stdout=subprocess.DEVNULL)
+
+
+class Server:
+    """A running refserver: the process, its port, and everything it wrote to stderr."""
+
+    def __init__(self, proc, port, listen_line):
+        self.proc = proc
+        self.port = port
+        self.listen_line = listen_line
+        self.stderr_lines = []
+        self._drain = threading.Thread(target=self._read_stderr, daemon=True)
+        self._drain.start()
+
+    def _read_stderr(self):
+        for line in self.proc.stderr:
+            self.stderr_lines.append(line.decode(errors="replace"))
+
+    def stderr_text(self):
+        """Everything written to stderr so far (all of it, once the process has exited)."""
+        if self.proc.poll() is not None:
+            self._drain.join(timeout=5)
+        return "".join(self.stderr_lines)
+
+
+def start_server(arch, *args, binary=REFSERVER, env=None, timeout=10.0):
+    """Start refserver on an ephemeral port; returns a Server once it is listening."""
+    raise_nofile()
+    cmd = [str(binary), "--arch", arch, "--port", "0", *map(str, args)]
+    full_env = dict(os.environ, **(env or {}))
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, env=full_env)
+    deadline = time.monotonic() + timeout
+    seen = []
+    buf = b""
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([proc.stderr], [], [], 0.1)
+            if ready:
+                chunk = os.read(proc.stderr.fileno(), 4096)
+                if not chunk:
+                    break
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    text = line.decode(errors="replace")
+                    seen.append(text)
+                    m = LISTEN_RE.search(text)
+                    if m:
+                        server = Server(proc, int(m.group(2)), text)
+                        server.stderr_lines.extend(s + "\n" for s in seen)
+                        return server
+            elif proc.poll() is not None:
+                break
+        raise RuntimeError(f"refserver {arch} did not start: {' | '.join(seen)}")
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+
+
+def start_refserver(arch, *args, **kwargs):
+    """(proc, port) for a refserver that is listening; the caller must stop it."""
+    server = start_server(arch, *args, **kwargs)
+    return server.proc, server.port
+
+
+def stop_server(proc, timeout=5.0):
+    """SIGTERM, then wait; SIGKILL if it does not exit in time.  Returns the exit code."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise AssertionError(f"server did not exit within {timeout}s of SIGTERM")
+    return proc.returncode
+
+
+def connect(port, timeout=10.0):
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return s
+
+
+class Reader:
+    """Reads HTTP/1.1 responses (Content-Length framed) from a socket."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.buf = b""
+
+    def _fill(self):
+        chunk = self.sock.recv(1 << 20)
+        if not chunk:
+            raise EOFError("connection closed")
+        self.buf += chunk
+
+    def response(self):
+        """-> (status, headers dict with lower-case names, body bytes)."""
+        while b"\r\n\r\n" not in self.buf:
+            self._fill()
+        head, self.buf = self.buf.split(b"\r\n\r\n", 1)
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split()[1])
+        headers = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        length = int(headers["content-length"])
+        while len(self.buf) < length:
+            self._fill()
+        body, self.buf = self.buf[:length], self.buf[length:]
+        return status, headers, body
+
+    def at_eof(self):
+        """True if the peer closed the connection (and sent nothing more)."""
+        if self.buf:
+            return False
+        try:
+            return self.sock.recv(1) == b""
+        except ConnectionResetError:
+            return True
+
+
+def get(port, path, keepalive=False):
+    """One request on a fresh connection -> (status, headers, body)."""
+    with connect(port) as s:
+        conn = "" if keepalive else "Connection: close\r\n"
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: t\r\n{conn}\r\n".encode())
+        return Reader(s).response()
+
+
+def run_loadgen(port, *args, timeout=120):
+    """Run loadgen with --json; returns the parsed result."""
+    raise_nofile()
+    out = subprocess.run([str(LOADGEN), "--port", str(port), "--json", *map(str, args)],
+                         check=True, capture_output=True, timeout=timeout)
+    return json.loads(out.stdout)
