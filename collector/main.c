@@ -71,7 +71,8 @@ static void usage(FILE *out)
 		"and write a spinscope capture (JSON, docs/capture-format.md).\n"
 		"\n"
 		"  -p, --pid PID          process to trace (all its threads, also those created later)\n"
-		"  -c, --children         also trace processes it forks (process-per-connection, n-copy)\n"
+		"  -c, --children         also trace its child processes, those running at attach and those\n"
+		"                         forked later (pre-forked workers, process-per-connection, n-copy)\n"
 		"  -d, --duration SEC     stop after SEC seconds (default: until Ctrl-C or the target exits)\n"
 		"  -i, --interval SEC     record a snapshot of the counters every SEC seconds\n"
 		"  -o, --output FILE      capture file (default: spinscope-PID.json)\n"
@@ -251,8 +252,9 @@ static void check_host(void)
 /* Threads alive at attach get an entry now, so idle ones appear in the capture too. */
 struct seed_ctx {
 	int map_fd;
-	int pid;
+	int pid; /* the process whose threads are being seeded */
 	__u64 now;
+	int children_fd;
 };
 
 static void seed_thread(int tid, void *arg)
@@ -263,6 +265,18 @@ static void seed_thread(int tid, void *arg)
 
 	proc_thread_comm(ctx->pid, tid, s.comm, sizeof(s.comm));
 	bpf_map_update_elem(ctx->map_fd, &key, &s, BPF_NOEXIST);
+}
+
+static void adopt_child(int pid, void *arg)
+{
+	struct seed_ctx child = *(struct seed_ctx *)arg;
+	__u32 key = pid;
+	__u8 one = 1;
+
+	if (bpf_map_update_elem(child.children_fd, &key, &one, BPF_ANY))
+		return;
+	child.pid = pid;
+	proc_for_each_thread(pid, seed_thread, &child);
 }
 
 static int pidfd_open(int pid)
@@ -395,9 +409,14 @@ int main(int argc, char **argv)
 	}
 
 	{
-		struct seed_ctx seed = { bpf_map__fd(skel->maps.threads), o.pid, mono_ns() };
+		struct seed_ctx seed = { bpf_map__fd(skel->maps.threads), o.pid, mono_ns(),
+					 bpf_map__fd(skel->maps.child_pids) };
 
 		proc_for_each_thread(o.pid, seed_thread, &seed);
+		/* Children forked before we attached (pre-forked workers, n-copy loops) are followed
+		 * too; those forked later are added by the fork probe. */
+		if (o.follow_children)
+			proc_for_each_descendant(o.pid, adopt_child, &seed);
 	}
 
 	links = calloc(probes_count(), sizeof(*links));

@@ -119,3 +119,86 @@ int kernel_config_enabled(const char *option)
 	gzclose(f);
 	return found;
 }
+
+/* Parent of a process from /proc/PID/stat (the field after the parenthesised comm), or -1. */
+static int proc_ppid(int pid)
+{
+	char path[64], buf[512], *close_paren;
+	int ppid = -1, fd;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	close_paren = strrchr(buf, ')'); /* comm may itself contain spaces and parentheses */
+	if (!close_paren || sscanf(close_paren + 1, " %*c %d", &ppid) != 1)
+		return -1;
+	return ppid;
+}
+
+int proc_for_each_descendant(int pid, void (*fn)(int pid, void *arg), void *arg)
+{
+	int *pids = NULL, *parents = NULL, npids = 0, cap = 0, found = 0;
+	struct dirent *e;
+	DIR *dir = opendir("/proc");
+
+	if (!dir)
+		return -errno;
+	/* One pass over /proc for (pid, ppid) pairs, then walk down from pid. */
+	while ((e = readdir(dir))) {
+		int p = atoi(e->d_name), ppid;
+
+		if (p <= 0 || (ppid = proc_ppid(p)) < 0)
+			continue;
+		if (npids == cap) {
+			int *np, *pp;
+
+			cap = cap ? cap * 2 : 1024;
+			np = realloc(pids, cap * sizeof(*np));
+			pp = realloc(parents, cap * sizeof(*pp));
+			if (!np || !pp) {
+				free(np ? np : pids);
+				free(pp ? pp : parents);
+				closedir(dir);
+				return -ENOMEM;
+			}
+			pids = np;
+			parents = pp;
+		}
+		pids[npids] = p;
+		parents[npids++] = ppid;
+	}
+	closedir(dir);
+	/* Breadth-first: `frontier` holds descendants found so far, in pids[] order of discovery. */
+	{
+		int *frontier = malloc((npids + 1) * sizeof(*frontier)), head = 0, tail = 0;
+
+		if (!frontier) {
+			free(pids);
+			free(parents);
+			return -ENOMEM;
+		}
+		frontier[tail++] = pid;
+		while (head < tail) {
+			int parent = frontier[head++];
+
+			for (int i = 0; i < npids; i++) {
+				if (parents[i] == parent && tail <= npids) {
+					frontier[tail++] = pids[i];
+					fn(pids[i], arg);
+					found++;
+				}
+			}
+		}
+		free(frontier);
+	}
+	free(pids);
+	free(parents);
+	return found;
+}

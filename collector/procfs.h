@@ -15,6 +15,10 @@ char *proc_cmdline(int pid, size_t *len);
 /* Call fn(tid, arg) for each thread of pid. Returns the number of threads, or -errno. */
 int proc_for_each_thread(int pid, void (*fn)(int tid, void *arg), void *arg);
 
+/* Call fn(pid, arg) for every descendant process of pid (children, their children, ...).
+ * Returns the number found, or -errno. */
+int proc_for_each_descendant(int pid, void (*fn)(int pid, void *arg), void *arg);
+
 /* Whether the running kernel was built with option=y (/proc/config.gz or /boot/config-RELEASE).
  * Returns 1 or 0, or -1 when no kernel config can be read. */
 int kernel_config_enabled(const char *option);

@@ -121,6 +121,20 @@ def test_requests_and_writes_per_request_exact(tmp_path):
     assert {t["pid"] for t in run.capture["threads"]} == {run.capture["target"]["pid"]}
 
 
+def test_children_forked_before_attach_are_followed(tmp_path):
+    run = run_fixture("prefork", tmp_path=tmp_path, collector_args=("--children",))
+    children = [run.truth["child0"]["tid"], run.truth["child1"]["tid"]]
+    assert sorted(run.capture["target"]["pids"][1:]) == sorted(children)
+    for name in ("child0", "child1"):
+        assert run.thread(name)["write_calls"] == run.truth[name]["write_calls"] == 7
+
+
+def test_children_are_not_followed_without_the_option(tmp_path):
+    run = run_fixture("prefork", tmp_path=tmp_path)
+    assert run.capture["target"]["pids"] == [run.capture["target"]["pid"]]
+    assert run.capture["totals"]["write_calls"] == 0
+
+
 def test_outgoing_connections_serve_no_requests(tmp_path):
     """The traced process as a client (to a database, a shard): its exchanges are not its requests."""
     run = run_fixture("reqclient", tmp_path=tmp_path)
