@@ -225,8 +225,9 @@ TRACERS = [
            None, available=lambda: shutil.which("perf")),
     Tracer("strace -f -c", lambda pid, w: ["strace", "-f", "-c", "-p", str(pid), "-o", str(w / "strace.txt")],
            r"attached", available=lambda: shutil.which("strace")),
-    Tracer("syscount (libbpf-tools)", lambda pid, w: ["syscount", "-p", str(pid)], r"Tracing syscalls",
-           "stdout", available=lambda: shutil.which("syscount")),
+    # stdbuf: syscount announces itself with printf, which stays in stdio's buffer on a pipe
+    Tracer("syscount (libbpf-tools)", lambda pid, w: ["stdbuf", "-oL", "syscount", "-p", str(pid)],
+           r"Tracing syscalls", "stdout", available=lambda: shutil.which("syscount")),
 ]
 
 
@@ -276,11 +277,17 @@ def start_tracer(tracer: Tracer, pid: int, work: Path) -> Running:
 
 
 @dataclass
-class Pair:
-    untraced: dict
+class Sample:
+    """One traced run, with the untraced runs just before and after it on the same server."""
+    before: dict
     traced: dict
+    after: dict
     tracer_cpu: float
     attach_s: float | None
+
+    def ratio(self, key) -> float:
+        base = (key(self.before) + key(self.after)) / 2
+        return key(self.traced) / base if base else float("nan")
 
 
 @dataclass
@@ -288,25 +295,31 @@ class Case:
     target: str
     path: str
     tool: str
-    pairs: list = field(default_factory=list)
+    samples: list = field(default_factory=list)
+    error: str | None = None
 
     def summary(self) -> dict:
-        ratios = [p.traced["throughput"] / p.untraced["throughput"] for p in self.pairs]
-        p99 = [p.traced["latency_ms"]["p99"] / p.untraced["latency_ms"]["p99"] for p in self.pairs
-               if p.untraced["latency_ms"]["p99"]]
-        attach = [p.attach_s for p in self.pairs if p.attach_s is not None]
-        return {
-            "target": self.target, "path": self.path, "tool": self.tool, "pairs": len(self.pairs),
+        row = {"target": self.target, "path": self.path, "tool": self.tool, "samples": len(self.samples),
+               "error": self.error}
+        if not self.samples:
+            return row
+        ratios = [s.ratio(lambda r: r["throughput"]) for s in self.samples]
+        p99 = [s.ratio(lambda r: r["latency_ms"]["p99"]) for s in self.samples]
+        attach = [s.attach_s for s in self.samples if s.attach_s is not None]
+        row.update({
             "throughput_ratio_median": statistics.median(ratios),
             "throughput_ratio_min": min(ratios), "throughput_ratio_max": max(ratios),
-            "p99_ratio_median": statistics.median(p99) if p99 else None,
-            "tracer_cpu_share": statistics.median(p.tracer_cpu for p in self.pairs),
+            "p99_ratio_median": statistics.median(p99),
+            "tracer_cpu_share": statistics.median(s.tracer_cpu for s in self.samples),
             "attach_s_median": statistics.median(attach) if attach else None,
-            "untraced_rps_median": statistics.median(p.untraced["throughput"] for p in self.pairs),
-        }
+            "untraced_rps_median": statistics.median(s.before["throughput"] for s in self.samples),
+        })
+        return row
 
 
 def overhead(args) -> list:
+    """Rounds of U T1 U T2 U ... U: each traced run is compared with the mean of the untraced runs on
+    either side of it, so slow drift of the machine cancels out; the tools take turns within a round."""
     targets = {"event-loop": lambda: start_refserver("event-loop"), "nginx": start_nginx}
     tools = [t for t in TRACERS if t.available() and (not args.tools or t.name.split()[0] in args.tools)]
     summaries = []
@@ -315,25 +328,37 @@ def overhead(args) -> list:
             log("bench: nginx not installed; skipping it")
             continue
         for path in ("/bytes/100", "/bytes/102400"):
+            cases = {tool.name: Case(target_name, path, tool.name) for tool in tools}
             server = start()
             try:
                 loadgen(server.port, path, 1.0)  # warm up
-                for tool in tools:
-                    case = Case(target_name, path, tool.name)
-                    for i in range(args.pairs):
-                        untraced = loadgen(server.port, path, args.seconds)
-                        with tempfile.TemporaryDirectory(prefix="spinscope-bench-") as work:
-                            running = start_tracer(tool, server.pid, Path(work))
-                            traced = loadgen(server.port, path, args.seconds)
-                            cpu = running.stop()
-                        case.pairs.append(Pair(untraced, traced, cpu / args.seconds, running.attach_s))
-                    s = case.summary()
-                    summaries.append(s)
-                    log(f"bench: {target_name} {path} {tool.name}: throughput x{s['throughput_ratio_median']:.3f} "
-                        f"[{s['throughput_ratio_min']:.3f}, {s['throughput_ratio_max']:.3f}], "
-                        f"p99 x{s['p99_ratio_median'] or float('nan'):.2f}")
+                for _ in range(args.pairs):
+                    before = loadgen(server.port, path, args.seconds)
+                    for tool in tools:
+                        case = cases[tool.name]
+                        if case.error:
+                            continue
+                        try:
+                            with tempfile.TemporaryDirectory(prefix="spinscope-bench-") as work:
+                                running = start_tracer(tool, server.pid, Path(work))
+                                traced = loadgen(server.port, path, args.seconds)
+                                cpu = running.stop()
+                        except (RuntimeError, subprocess.TimeoutExpired) as exc:
+                            case.error = str(exc)
+                            log(f"bench: {tool.name} failed on {target_name} {path}: {exc}")
+                            continue
+                        after = loadgen(server.port, path, args.seconds)
+                        case.samples.append(Sample(before, traced, after, cpu / args.seconds, running.attach_s))
+                        before = after
             finally:
                 server.stop()
+            for case in cases.values():
+                s = case.summary()
+                summaries.append(s)
+                if case.samples:
+                    log(f"bench: {target_name} {path} {case.tool}: throughput x{s['throughput_ratio_median']:.3f} "
+                        f"[{s['throughput_ratio_min']:.3f}, {s['throughput_ratio_max']:.3f}], "
+                        f"p99 x{s['p99_ratio_median']:.2f}")
     return summaries
 
 
@@ -518,14 +543,18 @@ def markdown(results: dict) -> str:
     out = ["# spinscope overhead and accuracy", "",
            f"Machine: {os.cpu_count()} CPUs, kernel {os.uname().release}. Server pinned to CPU {SERVER_CPU}, "
            f"load generator and tracers to CPU {LOAD_CPU}; closed loop, 100 connections; "
-           f"{results['settings']['pairs']} untraced/traced pairs of {results['settings']['seconds']} s per cell. "
-           "Ratios are traced/untraced within each pair (median [min, max]).", ""]
+           f"{results['settings']['pairs']} rounds of {results['settings']['seconds']} s runs: untraced, then "
+           "each tool in turn with an untraced run after each. A traced run's ratio is to the mean of "
+           "the untraced runs on either side of it; the table gives the median [min, max] over rounds.", ""]
     if results.get("overhead"):
         out += ["## Throughput and latency under each tracer", "",
                 "| target | response | tool | throughput ratio | p99 ratio | tracer CPU | attach |",
                 "|---|---|---|---|---|---|---|"]
         for s in results["overhead"]:
             size = "100 B" if s["path"].endswith("/100") else "100 KB"
+            if not s["samples"]:
+                out.append(f"| {s['target']} | {size} | {s['tool']} | failed: {s['error']} | | | |")
+                continue
             attach = "n/a" if s["attach_s_median"] is None else f"{s['attach_s_median']:.2f} s"
             p99 = "n/a" if s["p99_ratio_median"] is None else f"{s['p99_ratio_median']:.2f}"
             out.append(f"| {s['target']} | {size} | {s['tool']} | {s['throughput_ratio_median']:.3f} "
@@ -562,7 +591,7 @@ def markdown(results: dict) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="2 pairs of 2 s, fewer calls: a smoke run")
-    parser.add_argument("--pairs", type=int, default=5)
+    parser.add_argument("--pairs", type=int, default=5, help="rounds per target and size")
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--calls", type=int, default=2_000_000)
     parser.add_argument("--repeat", type=int, default=5)
