@@ -181,14 +181,22 @@ def start_nginx() -> Server:
     raise RuntimeError("nginx did not start")
 
 
-def loadgen(port: int, path: str, seconds: float, concurrency: int = 100, *extra: str) -> dict:
+def loadgen(port: int, path: str, seconds: float, concurrency: int = 100, *extra: str,
+            server_pid: int | None = None) -> dict:
+    """Run the load generator; with server_pid, also the server's CPU seconds per request (the
+    cost a tracer adds runs in the server's own context, and unlike throughput this is not moved
+    by other guests stealing the CPU)."""
+    cpu0 = cpu_seconds(server_pid) if server_pid else 0.0
     out = subprocess.run(pinned(LOAD_CPU, [str(BUILD / "loadgen"), "--port", str(port), "--path", path,
                                            "--concurrency", str(concurrency), "--duration", str(seconds),
                                            "--json", *extra]),
                          capture_output=True, text=True, timeout=seconds + 60)
     if out.returncode != 0:
         raise RuntimeError(f"loadgen failed: {out.stderr.strip()}")
-    return json.loads(out.stdout)
+    result = json.loads(out.stdout)
+    if server_pid and result["requests"]:
+        result["server_cpu_us_per_request"] = (cpu_seconds(server_pid) - cpu0) / result["requests"] * 1e6
+    return result
 
 
 # ------------------------------------------------------------------------------------------------
@@ -305,11 +313,16 @@ class Case:
             return row
         ratios = [s.ratio(lambda r: r["throughput"]) for s in self.samples]
         p99 = [s.ratio(lambda r: r["latency_ms"]["p99"]) for s in self.samples]
+        cpu = [s.ratio(lambda r: r["server_cpu_us_per_request"]) for s in self.samples]
         attach = [s.attach_s for s in self.samples if s.attach_s is not None]
         row.update({
             "throughput_ratio_median": statistics.median(ratios),
             "throughput_ratio_min": min(ratios), "throughput_ratio_max": max(ratios),
             "p99_ratio_median": statistics.median(p99),
+            "server_cpu_per_request_ratio_median": statistics.median(cpu),
+            "server_cpu_per_request_ratio_min": min(cpu), "server_cpu_per_request_ratio_max": max(cpu),
+            "untraced_server_cpu_us_per_request": statistics.median(
+                s.before["server_cpu_us_per_request"] for s in self.samples),
             "tracer_cpu_share": statistics.median(s.tracer_cpu for s in self.samples),
             "attach_s_median": statistics.median(attach) if attach else None,
             "untraced_rps_median": statistics.median(s.before["throughput"] for s in self.samples),
@@ -332,8 +345,9 @@ def overhead(args) -> list:
             server = start()
             try:
                 loadgen(server.port, path, 1.0)  # warm up
+                run = lambda: loadgen(server.port, path, args.seconds, server_pid=server.pid)  # noqa: E731
                 for _ in range(args.pairs):
-                    before = loadgen(server.port, path, args.seconds)
+                    before = run()
                     for tool in tools:
                         case = cases[tool.name]
                         if case.error:
@@ -341,13 +355,13 @@ def overhead(args) -> list:
                         try:
                             with tempfile.TemporaryDirectory(prefix="spinscope-bench-") as work:
                                 running = start_tracer(tool, server.pid, Path(work))
-                                traced = loadgen(server.port, path, args.seconds)
+                                traced = run()
                                 cpu = running.stop()
                         except (RuntimeError, subprocess.TimeoutExpired) as exc:
                             case.error = str(exc)
                             log(f"bench: {tool.name} failed on {target_name} {path}: {exc}")
                             continue
-                        after = loadgen(server.port, path, args.seconds)
+                        after = run()
                         case.samples.append(Sample(before, traced, after, cpu / args.seconds, running.attach_s))
                         before = after
             finally:
@@ -358,7 +372,8 @@ def overhead(args) -> list:
                 if case.samples:
                     log(f"bench: {target_name} {path} {case.tool}: throughput x{s['throughput_ratio_median']:.3f} "
                         f"[{s['throughput_ratio_min']:.3f}, {s['throughput_ratio_max']:.3f}], "
-                        f"p99 x{s['p99_ratio_median']:.2f}")
+                        f"p99 x{s['p99_ratio_median']:.2f}, server CPU/request "
+                        f"x{s['server_cpu_per_request_ratio_median']:.3f}")
     return summaries
 
 
@@ -548,16 +563,19 @@ def markdown(results: dict) -> str:
            "the untraced runs on either side of it; the table gives the median [min, max] over rounds.", ""]
     if results.get("overhead"):
         out += ["## Throughput and latency under each tracer", "",
-                "| target | response | tool | throughput ratio | p99 ratio | tracer CPU | attach |",
-                "|---|---|---|---|---|---|---|"]
+                "| target | response | tool | server CPU per request | throughput ratio | p99 ratio | "
+                "tracer's own CPU | attach |",
+                "|---|---|---|---|---|---|---|---|"]
         for s in results["overhead"]:
             size = "100 B" if s["path"].endswith("/100") else "100 KB"
             if not s["samples"]:
-                out.append(f"| {s['target']} | {size} | {s['tool']} | failed: {s['error']} | | | |")
+                out.append(f"| {s['target']} | {size} | {s['tool']} | failed: {s['error']} | | | | |")
                 continue
             attach = "n/a" if s["attach_s_median"] is None else f"{s['attach_s_median']:.2f} s"
             p99 = "n/a" if s["p99_ratio_median"] is None else f"{s['p99_ratio_median']:.2f}"
-            out.append(f"| {s['target']} | {size} | {s['tool']} | {s['throughput_ratio_median']:.3f} "
+            cpu = (f"{s['server_cpu_per_request_ratio_median']:.3f} [{s['server_cpu_per_request_ratio_min']:.3f}, "
+                   f"{s['server_cpu_per_request_ratio_max']:.3f}]")
+            out.append(f"| {s['target']} | {size} | {s['tool']} | {cpu} | {s['throughput_ratio_median']:.3f} "
                        f"[{s['throughput_ratio_min']:.3f}, {s['throughput_ratio_max']:.3f}] | {p99} | "
                        f"{s['tracer_cpu_share']:.1%} | {attach} |")
         out.append("")
