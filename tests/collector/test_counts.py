@@ -44,10 +44,11 @@ def test_zero_event_returns_of_every_poll_call_exact(tmp_path):
         assert got["poll_events_hist"] == [7 * calls, 3 * calls]  # buckets 0 and 1
         assert got["poll_errors"] == 0
         assert got["poll_ns"] >= got["poll_zero"] * 1_000_000  # each empty call waited 1 ms
-        # Each empty call ended when its timer fired: a wakeup from interrupt context, never a
-        # hand-off from whichever fixture thread the timer interrupt happened to land on.
-        assert got["wakeups_irq"] >= got["poll_zero"]
-        assert got["wakeups_received"] == 0
+        # Each empty call that slept was woken by its timer: a wakeup from interrupt context, never
+        # a hand-off from whichever thread the timer interrupt landed on. (A call whose 1 ms ran out
+        # before it slept returns with no wakeup at all; the timers fixture asserts exact counts.)
+        assert 0 < got["wakeups_irq"] <= got["poll_zero"]
+        assert got["wakeups_received"] == got["wakeups_external"] == 0
 
 
 @pytest.mark.parametrize("name", ["futexwait", "bitsetwait", "condwait"])
