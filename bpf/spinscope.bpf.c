@@ -121,32 +121,6 @@ static __always_inline bool is_target(__u32 tgid)
 	return bpf_map_lookup_elem(&child_pids, &tgid) != NULL;
 }
 
-/* Bucket of v in a log2 histogram: 0 for 0, floor(log2(v)) + 1 otherwise, capped at max - 1. */
-static __always_inline __u32 log2_bucket(__u64 v, __u32 max)
-{
-	__u32 r, shift;
-
-	if (!v)
-		return 0;
-	r = (v > 0xFFFFFFFFULL) << 5;
-	v >>= r;
-	shift = (v > 0xFFFF) << 4;
-	v >>= shift;
-	r |= shift;
-	shift = (v > 0xFF) << 3;
-	v >>= shift;
-	r |= shift;
-	shift = (v > 0xF) << 2;
-	v >>= shift;
-	r |= shift;
-	shift = (v > 0x3) << 1;
-	v >>= shift;
-	r |= shift;
-	r |= (v >> 1);
-	r += 1;
-	return r < max ? r : max - 1;
-}
-
 /* Stats of thread tid, created on first sight. task is NULL when tid is the current thread. */
 static __noinline struct thread_stats *thread_create(__u32 tid, __u32 tgid, struct task_struct *task)
 {
@@ -268,28 +242,11 @@ static __always_inline __u64 mmsg_bytes(const struct mmsghdr *msgs, __u64 n)
 
 static __always_inline void request_finish(const struct socket_state *s)
 {
-	__u32 zero = 0, b;
+	__u32 zero = 0;
 	struct request_stats *r = bpf_map_lookup_elem(&requests, &zero);
 
-	if (!r || !s->write_calls)
-		return;
-	r->count++;
-	r->write_calls += s->write_calls;
-	r->write_eagain += s->write_eagain;
-	r->write_partial += s->write_partial;
-	r->write_bytes += s->write_bytes;
-	if (s->reader_tid != s->writer_tid)
-		r->cross_thread++;
-	r->hist_write_calls[log2_bucket(s->write_calls, REQ_HIST_BUCKETS)]++;
-	r->hist_write_eagain[log2_bucket(s->write_eagain, REQ_HIST_BUCKETS)]++;
-	r->hist_duration_ns[log2_bucket(s->end_ns - s->start_ns, REQ_HIST_BUCKETS)]++;
-	b = log2_bucket(s->write_bytes, REQ_HIST_BUCKETS);
-	r->hist_write_bytes[b]++;
-	r->by_size[b].count++;
-	r->by_size[b].write_calls += s->write_calls;
-	r->by_size[b].write_eagain += s->write_eagain;
-	r->by_size[b].write_partial += s->write_partial;
-	r->by_size[b].write_bytes += s->write_bytes;
+	if (r && s->write_calls)
+		request_stats_add(r, s);
 }
 
 /* A successful read: it starts a request unless one is already being read. */

@@ -173,4 +173,62 @@ struct global_stats {
 	__u64 drops_pids;
 };
 
+/*
+ * Bookkeeping shared by the BPF side (requests that end while traced) and the collector (requests
+ * still open when the capture ends): plain C that both compilers take.
+ */
+#ifndef __always_inline
+#define __always_inline inline __attribute__((always_inline))
+#endif
+
+/* Bucket of v in a log2 histogram: 0 for 0, floor(log2(v)) + 1 otherwise, capped at max - 1.
+ * (Shifts rather than a count-leading-zeros builtin, which the BPF target lacks.) */
+static __always_inline __u32 log2_bucket(__u64 v, __u32 max)
+{
+	__u32 r, shift;
+
+	if (!v)
+		return 0;
+	r = (v > 0xFFFFFFFFULL) << 5;
+	v >>= r;
+	shift = (v > 0xFFFF) << 4;
+	v >>= shift;
+	r |= shift;
+	shift = (v > 0xFF) << 3;
+	v >>= shift;
+	r |= shift;
+	shift = (v > 0xF) << 2;
+	v >>= shift;
+	r |= shift;
+	shift = (v > 0x3) << 1;
+	v >>= shift;
+	r |= shift;
+	r |= (__u32)(v >> 1);
+	r += 1;
+	return r < max ? r : max - 1;
+}
+
+/* Count one finished request (a socket's state) into the request statistics. */
+static __always_inline void request_stats_add(struct request_stats *r, const struct socket_state *s)
+{
+	__u32 b = log2_bucket(s->write_bytes, REQ_HIST_BUCKETS);
+
+	r->count++;
+	r->write_calls += s->write_calls;
+	r->write_eagain += s->write_eagain;
+	r->write_partial += s->write_partial;
+	r->write_bytes += s->write_bytes;
+	if (s->reader_tid != s->writer_tid)
+		r->cross_thread++;
+	r->hist_write_calls[log2_bucket(s->write_calls, REQ_HIST_BUCKETS)]++;
+	r->hist_write_eagain[log2_bucket(s->write_eagain, REQ_HIST_BUCKETS)]++;
+	r->hist_duration_ns[log2_bucket(s->end_ns - s->start_ns, REQ_HIST_BUCKETS)]++;
+	r->hist_write_bytes[b]++;
+	r->by_size[b].count++;
+	r->by_size[b].write_calls += s->write_calls;
+	r->by_size[b].write_eagain += s->write_eagain;
+	r->by_size[b].write_partial += s->write_partial;
+	r->by_size[b].write_bytes += s->write_bytes;
+}
+
 #endif /* SPINSCOPE_H */

@@ -100,36 +100,6 @@ static int read_requests(int fd, struct snapshot *snap)
 	return 0;
 }
 
-static __u32 log2_bucket(__u64 v)
-{
-	__u32 b = v ? 64 - __builtin_clzll(v) : 0;
-
-	return b < REQ_HIST_BUCKETS ? b : REQ_HIST_BUCKETS - 1;
-}
-
-/* The same bookkeeping as request_finish() in the BPF program, for requests open at the end. */
-static void finish_open_request(struct request_stats *r, const struct socket_state *s)
-{
-	__u32 b = log2_bucket(s->write_bytes);
-
-	r->count++;
-	r->write_calls += s->write_calls;
-	r->write_eagain += s->write_eagain;
-	r->write_partial += s->write_partial;
-	r->write_bytes += s->write_bytes;
-	if (s->reader_tid != s->writer_tid)
-		r->cross_thread++;
-	r->hist_write_calls[log2_bucket(s->write_calls)]++;
-	r->hist_write_eagain[log2_bucket(s->write_eagain)]++;
-	r->hist_duration_ns[log2_bucket(s->end_ns - s->start_ns)]++;
-	r->hist_write_bytes[b]++;
-	r->by_size[b].count++;
-	r->by_size[b].write_calls += s->write_calls;
-	r->by_size[b].write_eagain += s->write_eagain;
-	r->by_size[b].write_partial += s->write_partial;
-	r->by_size[b].write_bytes += s->write_bytes;
-}
-
 static void read_open_requests(int fd, struct snapshot *snap)
 {
 	__u64 key, next, *prev = NULL;
@@ -137,7 +107,7 @@ static void read_open_requests(int fd, struct snapshot *snap)
 
 	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
 		if (bpf_map_lookup_elem(fd, &next, &s) == 0 && s.phase == REQ_WRITING && s.write_calls) {
-			finish_open_request(&snap->requests, &s);
+			request_stats_add(&snap->requests, &s);
 			snap->open_requests++;
 		}
 		key = next;
