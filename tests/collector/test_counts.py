@@ -146,6 +146,15 @@ def test_outgoing_connections_serve_no_requests(tmp_path):
     assert run.capture["requests"]["unattributed_writes"] == exchanges
 
 
+def test_request_still_open_at_the_end_is_counted(tmp_path):
+    """The last response's socket is closed by process exit, not by close(): the request is still
+    open in the probe's map when the capture ends, and the collector counts it."""
+    run = run_fixture("reqserver", "6", "2", "noclose", tmp_path=tmp_path)
+    req = run.capture["requests"]
+    assert (req["count"], req["write_calls"], req["open_at_end"]) == (6, 12, 1)
+    assert req["hist"]["write_calls"] == [0, 0, 6]
+
+
 def test_capture_document_shape(tmp_path):
     run = run_fixture("reqserver", "3", "1", tmp_path=tmp_path, collector_args=("--interval", "0.2"))
     cap = run.capture
