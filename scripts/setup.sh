@@ -9,9 +9,10 @@ APT_PACKAGES=(
     libbpf-dev bpftool libelf-dev zlib1g-dev libjson-c-dev systemtap-sdt-dev
     iproute2 procps strace memcached
 )
-# Extra tools for `make bench` and the analyzer's HTML rendering test.
+# Extra tools: the tracers `make bench` compares with, the servers it and the reference benchmark
+# run, and Chromium for the analyzer's HTML rendering test.
 if [[ "${SPINSCOPE_SETUP_EXTRAS:-1}" == 1 ]]; then
-    APT_PACKAGES+=(chromium nginx-light lighttpd wrk bpftrace)
+    APT_PACKAGES+=(chromium nginx-light lighttpd wrk bpftrace linux-perf libbpf-tools)
 fi
 
 missing=()
