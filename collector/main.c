@@ -188,12 +188,12 @@ static void parse_options(int argc, char **argv, struct options *o)
 
 static bool verbose_libbpf;
 
+/* Our own one-line errors say what failed; -v shows libbpf's detail (the verifier log on load). */
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list args)
 {
-	if (!verbose_libbpf && level != LIBBPF_WARN)
-		return 0;
+	(void)level;
 	if (!verbose_libbpf)
-		return 0; /* our own one-line errors say what failed; -v shows libbpf's detail */
+		return 0;
 	return vfprintf(stderr, fmt, args);
 }
 
@@ -370,8 +370,8 @@ int main(int argc, char **argv)
 	if (sfd < 0)
 		die("signalfd: %s", strerror(errno));
 	if (pidfd < 0)
-		die(errno == ESRCH ? "process %d exited before the probes were attached"
-				   : "cannot watch process %d: %s", o.pid, strerror(errno));
+		die("cannot watch process %d: %s", o.pid,
+		    errno == ESRCH ? "it exited before the probes were attached" : strerror(errno));
 
 	meta.pid = o.pid;
 	meta.follow_children = o.follow_children;
@@ -392,8 +392,13 @@ int main(int argc, char **argv)
 	}
 
 	skel = spinscope_bpf__open();
-	if (!skel)
-		die("cannot open the BPF object: %s", strerror(errno));
+	if (!skel) {
+		int e = errno;
+
+		if (outfd >= 0)
+			unlink(tmp);
+		die("cannot open the BPF object: %s", strerror(e));
+	}
 	skel->rodata->targ_tgid = o.pid;
 	skel->rodata->follow_children = o.follow_children;
 	probes_configure(skel);
