@@ -39,4 +39,13 @@ if [[ ! -d /sys/kernel/tracing/events ]]; then
     mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
 fi
 
-python3 -m pip install -q --disable-pip-version-check -e ".[test]"
+# Debian's own python3 ships without pip and marks itself externally managed (PEP 668); a root-only
+# analysis tool installs into it anyway, like the distribution's python3-* packages do.
+if ! python3 -m pip --version >/dev/null 2>&1; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-pip >/dev/null
+fi
+pip_flags=(-q --disable-pip-version-check)
+if [[ -f "$(python3 -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')/EXTERNALLY-MANAGED" ]]; then
+    pip_flags+=(--break-system-packages)
+fi
+python3 -m pip install "${pip_flags[@]}" -e ".[test]"
