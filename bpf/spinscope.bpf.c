@@ -302,18 +302,20 @@ static __always_inline void request_on_write(__u64 sock, __u32 tid, __u64 now, l
 /* ---------------------------------------------------------------------------------------- */
 /* Socket write and read families                                                            */
 
-static __always_inline int io_enter(__u32 tid, __u32 kind, __u64 fd, __u64 asked, __u32 shape,
-				    __u64 uptr)
+/* Start counting a read/write-family call on fd. Returns the thread's stats if fd is a socket (the
+ * call is in flight), NULL if it is not ours to count (pipe, eventfd, file). */
+static __always_inline struct thread_stats *io_enter(__u32 tid, __u32 kind, __u64 fd, __u64 asked,
+						     __u32 shape, __u64 uptr)
 {
 	struct thread_stats *t = current_thread(tid);
 	__u64 sock;
 
 	if (!t)
-		return 0;
+		return NULL;
 	sock = fd_socket(fd);
 	if (!sock) {
-		t->sys_kind = INFLIGHT_NONE; /* pipe, eventfd, file: not ours to count */
-		return 0;
+		t->sys_kind = INFLIGHT_NONE;
+		return NULL;
 	}
 	t->sys_kind = kind;
 	t->sys_socket = sock;
@@ -321,7 +323,7 @@ static __always_inline int io_enter(__u32 tid, __u32 kind, __u64 fd, __u64 asked
 	t->sys_shape = shape;
 	t->sys_uptr = uptr;
 	t->sys_enter_ns = bpf_ktime_get_ns();
-	return 0;
+	return t;
 }
 
 static __always_inline void io_exit(struct thread_stats *t, __u32 tid, long ret)
@@ -463,33 +465,40 @@ int BPF_PROG(on_sys_enter, struct pt_regs *regs, long nr)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id;
+	struct thread_stats *t;
 
 	if (!is_target(id >> 32))
 		return 0;
 	switch (syscall_class_of(nr)) {
+	/* The byte count a vectored write asks for is read from user memory only once the fd is
+	 * known to be a socket: writev to pipes and eventfds is common in handoff code. */
 	case SC_WRITE:
-		return io_enter(tid, INFLIGHT_WRITE, SC_ARG(regs, 0), SC_ARG(regs, 2), IO_BYTES, 0);
+		io_enter(tid, INFLIGHT_WRITE, SC_ARG(regs, 0), SC_ARG(regs, 2), IO_BYTES, 0);
+		return 0;
 	case SC_WRITEV:
-		return io_enter(tid, INFLIGHT_WRITE, SC_ARG(regs, 0),
-				iov_total((void *)SC_ARG(regs, 1), SC_ARG(regs, 2)), IO_BYTES, 0);
+		if ((t = io_enter(tid, INFLIGHT_WRITE, SC_ARG(regs, 0), 0, IO_BYTES, 0)))
+			t->sys_asked = iov_total((void *)SC_ARG(regs, 1), SC_ARG(regs, 2));
+		return 0;
 	case SC_SENDMSG: {
 		struct user_msghdr msg;
-		__u64 asked = 0;
 
-		if (!bpf_probe_read_user(&msg, sizeof(msg), (void *)SC_ARG(regs, 1)))
-			asked = iov_total(msg.msg_iov, msg.msg_iovlen);
-		return io_enter(tid, INFLIGHT_WRITE, SC_ARG(regs, 0), asked, IO_BYTES, 0);
+		if ((t = io_enter(tid, INFLIGHT_WRITE, SC_ARG(regs, 0), 0, IO_BYTES, 0)) &&
+		    !bpf_probe_read_user(&msg, sizeof(msg), (void *)SC_ARG(regs, 1)))
+			t->sys_asked = iov_total(msg.msg_iov, msg.msg_iovlen);
+		return 0;
 	}
 	case SC_SENDMMSG:
-		return io_enter(tid, INFLIGHT_WRITE, SC_ARG(regs, 0), SC_ARG(regs, 2), IO_MMSG,
-				SC_ARG(regs, 1));
+		io_enter(tid, INFLIGHT_WRITE, SC_ARG(regs, 0), SC_ARG(regs, 2), IO_MMSG, SC_ARG(regs, 1));
+		return 0;
 	case SC_SENDFILE:
-		return io_enter(tid, INFLIGHT_WRITE, SC_ARG(regs, 0), SC_ARG(regs, 3), IO_BYTES, 0);
+		io_enter(tid, INFLIGHT_WRITE, SC_ARG(regs, 0), SC_ARG(regs, 3), IO_BYTES, 0);
+		return 0;
 	case SC_READ:
-		return io_enter(tid, INFLIGHT_READ, SC_ARG(regs, 0), 0, IO_BYTES, 0);
+		io_enter(tid, INFLIGHT_READ, SC_ARG(regs, 0), 0, IO_BYTES, 0);
+		return 0;
 	case SC_RECVMMSG:
-		return io_enter(tid, INFLIGHT_READ, SC_ARG(regs, 0), SC_ARG(regs, 2), IO_MMSG,
-				SC_ARG(regs, 1));
+		io_enter(tid, INFLIGHT_READ, SC_ARG(regs, 0), SC_ARG(regs, 2), IO_MMSG, SC_ARG(regs, 1));
+		return 0;
 	case SC_CLOSE:
 		return close_enter(SC_ARG(regs, 0));
 	case SC_POLL:

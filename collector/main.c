@@ -309,6 +309,7 @@ struct intervals {
 static void intervals_add(struct intervals *iv, const struct snapshot *snap, __u64 now, __u64 start)
 {
 	struct thread_counters totals;
+	__u64 wakeups = snapshot_wakeups(snap);
 	struct interval *it;
 
 	if (iv->n == iv->cap) {
@@ -328,10 +329,10 @@ static void intervals_add(struct intervals *iv, const struct snapshot *snap, __u
 	SPINSCOPE_COUNTERS(X)
 #undef X
 	it->requests = snap->requests.count - iv->prev_requests;
-	it->wakeups = snapshot_wakeups(snap) - iv->prev_wakeups;
+	it->wakeups = wakeups - iv->prev_wakeups;
 	iv->prev = totals;
 	iv->prev_requests = snap->requests.count;
-	iv->prev_wakeups = snapshot_wakeups(snap);
+	iv->prev_wakeups = wakeups;
 	iv->prev_ns = now;
 }
 
