@@ -101,38 +101,29 @@ def _fanout_built():
     refhelp.ensure_built()
 
 
-@pytest.fixture(scope="module")
-def shards():
-    """SHARD_COUNT loaded memcached shards for a whole module (stopped at its end)."""
+def loaded_shards():
+    """SHARD_COUNT memcached shards with the records loaded, stopped when the generator closes."""
     if shutil.which("memcached") is None:
         pytest.skip("memcached not installed")
     with Shards(SHARD_COUNT) as s:
         s.load()
         yield s
+
+
+@pytest.fixture(scope="module")
+def shards():
+    """Loaded shards shared by a whole module."""
+    yield from loaded_shards()
 
 
 @pytest.fixture
 def fresh_shards():
     """Shards for one test (for tests that kill or stop one)."""
-    if shutil.which("memcached") is None:
-        pytest.skip("memcached not installed")
-    with Shards(SHARD_COUNT) as s:
-        s.load()
-        yield s
+    yield from loaded_shards()
 
 
 @pytest.fixture
 def fanout_server():
     """fanout_server(arch, shards_spec, *args) -> refhelp.Server; all killed after the test."""
-    started = []
-
-    def factory(arch, spec, *args):
-        server = refhelp.start_server(arch, "--shards", spec, *args)
-        started.append(server)
-        return server
-
-    yield factory
-    for server in started:
-        if server.proc.poll() is None:
-            server.proc.kill()
-            server.proc.wait()
+    with refhelp.server_factory() as start:
+        yield lambda arch, spec, *args: start(arch, "--shards", spec, *args)

@@ -4,7 +4,7 @@ loaded first."""
 
 import pytest
 
-from refserver_harness import ensure_built, start_server
+from refserver_harness import ensure_built, server_factory
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -15,16 +15,5 @@ def _built():
 @pytest.fixture
 def refserver():
     """Factory fixture: refserver(arch, *args, binary=..., env=...) -> Server; all killed after."""
-    started = []
-
-    def factory(arch, *args, **kwargs):
-        server = start_server(arch, *args, **kwargs)
-        started.append(server)
-        return server
-
-    yield factory
-    for server in started:
-        if server.proc.poll() is None:
-            server.proc.kill()
-            server.proc.wait()
-
+    with server_factory() as factory:
+        yield factory

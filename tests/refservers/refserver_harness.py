@@ -5,6 +5,7 @@ path) or use the ``refserver`` fixture, a factory that kills whatever it started
 
     proc, port = refserver("event-loop", "--workers", "2")
 """
+import contextlib
 import json
 import os
 import re
@@ -119,6 +120,26 @@ def start_refserver(arch, *args, **kwargs):
     """(proc, port) for a refserver that is listening; the caller must stop it."""
     server = start_server(arch, *args, **kwargs)
     return server.proc, server.port
+
+
+@contextlib.contextmanager
+def server_factory():
+    """Yields factory(arch, *args, **kwargs) -> Server that starts refservers and kills those still
+    running on exit: the body of the refserver and fanout_server fixtures."""
+    started = []
+
+    def factory(arch, *args, **kwargs):
+        server = start_server(arch, *args, **kwargs)
+        started.append(server)
+        return server
+
+    try:
+        yield factory
+    finally:
+        for server in started:
+            if server.proc.poll() is None:
+                server.proc.kill()
+                server.proc.wait()
 
 
 def stop_server(proc, timeout=5.0):
