@@ -53,11 +53,13 @@ const volatile __u32 targ_tgid = 0;
 const volatile bool follow_children = false;
 const volatile __u64 kernel_stack_size = 16384; /* THREAD_SIZE: x86-64, doubled under KASAN */
 const volatile __u8 syscall_class[SYSCALL_TABLE_SIZE] = {}; /* enum syscall_class by number */
+const volatile __u8 wake_mechanism[SYSCALL_TABLE_SIZE] = {}; /* enum wake_mechanism by number */
 
 /* Syscall arguments and number in a task's saved user registers. */
 #if defined(__TARGET_ARCH_x86)
 #define SC_ARG(regs, n)                                                                            \
-	((n) == 0 ? (regs)->di : (n) == 1 ? (regs)->si : (n) == 2 ? (regs)->dx : (regs)->r10)
+	((n) == 0 ? (regs)->di : (n) == 1 ? (regs)->si : (n) == 2 ? (regs)->dx : (n) == 3 ? (regs)->r10 \
+										 : (regs)->r8)
 #define SC_NR(regs) ((regs)->orig_ax)
 #elif defined(__TARGET_ARCH_arm64)
 #define SC_ARG(regs, n) ((n) == 0 ? (regs)->orig_x0 : (regs)->regs[n])
@@ -169,21 +171,44 @@ extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
  * The struct socket behind fd in the current process, or 0 if fd is not a socket. The walk uses
  * direct (fault-safe) loads through BTF-typed pointers: one helper call instead of one per field.
  */
-static __always_inline __u64 fd_socket(__u64 fd)
+static __always_inline struct file *fd_file(__u64 fd)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct fdtable *fdt = task->files->fdt;
 	struct file *file = NULL;
 
 	if (!fdt || fd >= fdt->max_fds)
-		return 0;
+		return NULL;
 	bpf_probe_read_kernel(&file, sizeof(file), &fdt->fd[fd]);
 	if (!file)
-		return 0;
-	file = bpf_rdonly_cast(file, bpf_core_type_id_kernel(struct file));
-	if ((file->f_inode->i_mode & S_IFMT) != S_IFSOCK)
+		return NULL;
+	return bpf_rdonly_cast(file, bpf_core_type_id_kernel(struct file));
+}
+
+static __always_inline __u64 file_socket(struct file *file)
+{
+	if (!file || (file->f_inode->i_mode & S_IFMT) != S_IFSOCK)
 		return 0;
 	return (__u64)file->private_data;
+}
+
+static __always_inline __u64 fd_socket(__u64 fd)
+{
+	return file_socket(fd_file(fd));
+}
+
+/* Before 6.13 a file's references were an atomic_long_t f_count (1: one reference). */
+struct file___pre613 {
+	atomic_long_t f_count;
+} __attribute__((preserve_access_index));
+
+/* Is this the file's only reference? A socket inherited by a forked child, or dup()ed, has more:
+ * closing one of them does not end the connection. */
+static __always_inline bool file_last_reference(struct file *file)
+{
+	if (bpf_core_field_exists(file->f_ref))
+		return BPF_CORE_READ(file, f_ref.refcnt.counter) == 0; /* FILE_REF_ONEREF */
+	return BPF_CORE_READ((struct file___pre613 *)file, f_count.counter) <= 1;
 }
 
 /*
@@ -249,11 +274,13 @@ static __always_inline void request_finish(const struct socket_state *s)
 		request_stats_add(r, s);
 }
 
-/* A successful read: it starts a request unless one is already being read. */
-static __always_inline void request_on_read(__u64 sock, __u32 tid, __u64 start_ns)
+/* A successful read of a serving socket. Returns its phase after the read: REQ_READING when a request
+ * is being read (a new one started if the socket was idle or answering), REQ_OUTGOING otherwise. */
+static __always_inline __u32 request_on_read(__u64 sock, __u32 tid, __u64 start_ns, bool *started)
 {
 	struct socket_state *s = bpf_map_lookup_elem(&sockets, &sock);
 
+	*started = false;
 	if (!s) {
 		struct socket_state fresh = {
 			.start_ns = start_ns, .reader_tid = tid, .phase = REQ_READING,
@@ -263,44 +290,86 @@ static __always_inline void request_on_read(__u64 sock, __u32 tid, __u64 start_n
 			fresh.phase = REQ_OUTGOING;
 		if (bpf_map_update_elem(&sockets, &sock, &fresh, BPF_ANY))
 			__sync_fetch_and_add(&globals.drops_sockets, 1);
-		return;
+		*started = fresh.phase == REQ_READING;
+		return fresh.phase;
 	}
 	if (s->phase == REQ_READING || s->phase == REQ_OUTGOING)
-		return;
+		return s->phase;
 	if (s->phase == REQ_WRITING)
 		request_finish(s);
 	__builtin_memset(s, 0, sizeof(*s));
 	s->start_ns = start_ns;
 	s->reader_tid = tid;
 	s->phase = REQ_READING;
+	*started = true;
+	return REQ_READING;
 }
 
-static __always_inline void request_on_write(__u64 sock, __u32 tid, __u64 now, long ret, __u64 asked,
-					     __u64 bytes)
-{
-	struct socket_state *s = bpf_map_lookup_elem(&sockets, &sock);
+/* What a socket write was, beyond its result: a retry after a stall, and whether it began a response. */
+#define WRITE_SPIN 0x1     /* retried a stalled write on this socket without waiting */
+#define WRITE_WAITED 0x2   /* retried a stalled write on this socket after waiting */
+#define WRITE_RESPONSE 0x4 /* the first write of a response */
 
+/*
+ * Request and stall bookkeeping of one socket write. A write that follows a stalled one (EAGAIN, or
+ * fewer bytes than asked) on the same socket is a spin retry when the same thread has neither polled
+ * nor slept since the stall (thread_waits unchanged), else a write after a wait. Sockets never read
+ * (no state) are not followed: their writes are unattributed.
+ */
+static __always_inline __u32 request_on_write(struct thread_stats *t, __u32 tid, __u64 now, long ret,
+					      bool stalled, __u64 bytes)
+{
+	struct socket_state *s = bpf_map_lookup_elem(&sockets, &t->sys_socket);
+	__u32 what = 0;
+
+	if (s && s->stall_tid)
+		what = s->stall_tid == tid && s->stall_waits == t->sys_waits ? WRITE_SPIN : WRITE_WAITED;
+	if (s) {
+		s->stall_tid = stalled ? tid : 0;
+		s->stall_waits = thread_waits(t);
+	}
 	if (!s || s->phase == REQ_IDLE || s->phase == REQ_OUTGOING) {
 		__u32 zero = 0;
 		struct request_stats *r = bpf_map_lookup_elem(&requests, &zero);
 
 		if (r)
 			r->unattributed_writes++;
-		return;
+		return what;
 	}
+	if (s->phase == REQ_READING)
+		what |= WRITE_RESPONSE;
 	s->phase = REQ_WRITING;
 	s->write_calls++;
 	s->writer_tid = tid;
 	s->end_ns = now;
 	if (ret == -EAGAIN)
 		s->write_eagain++;
-	else if (ret > 0 && (__u64)ret < asked)
+	else if (stalled)
 		s->write_partial++;
+	if (what & WRITE_SPIN)
+		s->spin_retries++;
+	else if (what & WRITE_WAITED)
+		s->write_waited++;
 	s->write_bytes += bytes;
+	return what;
 }
 
 /* ---------------------------------------------------------------------------------------- */
 /* Socket write and read families                                                            */
+
+/* Timing of the call in flight: on-CPU time inside it is its wall time less its time switched out. */
+static __always_inline void call_begin(struct thread_stats *t)
+{
+	t->sys_enter_ns = bpf_ktime_get_ns();
+	t->sys_offcpu_ns = t->c.offcpu_ns;
+}
+
+static __always_inline __u64 call_oncpu_ns(const struct thread_stats *t, __u64 now)
+{
+	__u64 wall = now - t->sys_enter_ns, off = t->c.offcpu_ns - t->sys_offcpu_ns;
+
+	return off < wall ? wall - off : 0;
+}
 
 /* Start counting a read/write-family call on fd. Returns the thread's stats if fd is a socket (the
  * call is in flight), NULL if it is not ours to count (pipe, eventfd, file). */
@@ -322,8 +391,62 @@ static __always_inline struct thread_stats *io_enter(__u32 tid, __u32 kind, __u6
 	t->sys_asked = asked;
 	t->sys_shape = shape;
 	t->sys_uptr = uptr;
-	t->sys_enter_ns = bpf_ktime_get_ns();
+	t->sys_waits = thread_waits(t);
+	call_begin(t);
 	return t;
+}
+
+static __always_inline void write_exit(struct thread_stats *t, __u32 tid, long ret, __u64 now,
+				       __u64 bytes)
+{
+	__u64 oncpu = call_oncpu_ns(t, now);
+	bool partial = ret >= 0 && (__u64)ret < t->sys_asked;
+	__u32 what;
+
+	t->c.write_calls++;
+	t->c.write_ns += now - t->sys_enter_ns;
+	t->c.write_bytes += bytes;
+	if (ret == -EAGAIN) {
+		t->c.write_eagain++;
+		t->c.write_eagain_ns += oncpu;
+	} else if (ret < 0) {
+		t->c.write_errors++;
+	} else if (partial) {
+		t->c.write_partial++;
+		t->c.write_partial_ns += oncpu;
+	}
+	t->in_request = 0;
+	what = request_on_write(t, tid, now, ret, ret == -EAGAIN || partial, bytes);
+	if (what & WRITE_SPIN) {
+		t->c.write_spin_retries++;
+		t->c.write_spin_ns += oncpu;
+	} else if (what & WRITE_WAITED) {
+		t->c.write_waited++;
+	}
+	if (what & WRITE_RESPONSE)
+		t->c.responses_written++;
+}
+
+static __always_inline void read_exit(struct thread_stats *t, __u32 tid, long ret, __u64 now,
+				      __u64 bytes)
+{
+	bool started;
+
+	t->c.read_calls++;
+	t->c.read_ns += now - t->sys_enter_ns;
+	t->c.read_bytes += bytes;
+	if (ret == -EAGAIN) {
+		t->c.read_eagain++;
+		t->c.read_eagain_ns += call_oncpu_ns(t, now);
+	} else if (ret == 0) {
+		t->c.read_eof++;
+	} else if (ret < 0) {
+		t->c.read_errors++;
+	} else if (request_on_read(t->sys_socket, tid, t->sys_enter_ns, &started) == REQ_READING) {
+		t->in_request = 1;
+		if (started)
+			t->c.requests_read++;
+	}
 }
 
 static __always_inline void io_exit(struct thread_stats *t, __u32 tid, long ret)
@@ -332,40 +455,22 @@ static __always_inline void io_exit(struct thread_stats *t, __u32 tid, long ret)
 
 	if (ret > 0)
 		bytes = t->sys_shape == IO_MMSG ? mmsg_bytes((void *)t->sys_uptr, ret) : ret;
-
-	if (t->sys_kind == INFLIGHT_WRITE) {
-		t->c.write_calls++;
-		t->c.write_ns += now - t->sys_enter_ns;
-		t->c.write_bytes += bytes;
-		if (ret == -EAGAIN)
-			t->c.write_eagain++;
-		else if (ret < 0)
-			t->c.write_errors++;
-		else if ((__u64)ret < t->sys_asked)
-			t->c.write_partial++;
-		request_on_write(t->sys_socket, tid, now, ret, t->sys_asked, bytes);
-	} else {
-		t->c.read_calls++;
-		t->c.read_ns += now - t->sys_enter_ns;
-		t->c.read_bytes += bytes;
-		if (ret == -EAGAIN)
-			t->c.read_eagain++;
-		else if (ret == 0)
-			t->c.read_eof++;
-		else if (ret < 0)
-			t->c.read_errors++;
-		else
-			request_on_read(t->sys_socket, tid, t->sys_enter_ns);
-	}
+	if (t->sys_kind == INFLIGHT_WRITE)
+		write_exit(t, tid, ret, now, bytes);
+	else
+		read_exit(t, tid, ret, now, bytes);
 }
 
-/* close(fd) on a socket ends its request (a response is complete when the server closes). */
+/* The last close of a socket ends its request (a response is complete when the server closes). A
+ * close of one of several references (a pre-forking parent closing its copy of an accepted socket)
+ * does not. */
 static __always_inline int close_enter(__u64 fd)
 {
 	struct socket_state *s;
-	__u64 sock = fd_socket(fd);
+	struct file *file = fd_file(fd);
+	__u64 sock = file_socket(file);
 
-	if (!sock)
+	if (!sock || !file_last_reference(file))
 		return 0;
 	s = bpf_map_lookup_elem(&sockets, &sock);
 	if (!s)
@@ -379,27 +484,68 @@ static __always_inline int close_enter(__u64 fd)
 /* ---------------------------------------------------------------------------------------- */
 /* Poll family: select, pselect6, poll, ppoll, epoll_wait, epoll_pwait, epoll_pwait2          */
 
-static __always_inline int poll_enter(__u32 tid)
+/* A struct timespec or timeval in user memory (two longs on 64-bit) that is zero: a check, no wait.
+ * NULL means no timeout at all. */
+static __always_inline bool user_time_zero(__u64 uptr)
+{
+	long v[2];
+
+	if (!uptr || bpf_probe_read_user(v, sizeof(v), (void *)uptr))
+		return false;
+	return !v[0] && !v[1];
+}
+
+static __always_inline bool poll_nowait(__u32 cls, struct pt_regs *regs)
+{
+	switch (cls) {
+	case SC_POLL_MS2:
+		return (int)SC_ARG(regs, 2) == 0;
+	case SC_POLL_MS3:
+		return (int)SC_ARG(regs, 3) == 0;
+	case SC_POLL_TS2:
+		return user_time_zero(SC_ARG(regs, 2));
+	case SC_POLL_TS3:
+		return user_time_zero(SC_ARG(regs, 3));
+	default: /* SC_POLL_TV4 */
+		return user_time_zero(SC_ARG(regs, 4));
+	}
+}
+
+static __always_inline int poll_enter(__u32 tid, __u32 cls, struct pt_regs *regs)
 {
 	struct thread_stats *t = current_thread(tid);
 
 	if (!t)
 		return 0;
 	t->sys_kind = INFLIGHT_POLL;
-	t->sys_enter_ns = bpf_ktime_get_ns();
+	t->sys_flags = poll_nowait(cls, regs) ? SYS_NOWAIT : 0;
+	t->in_request = 0; /* it went back to its loop */
+	call_begin(t);
 	return 0;
 }
 
 static __always_inline void poll_exit(struct thread_stats *t, long ret)
 {
+	__u64 now = bpf_ktime_get_ns(), oncpu = call_oncpu_ns(t, now);
+	bool nowait = t->sys_flags & SYS_NOWAIT;
+
 	t->c.poll_calls++;
-	t->c.poll_ns += bpf_ktime_get_ns() - t->sys_enter_ns;
+	t->c.poll_ns += now - t->sys_enter_ns;
+	t->c.poll_oncpu_ns += oncpu;
+	t->c.poll_nowait += nowait;
 	if (ret < 0) {
 		t->c.poll_errors++;
 		return;
 	}
-	if (ret == 0)
+	if (ret == 0) {
 		t->c.poll_zero++;
+		if (nowait) {
+			t->c.poll_zero_nowait++;
+			t->c.poll_zero_nowait_ns += oncpu;
+		} else {
+			t->c.poll_zero_wait_ns += oncpu;
+		}
+	}
 	t->c.poll_events += ret;
 	t->poll_hist[log2_bucket(ret, POLL_HIST_BUCKETS)]++;
 }
@@ -419,36 +565,44 @@ static __always_inline bool futex_cmd_wakes(__u32 cmd)
 	       cmd == FUTEX_REQUEUE || cmd == FUTEX_CMP_REQUEUE || cmd == FUTEX_UNLOCK_PI;
 }
 
-static __always_inline int futex_wait_begin(__u32 tid)
+static __always_inline int futex_begin(__u32 tid, __u32 kind)
 {
 	struct thread_stats *t = current_thread(tid);
 
 	if (!t)
 		return 0;
-	t->sys_kind = INFLIGHT_FUTEX_WAIT;
-	t->sys_enter_ns = bpf_ktime_get_ns();
+	t->sys_kind = kind;
+	t->sys_flags = t->in_request ? SYS_IN_REQUEST : 0;
+	call_begin(t);
 	return 0;
 }
 
 static __always_inline int futex_enter(__u32 tid, __u64 op)
 {
 	__u32 cmd = op & FUTEX_CMD_MASK;
-	struct thread_stats *t;
 
 	if (futex_cmd_waits(cmd))
-		return futex_wait_begin(tid);
-	if (futex_cmd_wakes(cmd)) {
-		t = current_thread(tid);
-		if (t)
-			t->c.futex_wakes++;
-	}
+		return futex_begin(tid, INFLIGHT_FUTEX_WAIT);
+	if (futex_cmd_wakes(cmd))
+		return futex_begin(tid, INFLIGHT_FUTEX_WAKE);
 	return 0;
 }
 
 static __always_inline void futex_exit(struct thread_stats *t)
 {
+	__u64 now = bpf_ktime_get_ns(), wall = now - t->sys_enter_ns;
+
+	t->c.futex_oncpu_ns += call_oncpu_ns(t, now);
+	if (t->sys_kind == INFLIGHT_FUTEX_WAKE) {
+		t->c.futex_wakes++;
+		return;
+	}
 	t->c.futex_waits++;
-	t->c.futex_wait_ns += bpf_ktime_get_ns() - t->sys_enter_ns;
+	t->c.futex_wait_ns += wall;
+	if (t->sys_flags & SYS_IN_REQUEST) {
+		t->c.futex_waits_req++;
+		t->c.futex_wait_req_ns += wall;
+	}
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -467,9 +621,12 @@ int BPF_PROG(on_sys_enter, struct pt_regs *regs, long nr)
 	__u32 tid = (__u32)id;
 	struct thread_stats *t;
 
+	__u32 cls;
+
 	if (!is_target(id >> 32))
 		return 0;
-	switch (syscall_class_of(nr)) {
+	cls = syscall_class_of(nr);
+	switch (cls) {
 	/* The byte count a vectored write asks for is read from user memory only once the fd is
 	 * known to be a socket: writev to pipes and eventfds is common in handoff code. */
 	case SC_WRITE:
@@ -501,12 +658,16 @@ int BPF_PROG(on_sys_enter, struct pt_regs *regs, long nr)
 		return 0;
 	case SC_CLOSE:
 		return close_enter(SC_ARG(regs, 0));
-	case SC_POLL:
-		return poll_enter(tid);
+	case SC_POLL_MS2:
+	case SC_POLL_MS3:
+	case SC_POLL_TS2:
+	case SC_POLL_TS3:
+	case SC_POLL_TV4:
+		return poll_enter(tid, cls, regs);
 	case SC_FUTEX:
 		return futex_enter(tid, SC_ARG(regs, 1));
 	case SC_FUTEX_WAITV:
-		return futex_wait_begin(tid);
+		return futex_begin(tid, INFLIGHT_FUTEX_WAIT);
 	default:
 		return 0;
 	}
@@ -536,6 +697,7 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 		poll_exit(t, ret);
 		break;
 	case INFLIGHT_FUTEX_WAIT:
+	case INFLIGHT_FUTEX_WAKE:
 		futex_exit(t);
 		break;
 	default:
@@ -574,18 +736,22 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	if (next_ours && (t = task_thread(next))) {
 		if (t->switch_out_ns)
 			t->c.offcpu_ns += now - t->switch_out_ns;
-		if (t->runnable_since_ns)
+		if (t->runnable_since_ns) {
 			t->c.runq_ns += now - t->runnable_since_ns;
+			if (t->woken_in_process)
+				t->c.wakeup_wait_ns += now - t->runnable_since_ns;
+		}
 		t->runnable_since_ns = 0;
+		t->woken_in_process = 0;
 		t->switch_out_ns = 0;
 		t->switch_in_ns = now;
 	}
 	return 0;
 }
 
-static __always_inline void edge_add(__u32 waker, __u32 wakee)
+static __always_inline void edge_add(__u32 waker, __u32 wakee, __u32 mechanism)
 {
-	struct wakeup_edge key = { .waker_tid = waker, .wakee_tid = wakee };
+	struct wakeup_edge key = { .waker_tid = waker, .wakee_tid = wakee, .mechanism = mechanism };
 	__u64 one = 1, *count;
 
 	count = bpf_map_lookup_elem(&wakeups, &key);
@@ -632,6 +798,15 @@ static __always_inline bool in_interrupt(struct task_struct *task)
 	return (long)SC_NR(user_regs) < 0;
 }
 
+/* What the (task-context) waker was doing: by the syscall in its saved user registers. */
+static __always_inline __u32 waker_mechanism(struct task_struct *task)
+{
+	struct pt_regs *user_regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	__u64 nr = SC_NR(user_regs);
+
+	return nr < SYSCALL_TABLE_SIZE ? wake_mechanism[nr] : WAKE_OTHER;
+}
+
 /*
  * sched_waking runs in the waker's context (sched_wakeup may run on the wakee's CPU), so the
  * current task is the waker, unless we are in an interrupt: then the wakeup came from a timer, a
@@ -641,6 +816,7 @@ SEC("tp_btf/sched_waking")
 int BPF_PROG(on_sched_waking, struct task_struct *p)
 {
 	struct thread_stats *wakee, *waker;
+	__u32 mechanism;
 	__u64 id;
 
 	if (!is_target(p->tgid))
@@ -660,10 +836,27 @@ int BPF_PROG(on_sched_waking, struct task_struct *p)
 		return 0;
 	}
 	__sync_fetch_and_add(&wakee->c.wakeups_received, 1);
+	wakee->woken_in_process = 1;
+	mechanism = waker_mechanism(bpf_get_current_task_btf());
 	waker = current_thread((__u32)id);
-	if (waker)
+	if (waker) {
 		waker->c.wakeups_sent++;
-	edge_add((__u32)id, p->pid);
+		switch (mechanism) {
+		case WAKE_FUTEX:
+			waker->c.wakeups_sent_futex++;
+			break;
+		case WAKE_IO:
+			waker->c.wakeups_sent_io++;
+			break;
+		case WAKE_MM:
+			waker->c.wakeups_sent_mm++;
+			break;
+		case WAKE_EXIT:
+			waker->c.wakeups_sent_exit++;
+			break;
+		}
+	}
+	edge_add((__u32)id, p->pid, mechanism);
 	return 0;
 }
 

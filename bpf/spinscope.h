@@ -15,35 +15,62 @@
 #define POLL_HIST_BUCKETS 16 /* events per poll-family call; the last bucket is open-ended */
 #define REQ_HIST_BUCKETS 64  /* per-request histograms and response-size classes */
 
-/* Per-thread counters, in capture order. X(name) */
+/*
+ * Per-thread counters, in capture order. X(name)
+ *
+ * Counts are exact. Times ending in _ns are nanoseconds; the ones documented as "on-CPU" are the time
+ * the thread spent running inside those calls (wall time in the call minus the time it was switched
+ * out), which is what a verdict's "share of CPU" is made of (docs/labels.md).
+ */
 #define SPINSCOPE_COUNTERS(X)                                                                      \
 	X(write_calls)                                                                             \
 	X(write_bytes)                                                                             \
 	X(write_eagain)                                                                            \
 	X(write_partial)                                                                           \
 	X(write_errors)                                                                            \
-	X(write_ns)                                                                                \
+	X(write_ns)            /* wall time inside socket writes */                                \
+	X(write_eagain_ns)     /* on-CPU inside writes that returned EAGAIN */                     \
+	X(write_partial_ns)    /* on-CPU inside partial writes */                                  \
+	X(write_spin_retries)  /* writes after a stalled write on that socket, with no wait between */ \
+	X(write_spin_ns)       /* on-CPU inside those retries */                                   \
+	X(write_waited)        /* writes after a stalled write on that socket, after a wait */     \
 	X(read_calls)                                                                              \
 	X(read_bytes)                                                                              \
 	X(read_eagain)                                                                             \
 	X(read_eof)                                                                                \
 	X(read_errors)                                                                             \
 	X(read_ns)                                                                                 \
+	X(read_eagain_ns)      /* on-CPU inside reads that returned EAGAIN */                      \
+	X(requests_read)       /* requests whose first read this thread made */                    \
+	X(responses_written)   /* requests whose first response write this thread made */          \
 	X(poll_calls)                                                                              \
 	X(poll_zero)                                                                               \
 	X(poll_events)                                                                             \
 	X(poll_errors)                                                                             \
-	X(poll_ns)                                                                                 \
+	X(poll_ns)             /* wall time inside poll calls, sleeping included */                \
+	X(poll_oncpu_ns)       /* on-CPU inside poll calls */                                      \
+	X(poll_nowait)         /* poll calls with a zero timeout */                                \
+	X(poll_zero_nowait)    /* ...of which returned no event */                                 \
+	X(poll_zero_nowait_ns) /* on-CPU inside those */                                           \
+	X(poll_zero_wait_ns)   /* on-CPU inside empty polls that could block (timeout not zero) */ \
 	X(futex_waits)                                                                             \
-	X(futex_wait_ns)                                                                           \
+	X(futex_wait_ns)       /* wall time inside futex waits */                                  \
+	X(futex_waits_req)     /* futex waits made while the thread had a request in flight */    \
+	X(futex_wait_req_ns)   /* wall time inside those */                                        \
 	X(futex_wakes)                                                                             \
+	X(futex_oncpu_ns)      /* on-CPU inside futex calls, waits and wakes */                    \
 	X(cs_voluntary)                                                                            \
 	X(cs_involuntary)                                                                          \
 	X(oncpu_ns)                                                                                \
 	X(offcpu_ns)                                                                               \
 	X(runq_ns)                                                                                 \
-	X(wakeups_sent)                                                                            \
+	X(wakeups_sent)        /* wakeups of the target's own threads, by any mechanism */         \
+	X(wakeups_sent_futex)  /* ...made inside a futex call */                                   \
+	X(wakeups_sent_io)     /* ...inside a write-family call or close (pipe, eventfd, socket) */ \
+	X(wakeups_sent_mm)     /* ...inside mmap, munmap, mprotect, madvise, mremap, brk: mm locks */ \
+	X(wakeups_sent_exit)   /* ...by exiting (a joiner woken) */                                \
 	X(wakeups_received)                                                                        \
+	X(wakeup_wait_ns)      /* wake-to-run latency of wakeups received from the target's threads */ \
 	X(wakeups_external)                                                                        \
 	X(wakeups_irq)                                                                             \
 	X(threads_created)
@@ -68,13 +95,30 @@ enum syscall_class {
 	SC_READ,     /* read, readv, recvfrom, recvmsg: (fd, ...) */
 	SC_RECVMMSG, /* recvmmsg: (fd, msgvec, vlen, flags, timeout) */
 	SC_CLOSE,
-	SC_POLL,     /* select, pselect6, poll, ppoll, epoll_wait, epoll_pwait, epoll_pwait2 */
+	/* The poll family, by where its timeout is: a zero timeout is a check, not a wait. */
+	SC_POLL_MS2, /* poll: int milliseconds, argument 2 */
+	SC_POLL_MS3, /* epoll_wait, epoll_pwait: int milliseconds, argument 3 */
+	SC_POLL_TS2, /* ppoll: struct timespec *, argument 2 (NULL: no timeout) */
+	SC_POLL_TS3, /* epoll_pwait2: struct timespec *, argument 3 */
+	SC_POLL_TV4, /* select: struct timeval *, argument 4; pselect6: struct timespec *, argument 4 */
 	SC_FUTEX,
 	SC_FUTEX_WAITV,
 	SC_RESTART, /* restart_syscall: the continuation of an interrupted call already in flight */
 };
 
 #define SYSCALL_TABLE_SIZE 1024 /* syscall numbers at or above are ignored */
+
+/* What a thread was doing when it woke another of the target's threads: by the syscall it was in
+ * (a second table filled by the collector). Deliberate handoffs (futex, a write to a pipe, eventfd
+ * or socket) are told apart from contention on the process's memory map and from thread exit. */
+enum wake_mechanism {
+	WAKE_OTHER = 0, /* any other syscall, or a fault (whose error code cannot be told from a number) */
+	WAKE_FUTEX,
+	WAKE_IO,
+	WAKE_MM,
+	WAKE_EXIT,
+	WAKE_MECHANISMS
+};
 
 /* What the thread is doing between a sys_enter and its sys_exit. */
 enum inflight_kind {
@@ -83,7 +127,12 @@ enum inflight_kind {
 	INFLIGHT_READ,
 	INFLIGHT_POLL,
 	INFLIGHT_FUTEX_WAIT,
+	INFLIGHT_FUTEX_WAKE,
 };
+
+/* Flags of the call in flight (thread_stats.sys_flags). */
+#define SYS_NOWAIT 0x1     /* a poll call with a zero timeout */
+#define SYS_IN_REQUEST 0x2 /* the thread had a request in flight when the call began */
 
 /* How a write/read call reports its byte count. */
 enum io_shape {
@@ -108,12 +157,24 @@ struct thread_stats {
 	__u64 runnable_since_ns;
 	/* ...and the syscall in flight. */
 	__u64 sys_enter_ns;
+	__u64 sys_offcpu_ns; /* c.offcpu_ns at enter: on-CPU time in the call = wall - off-CPU growth */
 	__u64 sys_socket; /* struct socket * of the fd, for the read/write families */
 	__u64 sys_asked;  /* bytes (or messages for IO_MMSG) the call asked to write */
 	__u64 sys_uptr;   /* user pointer to the mmsghdr array for IO_MMSG */
 	__u32 sys_kind;   /* enum inflight_kind */
 	__u32 sys_shape;  /* enum io_shape */
+	__u32 sys_flags;  /* SYS_* */
+	__u32 sys_waits;  /* waits() at enter: a write after a stall is a spin retry if unchanged */
+	__u32 in_request; /* read a request, has not written or polled since */
+	__u32 woken_in_process; /* the pending wakeup came from one of the target's threads */
 };
+
+/* How many times the thread has waited (a poll call or a voluntary sleep): a write retried after a
+ * stall with this unchanged did not wait for the socket to drain. */
+static inline __u32 thread_waits(const struct thread_stats *t)
+{
+	return (__u32)(t->c.poll_calls + t->c.cs_voluntary);
+}
 
 /* Request state of one socket, keyed by its struct socket pointer. */
 enum req_phase {
@@ -130,27 +191,36 @@ struct socket_state {
 	__u32 write_calls;
 	__u32 write_eagain;
 	__u32 write_partial;
+	__u32 spin_retries;
+	__u32 write_waited;
 	__u32 reader_tid;
 	__u32 writer_tid;
-	__u32 phase; /* enum req_phase */
+	__u32 phase;     /* enum req_phase */
+	__u32 stall_tid; /* the thread whose latest write here stalled (EAGAIN, partial); 0: none */
+	__u32 stall_waits; /* that thread's thread_waits() right after it */
 };
 
+/* The per-request sums, in capture order (requests and each response-size class). X(name) */
+#define SPINSCOPE_REQUEST_SUMS(X)                                                                  \
+	X(count)                                                                                   \
+	X(write_calls)                                                                             \
+	X(write_eagain)                                                                            \
+	X(write_partial)                                                                           \
+	X(spin_retries)                                                                            \
+	X(write_waited)                                                                            \
+	X(write_bytes)                                                                             \
+	X(duration_ns)                                                                             \
+	X(cross_thread)
+
 struct response_class {
-	__u64 count;
-	__u64 write_calls;
-	__u64 write_eagain;
-	__u64 write_partial;
-	__u64 write_bytes;
+#define X(name) __u64 name;
+	SPINSCOPE_REQUEST_SUMS(X)
+#undef X
 };
 
 /* Finished requests, aggregated per CPU (one entry of a per-CPU array). */
 struct request_stats {
-	__u64 count;
-	__u64 write_calls;
-	__u64 write_eagain;
-	__u64 write_partial;
-	__u64 write_bytes;
-	__u64 cross_thread;
+	struct response_class sum; /* all requests */
 	__u64 unattributed_writes;
 	__u64 hist_write_calls[REQ_HIST_BUCKETS];
 	__u64 hist_write_eagain[REQ_HIST_BUCKETS];
@@ -162,6 +232,7 @@ struct request_stats {
 struct wakeup_edge {
 	__u32 waker_tid;
 	__u32 wakee_tid;
+	__u32 mechanism; /* enum wake_mechanism */
 };
 
 /* Global, rarely-updated counters (the BPF side's .bss). */
@@ -208,27 +279,30 @@ static __always_inline __u32 log2_bucket(__u64 v, __u32 max)
 	return r < max ? r : max - 1;
 }
 
+static __always_inline void response_class_add(struct response_class *r, const struct socket_state *s)
+{
+	r->count++;
+	r->write_calls += s->write_calls;
+	r->write_eagain += s->write_eagain;
+	r->write_partial += s->write_partial;
+	r->spin_retries += s->spin_retries;
+	r->write_waited += s->write_waited;
+	r->write_bytes += s->write_bytes;
+	r->duration_ns += s->end_ns - s->start_ns;
+	r->cross_thread += s->reader_tid != s->writer_tid;
+}
+
 /* Count one finished request (a socket's state) into the request statistics. */
 static __always_inline void request_stats_add(struct request_stats *r, const struct socket_state *s)
 {
 	__u32 b = log2_bucket(s->write_bytes, REQ_HIST_BUCKETS);
 
-	r->count++;
-	r->write_calls += s->write_calls;
-	r->write_eagain += s->write_eagain;
-	r->write_partial += s->write_partial;
-	r->write_bytes += s->write_bytes;
-	if (s->reader_tid != s->writer_tid)
-		r->cross_thread++;
+	response_class_add(&r->sum, s);
+	response_class_add(&r->by_size[b], s);
 	r->hist_write_calls[log2_bucket(s->write_calls, REQ_HIST_BUCKETS)]++;
 	r->hist_write_eagain[log2_bucket(s->write_eagain, REQ_HIST_BUCKETS)]++;
 	r->hist_duration_ns[log2_bucket(s->end_ns - s->start_ns, REQ_HIST_BUCKETS)]++;
 	r->hist_write_bytes[b]++;
-	r->by_size[b].count++;
-	r->by_size[b].write_calls += s->write_calls;
-	r->by_size[b].write_eagain += s->write_eagain;
-	r->by_size[b].write_partial += s->write_partial;
-	r->by_size[b].write_bytes += s->write_bytes;
 }
 
 #endif /* SPINSCOPE_H */

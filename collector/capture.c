@@ -228,6 +228,23 @@ static json_object *jthread(const struct capture_meta *meta, const struct thread
 	return o;
 }
 
+static const char *wake_mechanism_name(__u32 mechanism)
+{
+	static const char *const names[WAKE_MECHANISMS] = {
+		[WAKE_OTHER] = "other", [WAKE_FUTEX] = "futex", [WAKE_IO] = "io",
+		[WAKE_MM] = "mm",       [WAKE_EXIT] = "exit",
+	};
+
+	return mechanism < WAKE_MECHANISMS ? names[mechanism] : "other";
+}
+
+static void jrequest_sums(json_object *o, const struct response_class *c)
+{
+#define X(name) json_object_object_add(o, #name, jint(c->name));
+	SPINSCOPE_REQUEST_SUMS(X)
+#undef X
+}
+
 static json_object *jrequests(const struct snapshot *snap)
 {
 	const struct request_stats *r = &snap->requests;
@@ -235,12 +252,7 @@ static json_object *jrequests(const struct snapshot *snap)
 	json_object *hist = json_object_new_object();
 	json_object *by_size = json_object_new_array();
 
-	json_object_object_add(o, "count", jint(r->count));
-	json_object_object_add(o, "write_calls", jint(r->write_calls));
-	json_object_object_add(o, "write_eagain", jint(r->write_eagain));
-	json_object_object_add(o, "write_partial", jint(r->write_partial));
-	json_object_object_add(o, "write_bytes", jint(r->write_bytes));
-	json_object_object_add(o, "cross_thread", jint(r->cross_thread));
+	jrequest_sums(o, &r->sum);
 	json_object_object_add(o, "unattributed_writes", jint(r->unattributed_writes));
 	json_object_object_add(o, "open_at_end", jint(snap->open_requests));
 	json_object_object_add(hist, "write_calls", jhist(r->hist_write_calls, REQ_HIST_BUCKETS));
@@ -258,11 +270,7 @@ static json_object *jrequests(const struct snapshot *snap)
 		json_object_object_add(row, "bytes_min", jint(b ? 1ULL << (b - 1) : 0));
 		json_object_object_add(row, "bytes_max",
 				       jint(b ? (b < 64 ? (1ULL << b) - 1 : ~0ULL) : 0));
-		json_object_object_add(row, "count", jint(c->count));
-		json_object_object_add(row, "write_calls", jint(c->write_calls));
-		json_object_object_add(row, "write_eagain", jint(c->write_eagain));
-		json_object_object_add(row, "write_partial", jint(c->write_partial));
-		json_object_object_add(row, "write_bytes", jint(c->write_bytes));
+		jrequest_sums(row, c);
 		json_object_array_add(by_size, row);
 	}
 	json_object_object_add(o, "by_size", by_size);
@@ -363,6 +371,8 @@ int capture_write(int fd, const struct capture_meta *meta, const struct snapshot
 
 		json_object_object_add(e, "waker_tid", jint(snap->edges[i].key.waker_tid));
 		json_object_object_add(e, "wakee_tid", jint(snap->edges[i].key.wakee_tid));
+		json_object_object_add(e, "mechanism", json_object_new_string(
+			wake_mechanism_name(snap->edges[i].key.mechanism)));
 		json_object_object_add(e, "count", jint(snap->edges[i].count));
 		json_object_array_add(edges, e);
 	}

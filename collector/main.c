@@ -328,10 +328,10 @@ static void intervals_add(struct intervals *iv, const struct snapshot *snap, __u
 #define X(name) it->delta.name = totals.name - iv->prev.name;
 	SPINSCOPE_COUNTERS(X)
 #undef X
-	it->requests = snap->requests.count - iv->prev_requests;
+	it->requests = snap->requests.sum.count - iv->prev_requests;
 	it->wakeups = wakeups - iv->prev_wakeups;
 	iv->prev = totals;
-	iv->prev_requests = snap->requests.count;
+	iv->prev_requests = snap->requests.sum.count;
 	iv->prev_wakeups = wakeups;
 	iv->prev_ns = now;
 }
@@ -519,7 +519,7 @@ int main(int argc, char **argv)
 				snap.globals.drops_threads, snap.globals.drops_sockets,
 				snap.globals.drops_wakeup_edges, snap.globals.drops_pids);
 		fprintf(stderr, PROG ": wrote %s: %zu threads, %llu requests, %.1f s (%s)\n", o.output,
-			snap.nthreads, (unsigned long long)snap.requests.count, meta.duration_s,
+			snap.nthreads, (unsigned long long)snap.requests.sum.count, meta.duration_s,
 			meta.end_reason);
 	}
 	probes_detach(links, nlinks);

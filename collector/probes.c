@@ -59,19 +59,19 @@ static const struct {
 	{ SYS_recvmmsg, SC_RECVMMSG },
 	{ SYS_close, SC_CLOSE },
 #ifdef SYS_select
-	{ SYS_select, SC_POLL },
+	{ SYS_select, SC_POLL_TV4 },
 #endif
-	{ SYS_pselect6, SC_POLL },
+	{ SYS_pselect6, SC_POLL_TV4 },
 #ifdef SYS_poll
-	{ SYS_poll, SC_POLL },
+	{ SYS_poll, SC_POLL_MS2 },
 #endif
-	{ SYS_ppoll, SC_POLL },
+	{ SYS_ppoll, SC_POLL_TS2 },
 #ifdef SYS_epoll_wait
-	{ SYS_epoll_wait, SC_POLL },
+	{ SYS_epoll_wait, SC_POLL_MS3 },
 #endif
-	{ SYS_epoll_pwait, SC_POLL },
+	{ SYS_epoll_pwait, SC_POLL_MS3 },
 #ifdef SYS_epoll_pwait2
-	{ SYS_epoll_pwait2, SC_POLL },
+	{ SYS_epoll_pwait2, SC_POLL_TS3 },
 #endif
 	{ SYS_futex, SC_FUTEX },
 #ifdef SYS_futex_waitv
@@ -80,11 +80,51 @@ static const struct {
 	{ SYS_restart_syscall, SC_RESTART },
 };
 
+/*
+ * What a waker was doing, by the syscall it was in: the write family, futexes and thread exit are
+ * counted above or here; the memory-map calls whose lock releases wake other threads of the process
+ * (munmap next to a page fault, say) are contention, not handoffs. Everything else is WAKE_OTHER.
+ */
+static const struct {
+	long nr;
+	enum wake_mechanism mechanism;
+} WAKERS[] = {
+	{ SYS_futex, WAKE_FUTEX },
+#ifdef SYS_futex_waitv
+	{ SYS_futex_waitv, WAKE_FUTEX },
+#endif
+	{ SYS_write, WAKE_IO },
+	{ SYS_writev, WAKE_IO },
+	{ SYS_pwrite64, WAKE_IO },
+	{ SYS_sendto, WAKE_IO },
+	{ SYS_sendmsg, WAKE_IO },
+	{ SYS_sendmmsg, WAKE_IO },
+	{ SYS_close, WAKE_IO },
+#ifdef SYS_sendfile64
+	{ SYS_sendfile64, WAKE_IO },
+#else
+	{ SYS_sendfile, WAKE_IO },
+#endif
+	{ SYS_splice, WAKE_IO },
+	{ SYS_mmap, WAKE_MM },
+	{ SYS_munmap, WAKE_MM },
+	{ SYS_mprotect, WAKE_MM },
+	{ SYS_madvise, WAKE_MM },
+	{ SYS_mremap, WAKE_MM },
+	{ SYS_brk, WAKE_MM },
+	{ SYS_exit, WAKE_EXIT },
+	{ SYS_exit_group, WAKE_EXIT },
+};
+
+#define TABLE_FILL(table, rows, field)                                                             \
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)                                \
+		if (rows[i].nr >= 0 && rows[i].nr < SYSCALL_TABLE_SIZE)                            \
+			table[rows[i].nr] = rows[i].field;
+
 void probes_configure(struct spinscope_bpf *skel)
 {
-	for (size_t i = 0; i < sizeof(SYSCALLS) / sizeof(SYSCALLS[0]); i++)
-		if (SYSCALLS[i].nr >= 0 && SYSCALLS[i].nr < SYSCALL_TABLE_SIZE)
-			skel->rodata->syscall_class[SYSCALLS[i].nr] = SYSCALLS[i].cls;
+	TABLE_FILL(skel->rodata->syscall_class, SYSCALLS, cls)
+	TABLE_FILL(skel->rodata->wake_mechanism, WAKERS, mechanism)
 }
 
 #define NPROBES (sizeof(PROBES) / sizeof(PROBES[0]))

@@ -40,10 +40,16 @@ def test_zero_event_returns_of_every_poll_call_exact(tmp_path):
         truth, got = run.truth[name], run.thread(name)
         assert (got["poll_calls"], got["poll_zero"], got["poll_events"]) == (
             truth["poll_calls"], truth["poll_zero"], truth["poll_events"])
-        assert got["poll_zero"] == 7 * calls  # ZERO per call kind
-        assert got["poll_events_hist"] == [7 * calls, 3 * calls]  # buckets 0 and 1
+        assert got["poll_zero"] == (7 + 4) * calls  # ZERO + NOWAIT per call kind
+        assert got["poll_events_hist"] == [11 * calls, 3 * calls]  # buckets 0 and 1
         assert got["poll_errors"] == 0
-        assert got["poll_ns"] >= got["poll_zero"] * 1_000_000  # each empty call waited 1 ms
+        # Zero-timeout calls are checks, told apart from calls that may block, whatever the syscall.
+        assert (got["poll_nowait"], got["poll_zero_nowait"]) == (
+            truth["poll_nowait"], truth["poll_zero_nowait"]) == (4 * calls, 4 * calls)
+        assert got["poll_ns"] >= 7 * calls * 1_000_000  # each empty call with a timeout waited 1 ms
+        # On-CPU time inside the calls: far less than the time they waited, and split by kind.
+        assert 0 < got["poll_zero_nowait_ns"] < got["poll_oncpu_ns"] < got["poll_ns"]
+        assert 0 < got["poll_zero_wait_ns"] < got["poll_oncpu_ns"]
         # Each empty call that slept was woken by its timer: a wakeup from interrupt context, never
         # a hand-off from whichever thread the timer interrupt landed on. (A call whose 1 ms ran out
         # before it slept returns with no wakeup at all; the timers fixture asserts exact counts.)
@@ -91,6 +97,10 @@ def test_handoff_edges_exact(tmp_path):
     for tid, thread in ((ping, run.thread("ping")), (pong, run.thread("pong"))):
         assert thread["wakeups_sent"] == sum(c for (w, _), c in edges.items() if w == tid)
         assert thread["wakeups_received"] == sum(c for (_, e), c in edges.items() if e == tid)
+    # A pipe write is an I/O handoff.
+    mechanisms = {(e["waker_tid"], e["wakee_tid"]): e["mechanism"] for e in run.capture["wakeups"]}
+    assert mechanisms[(ping, pong)] == mechanisms[(pong, ping)] == "io"
+    assert run.thread("ping")["wakeups_sent_io"] == run.thread("ping")["wakeups_sent"]
     # Pipes are not sockets.
     assert run.thread("ping")["write_calls"] == run.thread("pong")["write_calls"] == 0
     # Each hand-off blocks the sender: at least one voluntary switch per round.
@@ -115,9 +125,14 @@ def test_requests_and_writes_per_request_exact(tmp_path):
     # log2 buckets: 5 writes -> bucket 3 ([4, 7]); 500 bytes -> bucket 9 ([256, 511]).
     assert req["hist"]["write_calls"] == [0, 0, 0, requests]
     assert req["hist"]["write_bytes"][9] == requests
-    assert req["by_size"] == [{"bytes_min": 256, "bytes_max": 511, "count": requests,
-                               "write_calls": requests * writes, "write_eagain": 0,
-                               "write_partial": 0, "write_bytes": requests * writes * 100}]
+    [size_class] = req["by_size"]
+    assert size_class == {"bytes_min": 256, "bytes_max": 511, "count": requests,
+                          "write_calls": requests * writes, "write_eagain": 0, "write_partial": 0,
+                          "spin_retries": 0, "write_waited": 0, "write_bytes": requests * writes * 100,
+                          "cross_thread": 0, "duration_ns": size_class["duration_ns"]}
+    assert size_class["duration_ns"] == req["duration_ns"] > 0
+    # The thread that read every request also wrote every response.
+    assert server["requests_read"] == server["responses_written"] == requests
     # The client is a separate (forked, untraced) process: its threads are not in the capture.
     assert {t["pid"] for t in run.capture["threads"]} == {run.capture["target"]["pid"]}
 
@@ -158,7 +173,7 @@ def test_request_still_open_at_the_end_is_counted(tmp_path):
 def test_capture_document_shape(tmp_path):
     run = run_fixture("reqserver", "3", "1", tmp_path=tmp_path, collector_args=("--interval", "0.2"))
     cap = run.capture
-    assert cap["schema"] == 1 and cap["format"] == "spinscope-capture"
+    assert cap["schema"] == 2 and cap["format"] == "spinscope-capture"
     assert cap["end_reason"] == "target-exited"
     assert cap["target"]["comm"] == "reqserver"
     assert cap["target"]["cmdline"][1:] == ["3", "1"]
@@ -176,3 +191,59 @@ def test_capture_document_shape(tmp_path):
         assert sum(iv["counters"][key] for iv in cap["intervals"]) == cap["totals"][key]
     assert sum(iv["requests"] for iv in cap["intervals"]) == cap["requests"]["count"] == 3
     assert cap["drops"] == {"threads": 0, "sockets": 0, "wakeup_edges": 0, "pids": 0}
+
+
+def test_futex_handoffs_are_futex_wakeups(tmp_path):
+    rounds = 300
+    run = run_fixture("pingpong", str(rounds), "futex", tmp_path=tmp_path)
+    ping, pong = run.truth["ping"]["tid"], run.truth["pong"]["tid"]
+    edges = {(e["waker_tid"], e["wakee_tid"], e["mechanism"]): e["count"] for e in run.capture["wakeups"]}
+    assert edges[(ping, pong, "futex")] == edges[(pong, ping, "futex")] == rounds
+    assert run.thread("pong")["wakeups_sent_futex"] == rounds
+    # The futex wakes and waits were timed on the CPU: some time, far less than the waits took.
+    assert 0 < run.thread("pong")["futex_oncpu_ns"] < run.thread("pong")["futex_wait_ns"]
+
+
+def test_spin_retries_and_writes_after_a_wait_exact(tmp_path):
+    """Retries of a stalled write without polling are spin retries; after a poll they are not."""
+    run = run_fixture("stalls", tmp_path=tmp_path)
+    truth, got = run.truth["stalls"], run.thread("stalls")
+    keys = ["write_calls", "write_eagain", "write_partial", "write_spin_retries", "write_waited"]
+    assert {k: got[k] for k in keys} == {k: truth[k] for k in keys}
+    assert truth["write_spin_retries"] >= 3 * 20  # SPINS per request, at least
+    assert truth["write_waited"] >= 3
+    # The same per request, and in the response-size class (512 KiB).
+    req = run.capture["requests"]
+    assert (req["count"], req["spin_retries"], req["write_waited"], req["write_calls"]) == (
+        3, truth["write_spin_retries"], truth["write_waited"], truth["write_calls"])
+    [size_class] = req["by_size"]
+    assert (size_class["bytes_min"], size_class["spin_retries"]) == (512 * 1024, truth["write_spin_retries"])
+    # On-CPU time of the stalled calls: measured, and part of the socket writes' time.
+    assert 0 < got["write_spin_ns"] <= got["write_eagain_ns"] + got["write_partial_ns"] <= got["write_ns"]
+
+
+def test_futex_time_in_a_request_apart_from_idle_parking(tmp_path):
+    requests = 20
+    run = run_fixture("reqserver", str(requests), "1", "futex", tmp_path=tmp_path)
+    server, idler = run.thread("server"), run.thread("idler")
+    # The server's one futex wait per request, between reading it and answering it.
+    assert server["futex_waits_req"] == requests
+    assert server["futex_wait_req_ns"] >= requests * 1_000_000 * 0.9
+    # The idle thread parked all along, never with a request.
+    assert idler["futex_waits"] == run.truth["idler"]["futex_waits"] >= 1
+    assert idler["futex_waits_req"] == idler["futex_wait_req_ns"] == 0
+
+
+def test_parent_closing_its_copy_does_not_end_the_childs_request(tmp_path):
+    """Fork per connection: only the socket's last close ends its request."""
+    run = run_fixture("forkclose", tmp_path=tmp_path, collector_args=("--children",))
+    req = run.capture["requests"]
+    assert req["count"] == run.truth["forkclose"]["requests"] == 20
+    assert req["write_calls"] == 20
+    # The client, forked before the collector attached, is a descendant too (adopted at attach):
+    # its 20 requests go out on connections it made, which serve no requests.
+    assert req["unattributed_writes"] == 20
+    # Each exiting child wakes the parent in waitpid: an exit, not a handoff (4 servers + the client).
+    main_tid = run.capture["target"]["pid"]
+    exits = [e for e in run.capture["wakeups"] if e["wakee_tid"] == main_tid and e["mechanism"] == "exit"]
+    assert sum(e["count"] for e in exits) == 5
