@@ -309,6 +309,7 @@ static __always_inline __u32 request_on_read(__u64 sock, __u32 tid, __u64 start_
 #define WRITE_SPIN 0x1     /* retried a stalled write on this socket without waiting */
 #define WRITE_WAITED 0x2   /* retried a stalled write on this socket after waiting */
 #define WRITE_RESPONSE 0x4 /* the first write of a response */
+#define WRITE_AFTER_EAGAIN 0x8 /* the stalled write it retried returned EAGAIN */
 
 /*
  * Request and stall bookkeeping of one socket write. A write that follows a stalled one (EAGAIN, or
@@ -322,11 +323,14 @@ static __always_inline __u32 request_on_write(struct thread_stats *t, __u32 tid,
 	struct socket_state *s = bpf_map_lookup_elem(&sockets, &t->sys_socket);
 	__u32 what = 0;
 
-	if (s && s->stall_tid)
+	if (s && s->stall_tid) {
 		what = s->stall_tid == tid && s->stall_waits == t->sys_waits ? WRITE_SPIN : WRITE_WAITED;
+		what |= s->stall_eagain ? WRITE_AFTER_EAGAIN : 0;
+	}
 	if (s) {
 		s->stall_tid = stalled ? tid : 0;
 		s->stall_waits = thread_waits(t);
+		s->stall_eagain = ret == -EAGAIN;
 	}
 	if (!s || s->phase == REQ_IDLE || s->phase == REQ_OUTGOING) {
 		__u32 zero = 0;
@@ -346,9 +350,10 @@ static __always_inline __u32 request_on_write(struct thread_stats *t, __u32 tid,
 		s->write_eagain++;
 	else if (stalled)
 		s->write_partial++;
-	if (what & WRITE_SPIN)
+	if (what & WRITE_SPIN) {
 		s->spin_retries++;
-	else if (what & WRITE_WAITED)
+		s->spin_eagain += !!(what & WRITE_AFTER_EAGAIN);
+	} else if (what & WRITE_WAITED)
 		s->write_waited++;
 	s->write_bytes += bytes;
 	return what;
@@ -396,6 +401,19 @@ static __always_inline struct thread_stats *io_enter(__u32 tid, __u32 kind, __u6
 	return t;
 }
 
+/*
+ * On-CPU time of a retry's whole cycle: from the thread's previous socket write returning to this one
+ * returning, less its time switched out. A retry made without waiting spends that time in its loop,
+ * the syscall's entry and exit and the call itself; the time inside the call alone (between the two
+ * tracepoints) misses most of it (measured: a third of the spinning reference loop's cost).
+ */
+static __always_inline __u64 write_cycle_oncpu_ns(const struct thread_stats *t, __u64 now)
+{
+	__u64 wall = now - t->last_write_ns, off = t->c.offcpu_ns - t->last_write_offcpu;
+
+	return t->last_write_ns && off < wall ? wall - off : 0;
+}
+
 static __always_inline void write_exit(struct thread_stats *t, __u32 tid, long ret, __u64 now,
 				       __u64 bytes)
 {
@@ -418,11 +436,19 @@ static __always_inline void write_exit(struct thread_stats *t, __u32 tid, long r
 	t->in_request = 0;
 	what = request_on_write(t, tid, now, ret, ret == -EAGAIN || partial, bytes);
 	if (what & WRITE_SPIN) {
+		__u64 cycle = write_cycle_oncpu_ns(t, now);
+
 		t->c.write_spin_retries++;
-		t->c.write_spin_ns += oncpu;
+		t->c.write_spin_ns += cycle;
+		if (what & WRITE_AFTER_EAGAIN) {
+			t->c.write_spin_eagain++;
+			t->c.write_spin_eagain_ns += cycle;
+		}
 	} else if (what & WRITE_WAITED) {
 		t->c.write_waited++;
 	}
+	t->last_write_ns = now;
+	t->last_write_offcpu = t->c.offcpu_ns;
 	if (what & WRITE_RESPONSE)
 		t->c.responses_written++;
 }

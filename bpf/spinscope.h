@@ -32,7 +32,9 @@
 	X(write_eagain_ns)     /* on-CPU inside writes that returned EAGAIN */                     \
 	X(write_partial_ns)    /* on-CPU inside partial writes */                                  \
 	X(write_spin_retries)  /* writes after a stalled write on that socket, with no wait between */ \
-	X(write_spin_ns)       /* on-CPU inside those retries */                                   \
+	X(write_spin_ns)       /* on-CPU of those retries' cycles (see write_cycle_oncpu_ns) */    \
+	X(write_spin_eagain)   /* ...of which retried an EAGAIN (not a partial write): the spin */ \
+	X(write_spin_eagain_ns) /* on-CPU of those cycles: the cost of the spin */                 \
 	X(write_waited)        /* writes after a stalled write on that socket, after a wait */     \
 	X(read_calls)                                                                              \
 	X(read_bytes)                                                                              \
@@ -165,6 +167,8 @@ struct thread_stats {
 	__u32 sys_shape;  /* enum io_shape */
 	__u32 sys_flags;  /* SYS_* */
 	__u32 sys_waits;  /* waits() at enter: a write after a stall is a spin retry if unchanged */
+	__u64 last_write_ns;     /* exit of the thread's latest socket write */
+	__u64 last_write_offcpu; /* c.offcpu_ns then */
 	__u32 in_request; /* read a request, has not written or polled since */
 	__u32 woken_in_process; /* the pending wakeup came from one of the target's threads */
 };
@@ -192,12 +196,14 @@ struct socket_state {
 	__u32 write_eagain;
 	__u32 write_partial;
 	__u32 spin_retries;
+	__u32 spin_eagain;
 	__u32 write_waited;
 	__u32 reader_tid;
 	__u32 writer_tid;
 	__u32 phase;     /* enum req_phase */
 	__u32 stall_tid; /* the thread whose latest write here stalled (EAGAIN, partial); 0: none */
 	__u32 stall_waits; /* that thread's thread_waits() right after it */
+	__u32 stall_eagain; /* that write returned EAGAIN (else it was partial) */
 };
 
 /* The per-request sums, in capture order (requests and each response-size class). X(name) */
@@ -207,6 +213,7 @@ struct socket_state {
 	X(write_eagain)                                                                            \
 	X(write_partial)                                                                           \
 	X(spin_retries)                                                                            \
+	X(spin_eagain)                                                                             \
 	X(write_waited)                                                                            \
 	X(write_bytes)                                                                             \
 	X(duration_ns)                                                                             \
@@ -286,6 +293,7 @@ static __always_inline void response_class_add(struct response_class *r, const s
 	r->write_eagain += s->write_eagain;
 	r->write_partial += s->write_partial;
 	r->spin_retries += s->spin_retries;
+	r->spin_eagain += s->spin_eagain;
 	r->write_waited += s->write_waited;
 	r->write_bytes += s->write_bytes;
 	r->duration_ns += s->end_ns - s->start_ns;

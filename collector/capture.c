@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -17,8 +18,30 @@
 /* ---------------------------------------------------------------------------------------- */
 /* Reading the maps                                                                           */
 
+__u64 monotonic_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+/*
+ * The probes add a thread's on-CPU (off-CPU) time when it switches out (in): a thread on a CPU when
+ * the maps are read has its current slice still open. Close it at the read, or a loop that never
+ * sleeps shows a fraction of its CPU time.
+ */
+static void close_open_slices(struct thread_stats *s, __u64 now)
+{
+	if (s->switch_in_ns && now > s->switch_in_ns)
+		s->c.oncpu_ns += now - s->switch_in_ns;
+	else if (s->switch_out_ns && now > s->switch_out_ns && !(s->flags & THREAD_EXITED))
+		s->c.offcpu_ns += now - s->switch_out_ns;
+}
+
 static int read_threads(int fd, struct snapshot *snap)
 {
+	__u64 now = monotonic_ns();
 	size_t cap = 64;
 	__u32 key, next;
 	__u32 *prev = NULL;
@@ -35,8 +58,10 @@ static int read_threads(int fd, struct snapshot *snap)
 			snap->threads = grown;
 			cap *= 2;
 		}
-		if (bpf_map_lookup_elem(fd, &next, &snap->threads[snap->nthreads].s) == 0)
+		if (bpf_map_lookup_elem(fd, &next, &snap->threads[snap->nthreads].s) == 0) {
+			close_open_slices(&snap->threads[snap->nthreads].s, now);
 			snap->threads[snap->nthreads++].tid = next;
+		}
 		key = next;
 		prev = &key;
 	}

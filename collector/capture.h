@@ -60,6 +60,9 @@ struct capture_meta {
 	__u32 max_sockets;
 };
 
+/* CLOCK_MONOTONIC in ns: the clock of bpf_ktime_get_ns. */
+__u64 monotonic_ns(void);
+
 /* Read the maps. With final set, requests still open on sockets are counted too. 0 or -errno. */
 int snapshot_read(struct spinscope_bpf *skel, struct snapshot *snap, bool final);
 void snapshot_free(struct snapshot *snap);

@@ -197,14 +197,6 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 	return vfprintf(stderr, fmt, args);
 }
 
-static __u64 mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
-}
-
 static void iso_now(char *buf, size_t len)
 {
 	struct timespec ts;
@@ -338,7 +330,7 @@ static void intervals_add(struct intervals *iv, const struct snapshot *snap, __u
 
 int main(int argc, char **argv)
 {
-	__u64 launched = mono_ns(), start, deadline = 0, next_tick = 0, now;
+	__u64 launched = monotonic_ns(), start, deadline = 0, next_tick = 0, now;
 	struct bpf_link **links = NULL;
 	struct intervals iv = { 0 };
 	struct capture_meta meta = { 0 };
@@ -415,7 +407,7 @@ int main(int argc, char **argv)
 	}
 
 	{
-		struct seed_ctx seed = { bpf_map__fd(skel->maps.threads), o.pid, mono_ns(),
+		struct seed_ctx seed = { bpf_map__fd(skel->maps.threads), o.pid, monotonic_ns(),
 					 bpf_map__fd(skel->maps.child_pids) };
 
 		proc_for_each_thread(o.pid, seed_thread, &seed);
@@ -434,7 +426,7 @@ int main(int argc, char **argv)
 			unlink(tmp);
 		die("%s", links ? err : "out of memory");
 	}
-	start = mono_ns();
+	start = monotonic_ns();
 	meta.start_mono_ns = start;
 	iso_now(meta.start_time, sizeof(meta.start_time));
 	iv.prev_ns = start;
@@ -459,7 +451,7 @@ int main(int argc, char **argv)
 		__u64 wake = deadline;
 		int timeout_ms = -1;
 
-		now = mono_ns();
+		now = monotonic_ns();
 		if (deadline && now >= deadline)
 			break;
 		if (next_tick && now >= next_tick) {
@@ -489,7 +481,7 @@ int main(int argc, char **argv)
 	 * Read the maps while the probes are still attached and write the capture; detaching takes a
 	 * grace period per tracepoint and is left for after the file is safe.
 	 */
-	now = mono_ns();
+	now = monotonic_ns();
 	meta.duration_s = (now - start) / 1e9;
 	ret = snapshot_read(skel, &snap, true);
 	if (ret) {

@@ -100,7 +100,10 @@ def test_handoff_edges_exact(tmp_path):
     # A pipe write is an I/O handoff.
     mechanisms = {(e["waker_tid"], e["wakee_tid"]): e["mechanism"] for e in run.capture["wakeups"]}
     assert mechanisms[(ping, pong)] == mechanisms[(pong, ping)] == "io"
-    assert run.thread("ping")["wakeups_sent_io"] == run.thread("ping")["wakeups_sent"]
+    for name in ("ping", "pong"):  # each also wakes main in pthread_join as it exits: not a handoff
+        thread = run.thread(name)
+        assert thread["wakeups_sent_io"] == rounds
+        assert thread["wakeups_sent"] - thread["wakeups_sent_io"] == thread["wakeups_sent_exit"] <= 1
     # Pipes are not sockets.
     assert run.thread("ping")["write_calls"] == run.thread("pong")["write_calls"] == 0
     # Each hand-off blocks the sender: at least one voluntary switch per round.
@@ -128,7 +131,7 @@ def test_requests_and_writes_per_request_exact(tmp_path):
     [size_class] = req["by_size"]
     assert size_class == {"bytes_min": 256, "bytes_max": 511, "count": requests,
                           "write_calls": requests * writes, "write_eagain": 0, "write_partial": 0,
-                          "spin_retries": 0, "write_waited": 0, "write_bytes": requests * writes * 100,
+                          "spin_retries": 0, "spin_eagain": 0, "write_waited": 0, "write_bytes": requests * writes * 100,
                           "cross_thread": 0, "duration_ns": size_class["duration_ns"]}
     assert size_class["duration_ns"] == req["duration_ns"] > 0
     # The thread that read every request also wrote every response.
@@ -208,18 +211,21 @@ def test_spin_retries_and_writes_after_a_wait_exact(tmp_path):
     """Retries of a stalled write without polling are spin retries; after a poll they are not."""
     run = run_fixture("stalls", tmp_path=tmp_path)
     truth, got = run.truth["stalls"], run.thread("stalls")
-    keys = ["write_calls", "write_eagain", "write_partial", "write_spin_retries", "write_waited"]
+    keys = ["write_calls", "write_eagain", "write_partial", "write_spin_retries", "write_spin_eagain",
+            "write_waited"]
     assert {k: got[k] for k in keys} == {k: truth[k] for k in keys}
     assert truth["write_spin_retries"] >= 3 * 20  # SPINS per request, at least
     assert truth["write_waited"] >= 3
     # The same per request, and in the response-size class (512 KiB).
     req = run.capture["requests"]
-    assert (req["count"], req["spin_retries"], req["write_waited"], req["write_calls"]) == (
-        3, truth["write_spin_retries"], truth["write_waited"], truth["write_calls"])
+    assert (req["count"], req["spin_retries"], req["spin_eagain"], req["write_waited"], req["write_calls"]) == (
+        3, truth["write_spin_retries"], truth["write_spin_eagain"], truth["write_waited"], truth["write_calls"])
     [size_class] = req["by_size"]
     assert (size_class["bytes_min"], size_class["spin_retries"]) == (512 * 1024, truth["write_spin_retries"])
-    # On-CPU time of the stalled calls: measured, and part of the socket writes' time.
-    assert 0 < got["write_spin_ns"] <= got["write_eagain_ns"] + got["write_partial_ns"] <= got["write_ns"]
+    # On-CPU time: of the stalled calls, part of the socket writes' time; of the retries' whole cycles
+    # (loop, syscall entry and exit, the call), more than the time inside those calls.
+    assert 0 < got["write_eagain_ns"] + got["write_partial_ns"] <= got["write_ns"]
+    assert 0 < got["write_spin_eagain_ns"] <= got["write_spin_ns"] <= got["oncpu_ns"]
 
 
 def test_futex_time_in_a_request_apart_from_idle_parking(tmp_path):
@@ -243,7 +249,9 @@ def test_parent_closing_its_copy_does_not_end_the_childs_request(tmp_path):
     # The client, forked before the collector attached, is a descendant too (adopted at attach):
     # its 20 requests go out on connections it made, which serve no requests.
     assert req["unattributed_writes"] == 20
-    # Each exiting child wakes the parent in waitpid: an exit, not a handoff (4 servers + the client).
+    # A child that exits while the parent waits for it in waitpid wakes it: an exit, not a handoff;
+    # the only other wakeups are the pipe writes between them.
     main_tid = run.capture["target"]["pid"]
-    exits = [e for e in run.capture["wakeups"] if e["wakee_tid"] == main_tid and e["mechanism"] == "exit"]
-    assert sum(e["count"] for e in exits) == 5
+    into_main = [e for e in run.capture["wakeups"] if e["wakee_tid"] == main_tid]
+    assert {e["mechanism"] for e in into_main} <= {"exit", "io"}
+    assert 1 <= sum(e["count"] for e in into_main if e["mechanism"] == "exit") <= 5

@@ -13,10 +13,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 import shutil
-import time
 from pathlib import Path
 
 import pytest
@@ -59,28 +57,9 @@ def handoffs(capture: dict) -> int:
 
 def record(arch: str, shards_spec: str, output: Path, loadgen_args: list, server_args: list = (),
            duration: float = 3.0, warmup: float = 0.7) -> tuple[dict, dict]:
-    """Run ARCH under loadgen, record DURATION s with the collector; returns (capture, loadgen result)."""
-    server = refhelp.start_server(arch, "--shards", shards_spec, *server_args)
-    loadgen = None
-    try:
-        refhelp.raise_nofile()
-        loadgen = subprocess.Popen(
-            [str(refhelp.LOADGEN), "--port", str(server.port), "--json", "--warmup", "0.3",
-             "--duration", f"{duration + warmup + 0.5:g}", *map(str, loadgen_args)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        time.sleep(warmup)
-        subprocess.run([str(COLLECTOR), "--pid", str(server.proc.pid), "-o", str(output),
-                        "--duration", f"{duration:g}", "--interval", "0.5"],
-                       check=True, capture_output=True, timeout=duration + 60)
-        out, err = loadgen.communicate(timeout=duration + 30)
-        assert loadgen.returncode == 0, err
-        result = json.loads(out)
-    finally:
-        if loadgen and loadgen.poll() is None:
-            loadgen.kill()
-            loadgen.wait()
-        refhelp.stop_server(server.proc)
-    return json.loads(output.read_text()), result
+    """Run ARCH (with the shards) under loadgen, record DURATION s; returns (capture, loadgen result)."""
+    return refhelp.record_under_load(arch, output, loadgen_args, ["--shards", shards_spec, *server_args],
+                                     duration=duration, warmup=warmup)
 
 
 def compact(path: Path) -> None:

@@ -23,6 +23,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "build"
 REFSERVER = BUILD / "refserver"
+COLLECTOR = BUILD / "spinscope-collector"
 REFSERVER_ASAN = BUILD / "refserver-asan"
 LOADGEN = BUILD / "loadgen"
 
@@ -215,3 +216,29 @@ def run_loadgen(port, *args, timeout=120):
     out = subprocess.run([str(LOADGEN), "--port", str(port), "--json", *map(str, args)],
                          check=True, capture_output=True, timeout=timeout)
     return json.loads(out.stdout)
+
+
+def record_under_load(arch, output, loadgen_args, server_args=(), duration=3.0, warmup=0.7):
+    """Run ARCH under loadgen and record DURATION s of it with the collector (after WARMUP s of load);
+    returns (capture, loadgen result)."""
+    server = start_server(arch, *server_args)
+    loadgen = None
+    try:
+        raise_nofile()
+        loadgen = subprocess.Popen(
+            [str(LOADGEN), "--port", str(server.port), "--json", "--warmup", "0.3",
+             "--duration", f"{duration + warmup + 0.5:g}", *map(str, loadgen_args)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        time.sleep(warmup)
+        subprocess.run([str(COLLECTOR), "--pid", str(server.proc.pid), "-o", str(output),
+                        "--duration", f"{duration:g}", "--interval", "0.5"],
+                       check=True, capture_output=True, timeout=duration + 60)
+        out, err = loadgen.communicate(timeout=duration + 30)
+        assert loadgen.returncode == 0, err
+        result = json.loads(out)
+    finally:
+        if loadgen and loadgen.poll() is None:
+            loadgen.kill()
+            loadgen.wait()
+        stop_server(server.proc)
+    return json.loads(Path(output).read_text()), result
