@@ -392,6 +392,10 @@ static __always_inline struct thread_stats *io_enter(__u32 tid, __u32 kind, __u6
 		return NULL;
 	}
 	t->sys_kind = kind;
+	if (sock != t->last_socket) {
+		t->c.socket_switches++;
+		t->last_socket = sock;
+	}
 	t->sys_socket = sock;
 	t->sys_asked = asked;
 	t->sys_shape = shape;

@@ -44,6 +44,7 @@
 	X(read_ns)                                                                                 \
 	X(read_eagain_ns)      /* on-CPU inside reads that returned EAGAIN */                      \
 	X(requests_read)       /* requests whose first read this thread made */                    \
+	X(socket_switches)     /* socket reads/writes on another socket than the thread's previous one */ \
 	X(responses_written)   /* requests whose first response write this thread made */          \
 	X(poll_calls)                                                                              \
 	X(poll_zero)                                                                               \
@@ -167,6 +168,7 @@ struct thread_stats {
 	__u32 sys_shape;  /* enum io_shape */
 	__u32 sys_flags;  /* SYS_* */
 	__u32 sys_waits;  /* waits() at enter: a write after a stall is a spin retry if unchanged */
+	__u64 last_socket;       /* socket of the thread's latest socket read or write */
 	__u64 last_write_ns;     /* exit of the thread's latest socket write */
 	__u64 last_write_offcpu; /* c.offcpu_ns then */
 	__u32 in_request; /* read a request, has not written or polled since */

@@ -1,8 +1,8 @@
-"""Synthetic captures for the analyzer tests: valid schema-1 documents built from a few numbers.
+"""Synthetic captures for the analyzer tests: valid schema-2 documents built from a few numbers.
 
 `capture()` takes threads (dicts of counters; anything left out is 0), wakeup edges and request facts,
 and derives what a real collector would keep consistent: totals as the sum over threads, wakeups_sent /
-wakeups_received from the edges, poll_events_hist from the poll counts, the request histograms, and
+wakeups_received (and wakeups_sent_<mechanism>) from the edges, poll_events_hist from the poll counts, the request histograms, and
 interval snapshots that add up to the totals (with optional per-interval jitter, to model noise).
 The scenario functions below are the servers the research describes.
 """
@@ -25,43 +25,50 @@ def thread(tid: int, comm: str = "server", **counters) -> dict:
 
 def capture(threads: list, wakeups: list = (), requests: int = 0, response_bytes: int = 1024,
             writes_per_request: float = 1.0, eagain_per_request: float = 0.0,
-            partial_per_request: float = 0.0, cross_thread: int = 0, intervals: int = 10,
-            jitter: float = 0.0, seed: int = 1, duration_s: float = DURATION_S, comm: str = "server") -> dict:
-    """A capture document. `wakeups` are (waker_tid, wakee_tid, count); the request facts describe every
-    response (one size class); `jitter` is the relative spread of each counter between intervals."""
+            partial_per_request: float = 0.0, spin_per_request: float = 0.0, futile_per_request: float = 0.0,
+            waits_per_request: float = 0.0, request_ns: int = 200_000, cross_thread: int = 0,
+            intervals: int = 10, jitter: float = 0.0, seed: int = 1, duration_s: float = DURATION_S,
+            comm: str = "server") -> dict:
+    """A capture document. `wakeups` are (waker_tid, wakee_tid, count[, mechanism]) with futex as the
+    mechanism unless given; the request facts describe every response (one size class; spin retries,
+    of which `futile` retried an EAGAIN, and waits for writability per request); `jitter` is the
+    relative spread of each counter between intervals."""
     pid = threads[0]["tid"]
-    edges = [{"waker_tid": a, "wakee_tid": b, "count": n} for a, b, n in wakeups]
+    edges = [{"waker_tid": e[0], "wakee_tid": e[1], "count": e[2], "mechanism": e[3] if len(e) > 3 else "futex"}
+             for e in wakeups]
     rows = []
     for spec in threads:
         row = {"tid": spec["tid"], "pid": pid, "comm": spec["comm"], "alive": True, "first_seen_s": 0.0,
                "exit_s": None}
         row.update({name: int(spec.get(name, 0)) for name in COUNTERS})
         row["wakeups_sent"] = sum(e["count"] for e in edges if e["waker_tid"] == spec["tid"])
+        for mechanism in ("futex", "io", "mm", "exit"):
+            row[f"wakeups_sent_{mechanism}"] = sum(e["count"] for e in edges if e["waker_tid"] == spec["tid"]
+                                                   and e["mechanism"] == mechanism)
         row["wakeups_received"] = sum(e["count"] for e in edges if e["wakee_tid"] == spec["tid"])
         row["poll_events_hist"] = _poll_hist(row)
         rows.append(row)
     totals = {name: sum(row[name] for row in rows) for name in COUNTERS}
     totals.update({"threads_seen": len(rows), "threads_created": len(rows) - 1, "threads_exited": 0,
                    "processes_created": 0})
-    write_calls = round(writes_per_request * requests)
+    sums = {"count": requests, "write_calls": round(writes_per_request * requests),
+            "write_eagain": round(eagain_per_request * requests), "write_partial": round(partial_per_request * requests),
+            "spin_retries": round(spin_per_request * requests), "spin_eagain": round(futile_per_request * requests),
+            "write_waited": round(waits_per_request * requests), "write_bytes": response_bytes * requests,
+            "duration_ns": request_ns * requests, "cross_thread": cross_thread}
     request_block = {
-        "count": requests, "write_calls": write_calls, "write_eagain": round(eagain_per_request * requests),
-        "write_partial": round(partial_per_request * requests), "write_bytes": response_bytes * requests,
-        "cross_thread": cross_thread, "unattributed_writes": 0,
+        **sums, "unattributed_writes": 0,
         "hist": {"write_calls": _single(writes_per_request, requests),
                  "write_eagain": _single(eagain_per_request, requests),
                  "write_bytes": _single(response_bytes, requests),
-                 "duration_ns": _single(200_000, requests)},
+                 "duration_ns": _single(request_ns, requests)},
         "by_size": [],
     }
     if requests:
         low = 1 << (max(response_bytes, 1).bit_length() - 1)
-        request_block["by_size"] = [{
-            "bytes_min": low, "bytes_max": 2 * low - 1, "count": requests, "write_calls": write_calls,
-            "write_eagain": request_block["write_eagain"], "write_partial": request_block["write_partial"],
-            "write_bytes": response_bytes * requests}]
+        request_block["by_size"] = [{"bytes_min": low, "bytes_max": 2 * low - 1, **sums}]
     return {
-        "schema": 1, "format": "spinscope-capture",
+        "schema": 2, "format": "spinscope-capture",
         "tool": {"name": "spinscope-collector", "version": "0.1.0"},
         "target": {"pid": pid, "comm": comm, "cmdline": [comm], "follow_children": False, "pids": [pid]},
         "host": {"kernel": "6.1.0", "hostname": "test", "ncpus": 2},
@@ -136,9 +143,10 @@ def write_spin_server(**overrides) -> dict:
     loop = thread(100, "spinsrv", poll_calls=45_000, poll_events=50_000, poll_ns=4e9, read_calls=10_000,
                   read_eagain=5_000, read_bytes=n * 200, write_calls=40 * n, write_eagain=35 * n,
                   write_partial=4 * n, write_bytes=100_000 * n, write_ns=3_000 * 40 * n, oncpu_ns=3e9,
-                  cs_voluntary=40_000, cs_involuntary=500)
+                  write_spin_retries=39 * n, write_spin_ns=1.8e9, write_spin_eagain=35 * n,
+                  write_spin_eagain_ns=1.5e9, socket_switches=n, cs_voluntary=40_000, cs_involuntary=500)
     args = dict(requests=n, response_bytes=100_000, writes_per_request=40, eagain_per_request=35,
-                partial_per_request=4, comm="spinsrv")
+                partial_per_request=4, spin_per_request=39, futile_per_request=35, comm="spinsrv")
     return capture([loop], **{**args, **overrides})
 
 
@@ -147,7 +155,7 @@ def thread_per_connection(**overrides) -> dict:
     responses with one write each; no thread wakes another per request."""
     n = 8000
     main = thread(200, "tpc", futex_waits=2)
-    handlers = [thread(201 + i, "tpc-conn", read_calls=n // 8 + 10, read_bytes=200 * n // 8,
+    handlers = [thread(201 + i, "tpc-conn", read_calls=n // 8 + 10, read_bytes=200 * n // 8, requests_read=n // 8,
                        write_calls=n // 8, write_bytes=100_000 * n // 8, write_ns=20_000 * n // 8,
                        cs_voluntary=n // 8, oncpu_ns=60_000 * n // 8, offcpu_ns=1e9,
                        runq_ns=2_000 * n // 8) for i in range(8)]
@@ -161,13 +169,15 @@ def reactor_split(**overrides) -> dict:
     n = 10_000
     reactor = thread(300, "reactor", poll_calls=12_000, poll_events=20_000, read_calls=20_000,
                      read_eagain=10_000, write_calls=n, write_bytes=4_000 * n, write_ns=5_000 * n,
-                     futex_wakes=2 * n, cs_voluntary=2 * n, oncpu_ns=40_000 * n, runq_ns=5_000 * n)
+                     futex_wakes=2 * n, futex_oncpu_ns=2_000 * n, cs_voluntary=2 * n, oncpu_ns=40_000 * n,
+                     runq_ns=5_000 * n, wakeup_wait_ns=40_000 * n)
     workers = [thread(301 + i, "worker", futex_waits=2 * n // 4, futex_wait_ns=300_000 * n // 4,
-                      futex_wakes=2 * n // 4, cs_voluntary=2 * n // 4, cs_involuntary=50,
-                      oncpu_ns=30_000 * n // 4, runq_ns=10_000 * n // 4) for i in range(4)]
+                      futex_wakes=2 * n // 4, futex_oncpu_ns=3_000 * n // 4, cs_voluntary=2 * n // 4,
+                      cs_involuntary=50, oncpu_ns=30_000 * n // 4, runq_ns=10_000 * n // 4,
+                      wakeup_wait_ns=40_000 * n // 4) for i in range(4)]
     edges = [(300, 301 + i, 2 * n // 4) for i in range(4)] + [(301 + i, 300, 2 * n // 4) for i in range(4)]
-    args = dict(requests=n, response_bytes=4_000, cross_thread=0, comm="reactor")
-    return capture([reactor, *workers], wakeups=edges, **{**args, **overrides})
+    args = dict(requests=n, response_bytes=4_000, cross_thread=0, comm="reactor", wakeups=edges)
+    return capture([reactor, *workers], **{**args, **overrides})
 
 
 def reactor_worker(**overrides) -> dict:
@@ -175,32 +185,35 @@ def reactor_worker(**overrides) -> dict:
     connection back: two wakeups between threads per request."""
     n = 10_000
     reactor = thread(400, "dispatch", poll_calls=11_000, poll_events=n, futex_wakes=n, cs_voluntary=n,
-                     oncpu_ns=8_000 * n)
+                     oncpu_ns=8_000 * n, futex_oncpu_ns=1_000 * n, wakeup_wait_ns=10_000 * n)
     workers = [thread(401 + i, "worker", read_calls=n // 2, read_bytes=300 * n // 2, write_calls=n // 2,
                       write_bytes=4_000 * n // 2, write_ns=5_000 * n // 2, futex_waits=n // 2,
-                      futex_wait_ns=200_000 * n // 2, futex_wakes=n // 2, cs_voluntary=n // 2,
-                      oncpu_ns=40_000 * n // 2) for i in range(2)]
+                      futex_wait_ns=200_000 * n // 2, futex_wakes=n // 2, futex_oncpu_ns=2_000 * n // 2,
+                      cs_voluntary=n // 2, oncpu_ns=40_000 * n // 2, wakeup_wait_ns=10_000 * n // 2)
+               for i in range(2)]
     edges = [(400, 401, n // 2), (400, 402, n // 2), (401, 400, n // 2), (402, 400, n // 2)]
-    args = dict(requests=n, response_bytes=4_000, comm="dispatch")
-    return capture([reactor, *workers], wakeups=edges, **{**args, **overrides})
+    args = dict(requests=n, response_bytes=4_000, comm="dispatch", wakeups=edges)
+    return capture([reactor, *workers], **{**args, **overrides})
 
 
 def clean_event_loop(**overrides) -> dict:
     """A healthy single-threaded loop: every poll returns events, one write per response."""
     n = 20_000
     loop = thread(500, "loop", poll_calls=10_000, poll_events=30_000, read_calls=40_000, read_eagain=15_000,
-                  read_bytes=300 * n, write_calls=n, write_bytes=4_000 * n, write_ns=4_000 * n,
-                  cs_voluntary=8_000, oncpu_ns=30_000 * n)
+                  read_eagain_ns=15_000 * 500, read_bytes=300 * n, write_calls=n, write_bytes=4_000 * n,
+                  write_ns=4_000 * n, socket_switches=n, cs_voluntary=8_000, oncpu_ns=30_000 * n)
     args = dict(requests=n, response_bytes=4_000, comm="loop")
     return capture([loop], **{**args, **overrides})
 
 
 def spurious_loop(**overrides) -> dict:
-    """A single loop that polls with a short timeout: 40% of its epoll_wait calls return nothing."""
+    """A single loop that polls with a short timeout: 40% of its epoll_wait calls wake with nothing, each
+    costing 5 us of CPU inside the call: 12.5% of its CPU."""
     n = 20_000
-    loop = thread(600, "spin", poll_calls=50_000, poll_zero=20_000, poll_events=40_000, read_calls=40_000,
-                  read_eagain=12_000, read_bytes=300 * n, write_calls=n, write_bytes=4_000 * n,
-                  write_ns=4_000 * n, cs_voluntary=45_000, oncpu_ns=40_000 * n)
+    loop = thread(600, "spin", poll_calls=50_000, poll_zero=20_000, poll_zero_wait_ns=20_000 * 5_000,
+                  poll_oncpu_ns=50_000 * 5_000, poll_events=40_000, read_calls=40_000, read_eagain=12_000,
+                  read_bytes=300 * n, write_calls=n, write_bytes=4_000 * n, write_ns=4_000 * n,
+                  socket_switches=n, cs_voluntary=45_000, oncpu_ns=40_000 * n)
     args = dict(requests=n, response_bytes=4_000, comm="spin")
     return capture([loop], **{**args, **overrides})
 
@@ -209,10 +222,12 @@ def imbalanced_loops(**overrides) -> dict:
     """A proxy whose frontend loop wakes for 0.7 events per call while its backend loop sees 22."""
     n = 20_000
     front = thread(700, "front", poll_calls=30_000, poll_zero=3_000, poll_events=21_000, read_calls=25_000,
-                   read_eagain=5_000, write_calls=n, write_bytes=4_000 * n, write_ns=4_000 * n,
-                   cs_voluntary=28_000, oncpu_ns=30_000 * n)
+                   poll_oncpu_ns=30_000 * 4_000, read_eagain=5_000, write_calls=n, write_bytes=4_000 * n,
+                   write_ns=4_000 * n, socket_switches=n, requests_read=n, cs_voluntary=28_000,
+                   oncpu_ns=30_000 * n)
     back = thread(701, "back", poll_calls=1_000, poll_events=22_000, read_calls=22_000, write_calls=n,
-                  write_ns=3_000 * n, cs_voluntary=900, oncpu_ns=20_000 * n)
+                  poll_oncpu_ns=1_000 * 10_000, write_ns=3_000 * n, socket_switches=n, cs_voluntary=900,
+                  oncpu_ns=20_000 * n)
     args = dict(requests=n, response_bytes=4_000, comm="proxy")
     return capture([front, back], wakeups=[(700, 701, 500), (701, 700, 500)], **{**args, **overrides})
 

@@ -22,7 +22,7 @@ def test_handoff_overhead_appears(capture_file, cli):
     result = cli("diff", before, after)
     assert result.returncode == 0, result.stderr
     verdict = result.stdout.splitlines()[0]
-    assert verdict == ("after: +4.0 handoffs per request and futex time 0.00 → 0.30 ms per request: "
+    assert verdict == ("after: +4.0 handoffs per request and handoff wake-to-run wait 0.00 → 0.08 ms per request: "
                        "handoff overhead appeared")
     assert "appeared (critical): handoff overhead:" in result.stdout
     doc = json.loads(cli("diff", "--json", before, after).stdout)
@@ -33,10 +33,13 @@ def test_handoff_overhead_appears(capture_file, cli):
 
 
 def test_fix_makes_write_spin_disappear(capture_file):
-    after = captures.write_spin_server(writes_per_request=1, eagain_per_request=0, partial_per_request=0)
+    after = captures.write_spin_server(writes_per_request=1, eagain_per_request=0, partial_per_request=0,
+                                       spin_per_request=0, futile_per_request=0)
+    for row in (after["threads"][0], after["totals"]):
+        row["write_spin_eagain_ns"] = row["write_spin_ns"] = 0
     result = comparison(captures.write_spin_server(), after, capture_file)
-    assert result.verdict() == ("after: -39.0 writes per request and -35.0 EAGAIN writes per request: "
-                                "write-spin disappeared")
+    assert result.verdict() == ("after: -35.0 EAGAIN retries without waiting per request and CPU in EAGAIN "
+                                "retries without waiting 50% → 0%: write-spin disappeared")
 
 
 def faster(**overrides):

@@ -21,7 +21,7 @@ def test_terminal_report_leads_with_the_verdict(capture_file, cli):
     lines = result.stdout.splitlines()
     assert lines[0].startswith("spinscope report spinsrv (pid 100): 10.0 s, 1 thread, 5,000 requests (500/s)")
     verdict = next(i for i, line in enumerate(lines) if "write-spin on" in line)
-    assert lines[verdict].startswith("CRITICAL write-spin on 64–128 KiB responses: 40 writes per response, 35 of them EAGAIN")
+    assert lines[verdict].startswith("CRITICAL write-spin on 64–128 KiB responses: 40 writes per response, 35 of them retrying")
     assert verdict < next(i for i, line in enumerate(lines) if line.startswith("Threads"))
     assert any("fix: on EAGAIN stop writing and wait for EPOLLOUT" in line for line in lines)
     assert any("event loop" in line and "spinsrv/100" in line and "200,000" in line for line in lines)
@@ -30,7 +30,7 @@ def test_terminal_report_leads_with_the_verdict(capture_file, cli):
 def test_terminal_report_names_roles_and_wakeup_edges(capture_file, cli):
     out = cli("report", capture_file(captures.reactor_split())).stdout
     assert "threads: 1 event loop, 4 workers" in out
-    assert "handoff overhead: 4.0 wakeups between threads per request" in out
+    assert "handoff overhead: 4.0 handoffs between threads per request" in out
     assert "Wakeup graph (top edges)" in out
     assert "event loop reactor/300" in out and "worker worker/301" in out
 
@@ -38,7 +38,7 @@ def test_terminal_report_names_roles_and_wakeup_edges(capture_file, cli):
 def test_healthy_server_says_so(capture_file, cli):
     out = cli("report", capture_file(captures.thread_per_connection())).stdout
     assert "No write-spin, spurious select or handoff overhead found." in out
-    assert "threads: 8 workers, 1 idle thread" in out
+    assert "threads: 8 handlers, 1 idle thread" in out
 
 
 def test_no_requests_is_said_not_hidden(capture_file, cli):
@@ -77,7 +77,7 @@ def html_report(tmp_path, capture_file, cli):
 
 def test_html_is_self_contained_with_figures(html_report):
     html = html_report.read_text()
-    assert "handoff overhead: 4.0 wakeups between threads per request" in html
+    assert "handoff overhead: 4.0 handoffs between threads per request" in html
     assert html.count("data:image/png;base64,") >= 5  # mix, writes hist, events hist, graph, time series
     assert "http://" not in html and "https://" not in html and "<script" not in html
 

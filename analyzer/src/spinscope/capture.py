@@ -19,23 +19,42 @@ import pandas as pd
 from spinscope.errors import SpinscopeError
 
 FORMAT = "spinscope-capture"
-SCHEMA = 1
+SCHEMA = 2
 
-# The counters every thread, `totals` and every interval carry (docs/capture-format.md, "Counters").
+# The counters every thread, `totals` and every interval carry (docs/capture-format.md, "Counters"), in
+# the collector's order: SPINSCOPE_COUNTERS in bpf/spinscope.h (a test holds the two equal).
 COUNTERS = (
     "write_calls", "write_bytes", "write_eagain", "write_partial", "write_errors", "write_ns",
-    "read_calls", "read_bytes", "read_eagain", "read_eof", "read_errors", "read_ns",
-    "poll_calls", "poll_zero", "poll_events", "poll_errors", "poll_ns",
-    "futex_waits", "futex_wait_ns", "futex_wakes",
+    "write_eagain_ns", "write_partial_ns", "write_spin_retries", "write_spin_ns",
+    "write_spin_eagain", "write_spin_eagain_ns", "write_waited",
+    "read_calls", "read_bytes", "read_eagain", "read_eof", "read_errors", "read_ns", "read_eagain_ns",
+    "requests_read", "socket_switches", "responses_written",
+    "poll_calls", "poll_zero", "poll_events", "poll_errors", "poll_ns", "poll_oncpu_ns", "poll_nowait",
+    "poll_zero_nowait", "poll_zero_nowait_ns", "poll_zero_wait_ns",
+    "futex_waits", "futex_wait_ns", "futex_waits_req", "futex_wait_req_ns", "futex_wakes", "futex_oncpu_ns",
     "cs_voluntary", "cs_involuntary", "oncpu_ns", "offcpu_ns", "runq_ns",
-    "wakeups_sent", "wakeups_received", "wakeups_external", "wakeups_irq",
+    "wakeups_sent", "wakeups_sent_futex", "wakeups_sent_io", "wakeups_sent_mm", "wakeups_sent_exit",
+    "wakeups_received", "wakeup_wait_ns", "wakeups_external", "wakeups_irq",
     "threads_created",
 )
-REQUEST_SUMS = ("count", "write_calls", "write_eagain", "write_partial", "write_bytes")
+# Schema 1 captures (collectors before the measured costs) lack these: loaded as 0, and
+# Capture.costs_measured is False so that no verdict is drawn from the zeros.
+SCHEMA2_COUNTERS = frozenset((
+    "write_eagain_ns", "write_partial_ns", "write_spin_retries", "write_spin_ns", "write_spin_eagain",
+    "write_spin_eagain_ns", "write_waited", "read_eagain_ns", "requests_read", "socket_switches", "responses_written", "poll_oncpu_ns", "poll_nowait",
+    "poll_zero_nowait", "poll_zero_nowait_ns", "poll_zero_wait_ns", "futex_waits_req", "futex_wait_req_ns",
+    "futex_oncpu_ns", "wakeups_sent_futex", "wakeups_sent_io", "wakeups_sent_mm", "wakeups_sent_exit",
+    "wakeup_wait_ns",
+))
+# The sums of `requests` and of each `requests.by_size` class: SPINSCOPE_REQUEST_SUMS.
+REQUEST_SUMS = ("count", "write_calls", "write_eagain", "write_partial", "spin_retries", "spin_eagain",
+                "write_waited", "write_bytes", "duration_ns", "cross_thread")
+SCHEMA2_REQUEST_SUMS = frozenset(("spin_retries", "spin_eagain", "write_waited", "duration_ns", "cross_thread"))
 REQUEST_HISTS = ("write_calls", "write_eagain", "write_bytes", "duration_ns")
-BY_SIZE_KEYS = ("bytes_min", "bytes_max", "count", "write_calls", "write_eagain", "write_partial",
-                "write_bytes")
+BY_SIZE_KEYS = ("bytes_min", "bytes_max", *REQUEST_SUMS)
 DROP_KEYS = ("threads", "sockets", "wakeup_edges", "pids")
+# What a waker was doing (wakeups[].mechanism); "unknown" in schema 1 captures.
+MECHANISMS = ("futex", "io", "mm", "exit", "other")
 
 
 class _Malformed(Exception):
@@ -95,14 +114,24 @@ class Capture:
     def request_count(self) -> int:
         return int(self.requests["count"])
 
+    @property
+    def schema(self) -> int:
+        return int(self.raw["schema"])
+
+    @property
+    def costs_measured(self) -> bool:
+        """Whether the collector measured the on-CPU cost of each call class (schema 2 and later)."""
+        return self.schema >= 2
+
 
 def load(path: str | Path) -> Capture:
     """Read and validate a capture file; raise SpinscopeError with one line on any problem."""
     path = Path(path)
     doc = _read_json(path)
     _check_identity(path, doc)
+    optional = frozenset() if doc["schema"] >= 2 else SCHEMA2_COUNTERS | SCHEMA2_REQUEST_SUMS
     try:
-        return _build(path, doc)
+        return _build(path, doc, optional)
     except _Malformed as exc:
         raise SpinscopeError(f"{path.name}: malformed spinscope capture: {exc}") from None
 
@@ -147,17 +176,18 @@ def _check_identity(path: Path, doc: Any) -> None:
         )
 
 
-def _build(path: Path, doc: dict) -> Capture:
+def _build(path: Path, doc: dict, optional: frozenset) -> Capture:
+    """`optional`: keys an older schema lacks, read as 0."""
     duration = _number(doc, "duration_s", "top level")
     if duration < 0:
         raise _Malformed(f"duration_s is negative ({duration})")
 
-    threads = _threads_frame(_list(doc, "threads", "top level"))
-    totals = pd.Series(_counters(_dict(doc, "totals", "top level"), "totals"), dtype="int64")
+    threads = _threads_frame(_list(doc, "threads", "top level"), optional)
+    totals = pd.Series(_counters(_dict(doc, "totals", "top level"), "totals", optional), dtype="int64")
     wakeups = _wakeups_frame(_list(doc, "wakeups", "top level"))
     requests_doc = _dict(doc, "requests", "top level")
-    requests, hists, by_size = _requests(requests_doc)
-    intervals = _intervals_frame(doc.get("intervals", []))
+    requests, hists, by_size = _requests(requests_doc, optional)
+    intervals = _intervals_frame(doc.get("intervals", []), optional)
     drops = doc.get("drops", {})
     if not isinstance(drops, dict):
         raise _Malformed("drops is not an object")
@@ -168,7 +198,7 @@ def _build(path: Path, doc: dict) -> Capture:
                    requests=requests, request_hists=hists, by_size=by_size, intervals=intervals)
 
 
-def _threads_frame(rows: list) -> pd.DataFrame:
+def _threads_frame(rows: list, optional: frozenset) -> pd.DataFrame:
     records = []
     for i, row in enumerate(rows):
         where = f"threads[{i}]"
@@ -180,7 +210,7 @@ def _threads_frame(rows: list) -> pd.DataFrame:
         record["first_seen_s"] = float(row.get("first_seen_s") or 0.0)
         exit_s = row.get("exit_s")
         record["exit_s"] = float(exit_s) if _is_number(exit_s) else math.nan
-        record.update(_counters(row, where))
+        record.update(_counters(row, where, optional))
         record["poll_events_hist"] = _histogram(row.get("poll_events_hist", []), f"{where}.poll_events_hist")
         records.append(record)
     columns = ["tid", "pid", "comm", "alive", "first_seen_s", "exit_s", *COUNTERS, "poll_events_hist"]
@@ -196,14 +226,18 @@ def _wakeups_frame(rows: list) -> pd.DataFrame:
         where = f"wakeups[{i}]"
         if not isinstance(row, dict):
             raise _Malformed(f"{where} is not an object")
-        records.append({key: int(_number(row, key, where)) for key in ("waker_tid", "wakee_tid", "count")})
-    return pd.DataFrame.from_records(records, columns=["waker_tid", "wakee_tid", "count"]).astype("int64")
+        record = {key: int(_number(row, key, where)) for key in ("waker_tid", "wakee_tid", "count")}
+        mechanism = row.get("mechanism", "unknown")
+        record["mechanism"] = mechanism if mechanism in MECHANISMS else "unknown"
+        records.append(record)
+    frame = pd.DataFrame.from_records(records, columns=["waker_tid", "wakee_tid", "count", "mechanism"])
+    return frame.astype({"waker_tid": "int64", "wakee_tid": "int64", "count": "int64", "mechanism": "object"})
 
 
-def _requests(doc: dict) -> tuple[pd.Series, dict, pd.DataFrame]:
-    sums = {key: int(_number(doc, key, "requests")) for key in REQUEST_SUMS}
-    for key in ("cross_thread", "unattributed_writes"):
-        sums[key] = int(_number(doc, key, "requests")) if key in doc else 0
+def _requests(doc: dict, optional: frozenset) -> tuple[pd.Series, dict, pd.DataFrame]:
+    sums = _sums(doc, REQUEST_SUMS, "requests", optional)
+    sums["unattributed_writes"] = int(_number(doc, "unattributed_writes", "requests")) \
+        if "unattributed_writes" in doc else 0
     hist_doc = doc.get("hist", {})
     if not isinstance(hist_doc, dict):
         raise _Malformed("requests.hist is not an object")
@@ -216,12 +250,12 @@ def _requests(doc: dict) -> tuple[pd.Series, dict, pd.DataFrame]:
         where = f"requests.by_size[{i}]"
         if not isinstance(row, dict):
             raise _Malformed(f"{where} is not an object")
-        records.append({key: int(_number(row, key, where)) for key in BY_SIZE_KEYS})
+        records.append(_sums(row, BY_SIZE_KEYS, where, optional))
     by_size = pd.DataFrame.from_records(records, columns=list(BY_SIZE_KEYS)).astype("int64")
     return pd.Series(sums, dtype="int64"), hists, by_size.sort_values("bytes_min", ignore_index=True)
 
 
-def _intervals_frame(rows: Any) -> pd.DataFrame:
+def _intervals_frame(rows: Any, optional: frozenset) -> pd.DataFrame:
     if not isinstance(rows, list):
         raise _Malformed("intervals is not a list")
     records = []
@@ -232,14 +266,18 @@ def _intervals_frame(rows: Any) -> pd.DataFrame:
         record = {key: float(_number(row, key, where)) for key in ("t_s", "duration_s")}
         record["requests"] = int(_number(row, "requests", where))
         record["wakeups_in_process"] = int(_number(row, "wakeups_in_process", where))
-        record.update(_counters(_dict(row, "counters", where), f"{where}.counters"))
+        record.update(_counters(_dict(row, "counters", where), f"{where}.counters", optional))
         records.append(record)
     columns = ["t_s", "duration_s", "requests", "wakeups_in_process", *COUNTERS]
     return pd.DataFrame.from_records(records, columns=columns)
 
 
-def _counters(doc: Mapping, where: str) -> dict:
-    return {key: int(_number(doc, key, where)) for key in COUNTERS}
+def _counters(doc: Mapping, where: str, optional: frozenset) -> dict:
+    return _sums(doc, COUNTERS, where, optional)
+
+
+def _sums(doc: Mapping, keys: tuple, where: str, optional: frozenset) -> dict:
+    return {key: 0 if key in optional and key not in doc else int(_number(doc, key, where)) for key in keys}
 
 
 def _histogram(value: Any, where: str) -> list:

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from spinscope import htmlpage
 from spinscope.capture import load
-from spinscope.labels import HANDOFF_OVERHEAD, SPURIOUS_SELECT, TITLES, WRITE_SPIN, Assessment, assess
+from spinscope.labels import HANDOFF_OVERHEAD, INFO, SPURIOUS_SELECT, TITLES, WRITE_SPIN, Assessment, assess
 from spinscope.metrics import METRICS, PER_REQUEST, Analysis, Metric, analyze
 from spinscope.noise import SIGNIFICANT, TOO_FEW, NoiseTest, compare
 from spinscope.output import fmt, print_json, terminal, write_text
@@ -22,9 +22,9 @@ from spinscope.report import headline, print_label
 
 # The metrics that tell each label's story, in the order a verdict names them.
 LABEL_METRICS = {
-    WRITE_SPIN: ("writes_per_request", "eagain_per_request"),
-    SPURIOUS_SELECT: ("poll_zero_fraction", "events_per_poll"),
-    HANDOFF_OVERHEAD: ("handoffs_per_request", "futex_ms_per_request"),
+    WRITE_SPIN: ("futile_retries_per_request", "spin_cpu_share"),
+    SPURIOUS_SELECT: ("empty_poll_cpu_share", "poll_zero_fraction"),
+    HANDOFF_OVERHEAD: ("handoffs_per_request", "handoff_wait_ms_per_request"),
 }
 VERDICT_CHANGES = 2  # changes named in a verdict without label changes
 UNDEFINED = NoiseTest("n/a", None, None, 0, 0)  # the metric is undefined on one side (no requests, no polls)
@@ -74,11 +74,13 @@ class Comparison:
 
     @property
     def appeared(self) -> list:
-        return [l for l in self.after_labels.labels if l.name not in self.before_labels.names()]
+        """Labels at warning or critical after that were not before (an informational note is no label's
+        presence: a loop that now waits for EPOLLOUT has write-spin disappear, and keeps a note)."""
+        return [l for l in self.after_labels.labels if l.severity != INFO and l.name not in self.before_labels.serious()]
 
     @property
     def disappeared(self) -> list:
-        return [l for l in self.before_labels.labels if l.name not in self.after_labels.names()]
+        return [l for l in self.before_labels.labels if l.severity != INFO and l.name not in self.after_labels.serious()]
 
     @property
     def noise_judged(self) -> bool:
@@ -161,7 +163,7 @@ def label_lines(comparison: Comparison) -> list:
     # A label's summary already names it ("write-spin on ...", "handoff overhead: ...").
     lines = [f"appeared ({l.severity}): {l.summary}" for l in comparison.appeared]
     lines += [f"disappeared (was {l.severity}): {l.summary}" for l in comparison.disappeared]
-    kept = comparison.before_labels.names() & comparison.after_labels.names()
+    kept = comparison.before_labels.serious() & comparison.after_labels.serious()
     lines += [f"still present: {TITLES[name]}" for name in sorted(kept)]
     return lines
 
@@ -186,7 +188,7 @@ def to_json(comparison: Comparison) -> dict:
             "after": side(comparison.after, comparison.after_labels),
             "labels": {"appeared": [l.name for l in comparison.appeared],
                        "disappeared": [l.name for l in comparison.disappeared],
-                       "unchanged": sorted(comparison.before_labels.names() & comparison.after_labels.names())},
+                       "unchanged": sorted(comparison.before_labels.serious() & comparison.after_labels.serious())},
             "metrics": [c.to_dict() for c in comparison.changes],
             "noise": noise_note(comparison)}
 

@@ -6,6 +6,11 @@ interval values). The one deliberate difference: for the whole process the write
 from the `requests` block (writes owned by a request), while threads and intervals only have the raw
 socket write counters (which also hold unattributed writes such as greetings or client sockets).
 
+Handoffs are the wakeups between the target's own threads made deliberately (inside a futex call, a
+write to a pipe, eventfd or socket, or any other syscall), not the ones made by memory-map calls (lock
+contention) or by a thread's exit. CPU shares (`*_cpu_share`) are measured on-CPU time inside those calls
+over on-CPU time.
+
 A metric that cannot be computed (no requests, no poll calls, zero duration) is None, never 0: reports
 say "n/a" and explain why.
 """
@@ -23,6 +28,7 @@ from spinscope.roles import infer_roles
 
 PER_REQUEST = "per request"
 PER_CALL = "ratio"
+CPU_SHARE = "share of CPU"
 PER_SECOND = "per second"
 
 # Intervals shorter than this share of the nominal interval (the final, cut-short one) are left out of
@@ -45,17 +51,29 @@ METRICS = (
     Metric("writes_per_request", "writes per request", PER_REQUEST),
     Metric("eagain_per_request", "EAGAIN writes per request", PER_REQUEST),
     Metric("partial_writes_per_request", "partial writes per request", PER_REQUEST),
+    Metric("spin_retries_per_request", "writes retried without waiting per request", PER_REQUEST),
+    Metric("futile_retries_per_request", "EAGAIN retries without waiting per request", PER_REQUEST),
+    Metric("write_waits_per_request", "waits for writability per request", PER_REQUEST),
     Metric("reads_per_request", "reads per request", PER_REQUEST),
     Metric("polls_per_request", "poll calls per request", PER_REQUEST),
     Metric("handoffs_per_request", "handoffs per request", PER_REQUEST),
+    Metric("contention_wakeups_per_request", "mm-lock wakeups per request", PER_REQUEST),
+    Metric("handoff_wait_ms_per_request", "handoff wake-to-run wait", PER_REQUEST, relative=True,
+           unit="ms per request"),
     Metric("cs_per_request", "context switches per request", PER_REQUEST),
     Metric("futex_waits_per_request", "futex waits per request", PER_REQUEST),
-    Metric("futex_ms_per_request", "futex time", PER_REQUEST, relative=True, unit="ms per request"),
+    Metric("futex_ms_per_request", "futex wait in requests", PER_REQUEST, relative=True, unit="ms per request"),
     Metric("runq_ms_per_request", "run-queue wait", PER_REQUEST, relative=True, unit="ms per request"),
-    Metric("cpu_ms_per_request", "CPU per request", PER_REQUEST, relative=True, unit="ms"),
+    Metric("cpu_ms_per_request", "CPU per request", PER_REQUEST, relative=True, unit="ms per request"),
+    Metric("request_ms", "request time", PER_REQUEST, relative=True, unit="ms"),
+    Metric("cross_thread_share", "share of requests answered by another thread", PER_CALL, percent=True),
     Metric("poll_zero_fraction", "zero-event poll share", PER_CALL, percent=True),
+    Metric("poll_nowait_fraction", "zero-timeout poll share", PER_CALL, percent=True),
     Metric("events_per_poll", "events per poll call", PER_CALL, higher_is_better=True),
     Metric("read_eagain_fraction", "EAGAIN read share", PER_CALL, percent=True),
+    Metric("spin_cpu_share", "CPU in EAGAIN retries without waiting", CPU_SHARE, percent=True),
+    Metric("empty_poll_cpu_share", "CPU in empty polls and EAGAIN reads", CPU_SHARE, percent=True),
+    Metric("futex_cpu_share", "CPU in futex calls", CPU_SHARE, percent=True),
     Metric("requests_per_s", "requests/s", PER_SECOND, higher_is_better=True, relative=True),
     Metric("writes_per_s", "writes/s", PER_SECOND, relative=True),
     Metric("reads_per_s", "reads/s", PER_SECOND, relative=True),
@@ -73,40 +91,75 @@ def ratio(numerator: float, denominator: float) -> float | None:
     return float(numerator) / float(denominator) if denominator else None
 
 
-def derive(c: Mapping[str, float], requests: float, handoffs: float, seconds: float,
-           request_writes: Mapping[str, float] | None = None) -> dict:
-    """Every metric in METRICS from counters `c`, a request count, a handoff (in-process wakeup) count
-    and a duration. `request_writes` (the sums of the requests block) replaces the raw
-    write counters for the write metrics per request when given."""
-    writes = c if request_writes is None else request_writes
+NOT_HANDOFFS = ("mm", "exit")  # wakeup mechanisms (capture `wakeups[].mechanism`) that are not handoffs
+
+
+def handoffs(c: Mapping[str, float]) -> float:
+    """Deliberate wakeups of the target's own threads in counters `c`: all but mm-lock and exit ones."""
+    return c["wakeups_sent"] - c["wakeups_sent_mm"] - c["wakeups_sent_exit"]
+
+
+def empty_poll_ns(c: Mapping[str, float]) -> float:
+    """On-CPU time inside poll calls that returned nothing and socket reads that returned EAGAIN."""
+    return c["poll_zero_nowait_ns"] + c["poll_zero_wait_ns"] + c["read_eagain_ns"]
+
+
+def derive(c: Mapping[str, float], requests: float, seconds: float,
+           request_sums: Mapping[str, float] | None = None) -> dict:
+    """Every metric in METRICS from counters `c`, a request count and a duration. `request_sums` (the
+    requests block) replaces the raw write counters for the write metrics per request when given, and
+    gives the request times and cross-thread share (undefined without it)."""
+    if request_sums is None:
+        writes = {"write_calls": c["write_calls"], "write_eagain": c["write_eagain"],
+                  "write_partial": c["write_partial"], "spin_retries": c["write_spin_retries"],
+                  "spin_eagain": c["write_spin_eagain"],
+                  "write_waited": c["write_waited"]}
+    else:
+        writes = request_sums
+
     def per_req(value: float) -> float | None:
         return ratio(value, requests)
 
     def per_s(value: float) -> float | None:
         return ratio(value, seconds)
 
+    def share(ns: float) -> float | None:
+        return ratio(ns, c["oncpu_ns"])
+
     switches = c["cs_voluntary"] + c["cs_involuntary"]
+    count = request_sums["count"] if request_sums is not None else 0
     return {
         "writes_per_request": per_req(writes["write_calls"]),
         "eagain_per_request": per_req(writes["write_eagain"]),
         "partial_writes_per_request": per_req(writes["write_partial"]),
+        "spin_retries_per_request": per_req(writes["spin_retries"]),
+        "futile_retries_per_request": per_req(writes["spin_eagain"]),
+        "write_waits_per_request": per_req(writes["write_waited"]),
         "reads_per_request": per_req(c["read_calls"]),
         "polls_per_request": per_req(c["poll_calls"]),
-        "handoffs_per_request": per_req(handoffs),
+        "handoffs_per_request": per_req(handoffs(c)),
+        "contention_wakeups_per_request": per_req(c["wakeups_sent_mm"]),
+        "handoff_wait_ms_per_request": per_req(c["wakeup_wait_ns"] / 1e6),
         "cs_per_request": per_req(switches),
         "futex_waits_per_request": per_req(c["futex_waits"]),
-        "futex_ms_per_request": per_req(c["futex_wait_ns"] / 1e6),
+        "futex_ms_per_request": per_req(c["futex_wait_req_ns"] / 1e6),
         "runq_ms_per_request": per_req(c["runq_ns"] / 1e6),
         "cpu_ms_per_request": per_req(c["oncpu_ns"] / 1e6),
+        "request_ms": ratio(request_sums["duration_ns"] / 1e6, count) if count else None,
+        "cross_thread_share": ratio(request_sums["cross_thread"], count) if count else None,
         "poll_zero_fraction": ratio(c["poll_zero"], c["poll_calls"]),
+        "poll_nowait_fraction": ratio(c["poll_nowait"], c["poll_calls"]),
         "events_per_poll": ratio(c["poll_events"], c["poll_calls"]),
         "read_eagain_fraction": ratio(c["read_eagain"], c["read_calls"]),
+        "spin_cpu_share": share(c["write_spin_eagain_ns"]),
+        "empty_poll_cpu_share": share(empty_poll_ns(c)),
+        "futex_cpu_share": share(c["futex_oncpu_ns"]),
         "requests_per_s": per_s(requests),
         "writes_per_s": per_s(c["write_calls"]),
         "reads_per_s": per_s(c["read_calls"]),
         "polls_per_s": per_s(c["poll_calls"]),
         "cs_per_s": per_s(switches),
-        "handoffs_per_s": per_s(handoffs),
+        "handoffs_per_s": per_s(handoffs(c)),
         "futex_waits_per_s": per_s(c["futex_waits"]),
         "cpus_busy": per_s(c["oncpu_ns"] / 1e9),
     }
@@ -135,12 +188,11 @@ class Analysis:
 
 def analyze(cap: Capture) -> Analysis:
     requests = cap.request_count
-    handoffs = int(cap.wakeups["count"].sum())
-    process = derive(cap.totals, requests, handoffs, cap.duration_s, request_writes=cap.requests)
+    process = derive(cap.totals, requests, cap.duration_s, request_sums=cap.requests)
 
     threads = cap.threads.copy()
     threads["role"] = infer_roles(threads, requests)
-    per_thread = [derive(row, requests, row["wakeups_sent"], cap.duration_s) for _, row in threads.iterrows()]
+    per_thread = [derive(row, requests, cap.duration_s) for _, row in threads.iterrows()]
     thread_metrics = pd.DataFrame.from_records(per_thread, index=threads.index,
                                                columns=[m.name for m in METRICS]).astype(float)
     thread_metrics["requests_per_s"] = math.nan  # requests belong to the process, not one thread
@@ -156,7 +208,7 @@ def interval_metrics(cap: Capture) -> pd.DataFrame:
     nominal = cap.interval_s or float(frame["duration_s"].max())
     frame = frame[frame["duration_s"] >= MIN_INTERVAL_SHARE * nominal]
     records = [
-        {"t_s": row["t_s"], **derive(row, row["requests"], row["wakeups_in_process"], row["duration_s"])}
+        {"t_s": row["t_s"], **derive(row, row["requests"], row["duration_s"])}
         for _, row in frame.iterrows()
     ]
     return pd.DataFrame.from_records(records, columns=["t_s", *[m.name for m in METRICS]]).astype(float)
