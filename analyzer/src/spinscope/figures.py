@@ -18,9 +18,12 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from spinscope.metrics import Analysis  # noqa: E402
-from spinscope.roles import ACCEPTOR, EVENT_LOOP, IDLE, ROLE_NOUNS, WORKER, activity  # noqa: E402
+from spinscope.metrics import NOT_HANDOFFS  # noqa: E402
+from spinscope.roles import (ACCEPTOR, DISPATCHER, EVENT_LOOP, HANDLER, IDLE, ROLE_NOUNS, WORKER,  # noqa: E402
+                             activity)
 
-ROLE_COLORS = {EVENT_LOOP: "#1f77b4", ACCEPTOR: "#9467bd", WORKER: "#ff7f0e", IDLE: "#7f7f7f"}
+ROLE_COLORS = {EVENT_LOOP: "#1f77b4", HANDLER: "#2ca02c", DISPATCHER: "#17becf", ACCEPTOR: "#9467bd",
+               WORKER: "#ff7f0e", IDLE: "#7f7f7f"}
 MAX_THREADS_SHOWN = 16  # beyond this, per-thread figures show the busiest threads
 MAX_GRAPH_THREADS = 4  # beyond this, the handoff graph groups threads by role (a pool reads as one node)
 SERIES = (("requests_per_s", "requests/s"), ("writes_per_s", "socket writes/s"),
@@ -124,8 +127,10 @@ def events_per_poll_hist(analysis: Analysis) -> str | None:
 
 
 def handoff_graph(analysis: Analysis) -> str | None:
-    """Who wakes whom: threads (or roles, for many threads) on a circle, arrows sized by wakeups."""
+    """Who hands off to whom: threads (or roles, for many threads) on a circle, arrows sized by handoffs
+    (wakeups other than mm-lock contention and thread exit)."""
     wakeups = analysis.capture.wakeups
+    wakeups = wakeups[~wakeups["mechanism"].isin(NOT_HANDOFFS)]
     if wakeups.empty or not wakeups["count"].sum():
         return None
     roles = analysis.threads["role"]

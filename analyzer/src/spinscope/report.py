@@ -22,13 +22,16 @@ SEVERITY_STYLE = {"critical": "bold red", "warning": "bold yellow", "info": "bol
 MAX_THREAD_ROWS = 30
 MAX_EDGES = 10
 THREAD_COLUMNS = (  # (header, column, digits or None for a percentage): the per-thread evidence
-    ("writes", "write_calls", 0), ("EAGAIN", "write_eagain", 0), ("partial", "write_partial", 0),
-    ("reads", "read_calls", 0), ("rd EAGAIN", "read_eagain", 0), ("polls", "poll_calls", 0),
-    ("zero", "poll_zero_fraction", None), ("ev/poll", "events_per_poll", 1),
-    ("futex", "futex_waits", 0), ("cs", "cs_total", 0), ("CPU ms", "cpu_ms", 0),
-    ("woke", "wakeups_sent", 0), ("woken", "wakeups_received", 0),
+    ("writes", "write_calls", 0), ("EAGAIN", "write_eagain", 0), ("spin", "write_spin_eagain", 0),
+    ("waited", "write_waited", 0), ("reads", "read_calls", 0), ("rd EAGAIN", "read_eagain", 0),
+    ("polls", "poll_calls", 0), ("zero", "poll_zero_fraction", None), ("no t/o", "poll_nowait_fraction", None),
+    ("ev/poll", "events_per_poll", 1), ("futex", "futex_waits", 0), ("cs", "cs_total", 0),
+    ("CPU ms", "cpu_ms", 0), ("woke", "wakeups_sent", 0), ("woken", "wakeups_received", 0),
 )
 THREAD_HEADERS = ("role", "thread", *(header for header, _, _ in THREAD_COLUMNS))
+SIZE_HEADERS = ("size", "responses", "writes/resp", "EAGAIN/resp", "partial/resp", "spin/resp", "waits/resp",
+                "ms/req")
+EDGE_HEADERS = ("waker", "wakee", "mechanism", "wakeups", "per request")
 
 
 def add_parser(subparsers) -> None:
@@ -59,9 +62,10 @@ def run(args) -> int:
 def headline(analysis: Analysis) -> str:
     cap = analysis.capture
     rate = analysis.process["requests_per_s"]
-    n = len(cap.threads)
-    return (f"{cap.name}: {cap.duration_s:.1f} s, {n} thread{'' if n == 1 else 's'}, {analysis.requests:,} requests"
-            + (f" ({rate:,.0f}/s)" if rate is not None else ""))
+    n, processes = len(cap.threads), cap.threads["pid"].nunique()
+    who = f"{processes} processes, " if processes > 1 else ""
+    return (f"{cap.name}: {cap.duration_s:.1f} s, {who}{n} thread{'' if n == 1 else 's'}, "
+            f"{analysis.requests:,} requests" + (f" ({rate:,.0f}/s)" if rate is not None else ""))
 
 
 def no_label_line() -> str:
@@ -79,8 +83,15 @@ def thread_rows(analysis: Analysis) -> list:
     for tid, row in threads.head(MAX_THREAD_ROWS).iterrows():
         cells = [fmt(row[col], percent=True) if digits is None else fmt(row[col], digits)
                  for _, col, digits in THREAD_COLUMNS]
-        rows.append([ROLE_NOUNS[row["role"]], f"{row['comm']}/{tid}", *cells])
+        rows.append([ROLE_NOUNS[row["role"]], thread_label(analysis, tid, row), *cells])
     return rows
+
+
+def thread_label(analysis: Analysis, tid: int, row) -> str:
+    """`comm/tid`, and `comm/tid (pid P)` for threads of a forked child when several processes were traced."""
+    if analysis.capture.threads["pid"].nunique() > 1 and row["pid"] != tid:
+        return f"{row['comm']}/{tid} (pid {row['pid']})"
+    return f"{row['comm']}/{tid}"
 
 
 def metric_rows(values: dict) -> list:
@@ -96,22 +107,39 @@ def edge_rows(analysis: Analysis) -> list:
         return f"{ROLE_NOUNS[threads.at[tid, 'role']]} {threads.at[tid, 'comm']}/{tid}"
 
     top = wakeups.sort_values("count", ascending=False).head(MAX_EDGES)
-    return [[who(row.waker_tid), who(row.wakee_tid), f"{row.count:,}",
+    return [[who(row.waker_tid), who(row.wakee_tid), row.mechanism, f"{row.count:,}",
              fmt(row.count / requests if requests else None)] for row in top.itertuples()]
 
 
 def size_rows(analysis: Analysis) -> list:
     rows = []
     for row in analysis.capture.by_size.itertuples():
-        rows.append([size_class(row.bytes_min, row.bytes_max), f"{row.count:,}", fmt(row.write_calls / row.count, 1),
-                     fmt(row.write_eagain / row.count, 1), fmt(row.write_partial / row.count, 1)])
+        per = [value / row.count for value in (row.write_calls, row.write_eagain, row.write_partial,
+                                                row.spin_eagain, row.write_waited)]
+        rows.append([size_class(row.bytes_min, row.bytes_max), f"{row.count:,}", *(fmt(v, 1) for v in per),
+                     fmt(row.duration_ns / row.count / 1e6, 3)])
     return rows
 
 
 def role_summary(analysis: Analysis) -> str:
-    counts = analysis.threads["role"].value_counts()
-    parts = [f"{counts[role]} {ROLE_NOUNS[role]}{'s' if counts[role] > 1 else ''}" for role in ROLES if role in counts]
-    return ", ".join(parts) if parts else "no threads seen"
+    """`1 event loop, 4 workers`; with several processes traced, per process name:
+    `nginx: 1 idle thread (pid 10), 1 event loop (pid 11)` or `apache2, 5 processes: 5 handlers, ...`."""
+    threads = analysis.threads
+    if threads.empty:
+        return "no threads seen"
+    if threads["pid"].nunique() == 1:
+        return _roles_phrase(threads["role"])
+    parts = []
+    for comm, group in threads.groupby(threads.groupby("pid")["comm"].transform("first"), sort=False):
+        pids = group["pid"].nunique()
+        parts.append(f"{comm}, {pids} process{'es' if pids > 1 else ''}: {_roles_phrase(group['role'])}")
+    return "; ".join(parts)
+
+
+def _roles_phrase(roles) -> str:
+    counts = roles.value_counts()
+    return ", ".join(f"{counts[role]} {ROLE_NOUNS[role]}{'s' if counts[role] > 1 else ''}"
+                     for role in ROLES if role in counts)
 
 
 def lifecycle_line(analysis: Analysis) -> str | None:
@@ -180,13 +208,14 @@ def render_terminal(analysis: Analysis, assessment: Assessment, console: Console
 
     requests = analysis.capture.requests
     console.print(f"\n[bold]Requests[/bold]: {analysis.requests:,} counted, "
+                  f"{fmt(analysis.process['request_ms'], 3)} ms each on average, "
                   f"{fmt(analysis.process['writes_per_request'])} writes, "
                   f"{fmt(analysis.process['eagain_per_request'])} EAGAIN per request; "
                   f"{requests['cross_thread']:,} finished in another thread than they started; "
                   f"{requests['unattributed_writes']:,} writes belonged to no request")
     if not analysis.capture.by_size.empty:
         table = Table(title="Responses by size", title_justify="left")
-        for header in ("size", "responses", "writes/resp", "EAGAIN/resp", "partial/resp"):
+        for header in SIZE_HEADERS:
             table.add_column(header, justify="left" if header == "size" else "right")
         for row in size_rows(analysis):
             table.add_row(*row)
@@ -195,8 +224,8 @@ def render_terminal(analysis: Analysis, assessment: Assessment, console: Console
     edges = edge_rows(analysis)
     if edges:
         table = Table(title="Wakeup graph (top edges)", title_justify="left")
-        for header in ("waker", "wakee", "wakeups", "per request"):
-            table.add_column(header, justify="left" if header in ("waker", "wakee") else "right")
+        for header in EDGE_HEADERS:
+            table.add_column(header, justify="left" if header in ("waker", "wakee", "mechanism") else "right")
         for row in edges:
             table.add_row(*row)
         console.print(table)
@@ -237,12 +266,12 @@ def render_html(analysis: Analysis, assessment: Assessment) -> str:
              htmlpage.table(THREAD_HEADERS, thread_rows(analysis)),
              htmlpage.figure(figures.syscall_mix(analysis), "syscall mix per thread"),
              htmlpage.heading("Requests"),
-             htmlpage.table(["size", "responses", "writes/resp", "EAGAIN/resp", "partial/resp"], size_rows(analysis)),
+             htmlpage.table(SIZE_HEADERS, size_rows(analysis)),
              htmlpage.figure(figures.writes_per_request_hist(analysis), "writes per request histogram"),
              htmlpage.heading("Event loops"),
              htmlpage.figure(figures.events_per_poll_hist(analysis), "events per poll call per thread"),
              htmlpage.heading("Handoffs"),
-             htmlpage.table(["waker", "wakee", "wakeups", "per request"], edge_rows(analysis)),
+             htmlpage.table(EDGE_HEADERS, edge_rows(analysis)),
              htmlpage.table(["from", "to", "wakeups"], [[ROLE_NOUNS[a], ROLE_NOUNS[b], f"{n:,}"]
                                                        for (a, b), n in role_edges(analysis).items()]),
              htmlpage.figure(figures.handoff_graph(analysis), "handoff graph between threads")]
