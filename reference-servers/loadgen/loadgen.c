@@ -1,5 +1,6 @@
 /*
- * loadgen: HTTP/1.1 load generator for refserver (and any server with the same paths).
+ * loadgen: HTTP/1.1 load generator for refserver (and any server with the same paths), and for
+ * memcached (--protocol memcache).
  *
  * Closed loop (default): --concurrency C connections, each sends a request, waits for the
  *   response, optionally thinks --think-ms, and repeats.
@@ -12,11 +13,18 @@
  *
  * Stopping: --duration S of measurement after --warmup S (warmup responses are not counted),
  *   or --requests N: exactly N measured requests are issued and their outcomes awaited
- *   (requests + errors == N).  Every response is checked: status 200 and, for /bytes/N and
- *   /null, the Content-Length; --verify also checks the body pattern (byte i = 'a' + i % 26).
+ *   (requests + errors == N).  With --drain, --duration stops issuing requests but awaits those
+ *   in flight, so every request the server saw is counted.  Every response is checked: status
+ *   200 and, for /bytes/N and /null, the Content-Length; --verify also checks the body pattern
+ *   (byte i = 'a' + i % 26).
  *   Connection failures, timeouts (--timeout-ms, default 10000) and bad responses are errors.
  * Mix: --mix W:PATH[,W:PATH...] picks each request's path by weight, from a PRNG seeded with
  *   --seed, so the sequence is reproducible (per thread with --threads T).
+ * memcached (--protocol memcache): the "paths" are the commands get and set (--mix 9:get,1:set;
+ *   default get), on keys key:0 .. key:<K-1> picked by the same PRNG (--keys K, default 1000).
+ *   A set stores --value-bytes N (default 100) of the /bytes pattern and must answer STORED; a
+ *   get answers END (a miss) or VALUE with N bytes (--verify checks them); both count as
+ *   requests.  Keep-alive as in HTTP: --keepalive off closes the connection after each reply.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -42,6 +50,9 @@
 #define MAX_BURSTS 32
 #define MAX_HEADER 8192
 #define READ_CHUNK 65536
+#define MC_MAX_VALUE (1u << 20)        /* memcached's default item size limit */
+#define MC_TRAILER "\r\nEND\r\n"       /* after a get's value */
+#define MC_TRAILER_LEN 7
 #define RETRY_DELAY_NS 10000000ull  /* after a failed connection, before the next attempt */
 #define NS 1000000000ull
 
@@ -114,13 +125,16 @@ static double hist_pct_ms(const struct hist *h, double pct)
 /* ---------------------------------------------------------------- configuration */
 
 struct klass {
-	char path[256];
+	char path[256];           /* HTTP: the target; memcache: "get" or "set" */
 	unsigned weight;
-	long long expect_len;     /* -1: not known in advance */
+	long long expect_len;     /* -1: not known in advance; memcache get: the value's length */
 	bool pattern;             /* body follows the /bytes pattern */
-	char req[2][512];         /* [keepalive] request text */
+	bool set;                 /* memcache: a set (else a get) */
+	char req[2][512];         /* HTTP: [keepalive] request text */
 	size_t req_len[2];
 };
+
+enum protocol { P_HTTP, P_MEMCACHE };
 
 struct burst {
 	double start, rate, dur;
@@ -132,19 +146,23 @@ static struct config {
 	struct klass cls[MAX_CLASSES];
 	int ncls;
 	unsigned total_weight;
+	enum protocol protocol;
+	unsigned value_bytes, keys;  /* memcache */
 	int concurrency, threads, rcvbuf, timeout_ms;
 	double think_ms, rate, duration, warmup;
 	struct burst bursts[MAX_BURSTS];
 	int nbursts;
 	uint64_t requests;        /* 0: run for --duration */
 	uint64_t seed;
-	bool keepalive, json, verify, open_loop;
+	bool keepalive, json, verify, open_loop, drain;
 	struct sockaddr_storage addr;
 	socklen_t addrlen;
 } cfg = {
 	.host = "127.0.0.1", .port = 0, .concurrency = 0, .threads = 1, .timeout_ms = 10000,
-	.duration = 10, .seed = 1, .keepalive = true,
+	.duration = 10, .seed = 1, .keepalive = true, .value_bytes = 100, .keys = 1000,
 };
+
+static char *mc_value;  /* memcache: a set's data block, value_bytes of the pattern and "\r\n" */
 
 /* ---------------------------------------------------------------- per-thread state */
 
@@ -165,7 +183,9 @@ struct conn {
 	bool measured;
 	uint64_t t_start;           /* latency reference: send time, or scheduled time (open loop) */
 	uint64_t wake_at, deadline;
-	size_t req_off;
+	const char *req;            /* the request being sent */
+	size_t req_len, req_off;
+	char *mc_req;               /* memcache: the request text (a set carries its value) */
 	/* response parsing */
 	char hdr[MAX_HEADER];
 	size_t hdr_len;
@@ -298,8 +318,29 @@ static bool conn_open(struct worker *w, struct conn *c)
 	return true;
 }
 
-static void assign(struct conn *c, int cls, bool measured, uint64_t t_start)
+/* memcache: "get KEY\r\n" or "set KEY 0 0 N\r\n<value>\r\n" into c->mc_req. */
+static size_t mc_request(struct worker *w, struct conn *c, const struct klass *k)
 {
+	unsigned key = (unsigned)(rng_next(&w->rng) % cfg.keys);
+
+	if (!k->set)
+		return (size_t)sprintf(c->mc_req, "get key:%u\r\n", key);
+	int n = sprintf(c->mc_req, "set key:%u 0 0 %u\r\n", key, cfg.value_bytes);
+	memcpy(c->mc_req + n, mc_value, cfg.value_bytes + 2);
+	return (size_t)n + cfg.value_bytes + 2;
+}
+
+static void assign(struct worker *w, struct conn *c, int cls, bool measured, uint64_t t_start)
+{
+	const struct klass *k = &cfg.cls[cls];
+
+	if (cfg.protocol == P_MEMCACHE) {
+		c->req = c->mc_req;
+		c->req_len = mc_request(w, c, k);
+	} else {
+		c->req = k->req[cfg.keepalive];
+		c->req_len = k->req_len[cfg.keepalive];
+	}
 	c->has_request = true;
 	c->cls = cls;
 	c->measured = measured;
@@ -350,12 +391,8 @@ static void request_done(struct worker *w, struct conn *c, bool ok, uint64_t t)
 
 static void conn_send(struct worker *w, struct conn *c)
 {
-	const struct klass *k = &cfg.cls[c->cls];
-	const char *req = k->req[cfg.keepalive];
-	size_t len = k->req_len[cfg.keepalive];
-
-	while (c->req_off < len) {
-		ssize_t n = write(c->fd, req + c->req_off, len - c->req_off);
+	while (c->req_off < c->req_len) {
+		ssize_t n = write(c->fd, c->req + c->req_off, c->req_len - c->req_off);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN) {
@@ -394,10 +431,48 @@ static bool parse_header(struct conn *c)
 	return c->content_len >= 0;
 }
 
-static bool body_ok(const char *b, size_t n, uint64_t off)
+/*
+ * memcache: the reply's first line is STORED (set), END (get, a miss) or "VALUE KEY FLAGS BYTES"
+ * (get, a hit: the value and "\r\nEND\r\n" follow, taken as the body).  False for anything else.
+ */
+static bool parse_mc_line(struct conn *c, const struct klass *k)
 {
-	for (size_t i = 0; i < n; i++)
-		if (b[i] != (char)('a' + (off + i) % 26))
+	char line[256];
+	unsigned long long n;
+	int used = -1;
+
+	if (c->hdr_len >= sizeof line)
+		return false;
+	memcpy(line, c->hdr, c->hdr_len);
+	line[c->hdr_len] = '\0';
+	c->content_len = 0;
+	if (k->set)
+		return !strcmp(line, "STORED\r\n");
+	if (!strcmp(line, "END\r\n"))
+		return true;
+	if (sscanf(line, "VALUE %*s %*u %llu\r\n%n", &n, &used) != 1 || used != (int)c->hdr_len ||
+	    (long long)n != k->expect_len)
+		return false;
+	c->content_len = (long long)n + MC_TRAILER_LEN;
+	return true;
+}
+
+/* The response head (HTTP headers, memcache's first line) is complete: parse and check it. */
+static bool head_ok(struct conn *c, const struct klass *k)
+{
+	if (cfg.protocol == P_MEMCACHE)
+		return parse_mc_line(c, k);
+	return parse_header(c) && c->status == 200 &&
+	       (k->expect_len < 0 || c->content_len == k->expect_len);
+}
+
+/* Body bytes b[0..n) at offset off: the /bytes pattern, and memcache's trailer after a value. */
+static bool body_ok(const struct conn *c, const char *b, size_t n, uint64_t off)
+{
+	uint64_t data = (uint64_t)c->content_len - (cfg.protocol == P_MEMCACHE ? MC_TRAILER_LEN : 0);
+
+	for (size_t i = 0; i < n; i++, off++)
+		if (b[i] != (off < data ? (char)('a' + off % 26) : MC_TRAILER[off - data]))
 			return false;
 	return true;
 }
@@ -406,6 +481,9 @@ static void conn_receive(struct worker *w, struct conn *c)
 {
 	static __thread char buf[READ_CHUNK];
 	const struct klass *k = &cfg.cls[c->cls];
+	/* end of the response head: HTTP's blank line, memcache's first line */
+	const char *eoh = cfg.protocol == P_MEMCACHE ? "\r\n" : "\r\n\r\n";
+	size_t eoh_len = strlen(eoh);
 
 	for (;;) {
 		ssize_t n = read(c->fd, buf, sizeof buf);
@@ -423,10 +501,10 @@ static void conn_receive(struct worker *w, struct conn *c)
 		size_t len = (size_t)n;
 		if (!c->in_body) {
 			size_t room = sizeof c->hdr - c->hdr_len, take = len < room ? len : room;
-			size_t scan = c->hdr_len > 3 ? c->hdr_len - 3 : 0;
+			size_t scan = c->hdr_len >= eoh_len ? c->hdr_len - (eoh_len - 1) : 0;
 			memcpy(c->hdr + c->hdr_len, p, take);
 			c->hdr_len += take;
-			char *e = memmem(c->hdr + scan, c->hdr_len - scan, "\r\n\r\n", 4);
+			char *e = memmem(c->hdr + scan, c->hdr_len - scan, eoh, eoh_len);
 			if (!e) {
 				if (c->hdr_len == sizeof c->hdr) {
 					request_done(w, c, false, t);
@@ -434,10 +512,9 @@ static void conn_receive(struct worker *w, struct conn *c)
 				}
 				continue;
 			}
-			size_t hlen = (size_t)(e + 4 - c->hdr), used = hlen - (c->hdr_len - take);
+			size_t hlen = (size_t)(e + eoh_len - c->hdr), used = hlen - (c->hdr_len - take);
 			c->hdr_len = hlen;
-			if (!parse_header(c) || c->status != 200 ||
-			    (k->expect_len >= 0 && c->content_len != k->expect_len)) {
+			if (!head_ok(c, k)) {
 				request_done(w, c, false, t);
 				return;
 			}
@@ -446,7 +523,7 @@ static void conn_receive(struct worker *w, struct conn *c)
 			len -= used;
 		}
 		if (c->body_got + len > (uint64_t)c->content_len ||
-		    (cfg.verify && k->pattern && !body_ok(p, len, c->body_got))) {
+		    (cfg.verify && k->pattern && !body_ok(c, p, len, c->body_got))) {
 			request_done(w, c, false, t); /* bytes beyond the body, or wrong content */
 			return;
 		}
@@ -515,7 +592,7 @@ static void closed_loop_next(struct worker *w, struct conn *c, uint64_t at)
 	c->waiting = false;
 	if (!issue(w, t, &measured))
 		return;
-	assign(c, pick_class(w), measured, t);
+	assign(w, c, pick_class(w), measured, t);
 	start(w, c);
 }
 
@@ -577,7 +654,7 @@ static void dispatch(struct worker *w)
 		struct pending p = w->pend[w->pend_head];
 		w->pend_head = (w->pend_head + 1) % w->pend_cap;
 		w->pend_len--;
-		assign(c, p.cls, p.measured, p.t);
+		assign(w, c, p.cls, p.measured, p.t);
 		start(w, c);
 	}
 }
@@ -623,6 +700,13 @@ static void timer_scan(struct worker *w, uint64_t t)
 	}
 }
 
+static bool finished(const struct worker *w, uint64_t t)
+{
+	if (cfg.requests)
+		return w->issued == w->quota && w->outstanding == 0;
+	return t >= w->t_end && (!cfg.drain || w->outstanding == 0);
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
@@ -643,7 +727,7 @@ static void *worker_main(void *arg)
 
 	for (;;) {
 		uint64_t t = now_ns();
-		if (cfg.requests ? w->issued == w->quota && w->outstanding == 0 : t >= w->t_end)
+		if (finished(w, t))
 			break;
 		if (cfg.open_loop)
 			open_loop_tick(w, t);
@@ -652,7 +736,7 @@ static void *worker_main(void *arg)
 		uint64_t wake = w->next_timer_scan;
 		if (cfg.open_loop && w->next_send < wake)
 			wake = w->next_send;
-		if (w->t_end < wake)
+		if (t < w->t_end && w->t_end < wake)
 			wake = w->t_end;
 		/* epoll_pwait2: nanosecond timeout, so open-loop sends are not rounded to 1 ms. */
 		t = now_ns();
@@ -684,8 +768,9 @@ static void usage(FILE *f)
 {
 	fputs("usage: loadgen --port P [--host H] [--path /bytes/100 | --mix W:PATH,...] [--seed S]\n"
 	      "               [--concurrency C] [--think-ms MS] [--rate R] [--burst T:R:D,...]\n"
-	      "               [--duration S] [--warmup S] [--requests N] [--threads T]\n"
+	      "               [--duration S [--drain]] [--warmup S] [--requests N] [--threads T]\n"
 	      "               [--rcvbuf BYTES] [--keepalive on|off] [--timeout-ms MS]\n"
+	      "               [--protocol http|memcache] [--value-bytes N] [--keys K]\n"
 	      "               [--verify] [--json]\n", f);
 }
 
@@ -695,13 +780,20 @@ static bool add_class(const char *path, unsigned weight)
 	unsigned long long n;
 	char *end;
 
-	if (cfg.ncls == MAX_CLASSES || path[0] != '/' || strlen(path) >= sizeof k->path ||
-	    weight == 0)
+	if (cfg.ncls == MAX_CLASSES || strlen(path) >= sizeof k->path || weight == 0 ||
+	    (cfg.protocol == P_MEMCACHE ? strcmp(path, "get") && strcmp(path, "set") : path[0] != '/'))
 		return false;
 	k = &cfg.cls[cfg.ncls++];
 	snprintf(k->path, sizeof k->path, "%s", path);
 	k->weight = weight;
 	k->expect_len = -1;
+	cfg.total_weight += weight;
+	if (cfg.protocol == P_MEMCACHE) {
+		k->set = !strcmp(path, "set");
+		k->expect_len = cfg.value_bytes; /* of a get's value: every set stores that many */
+		k->pattern = !k->set;
+		return true;
+	}
 	if (!strncmp(path, "/bytes/", 7) && (n = strtoull(path + 7, &end, 10), *end == '\0' && path[7])) {
 		k->expect_len = (long long)n;
 		k->pattern = true;
@@ -712,7 +804,6 @@ static bool add_class(const char *path, unsigned weight)
 		k->req_len[ka] = (size_t)snprintf(k->req[ka], sizeof k->req[ka],
 						  "GET %s HTTP/1.1\r\nHost: %s\r\n%s\r\n", path,
 						  cfg.host, ka ? "" : "Connection: close\r\n");
-	cfg.total_weight += weight;
 	return true;
 }
 
@@ -761,6 +852,8 @@ int main(int argc, char **argv)
 		{ "warmup", required_argument, NULL, 'w' }, { "requests", required_argument, NULL, 'n' },
 		{ "threads", required_argument, NULL, 't' }, { "rcvbuf", required_argument, NULL, 'R' },
 		{ "keepalive", required_argument, NULL, 'K' }, { "timeout-ms", required_argument, NULL, 'T' },
+		{ "protocol", required_argument, NULL, 'o' }, { "value-bytes", required_argument, NULL, 'V' },
+		{ "keys", required_argument, NULL, 'e' },    { "drain", no_argument, NULL, 'D' },
 		{ "verify", no_argument, NULL, 'v' },       { "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },         { 0 }
 	};
@@ -791,6 +884,16 @@ int main(int argc, char **argv)
 		case 'R': cfg.rcvbuf = atoi(optarg); break;
 		case 'K': cfg.keepalive = strcmp(optarg, "off") != 0; break;
 		case 'T': cfg.timeout_ms = atoi(optarg); break;
+		case 'o':
+			if (strcmp(optarg, "http") && strcmp(optarg, "memcache")) {
+				fprintf(stderr, "loadgen: bad --protocol (want http or memcache)\n");
+				return 2;
+			}
+			cfg.protocol = strcmp(optarg, "http") ? P_MEMCACHE : P_HTTP;
+			break;
+		case 'V': cfg.value_bytes = (unsigned)strtoul(optarg, NULL, 10); break;
+		case 'e': cfg.keys = (unsigned)strtoul(optarg, NULL, 10); break;
+		case 'D': cfg.drain = true; break;
 		case 'v': cfg.verify = true; break;
 		case 'j': cfg.json = true; break;
 		case 'h': usage(stdout); return 0;
@@ -798,13 +901,23 @@ int main(int argc, char **argv)
 		}
 	}
 	if (cfg.port <= 0 || cfg.port > 65535 || optind != argc || cfg.threads < 1 ||
-	    cfg.duration <= 0 || cfg.warmup < 0 || cfg.timeout_ms <= 0 || cfg.rate < 0) {
+	    cfg.duration <= 0 || cfg.warmup < 0 || cfg.timeout_ms <= 0 || cfg.rate < 0 ||
+	    cfg.value_bytes == 0 || cfg.value_bytes > MC_MAX_VALUE || cfg.keys == 0) {
 		usage(stderr);
 		return 2;
 	}
-	if (mix ? !parse_mix(mix) : !add_class(path ? path : "/null", 1)) {
-		fprintf(stderr, "loadgen: bad --path/--mix (want W:/PATH[,...])\n");
+	const char *default_path = cfg.protocol == P_MEMCACHE ? "get" : "/null";
+	if (mix ? !parse_mix(mix) : !add_class(path ? path : default_path, 1)) {
+		fprintf(stderr, cfg.protocol == P_MEMCACHE ? "loadgen: bad --path/--mix (want W:get|set[,...])\n"
+							   : "loadgen: bad --path/--mix (want W:/PATH[,...])\n");
 		return 2;
+	}
+	if (cfg.protocol == P_MEMCACHE) {
+		if (!(mc_value = malloc(cfg.value_bytes + 2)))
+			return 1;
+		for (unsigned i = 0; i < cfg.value_bytes; i++)
+			mc_value[i] = (char)('a' + i % 26);
+		memcpy(mc_value + cfg.value_bytes, "\r\n", 2);
 	}
 	cfg.open_loop = cfg.rate > 0 || cfg.nbursts > 0;
 	if (cfg.concurrency <= 0)
@@ -846,8 +959,15 @@ int main(int argc, char **argv)
 			fprintf(stderr, "loadgen: out of resources\n");
 			return 1;
 		}
-		for (int j = 0; j < w->nconns; j++)
+		for (int j = 0; j < w->nconns; j++) {
 			w->conns[j].fd = -1;
+			/* "set key:<u32> 0 0 <value-bytes>\r\n" + value + "\r\n" */
+			if (cfg.protocol == P_MEMCACHE &&
+			    !(w->conns[j].mc_req = malloc(cfg.value_bytes + 64))) {
+				fprintf(stderr, "loadgen: out of resources\n");
+				return 1;
+			}
+		}
 	}
 	for (int i = 0; i < cfg.threads; i++)
 		if (pthread_create(&ws[i].tid, NULL, worker_main, &ws[i]) != 0) {
@@ -871,11 +991,14 @@ int main(int argc, char **argv)
 		if (w->t_end > t1)
 			t1 = w->t_end;
 		close(w->epfd);
+		for (int j = 0; j < w->nconns; j++)
+			free(w->conns[j].mc_req);
 		free(w->conns);
 		free(w->idle);
 		free(w->pend);
 	}
 	free(ws);
+	free(mc_value);
 	double dur = t1 > t0 ? (double)(t1 - t0) / 1e9 : 0;
 	double tput = dur > 0 ? (double)ok / dur : 0;
 

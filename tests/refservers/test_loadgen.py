@@ -2,6 +2,7 @@
 import socket
 import subprocess
 import threading
+import time
 
 import pytest
 
@@ -67,6 +68,44 @@ def test_duration_stops_by_itself(server):
     assert 0.4 < res["duration_s"] < 2
 
 
+def _slow_server(delay):
+    """A keep-alive server that answers every request with a 5-byte body after DELAY seconds."""
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(64)
+
+    def answer(c):
+        with c:
+            while c.recv(4096):
+                time.sleep(delay)
+                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nabcde")
+
+    def serve():
+        while True:
+            try:
+                c, _ = lsock.accept()
+            except OSError:
+                return
+            threading.Thread(target=answer, args=(c,), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return lsock
+
+
+def test_drain_awaits_the_requests_in_flight():
+    lsock = _slow_server(0.3)
+    try:
+        port = lsock.getsockname()[1]
+        # Each connection sends at 0 and at 0.3 s; the second request is in flight when 0.45 s end.
+        args = ["--duration", 0.45, "--concurrency", 4, "--path", "/bytes/5"]
+        assert run_loadgen(port, *args)["requests"] == 4
+        res = run_loadgen(port, *args, "--drain")
+        assert (res["requests"], res["errors"]) == (8, 0)
+        assert res["duration_s"] >= 0.55
+    finally:
+        lsock.close()
+
+
 def test_connection_failures_are_errors_not_crashes():
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
@@ -111,6 +150,28 @@ def test_bad_responses_are_counted(response, verify):
         lsock.close()
 
 
+@pytest.mark.parametrize("reply,args,ok", [
+    (b"END\r\n", [], True),                                            # a get that misses
+    (b"VALUE key:1 0 5\r\nabcde\r\nEND\r\n", ["--verify"], True),         # a get that hits
+    (b"STORED\r\n", ["--path", "set"], True),
+    (b"VALUE key:1 0 5\r\nabcdX\r\nEND\r\n", ["--verify"], False),        # value
+    (b"VALUE key:1 0 5\r\nabcde\r\nEND!\r\n", ["--verify"], False),       # trailer
+    (b"VALUE key:1 0 4\r\nabcd\r\nEND\r\n", [], False),                   # length
+    (b"VALUE key:1 0 5\r\nabc", [], False),                              # truncated
+    (b"STORED\r\n", [], False),                                         # a set's reply to a get
+    (b"END\r\n", ["--path", "set"], False),
+    (b"SERVER_ERROR out of memory storing object\r\n", ["--path", "set"], False),
+])
+def test_memcache_replies_are_checked(reply, args, ok):
+    lsock = _fake_server(reply)  # one reply per connection
+    try:
+        res = run_loadgen(lsock.getsockname()[1], "--protocol", "memcache", "--value-bytes", 5,
+                          "--keepalive", "off", "--requests", 10, "--concurrency", 1, *args)
+        assert (res["requests"], res["errors"]) == ((10, 0) if ok else (0, 10))
+    finally:
+        lsock.close()
+
+
 def test_human_output_and_bad_usage(server):
     out = subprocess.run([str(LOADGEN), "--port", str(server.port), "--requests", "10"],
                          capture_output=True, text=True, timeout=30, check=True).stdout
@@ -118,3 +179,9 @@ def test_human_output_and_bad_usage(server):
     for bad in (["--burst", "x"], ["--mix", "1:nope"], []):
         p = subprocess.run([str(LOADGEN), *bad], capture_output=True, timeout=5)
         assert p.returncode == 2, bad
+    for bad, says in ((["--protocol", "smtp"], "bad --protocol"),
+                      (["--protocol", "memcache", "--path", "/null"], "want W:get|set"),
+                      (["--protocol", "memcache", "--value-bytes", "0"], "usage:")):
+        p = subprocess.run([str(LOADGEN), "--port", str(server.port), *bad], capture_output=True,
+                           text=True, timeout=5)
+        assert p.returncode == 2 and says in p.stderr, bad
