@@ -9,10 +9,13 @@ APT_PACKAGES=(
     libbpf-dev bpftool libelf-dev zlib1g-dev libjson-c-dev systemtap-sdt-dev
     iproute2 procps strace memcached
 )
-# Extra tools: the tracers `make bench` compares with, the servers it and the reference benchmark
-# run, and Chromium for the analyzer's HTML rendering test.
+# Extra tools: the tracers `make bench` compares with, the servers it, the reference benchmark and
+# tests/realservers run (with redis-benchmark), and Chromium for the analyzer's HTML rendering test.
 if [[ "${SPINSCOPE_SETUP_EXTRAS:-1}" == 1 ]]; then
-    APT_PACKAGES+=(chromium nginx-light lighttpd wrk bpftrace linux-perf libbpf-tools)
+    APT_PACKAGES+=(chromium nginx-light lighttpd wrk bpftrace linux-perf libbpf-tools
+                   apache2 redis-server redis-tools)
+    # Node.js: Debian's nodejs unless a node is installed already (e.g. from NodeSource).
+    [[ -x /usr/bin/node ]] || APT_PACKAGES+=(nodejs)
 fi
 
 missing=()
@@ -26,11 +29,15 @@ if ((${#missing[@]})); then
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# nginx/lighttpd packages start system services; spinscope starts its own instances.
-for svc in nginx lighttpd; do
+# The server packages start system services; spinscope starts its own instances.
+for svc in nginx lighttpd apache2 redis-server memcached; do
     if command -v systemctl >/dev/null && systemctl is-active --quiet "$svc" 2>/dev/null; then
         systemctl stop "$svc" || true
         systemctl disable "$svc" >/dev/null 2>&1 || true
+    elif [[ -x "/etc/init.d/$svc" ]] && "/etc/init.d/$svc" status >/dev/null 2>&1; then
+        # no systemd (a container): the package's postinst started it through its init script
+        "/etc/init.d/$svc" stop >/dev/null 2>&1 || true
+        update-rc.d "$svc" disable >/dev/null 2>&1 || true
     fi
 done
 

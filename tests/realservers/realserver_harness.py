@@ -1,0 +1,512 @@
+"""Real servers (nginx, Apache, Node.js, Redis, memcached, lighttpd) on 127.0.0.1, recorded by the
+collector while a bounded load runs.
+
+Used by test_realservers.py and by survey.py. A configuration (CONFIGS) is a server, its options and
+a load; ``record_config`` starts the server, records it under the load and stops it again:
+
+    run = record_config(CONFIGS["nginx-100"], workdir, docroot)
+    run.capture["requests"]["count"], run.load["requests"], run.assessment().labels
+
+Servers run in their own process group and are stopped by PID (SIGTERM, then SIGKILL of that group).
+HTTP servers serve /bytes/100 and /bytes/102400 (refserver's body pattern) so build/loadgen drives all
+of them. The docroot is a directory in /tmp, not under pytest's tmp_path: nginx, Apache and lighttpd
+serve from unprivileged workers, and pytest's temporary root is private to root.
+
+One load at a time on this 2-core machine: every record+load run holds LOAD_LOCK (flock), the lock
+other engineers' manual runs take too (`flock /tmp/spinscope-load.lock CMD`).
+
+Other suites' helpers are imported by their module names (unique on purpose; conftest.py names clash).
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parents[1]
+for _suite in ("refservers", "collector"):
+    if str(TESTS / _suite) not in sys.path:
+        sys.path.insert(0, str(TESTS / _suite))
+
+from collector_harness import requires_root, start_collector  # noqa: E402,F401
+from refserver_harness import ROOT, ensure_built, expected_body, raise_nofile, run_loadgen  # noqa: E402
+
+
+def _shards_module():
+    """reference-servers/shards/shards.py (free_port, wait_listening), under the name tests/fanout uses."""
+    name = "spinscope_shards"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "reference-servers" / "shards" / "shards.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+free_port = _shards_module().free_port
+wait_listening = _shards_module().wait_listening
+
+HERE = Path(__file__).resolve().parent
+NODE_SERVER = HERE / "bytes_server.js"
+APACHE_MODULES = Path("/usr/lib/apache2/modules")
+LOAD_LOCK = Path("/tmp/spinscope-load.lock")
+SETTLE_S = 0.5  # after the load, for the server to read its clients' closes before the probes go
+SIZES = (100, 102400)
+
+# ------------------------------------------------------------------ servers
+
+
+def binary(name: str) -> str | None:
+    """The path of an installed program; root's PATH may lack /usr/sbin (nginx, apache2, lighttpd)."""
+    return shutil.which(name) or shutil.which(name, path="/usr/sbin:/usr/bin:/sbin:/bin")
+
+
+@dataclass
+class RealServer:
+    kind: str
+    proc: subprocess.Popen
+    port: int
+    children: bool  # record with --children (a master with worker processes)
+    workdir: Path
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def log_tail(self, lines: int = 20) -> str:
+        """The last lines of the server's logs in its workdir (for failure messages)."""
+        out = []
+        for log in sorted(self.workdir.glob("*.log")):
+            text = log.read_text(errors="replace").splitlines()[-lines:]
+            out.append(f"--- {log.name}\n" + "\n".join(text))
+        return "\n".join(out)
+
+
+def stop(proc: subprocess.Popen, timeout: float = 10.0) -> None:
+    """SIGTERM to the server, then SIGKILL to whatever is left of its process group (its workers)."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pass
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    if proc.poll() is None:
+        proc.wait()
+
+
+def _nginx(workdir: Path, port: int, docroot: Path, sndbuf: str | None = None) -> list[str]:
+    """nginx with a master and one worker (the worker runs as nobody); Debian's stock sendfile and
+    tcp_nopush, no access log; `listen ... sndbuf=` when asked."""
+    listen = f"127.0.0.1:{port}" + (f" sndbuf={sndbuf}" if sndbuf else "")
+    (workdir / "nginx.conf").write_text(f"""\
+master_process on;
+worker_processes 1;
+daemon off;
+pid {workdir}/nginx.pid;
+error_log {workdir}/error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+    access_log off;
+    sendfile on;
+    tcp_nopush on;
+    default_type application/octet-stream;
+    client_body_temp_path {workdir}/body;
+    proxy_temp_path {workdir}/proxy;
+    fastcgi_temp_path {workdir}/fastcgi;
+    uwsgi_temp_path {workdir}/uwsgi;
+    scgi_temp_path {workdir}/scgi;
+    server {{
+        listen {listen};
+        root {docroot};
+    }}
+}}
+""")
+    return [binary("nginx"), "-p", str(workdir), "-c", str(workdir / "nginx.conf"),
+            "-e", str(workdir / "error.log")]
+
+
+APACHE_MPM = {
+    # One child with 8 worker threads and its listener thread. More workers than the load's
+    # connections: with every worker busy, the listener closes idle keep-alive connections and a
+    # request sent on one meanwhile fails.
+    "event": """\
+StartServers 1
+ServerLimit 1
+ThreadLimit 8
+ThreadsPerChild 8
+MinSpareThreads 1
+MaxSpareThreads 8
+MaxRequestWorkers 8
+""",
+    # Four single-threaded children, a fixed pool: the load uses at most 4 connections.
+    "prefork": """\
+StartServers 4
+MinSpareServers 4
+MaxSpareServers 4
+ServerLimit 4
+MaxRequestWorkers 4
+""",
+}
+
+
+def _apache(workdir: Path, port: int, docroot: Path, mpm: str) -> list[str]:
+    """apache2 in the foreground with a minimal config in its own ServerRoot, workers as nobody.
+    Keep-alive without Debian's limit of 100 requests per connection: Apache closes the connection
+    after the 100th response without saying so (no Connection: close), and the client's next request,
+    already sent, fails."""
+    (workdir / "apache2.conf").write_text(f"""\
+ServerRoot "{workdir}"
+ServerName localhost
+Listen 127.0.0.1:{port}
+PidFile {workdir}/apache2.pid
+DefaultRuntimeDir {workdir}
+ErrorLog {workdir}/error.log
+LogLevel warn
+LoadModule mpm_{mpm}_module {APACHE_MODULES}/mod_mpm_{mpm}.so
+LoadModule authz_core_module {APACHE_MODULES}/mod_authz_core.so
+{APACHE_MPM[mpm]}
+User nobody
+Group nogroup
+KeepAlive On
+MaxKeepAliveRequests 0
+KeepAliveTimeout 5
+DocumentRoot "{docroot}"
+<Directory "{docroot}">
+    Require all granted
+</Directory>
+""")
+    return [binary("apache2"), "-d", str(workdir), "-f", str(workdir / "apache2.conf"), "-DFOREGROUND"]
+
+
+def _lighttpd(workdir: Path, port: int, docroot: Path) -> list[str]:
+    """lighttpd in the foreground, defaults otherwise, serving as nobody (its error log is stderr: it
+    opens a log file only after dropping root)."""
+    (workdir / "lighttpd.conf").write_text(f"""\
+server.document-root = "{docroot}"
+server.bind = "127.0.0.1"
+server.port = {port}
+server.username = "nobody"
+server.groupname = "nogroup"
+mimetype.assign = ( "" => "application/octet-stream" )
+""")
+    return [binary("lighttpd"), "-D", "-f", str(workdir / "lighttpd.conf")]
+
+
+def _redis(workdir: Path, port: int, docroot: Path, io_threads: int = 1) -> list[str]:
+    cmd = [binary("redis-server"), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+           "--appendonly", "no", "--daemonize", "no", "--dir", str(workdir),
+           "--logfile", str(workdir / "redis.log")]
+    if io_threads > 1:
+        cmd += ["--io-threads", str(io_threads), "--io-threads-do-reads", "yes"]
+    return cmd
+
+
+def _memcached(workdir: Path, port: int, docroot: Path, threads: int = 4) -> list[str]:
+    cmd = [binary("memcached"), "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-t", str(threads),
+           "-m", "64", "-c", "1024"]
+    return cmd + (["-u", "nobody"] if os.geteuid() == 0 else [])  # memcached refuses to run as root
+
+
+def _node(workdir: Path, port: int, docroot: Path) -> list[str]:
+    return [binary("node"), str(NODE_SERVER), str(port)]
+
+
+@dataclass(frozen=True)
+class ServerKind:
+    command: object  # (workdir, port, docroot, **options) -> argv
+    binaries: tuple
+    children: bool = False  # record the parent with --children
+    files: tuple = ()  # other files it needs
+
+
+SERVER_KINDS = {
+    "nginx": ServerKind(_nginx, ("nginx",), children=True),
+    "apache-event": ServerKind(lambda *a, **kw: _apache(*a, mpm="event", **kw), ("apache2",), children=True,
+                               files=(APACHE_MODULES / "mod_mpm_event.so",)),
+    "apache-prefork": ServerKind(lambda *a, **kw: _apache(*a, mpm="prefork", **kw), ("apache2",),
+                                 children=True, files=(APACHE_MODULES / "mod_mpm_prefork.so",)),
+    "lighttpd": ServerKind(_lighttpd, ("lighttpd",)),
+    "node": ServerKind(_node, ("node",)),
+    "redis": ServerKind(_redis, ("redis-server", "redis-benchmark")),
+    "memcached": ServerKind(_memcached, ("memcached",)),
+}
+
+
+def missing_binaries(kind: str) -> list[str]:
+    """What is not installed of what server KIND needs (scripts/setup.sh installs all of it)."""
+    need = SERVER_KINDS[kind]
+    return [b for b in need.binaries if binary(b) is None] + [str(f) for f in need.files if not f.exists()]
+
+
+@contextlib.contextmanager
+def start_server(kind: str, workdir: Path, docroot: Path, **options):
+    """A running server of KIND listening on a free 127.0.0.1 port; stopped (with its workers) on exit.
+    Config files and logs go to WORKDIR."""
+    spec = SERVER_KINDS[kind]
+    workdir.mkdir(parents=True, exist_ok=True)
+    raise_nofile()
+    for attempt in range(3):  # a free port can be taken before the server binds it
+        port = free_port()
+        with open(workdir / "stderr.log", "wb") as log:
+            proc = subprocess.Popen(spec.command(workdir, port, docroot, **options), cwd=workdir,
+                                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        server = RealServer(kind, proc, port, spec.children, workdir)
+        try:
+            wait_listening(port, proc, timeout=10.0)
+            break
+        except RuntimeError:
+            stop(proc)
+            if attempt == 2:
+                raise RuntimeError(f"{kind} did not start (exit code {proc.returncode})\n"
+                                   f"{server.log_tail()}") from None
+    try:
+        if spec.children:
+            _wait_for_children(server)
+        yield server
+    finally:
+        stop(proc)
+
+
+def _children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(p) for p in path.read_text().split()] if path.exists() else []
+
+
+def _wait_for_children(server: RealServer, timeout: float = 10.0) -> None:
+    """A master is listening before its workers exist; record only once they do."""
+    deadline = time.monotonic() + timeout
+    while not _children(server.pid):
+        if time.monotonic() > deadline or server.proc.poll() is not None:
+            raise RuntimeError(f"{server.kind} started no worker process\n{server.log_tail()}")
+        time.sleep(0.05)
+    time.sleep(0.2)  # let the workers finish their start-up before the collector adopts them
+
+
+@contextlib.contextmanager
+def docroot():
+    """/bytes/100 and /bytes/102400 in a world-readable temporary directory under /tmp (removed after)."""
+    root = Path(tempfile.mkdtemp(prefix="spinscope-www-"))
+    try:
+        (root / "bytes").mkdir()
+        for n in SIZES:
+            (root / "bytes" / str(n)).write_bytes(expected_body(n))
+        for path in (root, root / "bytes", *(root / "bytes").iterdir()):
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+# ------------------------------------------------------------------ loads
+
+
+@contextlib.contextmanager
+def load_lock():
+    """Exclusive use of the machine for one load run (shared with manual runs via flock(1))."""
+    with open(LOAD_LOCK, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+class LoadgenLoad:
+    """build/loadgen, closed loop on keep-alive connections for `duration` s, no warmup, and the
+    requests in flight at the end awaited (--drain): it counts every request the server saw."""
+    duration: float
+
+    def args(self) -> list:
+        raise NotImplementedError
+
+    def run(self, port: int) -> dict:
+        return run_loadgen(port, *self.args(), "--duration", self.duration, "--warmup", 0, "--drain",
+                           timeout=self.duration + 60)
+
+
+@dataclass(frozen=True)
+class HttpLoad(LoadgenLoad):
+    path: str
+    concurrency: int = 20
+    duration: float = 3.0
+    rcvbuf: int = 0  # client receive buffer (a small TCP window); 0: the default
+
+    def args(self) -> list:
+        args = ["--path", self.path, "--concurrency", self.concurrency]
+        return args + (["--rcvbuf", self.rcvbuf] if self.rcvbuf else [])
+
+    def describe(self) -> str:
+        window = f", {self.rcvbuf} B client windows" if self.rcvbuf else ""
+        return f"GET {self.path}, {self.concurrency} connections{window}"
+
+
+@dataclass(frozen=True)
+class MemcacheLoad(LoadgenLoad):
+    """get/set (MIX by weight) on keep-alive connections."""
+    concurrency: int = 8
+    duration: float = 3.0
+    mix: str = "9:get,1:set"
+    value_bytes: int = 100
+
+    def args(self) -> list:
+        return ["--protocol", "memcache", "--mix", self.mix, "--value-bytes", self.value_bytes,
+                "--concurrency", self.concurrency]
+
+    def describe(self) -> str:
+        return f"memcache {self.mix} ({self.value_bytes} B values), {self.concurrency} connections"
+
+
+@dataclass(frozen=True)
+class RedisLoad:
+    """redis-benchmark: exactly REQUESTS requests of each command in TESTS over CLIENTS connections."""
+    requests: int = 50000
+    clients: int = 50
+    tests: str = "set,get"
+    value_bytes: int = 100
+
+    def run(self, port: int) -> dict:
+        out = subprocess.run([binary("redis-benchmark"), "-h", "127.0.0.1", "-p", str(port), "-c",
+                              str(self.clients), "-n", str(self.requests), "-t", self.tests,
+                              "-d", str(self.value_bytes), "-r", "10000", "--csv"],
+                             check=True, capture_output=True, text=True, timeout=120)
+        rows = [line.split('","') for line in out.stdout.splitlines() if line.startswith('"')][1:]
+        rps = {row[0].strip('"'): float(row[1]) for row in rows}
+        assert len(rps) == len(self.tests.split(",")), out.stdout + out.stderr
+        total = self.requests * len(rps)
+        duration = sum(self.requests / r for r in rps.values())
+        return {"requests": total, "errors": 0, "duration_s": round(duration, 4),
+                "throughput": round(total / duration, 2), "by_test": rps}
+
+    def describe(self) -> str:
+        return f"redis-benchmark {self.tests} x {self.requests}, {self.clients} clients"
+
+
+def record_under_load(server: RealServer, output: Path, load, interval: float = 1.0) -> tuple[Path, dict]:
+    """Attach the collector to SERVER (with --children for a master), run LOAD to its end (the load
+    generators finish the requests they started), let the server see its clients go, then stop the
+    collector (SIGINT) and wait for it.
+
+    Returns (capture path, load result with "requests": what the client completed)."""
+    with load_lock():
+        extra = ["--children"] if server.children else []
+        collector, err = start_collector(server.pid, output, *extra, "--interval", f"{interval:g}")
+        try:
+            result = load.run(server.port)
+            time.sleep(SETTLE_S)
+        finally:
+            collector.send_signal(signal.SIGINT)
+            try:
+                code = collector.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                collector.kill()
+                collector.wait()
+                raise
+    assert code == 0, f"collector exited with {code}: {err.seen}"
+    return output, result
+
+
+# ------------------------------------------------------------------ configurations
+
+
+@dataclass(frozen=True)
+class Config:
+    name: str
+    server: str  # a SERVER_KINDS key
+    load: object  # HttpLoad, MemcacheLoad or RedisLoad
+    options: dict = field(default_factory=dict)  # server options (sndbuf, io_threads, threads)
+    about: str = ""
+
+
+def _configs(*configs: Config) -> dict:
+    return {c.name: c for c in configs}
+
+
+CONFIGS = _configs(
+    Config("nginx-100", "nginx", HttpLoad("/bytes/100"), about="nginx, 1 worker, Debian's defaults"),
+    Config("nginx-sndbuf16k-100k-rcv4k", "nginx", HttpLoad("/bytes/102400", rcvbuf=4096, duration=4.0),
+           {"sndbuf": "16k"}, "nginx, listen sndbuf=16k, clients with 4 KB windows"),
+    Config("nginx-sndbuf16k-100k", "nginx", HttpLoad("/bytes/102400"), {"sndbuf": "16k"},
+           "nginx, listen sndbuf=16k, normal clients"),
+    Config("apache-event-100", "apache-event", HttpLoad("/bytes/100", concurrency=4),
+           about="Apache event MPM, 1 child x 8 threads"),
+    Config("apache-prefork-100", "apache-prefork", HttpLoad("/bytes/100", concurrency=4),
+           about="Apache prefork MPM, 4 children"),
+    Config("node-100k-rcv4k", "node", HttpLoad("/bytes/102400", rcvbuf=4096, duration=4.0),
+           about="Node.js http, clients with 4 KB windows"),
+    Config("node-100", "node", HttpLoad("/bytes/100"), about="Node.js http"),
+    Config("redis", "redis", RedisLoad(), about="Redis, single-threaded"),
+    # Fewer requests: on 2 cores threaded I/O ran from 30 K down to 6 K requests/s (its I/O thread
+    # busy-waits for work, competing with the main thread and the client for the CPUs).
+    Config("redis-io-threads", "redis", RedisLoad(requests=30000), {"io_threads": 2},
+           about="Redis, --io-threads 2 --io-threads-do-reads yes"),
+    Config("memcached", "memcached", MemcacheLoad(), about="memcached -t 4"),
+    Config("lighttpd-100", "lighttpd", HttpLoad("/bytes/100"), about="lighttpd"),
+    Config("lighttpd-100k", "lighttpd", HttpLoad("/bytes/102400"), about="lighttpd"),
+)
+
+
+@dataclass
+class Run:
+    """One recorded configuration: the capture (path and document) and the load generator's result."""
+    config: Config
+    path: Path
+    capture: dict
+    load: dict
+
+    def assessment(self):
+        from spinscope.capture import load
+        from spinscope.labels import assess
+        from spinscope.metrics import analyze
+        return assess(analyze(load(self.path)))
+
+
+def ensure_ready() -> None:
+    """Build the collector and loadgen (cheap when up to date)."""
+    ensure_built()
+    subprocess.run(["make", "-s", "-C", str(ROOT), "collector"], check=True, stdout=subprocess.DEVNULL)
+
+
+def record_config(config: Config, workdir: Path, www: Path, capture_dir: Path | None = None) -> Run:
+    """Start CONFIG's server, record it under its load, stop it. The capture is
+    CAPTURE_DIR/<name>.json (default: WORKDIR)."""
+    output = (capture_dir or workdir) / f"{config.name}.json"
+    with start_server(config.server, workdir / "server", www, **config.options) as server:
+        path, result = record_under_load(server, output, config.load)
+        if server.proc.poll() is not None:
+            raise RuntimeError(f"{server.kind} exited during the run\n{server.log_tail()}")
+    return Run(config, path, json.loads(path.read_text()), result)
+
+
+# ------------------------------------------------------------------ fixtures (imported by the test modules)
+
+
+@pytest.fixture(scope="session")
+def www():
+    """The shared docroot of the HTTP servers."""
+    with docroot() as root:
+        yield root
+
+
+@pytest.fixture
+def realserver(tmp_path, www):
+    """Factory fixture: realserver(kind, **options) -> RealServer; all stopped after the test."""
+    with contextlib.ExitStack() as stack:
+        def start(kind: str, **options) -> RealServer:
+            if missing := missing_binaries(kind):
+                pytest.skip(f"{kind}: {', '.join(missing)} not installed (scripts/setup.sh installs it)")
+            return stack.enter_context(start_server(kind, tmp_path / kind, www, **options))
+        yield start

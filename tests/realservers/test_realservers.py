@@ -1,0 +1,127 @@
+"""Real servers under load, recorded: request counts against the load generator's, the processes of
+--children captures, and the labels each server must (not) get.
+
+Each configuration of realserver_harness.CONFIGS is recorded once per session, by the first test that
+needs it (3-5 s of load each). The label expectations are the target behaviour of the analyzer on real
+servers; Apache's are not asserted yet (see survey.py for what it gets).
+"""
+from __future__ import annotations
+
+import pytest
+
+from realserver_harness import CONFIGS, SERVER_KINDS, ensure_ready, missing_binaries, record_config, requires_root
+from realserver_harness import www  # noqa: F401  (fixture)
+
+pytestmark = [pytest.mark.root, requires_root]
+
+LABELS = ("write-spin", "spurious-select", "handoff-overhead")
+SERIOUS = ("warning", "critical")
+COUNT_TOLERANCE = 0.01
+
+# config -> labels it must not get at warning or critical, and why
+NOT_SERIOUS = {
+    "nginx-100": (LABELS, "a single event loop serving 100 B files"),
+    "nginx-sndbuf16k-100k-rcv4k": (("write-spin",), "nginx waits for EPOLLOUT after EAGAIN"),
+    "nginx-sndbuf16k-100k": (("write-spin",), "nginx waits for EPOLLOUT after EAGAIN"),
+    "node-100k-rcv4k": (("spurious-select",), "libuv's empty polls are zero-timeout checks with callbacks "
+                                              "pending (a finished write), one per request, not waits"),
+    "memcached": (("handoff-overhead",), "the dispatcher hands over a connection once, not each request"),
+    "lighttpd-100": (LABELS, "a single event loop"),
+    "lighttpd-100k": (LABELS, "a single event loop with a large enough send buffer"),
+}
+# config -> labels it must not get at all
+ABSENT = {
+    "redis": (("handoff-overhead",), "one thread reads, executes and writes every command"),
+}
+# config -> labels it must get at warning or critical
+PRESENT = {
+    "redis-io-threads": (("handoff-overhead",), "the main thread and the I/O thread pass every client"),
+}
+# config -> processes in the capture: master/parent and workers (recorded with --children)
+PROCESSES = {
+    "nginx-100": 2,            # master + 1 worker
+    "apache-event-100": 2,     # parent + 1 child (8 worker threads and a listener)
+    "apache-prefork-100": 5,   # parent + 4 children
+    "node-100": 1,
+    "redis": 1,
+    "memcached": 1,
+    "lighttpd-100": 1,
+}
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory, www):  # noqa: F811
+    """recorded(name) -> Run: the configuration recorded once for this module (a failure is kept and
+    raised again for its other tests rather than recorded again)."""
+    ensure_ready()
+    runs: dict = {}
+
+    def get(name: str):
+        if name not in runs:
+            config = CONFIGS[name]
+            try:
+                if missing := missing_binaries(config.server):
+                    pytest.skip(f"{config.server}: {', '.join(missing)} not installed "
+                                "(scripts/setup.sh installs it)")
+                runs[name] = record_config(config, tmp_path_factory.mktemp(name), www)
+            except Exception as e:
+                runs[name] = e
+            except pytest.skip.Exception as e:
+                runs[name] = e
+        if isinstance(runs[name], BaseException):
+            raise runs[name]
+        return runs[name]
+
+    return get
+
+
+def given(run, severities=SERIOUS) -> dict:
+    """{label name: severity} of the labels of a run at one of SEVERITIES."""
+    return {label.name: label.severity for label in run.assessment().labels if label.severity in severities}
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_request_count_matches_the_load_generator(recorded, name):
+    run = recorded(name)
+    sent, counted = run.load["requests"], run.capture["requests"]["count"]
+    assert run.load["errors"] == 0, run.load
+    assert sent >= 200, f"too little load to judge anything: {run.load}"
+    assert abs(counted - sent) <= COUNT_TOLERANCE * sent, \
+        f"capture counted {counted} requests, the load generator completed {sent}"
+
+
+@pytest.mark.parametrize("name", list(NOT_SERIOUS))
+def test_no_serious_label(recorded, name):
+    labels, why = NOT_SERIOUS[name]
+    got = {k: v for k, v in given(recorded(name)).items() if k in labels}
+    assert got == {}, f"{name}: {why}"
+
+
+@pytest.mark.parametrize("name", list(ABSENT))
+def test_no_label(recorded, name):
+    labels, why = ABSENT[name]
+    got = {k: v for k, v in given(recorded(name), severities=("info", *SERIOUS)).items() if k in labels}
+    assert got == {}, f"{name}: {why}"
+
+
+@pytest.mark.parametrize("name", list(PRESENT))
+def test_label_given(recorded, name):
+    labels, why = PRESENT[name]
+    got = given(recorded(name))
+    assert set(labels) <= set(got), f"{name}: {why}; got {got}"
+
+
+@pytest.mark.parametrize("name", list(PROCESSES))
+def test_threads_are_grouped_by_process(recorded, name):
+    run = recorded(name)
+    cap = run.capture
+    threads = cap["threads"]
+    pids = {t["pid"] for t in threads}
+    assert len({t["tid"] for t in threads}) == len(threads)
+    assert len(pids) == PROCESSES[name], sorted((t["pid"], t["tid"], t["comm"]) for t in threads)
+    assert cap["target"]["pid"] in pids and pids == set(cap["target"]["pids"])
+    assert cap["target"]["follow_children"] == SERVER_KINDS[run.config.server].children
+    # The requests are served by the workers: with --children, processes other than the master.
+    readers = {t["pid"] for t in threads if t["read_calls"] > 0}
+    if PROCESSES[name] > 1:
+        assert readers and cap["target"]["pid"] not in readers
