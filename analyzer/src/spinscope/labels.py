@@ -289,7 +289,7 @@ def spurious_select(analysis: Analysis) -> Label | None:
     evidence["involved_threads_cpu_ms"] = round(cpu / 1e6, 3)
     how = " (estimated from its measured poll time)" if estimated else ""
     summary = (f"spurious select: {'; '.join(signals)}"
-               f"{_share_phrase(share, _whose(threads, sorted(involved)))}{how}")
+               f"{_share_phrase(share, _whose(threads, sorted(involved)), estimated=estimated)}{how}")
     return Label(SPURIOUS_SELECT, severity(share), summary, evidence, share, fixes, details, estimated)
 
 
@@ -421,12 +421,12 @@ def _share(ns: float, oncpu_ns: float) -> float | None:
     return min(1.0, ns / oncpu_ns) if oncpu_ns else None
 
 
-def _share_phrase(share: float | None, whose: str, where: str = "") -> str:
-    """`, measured 62% of its event loop's CPU`."""
+def _share_phrase(share: float | None, whose: str, where: str = "", estimated: bool = False) -> str:
+    """`, measured 62% of the CPU of event loop 'x' (tid 1)`; `about` instead of `measured` for an estimate."""
     if share is None:
         return ""
     amount = f"{share:.0%}" if share >= 0.01 else "under 1%"
-    return f", measured {amount} of {whose}" + (f" {where}" if where else "")
+    return f", {'about' if estimated else 'measured'} {amount} of {whose}" + (f" {where}" if where else "")
 
 
 def _whose(threads: pd.DataFrame, tids) -> str:
