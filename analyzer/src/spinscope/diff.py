@@ -1,12 +1,22 @@
 """`spinscope diff BEFORE AFTER`: what changed between two captures of the same service.
 
 The verdict line comes first and leads with what matters most: labels that appeared or disappeared, with
-the numbers that moved them; otherwise the largest changes that stand out of the run-to-run noise
-(spinscope.noise). Then every metric: before, after, change, and whether the change is beyond the noise.
+the numbers that moved them; otherwise the changes that stand out of the run-to-run noise (spinscope.noise),
+ranked first by what they say about a label (the metrics in LABEL_METRICS, per-request ones first, then CPU
+per request), then by their effect size: Welch's |t|, the change measured in its own noise, which compares
+across metrics where a raw percentage does not (+4,000,000% of a near-zero rate is noise, +1.4 handoffs per
+request at t=54 is the story). Per-second rates and run-queue wait, which follow load and scheduling more
+than the server's design, come after everything else.
+
+Then every metric: before, after, change, and whether the change is beyond the noise. The verdict and the
+table write a metric's values the same way (`Change.value_text`), in the same unit, and a relative change
+(+41%, ×12) only of a base that is meaningfully above zero (`Change.floor`, RELATIVE_MIN_BASE): from a zero
+or near-zero base a change reads `0 → 0.46 ms per request`.
 """
 
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass
 
@@ -15,20 +25,107 @@ from rich.table import Table
 from spinscope import htmlpage
 from spinscope.capture import load
 from spinscope.labels import HANDOFF_OVERHEAD, INFO, SPURIOUS_SELECT, TITLES, WRITE_SPIN, Assessment, assess
-from spinscope.metrics import METRICS, PER_REQUEST, Analysis, Metric, analyze
-from spinscope.noise import SIGNIFICANT, TOO_FEW, NoiseTest, compare
-from spinscope.output import fmt, print_json, terminal, write_text
+from spinscope.metrics import METRICS, PER_REQUEST, PER_SECOND, Analysis, Metric, analyze
+from spinscope.noise import SIGNIFICANT, TOO_FEW, WITHIN_NOISE, NoiseTest, compare
+from spinscope.output import NOT_AVAILABLE, print_json, terminal, write_text
 from spinscope.report import headline, print_label
 
-# The metrics that tell each label's story, in the order a verdict names them.
+# The metrics that tell each label's story, in the order a verdict names them. Names that metrics.METRICS
+# does not (yet) compute are skipped.
 LABEL_METRICS = {
     WRITE_SPIN: ("futile_retries_per_request", "spin_cpu_share"),
-    SPURIOUS_SELECT: ("empty_poll_cpu_share", "poll_zero_fraction"),
-    HANDOFF_OVERHEAD: ("handoffs_per_request", "handoff_wait_ms_per_request"),
+    SPURIOUS_SELECT: ("empty_poll_cpu_share", "poll_zero_fraction", "events_per_poll"),
+    HANDOFF_OVERHEAD: ("handoffs_per_request", "handoff_wait_ms_per_request", "cross_thread_share"),
 }
-VERDICT_CHANGES = 2  # changes named in a verdict without label changes
+CPU_PER_REQUEST = "cpu_ms_per_request"  # the cost every label's story ends in: ranked right after them
+LAST_METRICS = ("runq_ms_per_request",)  # with the per-second rates: scheduling and load, not design
+VERDICT_CHANGES = 2  # changes named in a verdict without label changes, and numbers named per label change
 UNDEFINED = NoiseTest("n/a", None, None, 0, 0)  # the metric is undefined on one side (no requests, no polls)
 MAX_T_SHOWN = 1000  # larger |t| (constant intervals) is shown as ">1000": the digits mean nothing
+
+# Below its floor a value is as good as zero: no percentage is taken of it, and a change between two
+# values under it is not named. Percentages (shares) are floored at 0.1 points and never shown relative.
+PERCENT_FLOOR = 0.001
+MS_FLOOR = 0.001         # 1 us
+RATE_FLOOR = 1.0         # one event per second
+CPUS_FLOOR = 0.001       # a thousandth of a CPU
+COUNT_FLOOR = 0.01       # one event per 100 requests (or calls)
+RELATIVE_MIN_BASE = 0.01  # and a base under 1% of the after value (beyond ×100) gives no percentage either
+TIMES_FROM = 10  # ratios after/before of at least this read "×N" rather than "+900%"
+SIGNIFICANT_DIGITS = 3
+MAX_DECIMALS = 6
+
+
+def number(value: float | None, signed: bool = False) -> str:
+    """A value in 3 significant digits, without trailing zeros or exponents: `0.0555`, `4.13`, `21`, `9,632`."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return NOT_AVAILABLE
+    value = float(value)
+    magnitude = abs(value)
+    if magnitude >= 999.5:
+        text = f"{magnitude:,.0f}"
+    elif magnitude == 0:
+        text = "0"
+    else:
+        decimals = min(max(SIGNIFICANT_DIGITS - 1 - math.floor(math.log10(magnitude)), 0), MAX_DECIMALS)
+        text = f"{magnitude:.{decimals}f}"
+        if "." in text:
+            text = text.rstrip("0").rstrip(".")
+    if text == "0":
+        return "+0" if signed else "0"
+    sign = "-" if value < 0 else ("+" if signed else "")
+    return sign + text
+
+
+def percent(share: float | None, signed: bool = False) -> str:
+    """A share as a percentage, finer when small: `41%`, `8.9%`, `0.35%`."""
+    if share is None or (isinstance(share, float) and math.isnan(share)):
+        return NOT_AVAILABLE
+    points = float(share) * 100
+    magnitude = abs(points)
+    if magnitude == 0:
+        return "+0%" if signed else "0%"
+    decimals = 0 if magnitude >= 9.95 else 1 if magnitude >= 0.995 else min(1 - math.floor(math.log10(magnitude)), 4)
+    text = f"{magnitude:.{decimals}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    sign = "-" if points < 0 else ("+" if signed else "")
+    return f"{sign}{text}%"
+
+
+def unit_of(metric: Metric) -> str:
+    """What the table's values are measured in: the metric's unit, else its kind (`per request`)."""
+    return metric.unit or metric.kind
+
+
+def floor_of(metric: Metric) -> float:
+    if metric.percent:
+        return PERCENT_FLOOR
+    if "ms" in metric.unit.split():
+        return MS_FLOOR
+    if metric.unit == "CPUs":
+        return CPUS_FLOOR
+    if metric.kind == PER_SECOND:
+        return RATE_FLOOR
+    return COUNT_FLOOR
+
+
+def story_metrics() -> set:
+    return {name for names in LABEL_METRICS.values() for name in names}
+
+
+def tier(metric: Metric) -> int:
+    """Where a change ranks in a verdict: 0 the per-request metrics of a label's story, 1 CPU per request
+    and the rest of the labels' metrics (CPU shares, poll ratios), 2 everything else, 3 per-second rates
+    and run-queue wait."""
+    if metric.kind == PER_SECOND or metric.name in LAST_METRICS:
+        return 3
+    story = story_metrics()
+    if metric.name in story and metric.kind == PER_REQUEST:
+        return 0
+    if metric.name in story or metric.name == CPU_PER_REQUEST:
+        return 1
+    return 2
 
 
 @dataclass
@@ -43,24 +140,86 @@ class Change:
         return None if self.before is None or self.after is None else self.after - self.before
 
     @property
+    def floor(self) -> float:
+        return floor_of(self.metric)
+
+    @property
     def relative(self) -> float | None:
-        return self.delta / self.before if self.delta is not None and self.before else None
+        """delta / before, or None when that is meaningless: a share (changes in points), an undefined
+        side, a base under the metric's floor or under RELATIVE_MIN_BASE of the after value."""
+        if self.metric.percent or self.delta is None:
+            return None
+        base = abs(self.before)
+        if base < self.floor or base < RELATIVE_MIN_BASE * abs(self.after):
+            return None
+        return self.delta / self.before
+
+    @property
+    def negligible(self) -> bool:
+        """Both sides under the floor (or undefined): nothing worth naming moved."""
+        values = [abs(v) for v in (self.before, self.after) if v is not None]
+        return not values or max(values) < self.floor
+
+    @property
+    def visible(self) -> bool:
+        """The change shows in the numbers as written (1.0001 → 1.0002 does not)."""
+        return self.value_text(self.before) != self.value_text(self.after)
+
+    @property
+    def size(self) -> float:
+        """The change relative to the larger side (bounded, defined from a zero base): the effect size
+        when there is no noise to measure it against."""
+        if self.delta is None:
+            return 0.0
+        return abs(self.delta) / max(abs(self.before), abs(self.after), self.floor)
+
+    def value_text(self, value: float | None) -> str:
+        return percent(value) if self.metric.percent else number(value)
+
+    def delta_text(self) -> str:
+        if self.delta is None:
+            return NOT_AVAILABLE
+        return f"{percent(self.delta, signed=True)[:-1]} pts" if self.metric.percent else number(self.delta, True)
+
+    def relative_text(self) -> str | None:
+        """`+41%`, `-89%` or `×12`; None when there is no meaningful base."""
+        relative = self.relative
+        if relative is None:
+            return None
+        if relative + 1 >= TIMES_FROM:
+            return f"×{relative + 1:,.0f}"
+        return f"{relative:+.0%}"
+
+    def span(self) -> str:
+        """`0.025 → 0.0555 ms per request`: the values as the table writes them, with their unit."""
+        unit = self.metric.unit
+        return f"{self.value_text(self.before)} → {self.value_text(self.after)}" + (f" {unit}" if unit else "")
 
     def phrase(self) -> str:
-        """`+3.9 handoffs per request`, `+41% futex time`, `zero-event poll share 2% → 40%`."""
+        """`+3.9 handoffs per request`, `+41% futex wait in requests (0.3 → 0.423 ms per request)`,
+        `zero-event poll share 2% → 40%`, `futex wait in requests 0 → 0.46 ms per request`."""
         m = self.metric
-        if m.percent and self.delta is not None:
-            return f"{m.phrase} {self.before:.0%} → {self.after:.0%}"
-        if m.relative and self.relative is not None:
-            return f"{self.relative:+.0%} {m.phrase}"
-        if m.relative or self.delta is None:
-            return f"{m.phrase} {fmt(self.before)} → {fmt(self.after)} {m.unit}".rstrip()
-        return f"{self.delta:+.1f} {m.phrase}"
+        if m.percent or self.delta is None or (m.unit and not m.relative):
+            return f"{m.phrase} {self.span()}"
+        if m.relative:
+            relative = self.relative_text()
+            return f"{relative} {m.phrase} ({self.span()})" if relative else f"{m.phrase} {self.span()}"
+        return f"{self.delta_text()} {m.phrase}"
+
+    def change_text(self) -> str:
+        """The table's change cell: `+2.04 (+97%)`, `+0.114`, `+8.9 pts`, `n/a`."""
+        relative = self.relative_text()
+        return self.delta_text() + (f" ({relative})" if relative else "")
+
+    def rank_key(self) -> tuple:
+        """Smaller ranks first: tier, then |t| (larger first), then the size of the change."""
+        t = self.noise.t
+        return (tier(self.metric), -(abs(t) if t is not None else 0.0), -self.size)
 
     def to_dict(self) -> dict:
-        return {"name": self.metric.name, "kind": self.metric.kind, "before": self.before, "after": self.after,
-                "delta": self.delta, "relative": self.relative, "noise": self.noise.verdict,
-                "t": self.noise.t, "df": self.noise.df,
+        return {"name": self.metric.name, "kind": self.metric.kind, "unit": unit_of(self.metric),
+                "before": self.before, "after": self.after, "delta": self.delta, "relative": self.relative,
+                "noise": self.noise.verdict, "t": self.noise.t, "df": self.noise.df,
                 "intervals_before": self.noise.n_before, "intervals_after": self.noise.n_after}
 
 
@@ -84,21 +243,44 @@ class Comparison:
 
     @property
     def noise_judged(self) -> bool:
-        return any(c.noise.verdict != TOO_FEW for c in self.changes)
+        """Whether any metric had enough intervals on both sides for a t-test (an undefined metric, n/a,
+        says nothing about the intervals)."""
+        return any(c.noise.verdict in (SIGNIFICANT, WITHIN_NOISE) for c in self.changes)
 
     def change(self, name: str) -> Change:
         return next(c for c in self.changes if c.metric.name == name)
+
+    def find(self, name: str) -> Change | None:
+        return next((c for c in self.changes if c.metric.name == name), None)
+
+    def ranked(self) -> list:
+        """The changes a verdict may name, most telling first: beyond the noise (or, without enough
+        intervals, any), visible in the numbers and not between two near-zero values."""
+        judged = self.noise_judged
+        candidates = [c for c in self.changes if c.delta and c.visible and not c.negligible
+                      and (c.noise.verdict == SIGNIFICANT or (not judged and c.noise.verdict == TOO_FEW))]
+        return sorted(candidates, key=Change.rank_key)
+
+    def moved(self, label_name: str) -> list:
+        """The numbers of a label's story that moved, at most VERDICT_CHANGES (the most telling), in the
+        story's order. Labels are judged on whole-capture values, so a whole-capture value that visibly
+        changed counts whatever its interval noise (the table says how it compares)."""
+        changes = [c for c in (self.find(name) for name in LABEL_METRICS.get(label_name, ())) if c is not None]
+        moved = [c for c in changes if c.visible and not c.negligible]
+        chosen = sorted(moved, key=Change.rank_key)[:VERDICT_CHANGES]
+        return [c for c in moved if c in chosen]
 
     def verdict(self) -> str:
         label_changes = [(label, "appeared") for label in self.appeared] + [(label, "disappeared")
                                                                            for label in self.disappeared]
         if label_changes:
-            moved = [self.change(name) for label, _ in label_changes for name in LABEL_METRICS[label.name]]
-            numbers = " and ".join(c.phrase() for c in moved if c.delta is not None or c.before != c.after)
+            moved = []
+            for label, _ in label_changes:
+                moved += [c for c in self.moved(label.name) if c not in moved]
+            numbers = " and ".join(c.phrase() for c in moved)
             events = ", ".join(f"{TITLES[label.name]} {what}" for label, what in label_changes)
             return f"after: {numbers}: {events}" if numbers else f"after: {events}"
-        candidates = [c for c in self.changes if c.delta and (c.noise.verdict == SIGNIFICANT or not self.noise_judged)]
-        candidates.sort(key=lambda c: abs(c.relative) if c.relative is not None else 0.0, reverse=True)
+        candidates = self.ranked()
         if not candidates:
             return "after: no change beyond the run-to-run noise; no label appeared or disappeared"
         named = " and ".join(c.phrase() for c in candidates[:VERDICT_CHANGES])
@@ -133,30 +315,29 @@ def run(args) -> int:
 def compare_captures(before: Analysis, after: Analysis) -> Comparison:
     changes = []
     for metric in METRICS:
-        old, new = before.process[metric.name], after.process[metric.name]
-        noise = (compare(before.intervals[metric.name], after.intervals[metric.name])
-                 if old is not None and new is not None else UNDEFINED)
+        old, new = before.process.get(metric.name), after.process.get(metric.name)
+        if old is not None and new is not None and metric.name in before.intervals and metric.name in after.intervals:
+            noise = compare(before.intervals[metric.name], after.intervals[metric.name])
+        else:
+            noise = UNDEFINED
         changes.append(Change(metric, old, new, noise))
     return Comparison(before, after, assess(before), assess(after), changes)
 
 
 def change_rows(comparison: Comparison) -> list:
+    """One row per metric, its values written as the verdict writes them (Change.value_text)."""
     rows = []
     for c in comparison.changes:
-        pct = c.metric.percent
-        change = "n/a" if c.delta is None else (f"{c.delta * 100:+.1f} pts" if pct else f"{c.delta:+.3g}")
-        if c.relative is not None and not pct:
-            change += f" (×{c.after / c.before:.0f})" if abs(c.relative) >= 10 else f" ({c.relative:+.0%})"
         if c.noise.t is None:
             t = ""
         else:
             t = f" (t={c.noise.t:.1f})" if abs(c.noise.t) < MAX_T_SHOWN else f" (|t|>{MAX_T_SHOWN})"
-        rows.append([c.metric.name, c.metric.kind, fmt(c.before, 3, pct), fmt(c.after, 3, pct), change,
-                     c.noise.verdict + t])
+        rows.append([c.metric.name, unit_of(c.metric), c.value_text(c.before), c.value_text(c.after),
+                     c.change_text(), c.noise.verdict + t])
     return rows
 
 
-CHANGE_HEADERS = ("metric", "kind", "before", "after", "change", "vs noise")
+CHANGE_HEADERS = ("metric", "unit", "before", "after", "change", "vs noise")
 
 
 def label_lines(comparison: Comparison) -> list:
@@ -195,7 +376,7 @@ def to_json(comparison: Comparison) -> dict:
 
 def render_terminal(comparison: Comparison) -> None:
     console = terminal()
-    console.print(f"[bold]{comparison.verdict()}[/bold]")
+    console.print(f"[bold]{comparison.verdict()}[/bold]", soft_wrap=True)  # one line, however long
     console.print(f"before: {headline(comparison.before)}")
     console.print(f"after:  {headline(comparison.after)}")
     console.print()
@@ -206,7 +387,7 @@ def render_terminal(comparison: Comparison) -> None:
     console.print()
     table = Table(title="Metrics", title_justify="left")
     for header in CHANGE_HEADERS:
-        table.add_column(header, justify="left" if header in ("metric", "kind", "vs noise") else "right")
+        table.add_column(header, justify="left" if header in ("metric", "unit", "vs noise") else "right")
     for row in change_rows(comparison):
         style = "bold" if row[-1].startswith(SIGNIFICANT) else None
         table.add_row(*row, style=style)
