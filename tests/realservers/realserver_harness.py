@@ -467,11 +467,14 @@ class Run:
     capture: dict
     load: dict
 
-    def assessment(self):
+    def analysis(self):
         from spinscope.capture import load
-        from spinscope.labels import assess
         from spinscope.metrics import analyze
-        return assess(analyze(load(self.path)))
+        return analyze(load(self.path))
+
+    def assessment(self):
+        from spinscope.labels import assess
+        return assess(self.analysis())
 
 
 def ensure_ready() -> None:

@@ -3,7 +3,9 @@
 What a thread does with requests decides first, what else it polls second. In this order:
 
 1. idle        fewer traced calls (poll + socket read/write + futex wait) than IDLE_MAX_CALLS, or than
-               IDLE_MAX_SHARE of the busiest thread's: it did almost nothing while traced.
+               IDLE_MAX_SHARE of the busiest thread's: it did almost nothing while traced. Not a thread
+               that polls and hands work to others: a listener waking a worker per new connection makes
+               few calls and is a dispatcher (memcached's).
 2. event-loop  it serves sockets (successful socket reads and socket writes) and polls (poll calls are at
                least POLLING_MIN_SHARE of its calls, or they return at least
                EVENT_DRIVEN_MIN_EVENTS_PER_READ ready fds per successful socket read: readiness drives
@@ -83,7 +85,7 @@ def infer_roles(threads: pd.DataFrame, requests: int) -> pd.Series:
     roles[polls & ~serves & (wakes > 0)] = DISPATCHER
     roles[serves] = HANDLER
     roles[serves & polls & (multiplexes | dispatches)] = EVENT_LOOP
-    roles[idle] = IDLE
+    roles[idle & ~(polls & (wakes > 0))] = IDLE
     return roles
 
 
