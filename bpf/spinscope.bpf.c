@@ -274,8 +274,10 @@ static __always_inline void request_finish(const struct socket_state *s)
 		request_stats_add(r, s);
 }
 
-/* A successful read of a serving socket. Returns its phase after the read: REQ_READING when a request
- * is being read (a new one started if the socket was idle or answering), REQ_OUTGOING otherwise. */
+/* A successful read of a serving socket, returning at start_ns (a request starts when its data is in:
+ * a blocking server's wait for the next request is not part of it). Returns the socket's phase after
+ * the read: REQ_READING when a request is being read (a new one started if the socket was idle or
+ * answering), REQ_OUTGOING otherwise. */
 static __always_inline __u32 request_on_read(__u64 sock, __u32 tid, __u64 start_ns, bool *started)
 {
 	struct socket_state *s = bpf_map_lookup_elem(&sockets, &sock);
@@ -472,7 +474,7 @@ static __always_inline void read_exit(struct thread_stats *t, __u32 tid, long re
 		t->c.read_eof++;
 	} else if (ret < 0) {
 		t->c.read_errors++;
-	} else if (request_on_read(t->sys_socket, tid, t->sys_enter_ns, &started) == REQ_READING) {
+	} else if (request_on_read(t->sys_socket, tid, now, &started) == REQ_READING) {
 		t->in_request = 1;
 		if (started)
 			t->c.requests_read++;

@@ -191,7 +191,7 @@ enum req_phase {
 };
 
 struct socket_state {
-	__u64 start_ns; /* enter of the first read of the request */
+	__u64 start_ns; /* return of the first read of the request */
 	__u64 end_ns;   /* exit of the latest write */
 	__u64 write_bytes;
 	__u32 write_calls;
