@@ -488,7 +488,8 @@ int main(int argc, char **argv)
 		unlink(tmp);
 		die("cannot read the BPF maps: %s", strerror(-ret));
 	}
-	if (o.interval_s > 0 && now > iv.prev_ns + 1000000) /* the last, shorter interval */
+	/* The last, shorter interval (at least one interval whenever --interval was given). */
+	if (o.interval_s > 0 && (iv.n == 0 || now > iv.prev_ns + 1000000))
 		intervals_add(&iv, &snap, now, start);
 
 	ret = capture_write(outfd, &meta, &snap, iv.items, iv.n);
