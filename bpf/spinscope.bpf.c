@@ -369,6 +369,7 @@ static __always_inline void call_begin(struct thread_stats *t)
 {
 	t->sys_enter_ns = bpf_ktime_get_ns();
 	t->sys_offcpu_ns = t->c.offcpu_ns;
+	t->sys_flags = 0;
 }
 
 static __always_inline __u64 call_oncpu_ns(const struct thread_stats *t, __u64 now)
@@ -390,7 +391,10 @@ static __always_inline struct thread_stats *io_enter(__u32 tid, __u32 kind, __u6
 		return NULL;
 	sock = fd_socket(fd);
 	if (!sock) {
-		t->sys_kind = INFLIGHT_NONE;
+		/* Not counted as socket I/O; timed in case it hands work to another thread (a pipe or
+		 * eventfd write) or waits for one (a pipe read). */
+		t->sys_kind = INFLIGHT_OTHER;
+		call_begin(t);
 		return NULL;
 	}
 	t->sys_kind = kind;
@@ -481,9 +485,9 @@ static __always_inline void read_exit(struct thread_stats *t, __u32 tid, long re
 	}
 }
 
-static __always_inline void io_exit(struct thread_stats *t, __u32 tid, long ret)
+static __always_inline void io_exit(struct thread_stats *t, __u32 tid, long ret, __u64 now)
 {
-	__u64 now = bpf_ktime_get_ns(), bytes = 0;
+	__u64 bytes = 0;
 
 	if (ret > 0)
 		bytes = t->sys_shape == IO_MMSG ? mmsg_bytes((void *)t->sys_uptr, ret) : ret;
@@ -550,15 +554,15 @@ static __always_inline int poll_enter(__u32 tid, __u32 cls, struct pt_regs *regs
 	if (!t)
 		return 0;
 	t->sys_kind = INFLIGHT_POLL;
-	t->sys_flags = poll_nowait(cls, regs) ? SYS_NOWAIT : 0;
 	t->in_request = 0; /* it went back to its loop */
 	call_begin(t);
+	t->sys_flags = poll_nowait(cls, regs) ? SYS_NOWAIT : 0;
 	return 0;
 }
 
-static __always_inline void poll_exit(struct thread_stats *t, long ret)
+static __always_inline void poll_exit(struct thread_stats *t, long ret, __u64 now)
 {
-	__u64 now = bpf_ktime_get_ns(), oncpu = call_oncpu_ns(t, now);
+	__u64 oncpu = call_oncpu_ns(t, now);
 	bool nowait = t->sys_flags & SYS_NOWAIT;
 
 	t->c.poll_calls++;
@@ -604,8 +608,8 @@ static __always_inline int futex_begin(__u32 tid, __u32 kind)
 	if (!t)
 		return 0;
 	t->sys_kind = kind;
-	t->sys_flags = t->in_request ? SYS_IN_REQUEST : 0;
 	call_begin(t);
+	t->sys_flags = t->in_request ? SYS_IN_REQUEST : 0;
 	return 0;
 }
 
@@ -620,9 +624,9 @@ static __always_inline int futex_enter(__u32 tid, __u64 op)
 	return 0;
 }
 
-static __always_inline void futex_exit(struct thread_stats *t)
+static __always_inline void futex_exit(struct thread_stats *t, __u64 now)
 {
-	__u64 now = bpf_ktime_get_ns(), wall = now - t->sys_enter_ns;
+	__u64 wall = now - t->sys_enter_ns;
 
 	t->c.futex_oncpu_ns += call_oncpu_ns(t, now);
 	if (t->sys_kind == INFLIGHT_FUTEX_WAKE) {
@@ -708,7 +712,7 @@ int BPF_PROG(on_sys_enter, struct pt_regs *regs, long nr)
 SEC("tp_btf/sys_exit")
 int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	__u64 id = bpf_get_current_pid_tgid(), now;
 	__u32 tid = (__u32)id;
 	struct thread_stats *t;
 
@@ -718,23 +722,24 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 	if (ret <= -ERESTARTSYS && ret >= -ERESTART_RESTARTBLOCK)
 		return 0;
 	t = bpf_map_lookup_elem(&threads, &tid);
-	if (!t)
+	if (!t || t->sys_kind == INFLIGHT_NONE) /* a call that began before we attached */
 		return 0;
+	now = bpf_ktime_get_ns();
 	switch (t->sys_kind) {
 	case INFLIGHT_WRITE:
 	case INFLIGHT_READ:
-		io_exit(t, tid, ret);
+		io_exit(t, tid, ret, now);
 		break;
 	case INFLIGHT_POLL:
-		poll_exit(t, ret);
+		poll_exit(t, ret, now);
 		break;
 	case INFLIGHT_FUTEX_WAIT:
 	case INFLIGHT_FUTEX_WAKE:
-		futex_exit(t);
+		futex_exit(t, now);
 		break;
-	default:
-		return 0; /* a call that began before we attached, or not on a socket */
 	}
+	if (t->sys_flags & SYS_HANDOFF)
+		t->c.handoff_oncpu_ns += call_oncpu_ns(t, now);
 	t->sys_kind = INFLIGHT_NONE;
 	return 0;
 }
@@ -871,6 +876,12 @@ int BPF_PROG(on_sched_waking, struct task_struct *p)
 	wakee->woken_in_process = 1;
 	mechanism = waker_mechanism(bpf_get_current_task_btf());
 	waker = current_thread((__u32)id);
+	/* A handoff: the waking call and the call the wakee slept in are its on-CPU cost. */
+	if (mechanism != WAKE_MM && mechanism != WAKE_EXIT) {
+		wakee->sys_flags |= SYS_HANDOFF;
+		if (waker)
+			waker->sys_flags |= SYS_HANDOFF;
+	}
 	if (waker) {
 		waker->c.wakeups_sent++;
 		switch (mechanism) {

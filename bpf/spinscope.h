@@ -62,6 +62,7 @@
 	X(futex_wait_req_ns)   /* wall time inside those */                                        \
 	X(futex_wakes)                                                                             \
 	X(futex_oncpu_ns)      /* on-CPU inside futex calls, waits and wakes */                    \
+	X(handoff_oncpu_ns)    /* on-CPU inside calls that made or received a handoff */          \
 	X(cs_voluntary)                                                                            \
 	X(cs_involuntary)                                                                          \
 	X(oncpu_ns)                                                                                \
@@ -131,11 +132,13 @@ enum inflight_kind {
 	INFLIGHT_POLL,
 	INFLIGHT_FUTEX_WAIT,
 	INFLIGHT_FUTEX_WAKE,
+	INFLIGHT_OTHER, /* a read or write of a pipe, eventfd or file: timed for handoffs only */
 };
 
 /* Flags of the call in flight (thread_stats.sys_flags). */
 #define SYS_NOWAIT 0x1     /* a poll call with a zero timeout */
 #define SYS_IN_REQUEST 0x2 /* the thread had a request in flight when the call began */
+#define SYS_HANDOFF 0x4    /* the call woke another of the target's threads, or was woken by one */
 
 /* How a write/read call reports its byte count. */
 enum io_shape {

@@ -169,10 +169,12 @@ def reactor_split(**overrides) -> dict:
     n = 10_000
     reactor = thread(300, "reactor", poll_calls=12_000, poll_events=20_000, read_calls=20_000,
                      read_eagain=10_000, write_calls=n, write_bytes=4_000 * n, write_ns=5_000 * n,
-                     futex_wakes=2 * n, futex_oncpu_ns=2_000 * n, cs_voluntary=2 * n, oncpu_ns=40_000 * n,
+                     futex_wakes=2 * n, futex_oncpu_ns=2_000 * n, handoff_oncpu_ns=4_000 * n,
+                     cs_voluntary=2 * n, oncpu_ns=40_000 * n,
                      runq_ns=5_000 * n, wakeup_wait_ns=40_000 * n)
     workers = [thread(301 + i, "worker", futex_waits=2 * n // 4, futex_wait_ns=300_000 * n // 4,
-                      futex_wakes=2 * n // 4, futex_oncpu_ns=3_000 * n // 4, cs_voluntary=2 * n // 4,
+                      futex_wakes=2 * n // 4, futex_oncpu_ns=3_000 * n // 4,
+                      handoff_oncpu_ns=6_000 * n // 4, cs_voluntary=2 * n // 4,
                       cs_involuntary=50, oncpu_ns=30_000 * n // 4, runq_ns=10_000 * n // 4,
                       wakeup_wait_ns=40_000 * n // 4) for i in range(4)]
     edges = [(300, 301 + i, 2 * n // 4) for i in range(4)] + [(301 + i, 300, 2 * n // 4) for i in range(4)]
@@ -185,7 +187,8 @@ def reactor_worker(**overrides) -> dict:
     connection back: two wakeups between threads per request."""
     n = 10_000
     reactor = thread(400, "dispatch", poll_calls=11_000, poll_events=n, futex_wakes=n, cs_voluntary=n,
-                     oncpu_ns=8_000 * n, futex_oncpu_ns=1_000 * n, wakeup_wait_ns=10_000 * n)
+                     oncpu_ns=8_000 * n, futex_oncpu_ns=1_000 * n, handoff_oncpu_ns=2_000 * n,
+                     wakeup_wait_ns=10_000 * n)
     workers = [thread(401 + i, "worker", read_calls=n // 2, read_bytes=300 * n // 2, write_calls=n // 2,
                       write_bytes=4_000 * n // 2, write_ns=5_000 * n // 2, futex_waits=n // 2,
                       futex_wait_ns=200_000 * n // 2, futex_wakes=n // 2, futex_oncpu_ns=2_000 * n // 2,

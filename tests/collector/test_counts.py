@@ -97,7 +97,8 @@ def test_handoff_edges_exact(tmp_path):
     for tid, thread in ((ping, run.thread("ping")), (pong, run.thread("pong"))):
         assert thread["wakeups_sent"] == sum(c for (w, _), c in edges.items() if w == tid)
         assert thread["wakeups_received"] == sum(c for (_, e), c in edges.items() if e == tid)
-    # A pipe write is an I/O handoff.
+    # A pipe write is an I/O handoff: the writes and the reads they end are timed as its cost.
+    assert run.thread("ping")["handoff_oncpu_ns"] > 0 and run.thread("pong")["handoff_oncpu_ns"] > 0
     mechanisms = {(e["waker_tid"], e["wakee_tid"]): e["mechanism"] for e in run.capture["wakeups"]}
     assert mechanisms[(ping, pong)] == mechanisms[(pong, ping)] == "io"
     for name in ("ping", "pong"):  # each also wakes main in pthread_join as it exits: not a handoff
@@ -205,6 +206,10 @@ def test_futex_handoffs_are_futex_wakeups(tmp_path):
     assert run.thread("pong")["wakeups_sent_futex"] == rounds
     # The futex wakes and waits were timed on the CPU: some time, far less than the waits took.
     assert 0 < run.thread("pong")["futex_oncpu_ns"] < run.thread("pong")["futex_wait_ns"]
+    # Every futex call of the rounds woke the other thread or was woken by it: all a handoff's cost.
+    for name in ("ping", "pong"):
+        thread = run.thread(name)
+        assert 0.5 * thread["futex_oncpu_ns"] < thread["handoff_oncpu_ns"] <= thread["oncpu_ns"]
 
 
 def test_spin_retries_and_writes_after_a_wait_exact(tmp_path):

@@ -32,7 +32,7 @@ COUNTERS = (
     "poll_calls", "poll_zero", "poll_events", "poll_errors", "poll_ns", "poll_oncpu_ns", "poll_nowait",
     "poll_zero_nowait", "poll_zero_nowait_ns", "poll_zero_wait_ns",
     "futex_waits", "futex_wait_ns", "futex_waits_req", "futex_wait_req_ns", "futex_wakes", "futex_oncpu_ns",
-    "cs_voluntary", "cs_involuntary", "oncpu_ns", "offcpu_ns", "runq_ns",
+    "handoff_oncpu_ns", "cs_voluntary", "cs_involuntary", "oncpu_ns", "offcpu_ns", "runq_ns",
     "wakeups_sent", "wakeups_sent_futex", "wakeups_sent_io", "wakeups_sent_mm", "wakeups_sent_exit",
     "wakeups_received", "wakeup_wait_ns", "wakeups_external", "wakeups_irq",
     "threads_created",
@@ -43,7 +43,7 @@ SCHEMA2_COUNTERS = frozenset((
     "write_eagain_ns", "write_partial_ns", "write_spin_retries", "write_spin_ns", "write_spin_eagain",
     "write_spin_eagain_ns", "write_waited", "read_eagain_ns", "requests_read", "socket_switches", "responses_written", "poll_oncpu_ns", "poll_nowait",
     "poll_zero_nowait", "poll_zero_nowait_ns", "poll_zero_wait_ns", "futex_waits_req", "futex_wait_req_ns",
-    "futex_oncpu_ns", "wakeups_sent_futex", "wakeups_sent_io", "wakeups_sent_mm", "wakeups_sent_exit",
+    "futex_oncpu_ns", "handoff_oncpu_ns", "wakeups_sent_futex", "wakeups_sent_io", "wakeups_sent_mm", "wakeups_sent_exit",
     "wakeup_wait_ns",
 ))
 # The sums of `requests` and of each `requests.by_size` class: SPINSCOPE_REQUEST_SUMS.

@@ -6,7 +6,7 @@ small samples (too few requests or calls) and say so through `Assessment.notes`,
 reported as "not enough data", never as "healthy".
 
 A count is not a verdict. A label's severity follows its measured cost: the on-CPU time the collector timed
-inside the calls that make the problem (spin retries, empty polls, futex calls) over the on-CPU time of the
+inside the calls that make the problem (spin retries, empty polls, handoffs) over the on-CPU time of the
 threads involved, or the request time spent waiting for a handed-to thread. Where a cost cannot be
 measured in the kernel (a handoff through shared memory), the label says it is estimated and how.
 """
@@ -312,8 +312,9 @@ def _loop_imbalance(threads: pd.DataFrame) -> tuple | None:
 def handoff_overhead(analysis: Analysis) -> Label | None:
     """Requests passed between the target's own threads, by a wakeup (futex, pipe, eventfd) or through
     shared memory (read on one thread, answered on another, no wakeup). Severity from the measured
-    costs: the request time spent waiting for a handed-to thread to run, and the on-CPU time inside
-    futex calls; a shared-memory handoff has no kernel event to time, and is said to be estimated."""
+    costs: the request time spent waiting for a handed-to thread to run, and the on-CPU time inside the
+    calls that made or received the handoffs; a shared-memory handoff has no kernel event to time, and
+    is said to be estimated."""
     process, requests = analysis.process, analysis.requests
     per_request = process["handoffs_per_request"] or 0.0
     cross = process["cross_thread_share"] or 0.0
@@ -322,7 +323,7 @@ def handoff_overhead(analysis: Analysis) -> Label | None:
     threads = analysis.threads
     involved = threads[(threads["wakeups_sent"] - threads["wakeups_sent_mm"] - threads["wakeups_sent_exit"] > 0)
                        | (threads["wakeups_received"] > 0)]
-    cpu_share = _share(involved["futex_oncpu_ns"].sum(), involved["oncpu_ns"].sum())
+    cpu_share = _share(involved["handoff_oncpu_ns"].sum(), involved["oncpu_ns"].sum())
     wait_ms = process["handoff_wait_ms_per_request"] or 0.0
     # Wake-to-run waits also happen between requests (a dispatcher re-arming a connection), so they
     # can exceed the request time: the share is capped at the whole of it.
@@ -336,7 +337,7 @@ def handoff_overhead(analysis: Analysis) -> Label | None:
         "handoff_wait_ms_per_request": _round(wait_ms),
         "request_ms": _round(process["request_ms"]),
         "handoff_wait_share_of_request_time": _round(latency_share),
-        "futex_cpu_share": _round(cpu_share),
+        "handoff_cpu_share": _round(cpu_share),
         "cs_per_request": _round(process["cs_per_request"]),
         "futex_ms_per_request": _round(process["futex_ms_per_request"]),
         "cpu_ms_per_request": _round(process["cpu_ms_per_request"]),
@@ -370,7 +371,7 @@ def handoff_overhead(analysis: Analysis) -> Label | None:
                   else f" ({latency_share:.0%} of the request time)")
     moved = f", {cross:.0%} of requests answered by another thread" if cross >= 0.005 else ""
     summary = (f"handoff overhead: {per_request:.1f} handoffs between threads per request ({path}){moved}; {waits}"
-               f"{_share_phrase(cpu_share, 'their CPU', 'in futex calls')}; "
+               f"{_share_phrase(cpu_share, 'their CPU', 'in the calls that hand off and wait')}; "
                "serve the request in the thread that read it")
     return Label(HANDOFF_OVERHEAD, level, summary, evidence, cpu_share, fixes, details)
 
