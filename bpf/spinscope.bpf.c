@@ -446,21 +446,21 @@ static __always_inline void write_exit(struct thread_stats *t, __u32 tid, long r
 	t->in_request = 0;
 	what = request_on_write(t, tid, now, ret, ret == -EAGAIN || partial, bytes);
 	if (what & WRITE_SPIN) {
-		__u64 cycle = write_cycle_oncpu_ns(t, now);
-
 		t->c.write_spin_retries++;
-		t->c.write_spin_ns += cycle;
-		if (what & WRITE_AFTER_EAGAIN) {
+		t->c.write_spin_ns += write_cycle_oncpu_ns(t, now);
+		t->c.write_spin_bytes += bytes;
+		if (what & WRITE_AFTER_EAGAIN)
 			t->c.write_spin_eagain++;
-			t->c.write_spin_eagain_ns += cycle;
-		}
 	} else if (what & WRITE_WAITED) {
 		t->c.write_waited++;
 	}
 	t->last_write_ns = now;
 	t->last_write_offcpu = t->c.offcpu_ns;
-	if (what & WRITE_RESPONSE)
+	if (what & WRITE_RESPONSE) {
 		t->c.responses_written++;
+		t->c.write_first_ns += oncpu;
+		t->c.write_first_bytes += bytes;
+	}
 }
 
 static __always_inline void read_exit(struct thread_stats *t, __u32 tid, long ret, __u64 now,

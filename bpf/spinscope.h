@@ -34,7 +34,9 @@
 	X(write_spin_retries)  /* writes after a stalled write on that socket, with no wait between */ \
 	X(write_spin_ns)       /* on-CPU of those retries' cycles (see write_cycle_oncpu_ns) */    \
 	X(write_spin_eagain)   /* ...of which retried an EAGAIN (not a partial write): the spin */ \
-	X(write_spin_eagain_ns) /* on-CPU of those cycles: the cost of the spin */                 \
+	X(write_spin_bytes)    /* bytes the spin retries moved */                                  \
+	X(write_first_ns)      /* on-CPU inside the first write of each response */                \
+	X(write_first_bytes)   /* ...and the bytes those moved: the rate of a write not spinning */ \
 	X(write_waited)        /* writes after a stalled write on that socket, after a wait */     \
 	X(read_calls)                                                                              \
 	X(read_bytes)                                                                              \

@@ -125,19 +125,44 @@ static int read_requests(int fd, struct snapshot *snap)
 	return 0;
 }
 
-static void read_open_requests(int fd, struct snapshot *snap)
+static int compare_u64(const void *a, const void *b)
 {
-	__u64 key, next, *prev = NULL;
+	__u64 x = *(const __u64 *)a, y = *(const __u64 *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Requests still being answered at the final read. The probes may delete sockets meanwhile, and a walk
+ * whose current key was deleted starts again from the first key: the keys are gathered first (at most
+ * twice the map's size of steps), duplicates dropped, then each socket is read once.
+ */
+static int read_open_requests(int fd, __u32 max_entries, struct snapshot *snap)
+{
+	size_t cap = 2 * (size_t)max_entries, n = 0, unique = 0;
+	__u64 *keys = calloc(cap, sizeof(*keys)), *prev = NULL;
 	struct socket_state s;
 
-	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
-		if (bpf_map_lookup_elem(fd, &next, &s) == 0 && s.phase == REQ_WRITING && s.write_calls) {
+	if (!keys)
+		return -ENOMEM;
+	while (n < cap && bpf_map_get_next_key(fd, prev, &keys[n]) == 0) {
+		prev = &keys[n];
+		n++;
+	}
+	qsort(keys, n, sizeof(*keys), compare_u64);
+	for (size_t i = 0; i < n; i++) {
+		if (i && keys[i] == keys[i - 1])
+			continue;
+		keys[unique++] = keys[i];
+	}
+	for (size_t i = 0; i < unique; i++) {
+		if (bpf_map_lookup_elem(fd, &keys[i], &s) == 0 && s.phase == REQ_WRITING && s.write_calls) {
 			request_stats_add(&snap->requests, &s);
 			snap->open_requests++;
 		}
-		key = next;
-		prev = &key;
 	}
+	free(keys);
+	return 0;
 }
 
 int snapshot_read(struct spinscope_bpf *skel, struct snapshot *snap, bool final)
@@ -152,7 +177,8 @@ int snapshot_read(struct spinscope_bpf *skel, struct snapshot *snap, bool final)
 	if (!err)
 		err = read_requests(bpf_map__fd(skel->maps.requests), snap);
 	if (!err && final)
-		read_open_requests(bpf_map__fd(skel->maps.sockets), snap);
+		err = read_open_requests(bpf_map__fd(skel->maps.sockets), bpf_map__max_entries(skel->maps.sockets),
+					 snap);
 	return err;
 }
 

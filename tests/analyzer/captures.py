@@ -144,7 +144,8 @@ def write_spin_server(**overrides) -> dict:
                   read_eagain=5_000, read_bytes=n * 200, write_calls=40 * n, write_eagain=35 * n,
                   write_partial=4 * n, write_bytes=100_000 * n, write_ns=3_000 * 40 * n, oncpu_ns=3e9,
                   write_spin_retries=39 * n, write_spin_ns=1.8e9, write_spin_eagain=35 * n,
-                  write_spin_eagain_ns=1.5e9, socket_switches=n, cs_voluntary=40_000, cs_involuntary=500)
+                  write_spin_bytes=60_000 * n, write_first_ns=0.2e9, write_first_bytes=40_000 * n,
+                  socket_switches=n, cs_voluntary=40_000, cs_involuntary=500)
     args = dict(requests=n, response_bytes=100_000, writes_per_request=40, eagain_per_request=35,
                 partial_per_request=4, spin_per_request=39, futile_per_request=35, comm="spinsrv")
     return capture([loop], **{**args, **overrides})

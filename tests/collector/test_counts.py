@@ -230,7 +230,10 @@ def test_spin_retries_and_writes_after_a_wait_exact(tmp_path):
     # On-CPU time: of the stalled calls, part of the socket writes' time; of the retries' whole cycles
     # (loop, syscall entry and exit, the call), more than the time inside those calls.
     assert 0 < got["write_eagain_ns"] + got["write_partial_ns"] <= got["write_ns"]
-    assert 0 < got["write_spin_eagain_ns"] <= got["write_spin_ns"] <= got["oncpu_ns"]
+    assert 0 < got["write_spin_ns"] <= got["oncpu_ns"]
+    assert 0 < got["write_spin_bytes"] < got["write_bytes"]
+    # The first write of each of the 3 responses: the rate at which the thread moves bytes unstalled.
+    assert 0 < got["write_first_bytes"] <= 3 * 64 * 1024 and got["write_first_ns"] > 0
 
 
 def test_futex_time_in_a_request_apart_from_idle_parking(tmp_path):

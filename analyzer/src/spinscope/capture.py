@@ -26,7 +26,7 @@ SCHEMA = 2
 COUNTERS = (
     "write_calls", "write_bytes", "write_eagain", "write_partial", "write_errors", "write_ns",
     "write_eagain_ns", "write_partial_ns", "write_spin_retries", "write_spin_ns",
-    "write_spin_eagain", "write_spin_eagain_ns", "write_waited",
+    "write_spin_eagain", "write_spin_bytes", "write_first_ns", "write_first_bytes", "write_waited",
     "read_calls", "read_bytes", "read_eagain", "read_eof", "read_errors", "read_ns", "read_eagain_ns",
     "requests_read", "socket_switches", "responses_written",
     "poll_calls", "poll_zero", "poll_events", "poll_errors", "poll_ns", "poll_oncpu_ns", "poll_nowait",
@@ -41,7 +41,7 @@ COUNTERS = (
 # Capture.costs_measured is False so that no verdict is drawn from the zeros.
 SCHEMA2_COUNTERS = frozenset((
     "write_eagain_ns", "write_partial_ns", "write_spin_retries", "write_spin_ns", "write_spin_eagain",
-    "write_spin_eagain_ns", "write_waited", "read_eagain_ns", "requests_read", "socket_switches", "responses_written", "poll_oncpu_ns", "poll_nowait",
+    "write_spin_bytes", "write_first_ns", "write_first_bytes", "write_waited", "read_eagain_ns", "requests_read", "socket_switches", "responses_written", "poll_oncpu_ns", "poll_nowait",
     "poll_zero_nowait", "poll_zero_nowait_ns", "poll_zero_wait_ns", "futex_waits_req", "futex_wait_req_ns",
     "futex_oncpu_ns", "handoff_oncpu_ns", "wakeups_sent_futex", "wakeups_sent_io", "wakeups_sent_mm", "wakeups_sent_exit",
     "wakeup_wait_ns",

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 
 import pandas as pd
 
-from spinscope.metrics import NOT_HANDOFFS, Analysis, ratio
+from spinscope.metrics import NOT_HANDOFFS, Analysis, ratio, spin_cost_ns
 from spinscope.output import fmt
 from spinscope.roles import EVENT_LOOP, IDLE, ROLE_NOUNS, thread_name
 
@@ -139,8 +139,8 @@ def write_spin(analysis: Analysis) -> Label | None:
     spinning = classes[(classes["futile"] >= SPIN_MIN_RETRIES_PER_RESPONSE)
                        & (classes["per_stall"] >= SPIN_MIN_RETRIES_PER_STALL)]
     threads = analysis.threads
-    spinners = threads[threads["write_spin_eagain"] > 0]
-    spin_ns, spinner_cpu = spinners["write_spin_eagain_ns"].sum(), spinners["oncpu_ns"].sum()
+    spinners = threads[threads["write_spin_retries"] > 0]
+    spin_ns, spinner_cpu = spin_cost_ns(spinners.sum(numeric_only=True)), spinners["oncpu_ns"].sum()
     share = _share(spin_ns, spinner_cpu)
     evidence = {
         "requests": analysis.requests,
