@@ -195,17 +195,19 @@ def _write_waits(analysis: Analysis, classes: pd.DataFrame, share: float | None,
     worst = waiting.loc[waiting["write_waited"].idxmax()]
     size = size_class(worst["bytes_min"], worst["bytes_max"])
     request_ms = ratio(worst["duration_ns"] / 1e6, worst["count"])
+    # No share in the sentence: without a spin, the time between a write and its retry is the server's
+    # ordinary work, not a cost of retrying (it stays in the evidence).
     summary = (f"no write-spin: {size} responses wait for writability {worst['waits']:.1f} times each "
-               f"(send buffer smaller than the response; {worst['futile']:.1f} retries of an EAGAIN per response"
-               f"{_share_phrase(share, 'the CPU of the threads writing them')}); each wait is a round trip: "
-               "these requests took "
+               f"(send buffer smaller than the response; {worst['futile']:.1f} retries of an EAGAIN per "
+               "response); each wait is a round trip: these requests took "
                f"{fmt(request_ms, 2)} ms on average")
     evidence.update({"size_class_bytes_min": int(worst["bytes_min"]), "size_class_bytes_max": int(worst["bytes_max"]),
                      "waits_per_response": round(float(worst["waits"]), 2),
                      "futile_retries_per_response": round(float(worst["futile"]), 2),
                      "request_ms": _round(request_ms)})
+    evidence["retry_cpu_share"] = _round(share)
     fixes = ["raise SO_SNDBUF (or net.ipv4.tcp_wmem) above the large response sizes if their latency matters"]
-    return Label(WRITE_SPIN, INFO, summary, evidence, share, fixes)
+    return Label(WRITE_SPIN, INFO, summary, evidence, None, fixes)
 
 
 # --- spurious select --------------------------------------------------------------------------------
