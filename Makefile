@@ -17,7 +17,7 @@ COLLECTOR_HDRS := $(wildcard collector/*.h)
 FIXTURE_SRCS := $(wildcard tests/fixtures/*.c)
 FIXTURES   := $(patsubst tests/fixtures/%.c,$(BUILD)/fixtures/%,$(FIXTURE_SRCS))
 
-.PHONY: all collector refservers fixtures setup test demo bench clean
+.PHONY: all collector refservers fixtures setup test unit demo bench clean
 
 all: collector refservers fixtures
 
@@ -57,6 +57,11 @@ setup:
 test: setup
 	$(MAKE) all
 	$(PYTHON) -m pytest -q tests
+
+# The quick loop: the analyzer's tests on synthetic and bundled captures. No root, no apt, no build;
+# needs the package installed once (`make setup`, or `pip install -e .[test]`).
+unit:
+	$(PYTHON) -m pytest -q tests/analyzer
 
 demo: setup
 	$(MAKE) all
