@@ -873,11 +873,12 @@ int BPF_PROG(on_sched_waking, struct task_struct *p)
 		return 0;
 	}
 	__sync_fetch_and_add(&wakee->c.wakeups_received, 1);
-	wakee->woken_in_process = 1;
 	mechanism = waker_mechanism(bpf_get_current_task_btf());
 	waker = current_thread((__u32)id);
-	/* A handoff: the waking call and the call the wakee slept in are its on-CPU cost. */
+	/* A handoff (not mm-lock contention, not a thread's exit): the wakee's wait to run is its
+	 * latency, the waking call and the call the wakee slept in are its on-CPU cost. */
 	if (mechanism != WAKE_MM && mechanism != WAKE_EXIT) {
+		wakee->woken_in_process = 1;
 		wakee->sys_flags |= SYS_HANDOFF;
 		if (waker)
 			waker->sys_flags |= SYS_HANDOFF;

@@ -76,7 +76,7 @@
 	X(wakeups_sent_mm)     /* ...inside mmap, munmap, mprotect, madvise, mremap, brk: mm locks */ \
 	X(wakeups_sent_exit)   /* ...by exiting (a joiner woken) */                                \
 	X(wakeups_received)                                                                        \
-	X(wakeup_wait_ns)      /* wake-to-run latency of wakeups received from the target's threads */ \
+	X(wakeup_wait_ns)      /* wake-to-run latency of handoffs received from the target's threads */ \
 	X(wakeups_external)                                                                        \
 	X(wakeups_irq)                                                                             \
 	X(threads_created)
@@ -177,7 +177,7 @@ struct thread_stats {
 	__u64 last_write_ns;     /* exit of the thread's latest socket write */
 	__u64 last_write_offcpu; /* c.offcpu_ns then */
 	__u32 in_request; /* read a request, has not written or polled since */
-	__u32 woken_in_process; /* the pending wakeup came from one of the target's threads */
+	__u32 woken_in_process; /* the pending wakeup is a handoff from one of the target's threads */
 };
 
 /* How many times the thread has waited (a poll call or a voluntary sleep): a write retried after a

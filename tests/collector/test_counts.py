@@ -55,6 +55,12 @@ def test_zero_event_returns_of_every_poll_call_exact(tmp_path):
         # before it slept returns with no wakeup at all; the timers fixture asserts exact counts.)
         assert 0 < got["wakeups_irq"] <= got["poll_zero"]
         assert got["wakeups_received"] == got["wakeups_external"] == 0
+    # Main is woken only by its threads exiting (pthread_join): exit wakeups, so no handoff wait.
+    pid = run.capture["target"]["pid"]
+    main = next(t for t in run.capture["threads"] if t["tid"] == pid)
+    into_main = [e for e in run.capture["wakeups"] if e["wakee_tid"] == pid]
+    assert into_main and {e["mechanism"] for e in into_main} == {"exit"}
+    assert main["wakeup_wait_ns"] == 0
 
 
 @pytest.mark.parametrize("name", ["futexwait", "bitsetwait", "condwait"])

@@ -356,7 +356,7 @@ def handoff_overhead(analysis: Analysis) -> Label | None:
         "one event loop per core (SO_REUSEPORT) or thread-per-connection both avoid per-request handoffs",
     ]
     if per_request < SHARED_MEMORY_MAX_WAKEUPS:
-        busy = involved_cpu_line(analysis)
+        busy = _busy_threads_line(analysis)
         summary = (f"handoff overhead: {cross:.0%} of requests are answered by another thread than the one "
                    f"that read them, with {per_request:.2f} wakeups per request: handed over through shared "
                    f"memory, a cost the kernel cannot time (estimated, not measured); {busy}")
@@ -378,7 +378,7 @@ def handoff_overhead(analysis: Analysis) -> Label | None:
     return Label(HANDOFF_OVERHEAD, level, summary, evidence, cpu_share, fixes, details)
 
 
-def involved_cpu_line(analysis: Analysis) -> str:
+def _busy_threads_line(analysis: Analysis) -> str:
     """`threads 'io_thd_1' and 'redis-server' on CPU 96% and 97% of the capture`: busy-waiting shows
     as threads on CPU nearly all the time while their syscalls are few."""
     threads, seconds = analysis.threads, analysis.capture.duration_s or 1.0
