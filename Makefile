@@ -40,7 +40,7 @@ $(BUILD)/spinscope.skel.h: $(BUILD)/spinscope.bpf.o
 
 $(BUILD)/spinscope-collector: $(COLLECTOR_SRCS) $(COLLECTOR_HDRS) $(BPF_HDRS) $(BUILD)/spinscope.skel.h
 	$(CC) $(CFLAGS) $(WARN) -I$(BUILD) -Ibpf -Icollector $(COLLECTOR_SRCS) -o $@ \
-		$(shell pkg-config --libs libbpf json-c) -lelf -lz -pthread
+		$(shell pkg-config --libs libbpf json-c) -lelf -lz
 
 refservers: | $(BUILD)
 	$(MAKE) -C reference-servers BUILD=$(BUILD)

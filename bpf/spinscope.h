@@ -232,15 +232,22 @@ struct response_class {
 #undef X
 };
 
+/* The log2 histograms over finished requests (the capture's `requests.hist`), in capture order: each of
+ * the request's value of the same name (duration_ns: first read to last write). X(name) */
+#define SPINSCOPE_REQUEST_HISTS(X)                                                                 \
+	X(write_calls)                                                                             \
+	X(write_eagain)                                                                            \
+	X(write_bytes)                                                                             \
+	X(duration_ns)
+
 /* Finished requests, aggregated per CPU (one entry of a per-CPU array). */
 struct request_stats {
 	struct response_class sum; /* all requests */
 	__u64 unattributed_writes;
-	__u64 hist_write_calls[REQ_HIST_BUCKETS];
-	__u64 hist_write_eagain[REQ_HIST_BUCKETS];
-	__u64 hist_write_bytes[REQ_HIST_BUCKETS];
-	__u64 hist_duration_ns[REQ_HIST_BUCKETS];
-	struct response_class by_size[REQ_HIST_BUCKETS];
+#define X(name) __u64 hist_##name[REQ_HIST_BUCKETS];
+	SPINSCOPE_REQUEST_HISTS(X)
+#undef X
+	struct response_class by_size[REQ_HIST_BUCKETS]; /* by log2 class of write_bytes */
 };
 
 struct wakeup_edge {
@@ -249,14 +256,33 @@ struct wakeup_edge {
 	__u32 mechanism; /* enum wake_mechanism */
 };
 
+/* What a full map cost (the capture's `drops`), in capture order: entries the probes could not create,
+ * so the counts of what they would have held are lower bounds. X(name): field drops_<name>. */
+#define SPINSCOPE_DROPS(X)                                                                         \
+	X(threads)      /* threads never counted (the threads map was full) */                     \
+	X(sockets)      /* requests not followed (sockets map full) */                             \
+	X(wakeup_edges) /* waker -> wakee pairs not recorded (wakeups map full) */                 \
+	X(pids)         /* forked children not followed (child_pids map full) */
+
 /* Global, rarely-updated counters (the BPF side's .bss). */
 struct global_stats {
 	__u64 processes_created;
-	__u64 drops_threads;
-	__u64 drops_sockets;
-	__u64 drops_wakeup_edges;
-	__u64 drops_pids;
+#define X(name) __u64 drops_##name;
+	SPINSCOPE_DROPS(X)
+#undef X
 };
+
+/*
+ * One entry of the capture's `intervals` series (the collector's snapshots every --interval), in
+ * capture order. X(name, kind): kind is how the collector writes the field: seconds (a double), count
+ * (an integer), counters (an object of SPINSCOPE_COUNTERS, the deltas over the interval).
+ */
+#define SPINSCOPE_INTERVAL_FIELDS(X)                                                               \
+	X(t_s, seconds)                   /* end of the interval, from the start of the capture */ \
+	X(duration_s, seconds)                                                                     \
+	X(requests, count)                /* requests finished in the interval */                  \
+	X(wakeups_in_process, count)      /* wakeups between the target's own threads */           \
+	X(counters, counters)
 
 /*
  * Bookkeeping shared by the BPF side (requests that end while traced) and the collector (requests
@@ -293,31 +319,37 @@ static __always_inline __u32 log2_bucket(__u64 v, __u32 max)
 	return r < max ? r : max - 1;
 }
 
+/*
+ * A finished request's value of each name in SPINSCOPE_REQUEST_SUMS and SPINSCOPE_REQUEST_HISTS, from its
+ * socket's state: the sums and the histograms are generated from these (a name without one does not
+ * compile).
+ */
+#define REQUEST_count(s)         1
+#define REQUEST_write_calls(s)   ((s)->write_calls)
+#define REQUEST_write_eagain(s)  ((s)->write_eagain)
+#define REQUEST_write_partial(s) ((s)->write_partial)
+#define REQUEST_spin_retries(s)  ((s)->spin_retries)
+#define REQUEST_spin_eagain(s)   ((s)->spin_eagain)
+#define REQUEST_write_waited(s)  ((s)->write_waited)
+#define REQUEST_write_bytes(s)   ((s)->write_bytes)
+#define REQUEST_duration_ns(s)   ((s)->end_ns - (s)->start_ns)
+#define REQUEST_cross_thread(s)  ((s)->reader_tid != (s)->writer_tid)
+
 static __always_inline void response_class_add(struct response_class *r, const struct socket_state *s)
 {
-	r->count++;
-	r->write_calls += s->write_calls;
-	r->write_eagain += s->write_eagain;
-	r->write_partial += s->write_partial;
-	r->spin_retries += s->spin_retries;
-	r->spin_eagain += s->spin_eagain;
-	r->write_waited += s->write_waited;
-	r->write_bytes += s->write_bytes;
-	r->duration_ns += s->end_ns - s->start_ns;
-	r->cross_thread += s->reader_tid != s->writer_tid;
+#define X(name) r->name += REQUEST_##name(s);
+	SPINSCOPE_REQUEST_SUMS(X)
+#undef X
 }
 
 /* Count one finished request (a socket's state) into the request statistics. */
 static __always_inline void request_stats_add(struct request_stats *r, const struct socket_state *s)
 {
-	__u32 b = log2_bucket(s->write_bytes, REQ_HIST_BUCKETS);
-
 	response_class_add(&r->sum, s);
-	response_class_add(&r->by_size[b], s);
-	r->hist_write_calls[log2_bucket(s->write_calls, REQ_HIST_BUCKETS)]++;
-	r->hist_write_eagain[log2_bucket(s->write_eagain, REQ_HIST_BUCKETS)]++;
-	r->hist_duration_ns[log2_bucket(s->end_ns - s->start_ns, REQ_HIST_BUCKETS)]++;
-	r->hist_write_bytes[b]++;
+	response_class_add(&r->by_size[log2_bucket(s->write_bytes, REQ_HIST_BUCKETS)], s);
+#define X(name) r->hist_##name[log2_bucket(REQUEST_##name(s), REQ_HIST_BUCKETS)]++;
+	SPINSCOPE_REQUEST_HISTS(X)
+#undef X
 }
 
 #endif /* SPINSCOPE_H */

@@ -39,59 +39,78 @@ static void close_open_slices(struct thread_stats *s, __u64 now)
 		s->c.offcpu_ns += now - s->switch_out_ns;
 }
 
-static int read_threads(int fd, struct snapshot *snap)
+/*
+ * Every entry of a hash map, as parallel arrays of keys and values (malloc'd), read in batches: the
+ * kernel walks the map bucket by bucket, so entries the probes delete meanwhile cannot make the walk
+ * start over and count an entry twice (as a get_next_key walk whose current key was deleted does).
+ */
+static int map_dump(int fd, size_t key_size, size_t value_size, __u32 max_entries, void **keys,
+		    void **values, size_t *n)
 {
-	__u64 now = monotonic_ns();
-	size_t cap = 64;
-	__u32 key, next;
-	__u32 *prev = NULL;
+	__u64 token = 0; /* hash maps' batch position: a bucket index */
+	size_t cap = max_entries ? max_entries : 1;
+	bool first = true;
+	int err = 0;
 
-	snap->threads = calloc(cap, sizeof(*snap->threads));
-	if (!snap->threads)
+	*n = 0;
+	*keys = malloc(cap * key_size);
+	*values = malloc(cap * value_size);
+	if (!*keys || !*values)
 		return -ENOMEM;
-	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
-		if (snap->nthreads == cap) {
-			struct thread_row *grown = realloc(snap->threads, 2 * cap * sizeof(*grown));
+	while (*n < cap) {
+		__u32 count = cap - *n;
 
-			if (!grown)
-				return -ENOMEM;
-			snap->threads = grown;
-			cap *= 2;
-		}
-		if (bpf_map_lookup_elem(fd, &next, &snap->threads[snap->nthreads].s) == 0) {
-			close_open_slices(&snap->threads[snap->nthreads].s, now);
-			snap->threads[snap->nthreads++].tid = next;
-		}
-		key = next;
-		prev = &key;
+		err = bpf_map_lookup_batch(fd, first ? NULL : &token, &token, (char *)*keys + *n * key_size,
+					   (char *)*values + *n * value_size, &count, NULL);
+		err = err ? -errno : 0;
+		*n += count;
+		first = false;
+		if (err == -ENOENT) /* the walk is complete */
+			return 0;
+		if (err)
+			return err;
 	}
 	return 0;
 }
 
-static int read_edges(int fd, struct snapshot *snap)
+static int read_threads(int fd, __u32 max_entries, struct snapshot *snap)
 {
-	size_t cap = 64;
-	struct wakeup_edge key, next;
-	struct wakeup_edge *prev = NULL;
+	__u64 now = monotonic_ns();
+	struct thread_stats *values;
+	__u32 *tids;
+	int err = map_dump(fd, sizeof(*tids), sizeof(*values), max_entries, (void **)&tids, (void **)&values,
+			   &snap->nthreads);
 
-	snap->edges = calloc(cap, sizeof(*snap->edges));
-	if (!snap->edges)
-		return -ENOMEM;
-	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
-		if (snap->nedges == cap) {
-			struct edge_row *grown = realloc(snap->edges, 2 * cap * sizeof(*grown));
-
-			if (!grown)
-				return -ENOMEM;
-			snap->edges = grown;
-			cap *= 2;
-		}
-		if (bpf_map_lookup_elem(fd, &next, &snap->edges[snap->nedges].count) == 0)
-			snap->edges[snap->nedges++].key = next;
-		key = next;
-		prev = &key;
+	snap->threads = err ? NULL : calloc(snap->nthreads + 1, sizeof(*snap->threads));
+	if (!err && !snap->threads)
+		err = -ENOMEM;
+	for (size_t i = 0; !err && i < snap->nthreads; i++) {
+		snap->threads[i].tid = tids[i];
+		snap->threads[i].s = values[i];
+		close_open_slices(&snap->threads[i].s, now);
 	}
-	return 0;
+	free(tids);
+	free(values);
+	return err;
+}
+
+static int read_edges(int fd, __u32 max_entries, struct snapshot *snap)
+{
+	struct wakeup_edge *keys;
+	__u64 *counts;
+	int err = map_dump(fd, sizeof(*keys), sizeof(*counts), max_entries, (void **)&keys, (void **)&counts,
+			   &snap->nedges);
+
+	snap->edges = err ? NULL : calloc(snap->nedges + 1, sizeof(*snap->edges));
+	if (!err && !snap->edges)
+		err = -ENOMEM;
+	for (size_t i = 0; !err && i < snap->nedges; i++) {
+		snap->edges[i].key = keys[i];
+		snap->edges[i].count = counts[i];
+	}
+	free(keys);
+	free(counts);
+	return err;
 }
 
 static void add_request_stats(struct request_stats *sum, const struct request_stats *r)
@@ -125,60 +144,40 @@ static int read_requests(int fd, struct snapshot *snap)
 	return 0;
 }
 
-static int compare_u64(const void *a, const void *b)
-{
-	__u64 x = *(const __u64 *)a, y = *(const __u64 *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/*
- * Requests still being answered at the final read. The probes may delete sockets meanwhile, and a walk
- * whose current key was deleted starts again from the first key: the keys are gathered first (at most
- * twice the map's size of steps), duplicates dropped, then each socket is read once.
- */
+/* Requests still being answered at the final read: counted with the finished ones. */
 static int read_open_requests(int fd, __u32 max_entries, struct snapshot *snap)
 {
-	size_t cap = 2 * (size_t)max_entries, n = 0, unique = 0;
-	__u64 *keys = calloc(cap, sizeof(*keys)), *prev = NULL;
-	struct socket_state s;
+	struct socket_state *states;
+	__u64 *sockets;
+	size_t n;
+	int err = map_dump(fd, sizeof(*sockets), sizeof(*states), max_entries, (void **)&sockets,
+			   (void **)&states, &n);
 
-	if (!keys)
-		return -ENOMEM;
-	while (n < cap && bpf_map_get_next_key(fd, prev, &keys[n]) == 0) {
-		prev = &keys[n];
-		n++;
-	}
-	qsort(keys, n, sizeof(*keys), compare_u64);
-	for (size_t i = 0; i < n; i++) {
-		if (i && keys[i] == keys[i - 1])
-			continue;
-		keys[unique++] = keys[i];
-	}
-	for (size_t i = 0; i < unique; i++) {
-		if (bpf_map_lookup_elem(fd, &keys[i], &s) == 0 && s.phase == REQ_WRITING && s.write_calls) {
-			request_stats_add(&snap->requests, &s);
+	for (size_t i = 0; !err && i < n; i++) {
+		if (states[i].phase == REQ_WRITING && states[i].write_calls) {
+			request_stats_add(&snap->requests, &states[i]);
 			snap->open_requests++;
 		}
 	}
-	free(keys);
-	return 0;
+	free(sockets);
+	free(states);
+	return err;
 }
 
 int snapshot_read(struct spinscope_bpf *skel, struct snapshot *snap, bool final)
 {
+	struct bpf_map *threads = skel->maps.threads, *wakeups = skel->maps.wakeups, *sockets = skel->maps.sockets;
 	int err;
 
 	memset(snap, 0, sizeof(*snap));
 	snap->globals = skel->bss->globals;
-	err = read_threads(bpf_map__fd(skel->maps.threads), snap);
+	err = read_threads(bpf_map__fd(threads), bpf_map__max_entries(threads), snap);
 	if (!err)
-		err = read_edges(bpf_map__fd(skel->maps.wakeups), snap);
+		err = read_edges(bpf_map__fd(wakeups), bpf_map__max_entries(wakeups), snap);
 	if (!err)
 		err = read_requests(bpf_map__fd(skel->maps.requests), snap);
 	if (!err && final)
-		err = read_open_requests(bpf_map__fd(skel->maps.sockets), bpf_map__max_entries(skel->maps.sockets),
-					 snap);
+		err = read_open_requests(bpf_map__fd(sockets), bpf_map__max_entries(sockets), snap);
 	return err;
 }
 
@@ -211,6 +210,52 @@ __u64 snapshot_wakeups(const struct snapshot *snap)
 }
 
 /* ---------------------------------------------------------------------------------------- */
+/* Intervals                                                                                  */
+
+void intervals_init(struct intervals *iv, __u64 start_ns)
+{
+	*iv = (struct intervals){ .start_ns = start_ns, .prev_ns = start_ns };
+}
+
+int intervals_add(struct intervals *iv, const struct snapshot *snap, __u64 now)
+{
+	struct thread_counters totals;
+	__u64 wakeups = snapshot_wakeups(snap);
+	struct interval *it;
+
+	if (iv->n == iv->cap) {
+		size_t cap = iv->cap ? iv->cap * 2 : 64;
+		struct interval *grown = realloc(iv->items, cap * sizeof(*grown));
+
+		if (!grown)
+			return -ENOMEM;
+		iv->items = grown;
+		iv->cap = cap;
+	}
+	snapshot_totals(snap, &totals);
+	it = &iv->items[iv->n++];
+	it->t_s = (now - iv->start_ns) / 1e9;
+	it->duration_s = (now - iv->prev_ns) / 1e9;
+	it->requests = snap->requests.sum.count - iv->prev_requests;
+	it->wakeups_in_process = wakeups - iv->prev_wakeups;
+#define X(name) it->counters.name = totals.name - iv->prev.name;
+	SPINSCOPE_COUNTERS(X)
+#undef X
+	iv->prev = totals;
+	iv->prev_requests = snap->requests.sum.count;
+	iv->prev_wakeups = wakeups;
+	iv->prev_ns = now;
+	return 0;
+}
+
+void intervals_free(struct intervals *iv)
+{
+	free(iv->items);
+	iv->items = NULL;
+	iv->n = iv->cap = 0;
+}
+
+/* ---------------------------------------------------------------------------------------- */
 /* JSON                                                                                       */
 
 static json_object *jint(__u64 v)
@@ -233,6 +278,32 @@ static json_object *jcounters(const struct thread_counters *c)
 
 #define X(name) json_object_object_add(o, #name, jint(c->name));
 	SPINSCOPE_COUNTERS(X)
+#undef X
+	return o;
+}
+
+/* The writers of SPINSCOPE_INTERVAL_FIELDS' kinds. */
+static json_object *jfield_seconds(const double *v)
+{
+	return jseconds(*v);
+}
+
+static json_object *jfield_count(const __u64 *v)
+{
+	return jint(*v);
+}
+
+static json_object *jfield_counters(const struct thread_counters *c)
+{
+	return jcounters(c);
+}
+
+static json_object *jinterval(const struct interval *it)
+{
+	json_object *o = json_object_new_object();
+
+#define X(name, kind) json_object_object_add(o, #name, jfield_##kind(&it->name));
+	SPINSCOPE_INTERVAL_FIELDS(X)
 #undef X
 	return o;
 }
@@ -306,10 +377,9 @@ static json_object *jrequests(const struct snapshot *snap)
 	jrequest_sums(o, &r->sum);
 	json_object_object_add(o, "unattributed_writes", jint(r->unattributed_writes));
 	json_object_object_add(o, "open_at_end", jint(snap->open_requests));
-	json_object_object_add(hist, "write_calls", jhist(r->hist_write_calls, REQ_HIST_BUCKETS));
-	json_object_object_add(hist, "write_eagain", jhist(r->hist_write_eagain, REQ_HIST_BUCKETS));
-	json_object_object_add(hist, "write_bytes", jhist(r->hist_write_bytes, REQ_HIST_BUCKETS));
-	json_object_object_add(hist, "duration_ns", jhist(r->hist_duration_ns, REQ_HIST_BUCKETS));
+#define X(name) json_object_object_add(hist, #name, jhist(r->hist_##name, REQ_HIST_BUCKETS));
+	SPINSCOPE_REQUEST_HISTS(X)
+#undef X
 	json_object_object_add(o, "hist", hist);
 	for (size_t b = 0; b < REQ_HIST_BUCKETS; b++) {
 		const struct response_class *c = &r->by_size[b];
@@ -374,7 +444,7 @@ static json_object *jhost(void)
 }
 
 int capture_write(int fd, const struct capture_meta *meta, const struct snapshot *snap,
-		  const struct interval *intervals, size_t nintervals)
+		  const struct intervals *intervals)
 {
 	json_object *doc = json_object_new_object();
 	json_object *tool = json_object_new_object();
@@ -430,22 +500,13 @@ int capture_write(int fd, const struct capture_meta *meta, const struct snapshot
 	json_object_object_add(doc, "wakeups", edges);
 	json_object_object_add(doc, "requests", jrequests(snap));
 
-	for (size_t i = 0; i < nintervals; i++) {
-		json_object *iv = json_object_new_object();
-
-		json_object_object_add(iv, "t_s", jseconds(intervals[i].t_s));
-		json_object_object_add(iv, "duration_s", jseconds(intervals[i].duration_s));
-		json_object_object_add(iv, "counters", jcounters(&intervals[i].delta));
-		json_object_object_add(iv, "requests", jint(intervals[i].requests));
-		json_object_object_add(iv, "wakeups_in_process", jint(intervals[i].wakeups));
-		json_object_array_add(ivs, iv);
-	}
+	for (size_t i = 0; i < intervals->n; i++)
+		json_object_array_add(ivs, jinterval(&intervals->items[i]));
 	json_object_object_add(doc, "intervals", ivs);
 
-	json_object_object_add(drops, "threads", jint(snap->globals.drops_threads));
-	json_object_object_add(drops, "sockets", jint(snap->globals.drops_sockets));
-	json_object_object_add(drops, "wakeup_edges", jint(snap->globals.drops_wakeup_edges));
-	json_object_object_add(drops, "pids", jint(snap->globals.drops_pids));
+#define X(name) json_object_object_add(drops, #name, jint(snap->globals.drops_##name));
+	SPINSCOPE_DROPS(X)
+#undef X
 	json_object_object_add(doc, "drops", drops);
 
 	if (json_object_to_fd(fd, doc, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |

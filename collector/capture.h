@@ -37,12 +37,24 @@ struct snapshot {
 	__u64 open_requests; /* requests still being written at the final read (counted in requests) */
 };
 
+/* One entry of the capture's `intervals`: its fields are SPINSCOPE_INTERVAL_FIELDS. */
+#define INTERVAL_TYPE_seconds double
+#define INTERVAL_TYPE_count __u64
+#define INTERVAL_TYPE_counters struct thread_counters
 struct interval {
-	double t_s;
-	double duration_s;
-	struct thread_counters delta;
-	__u64 requests;
-	__u64 wakeups;
+#define X(name, kind) INTERVAL_TYPE_##kind name;
+	SPINSCOPE_INTERVAL_FIELDS(X)
+#undef X
+};
+
+/* The series of snapshots taken every --interval: each entry the change since the previous one. */
+struct intervals {
+	struct interval *items;
+	size_t n, cap;
+	__u64 start_ns; /* when the probes went live */
+	__u64 prev_ns;  /* the previous snapshot (start_ns at first) */
+	struct thread_counters prev;
+	__u64 prev_requests, prev_wakeups;
 };
 
 struct capture_meta {
@@ -69,8 +81,14 @@ void snapshot_free(struct snapshot *snap);
 void snapshot_totals(const struct snapshot *snap, struct thread_counters *totals);
 __u64 snapshot_wakeups(const struct snapshot *snap);
 
+/* Start the series at start_ns. */
+void intervals_init(struct intervals *iv, __u64 start_ns);
+/* Add the interval that ends with snap, taken at now. 0, or -ENOMEM (the series is kept as it was). */
+int intervals_add(struct intervals *iv, const struct snapshot *snap, __u64 now);
+void intervals_free(struct intervals *iv);
+
 /* Write the capture as JSON to fd. 0 or -errno. */
 int capture_write(int fd, const struct capture_meta *meta, const struct snapshot *snap,
-		  const struct interval *intervals, size_t nintervals);
+		  const struct intervals *intervals);
 
 #endif

@@ -3,7 +3,10 @@
  * spinscope-collector: attach spinscope's BPF programs to one process (and optionally its forked
  * children), let the kernel aggregate, and write one capture when the capture ends: at --duration,
  * on SIGINT/SIGTERM/SIGHUP, or when the target exits. Once the probes are attached, every way out
- * writes the capture.
+ * writes the capture; --ready-fd tells a parent the moment they are.
+ *
+ * main() is a session: start (host checks, target, output, load, attach), record, write, end; every
+ * way out of it goes through session_end(), the one clean-up path.
  *
  * Exit status: 0 capture written (or --check passed), 1 capture could not be made, 2 usage error.
  */
@@ -28,6 +31,7 @@
 #include <bpf/libbpf.h>
 
 #include "capture.h"
+#include "checks.h"
 #include "probes.h"
 #include "procfs.h"
 #include "spinscope.skel.h"
@@ -43,23 +47,11 @@ struct options {
 	__u32 max_threads;
 	__u32 max_sockets;
 	bool check;
+	bool json;    /* --check: the checks as JSON on stdout */
+	int ready_fd; /* -1, or where to say "ready" once the probes are live */
 	bool verbose;
 	bool quiet;
 };
-
-static void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
-
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, PROG ": error: ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
 
 static void usage(FILE *out)
 {
@@ -78,7 +70,11 @@ static void usage(FILE *out)
 		"  -o, --output FILE      capture file (default: spinscope-PID.json)\n"
 		"      --max-threads N    threads the maps can hold (default 16384)\n"
 		"      --max-sockets N    sockets with a request in flight (default 65536)\n"
-		"      --check            load and attach the probes to this process, then exit\n"
+		"      --ready-fd N       once the probes are live, write one JSON line to file descriptor N\n"
+		"                         ({\"ready\": true, ...}) and close it; closed without it on failure\n"
+		"      --check            check this host: privileges, BTF, tracefs, tracepoints, and load and\n"
+		"                         attach the probes (to this process); exit 0 if all pass\n"
+		"      --json             with --check: print the checks as JSON on stdout\n"
 		"  -q, --quiet            only print errors\n"
 		"  -v, --verbose          print libbpf's log (verifier output on load errors)\n"
 		"  -h, --help             this help\n");
@@ -113,7 +109,7 @@ static long parse_count(const char *s, const char *what, long min, long max)
 
 static void parse_options(int argc, char **argv, struct options *o)
 {
-	enum { OPT_MAX_THREADS = 256, OPT_MAX_SOCKETS, OPT_CHECK };
+	enum { OPT_MAX_THREADS = 256, OPT_MAX_SOCKETS, OPT_CHECK, OPT_JSON, OPT_READY_FD };
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "children", no_argument, NULL, 'c' },
@@ -123,6 +119,8 @@ static void parse_options(int argc, char **argv, struct options *o)
 		{ "max-threads", required_argument, NULL, OPT_MAX_THREADS },
 		{ "max-sockets", required_argument, NULL, OPT_MAX_SOCKETS },
 		{ "check", no_argument, NULL, OPT_CHECK },
+		{ "json", no_argument, NULL, OPT_JSON },
+		{ "ready-fd", required_argument, NULL, OPT_READY_FD },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -130,7 +128,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 	};
 	int c;
 
-	*o = (struct options){ .max_threads = 16384, .max_sockets = 65536 };
+	*o = (struct options){ .max_threads = 16384, .max_sockets = 65536, .ready_fd = -1 };
 	while ((c = getopt_long(argc, argv, "p:cd:i:o:qvh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
@@ -157,6 +155,17 @@ static void parse_options(int argc, char **argv, struct options *o)
 		case OPT_CHECK:
 			o->check = true;
 			break;
+		case OPT_JSON:
+			o->json = true;
+			break;
+		case OPT_READY_FD:
+			o->ready_fd = parse_count(optarg, "--ready-fd", 0, INT_MAX);
+			if (fcntl(o->ready_fd, F_GETFD) < 0) {
+				fprintf(stderr, PROG ": error: --ready-fd %d is not an open file descriptor\n",
+					o->ready_fd);
+				exit(2);
+			}
+			break;
 		case 'q':
 			o->quiet = true;
 			break;
@@ -173,6 +182,10 @@ static void parse_options(int argc, char **argv, struct options *o)
 	}
 	if (optind < argc) {
 		fprintf(stderr, PROG ": error: unexpected argument '%s'\n", argv[optind]);
+		exit(2);
+	}
+	if (o->json && !o->check) {
+		fprintf(stderr, PROG ": error: --json goes with --check\n");
 		exit(2);
 	}
 	if (!o->pid && !o->check) {
@@ -207,38 +220,6 @@ static void iso_now(char *buf, size_t len)
 	gmtime_r(&ts.tv_sec, &tm);
 	strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm);
 	snprintf(buf, len, "%.20s.%03dZ", base, (int)(ts.tv_nsec / 1000000));
-}
-
-/* Root, or the capabilities BPF tracing needs (CAP_BPF 39, CAP_PERFMON 38) or CAP_SYS_ADMIN. */
-static bool privileged(void)
-{
-	unsigned long long eff = 0;
-	char line[256];
-	FILE *f;
-
-	if (geteuid() == 0)
-		return true;
-	f = fopen("/proc/self/status", "r");
-	if (!f)
-		return false;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "CapEff: %llx", &eff) == 1)
-			break;
-	fclose(f);
-	return (eff >> 21 & 1) || ((eff >> 38 & 1) && (eff >> 39 & 1));
-}
-
-static void check_host(void)
-{
-	const char *btf = getenv("SPINSCOPE_SYSFS_BTF"); /* tests: simulate a kernel without BTF */
-
-	if (!btf)
-		btf = "/sys/kernel/btf/vmlinux";
-	if (!privileged())
-		die("needs root, or CAP_BPF and CAP_PERFMON (try: sudo " PROG " ...)");
-	if (access(btf, R_OK) != 0)
-		die("this kernel has no BTF (%s is missing); spinscope needs a kernel built with "
-		    "CONFIG_DEBUG_INFO_BTF=y", btf);
 }
 
 /* Threads alive at attach get an entry now, so idle ones appear in the capture too. */
@@ -290,67 +271,88 @@ static int open_temp_output(const char *output, char *tmp, size_t len)
 	return fd;
 }
 
-struct intervals {
-	struct interval *items;
-	size_t n, cap;
-	struct thread_counters prev;
-	__u64 prev_requests, prev_wakeups;
-	__u64 prev_ns;
+/*
+ * One run of the collector: everything it holds that must be given back, whichever way it ends.
+ * session_end() is the only clean-up path.
+ */
+struct session {
+	struct spinscope_bpf *skel;
+	struct bpf_link **links;
+	size_t nlinks;
+	int signal_fd, target_fd; /* the signals that end a capture; the target's pidfd */
+	int out_fd;               /* the temporary output, until it is renamed over the output */
+	char tmp[PATH_MAX + 32];
+	struct capture_meta meta;
+	struct intervals intervals;
+	struct snapshot final;
+	char error[512]; /* why the session failed, one line */
 };
 
-static void intervals_add(struct intervals *iv, const struct snapshot *snap, __u64 now, __u64 start)
+static int fail(struct session *s, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static int fail(struct session *s, int err, const char *fmt, ...)
 {
-	struct thread_counters totals;
-	__u64 wakeups = snapshot_wakeups(snap);
-	struct interval *it;
+	va_list ap;
 
-	if (iv->n == iv->cap) {
-		size_t cap = iv->cap ? iv->cap * 2 : 64;
-		struct interval *grown = realloc(iv->items, cap * sizeof(*grown));
-
-		if (!grown)
-			return; /* keep what we have; the capture is still valid */
-		iv->items = grown;
-		iv->cap = cap;
-	}
-	snapshot_totals(snap, &totals);
-	it = &iv->items[iv->n++];
-	it->t_s = (now - start) / 1e9;
-	it->duration_s = (now - iv->prev_ns) / 1e9;
-#define X(name) it->delta.name = totals.name - iv->prev.name;
-	SPINSCOPE_COUNTERS(X)
-#undef X
-	it->requests = snap->requests.sum.count - iv->prev_requests;
-	it->wakeups = wakeups - iv->prev_wakeups;
-	iv->prev = totals;
-	iv->prev_requests = snap->requests.sum.count;
-	iv->prev_wakeups = wakeups;
-	iv->prev_ns = now;
+	va_start(ap, fmt);
+	vsnprintf(s->error, sizeof(s->error), fmt, ap);
+	va_end(ap);
+	return err ? err : -1;
 }
 
-int main(int argc, char **argv)
+/*
+ * Open, load and attach the probes to o->pid, with its live threads (and children) seeded.
+ * Detaching is left to session_end().
+ */
+static int session_attach(struct session *s, const struct options *o)
 {
-	__u64 launched = monotonic_ns(), start, deadline = 0, next_tick = 0, now;
-	struct bpf_link **links = NULL;
-	struct intervals iv = { 0 };
-	struct capture_meta meta = { 0 };
-	struct spinscope_bpf *skel;
-	struct snapshot snap;
-	struct options o;
-	char default_out[64], tmp[PATH_MAX + 32], err[256];
-	size_t nlinks = 0;
-	int sfd, pidfd, outfd = -1, ret;
+	struct seed_ctx seed;
+	char err[256];
+	int ret;
+
+	s->skel = spinscope_bpf__open();
+	if (!s->skel)
+		return fail(s, -errno, "cannot open the BPF object: %s", strerror(errno));
+	s->skel->rodata->targ_tgid = o->pid;
+	s->skel->rodata->follow_children = o->follow_children;
+	probes_configure(s->skel);
+	if (kernel_config_enabled("CONFIG_KASAN") == 1)
+		s->skel->rodata->kernel_stack_size *= 2;
+	bpf_map__set_max_entries(s->skel->maps.threads, o->max_threads);
+	bpf_map__set_max_entries(s->skel->maps.sockets, o->max_sockets);
+	ret = spinscope_bpf__load(s->skel);
+	if (ret)
+		return fail(s, ret, "cannot load the BPF programs: %s (run with -v for libbpf's log)",
+			    strerror(-ret));
+
+	seed = (struct seed_ctx){ bpf_map__fd(s->skel->maps.threads), o->pid, monotonic_ns(),
+				  bpf_map__fd(s->skel->maps.child_pids) };
+	proc_for_each_thread(o->pid, seed_thread, &seed);
+	/* Children forked before we attached (pre-forked workers, n-copy loops) are followed too; those
+	 * forked later are added by the fork probe. */
+	if (o->follow_children)
+		proc_for_each_descendant(o->pid, adopt_child, &seed);
+
+	s->links = calloc(probes_count(), sizeof(*s->links));
+	if (!s->links)
+		return fail(s, -ENOMEM, "out of memory");
+	ret = probes_attach(s->skel, s->links, probes_count(), &s->nlinks, err, sizeof(err));
+	if (ret)
+		return fail(s, ret, "%s", err);
+	return 0;
+}
+
+/* Everything up to live probes: the host, the target, the output file, the probes. 0, or fail(). */
+static int session_start(struct session *s, const struct options *o)
+{
+	struct check checks[HOST_CHECKS];
+	const struct check *failed = host_checks(checks);
 	sigset_t mask;
 
-	parse_options(argc, argv, &o);
-	verbose_libbpf = o.verbose;
-	libbpf_set_print(libbpf_print);
-	if (o.check)
-		o.pid = getpid();
-
-	check_host();
-	if (kill(o.pid, 0) != 0 && errno == ESRCH)
-		die("no process with PID %d", o.pid);
+	if (failed)
+		return fail(s, -EPERM, "%s; %s", failed->detail, failed->remedy);
+	if (kill(o->pid, 0) != 0 && errno == ESRCH)
+		return fail(s, -ESRCH, "no process with PID %d", o->pid);
 
 	/* From here on SIGINT/SIGTERM/SIGHUP are read from a signalfd: they end the capture cleanly. */
 	sigemptyset(&mask);
@@ -358,107 +360,68 @@ int main(int argc, char **argv)
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGHUP);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
-	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-	pidfd = pidfd_open(o.pid);
-	if (sfd < 0)
-		die("signalfd: %s", strerror(errno));
-	if (pidfd < 0)
-		die("cannot watch process %d: %s", o.pid,
-		    errno == ESRCH ? "it exited before the probes were attached" : strerror(errno));
+	s->signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (s->signal_fd < 0)
+		return fail(s, -errno, "signalfd: %s", strerror(errno));
+	s->target_fd = pidfd_open(o->pid);
+	if (s->target_fd < 0)
+		return fail(s, -errno, "cannot watch process %d: %s", o->pid,
+			    errno == ESRCH ? "it exited before the probes were attached" : strerror(errno));
 
-	meta.pid = o.pid;
-	meta.follow_children = o.follow_children;
-	meta.interval_s = o.interval_s;
-	meta.max_threads = o.max_threads;
-	meta.max_sockets = o.max_sockets;
-	proc_comm(o.pid, meta.comm, sizeof(meta.comm));
-	meta.cmdline = proc_cmdline(o.pid, &meta.cmdline_len);
+	s->meta.pid = o->pid;
+	s->meta.follow_children = o->follow_children;
+	s->meta.interval_s = o->interval_s;
+	s->meta.max_threads = o->max_threads;
+	s->meta.max_sockets = o->max_sockets;
+	proc_comm(o->pid, s->meta.comm, sizeof(s->meta.comm));
+	s->meta.cmdline = proc_cmdline(o->pid, &s->meta.cmdline_len);
 
-	if (!o.check) {
-		if (!o.output) {
-			snprintf(default_out, sizeof(default_out), "spinscope-%d.json", o.pid);
-			o.output = default_out;
-		}
-		outfd = open_temp_output(o.output, tmp, sizeof(tmp));
-		if (outfd < 0)
-			die("cannot write %s: %s", o.output, strerror(errno));
-	}
+	s->out_fd = open_temp_output(o->output, s->tmp, sizeof(s->tmp));
+	if (s->out_fd < 0)
+		return fail(s, -errno, "cannot write %s: %s", o->output, strerror(errno));
+	return session_attach(s, o);
+}
 
-	skel = spinscope_bpf__open();
-	if (!skel) {
-		int e = errno;
+/* Say "ready" on --ready-fd: one JSON line, then the descriptor is closed. */
+static void announce_ready(int fd, const struct session *s, double attach_s)
+{
+	char line[256];
+	int len;
 
-		if (outfd >= 0)
-			unlink(tmp);
-		die("cannot open the BPF object: %s", strerror(e));
-	}
-	skel->rodata->targ_tgid = o.pid;
-	skel->rodata->follow_children = o.follow_children;
-	probes_configure(skel);
-	if (kernel_config_enabled("CONFIG_KASAN") == 1)
-		skel->rodata->kernel_stack_size *= 2;
-	bpf_map__set_max_entries(skel->maps.threads, o.max_threads);
-	bpf_map__set_max_entries(skel->maps.sockets, o.max_sockets);
-	ret = spinscope_bpf__load(skel);
-	if (ret) {
-		if (outfd >= 0)
-			unlink(tmp);
-		die("cannot load the BPF programs: %s (run with -v for libbpf's log)", strerror(-ret));
-	}
+	if (fd < 0)
+		return;
+	len = snprintf(line, sizeof(line), "{\"ready\": true, \"pid\": %d, \"probes\": %zu, \"attach_s\": %.6f}\n",
+		       s->meta.pid, s->nlinks, attach_s);
+	if (write(fd, line, len) != len && errno != EPIPE)
+		fprintf(stderr, PROG ": warning: --ready-fd %d: %s\n", fd, strerror(errno));
+	close(fd);
+}
 
-	{
-		struct seed_ctx seed = { bpf_map__fd(skel->maps.threads), o.pid, monotonic_ns(),
-					 bpf_map__fd(skel->maps.child_pids) };
+/* Count until the duration ends, a signal comes or the target exits, with interval snapshots. */
+static void session_record(struct session *s, const struct options *o)
+{
+	__u64 start = s->meta.start_mono_ns, deadline = 0, next_tick = 0, tick = o->interval_s * 1e9;
 
-		proc_for_each_thread(o.pid, seed_thread, &seed);
-		/* Children forked before we attached (pre-forked workers, n-copy loops) are followed
-		 * too; those forked later are added by the fork probe. */
-		if (o.follow_children)
-			proc_for_each_descendant(o.pid, adopt_child, &seed);
-	}
-
-	links = calloc(probes_count(), sizeof(*links));
-	ret = links ? probes_attach(skel, links, probes_count(), &nlinks, err, sizeof(err)) : -ENOMEM;
-	if (ret) {
-		probes_detach(links, nlinks);
-		spinscope_bpf__destroy(skel);
-		if (outfd >= 0)
-			unlink(tmp);
-		die("%s", links ? err : "out of memory");
-	}
-	start = monotonic_ns();
-	meta.start_mono_ns = start;
-	iso_now(meta.start_time, sizeof(meta.start_time));
-	iv.prev_ns = start;
-	if (!o.quiet)
-		fprintf(stderr, PROG ": attached to PID %d (%s): %zu probes live in %.3f s\n", o.pid,
-			meta.comm, nlinks, (start - launched) / 1e9);
-
-	if (o.check) {
-		probes_detach(links, nlinks);
-		spinscope_bpf__destroy(skel);
-		fprintf(stderr, PROG ": check passed: the probes load and attach on this kernel\n");
-		return 0;
-	}
-
-	if (o.duration_s > 0)
-		deadline = start + (__u64)(o.duration_s * 1e9);
-	if (o.interval_s > 0)
-		next_tick = start + (__u64)(o.interval_s * 1e9);
-	meta.end_reason = "duration";
+	if (o->duration_s > 0)
+		deadline = start + (__u64)(o->duration_s * 1e9);
+	if (tick)
+		next_tick = start + tick;
+	s->meta.end_reason = "duration";
 	for (;;) {
-		struct pollfd fds[2] = { { sfd, POLLIN, 0 }, { pidfd, POLLIN, 0 } };
-		__u64 wake = deadline;
+		struct pollfd fds[2] = { { s->signal_fd, POLLIN, 0 }, { s->target_fd, POLLIN, 0 } };
+		__u64 now = monotonic_ns(), wake = deadline;
 		int timeout_ms = -1;
 
-		now = monotonic_ns();
 		if (deadline && now >= deadline)
-			break;
+			return;
 		if (next_tick && now >= next_tick) {
-			if (snapshot_read(skel, &snap, false) == 0)
-				intervals_add(&iv, &snap, now, start);
+			struct snapshot snap;
+
+			if (snapshot_read(s->skel, &snap, false) == 0 && intervals_add(&s->intervals, &snap, now))
+				fprintf(stderr, PROG ": warning: out of memory: interval at %.1f s not kept\n",
+					(now - start) / 1e9);
 			snapshot_free(&snap);
-			next_tick += (__u64)(o.interval_s * 1e9);
+			next_tick += tick;
 			continue;
 		}
 		if (next_tick && (!wake || next_tick < wake))
@@ -466,60 +429,180 @@ int main(int argc, char **argv)
 		if (wake)
 			timeout_ms = (wake - now + 999999) / 1000000;
 		if (poll(fds, 2, timeout_ms) < 0 && errno != EINTR)
-			break;
+			return;
 		if (fds[0].revents & POLLIN) {
-			meta.end_reason = "signal";
-			break;
+			s->meta.end_reason = "signal";
+			return;
 		}
 		if (fds[1].revents & POLLIN) {
-			meta.end_reason = "target-exited";
-			break;
+			s->meta.end_reason = "target-exited";
+			return;
 		}
 	}
+}
 
-	/*
-	 * Read the maps while the probes are still attached and write the capture; detaching takes a
-	 * grace period per tracepoint and is left for after the file is safe.
-	 */
-	now = monotonic_ns();
-	meta.duration_s = (now - start) / 1e9;
-	ret = snapshot_read(skel, &snap, true);
-	if (ret) {
-		unlink(tmp);
-		die("cannot read the BPF maps: %s", strerror(-ret));
-	}
+/*
+ * The final read and the capture: the maps are read while the probes are still attached, and the file
+ * is complete (written, synced, renamed) before anything is detached, which takes a grace period per
+ * tracepoint.
+ */
+static int session_write(struct session *s, const struct options *o)
+{
+	__u64 now = monotonic_ns();
+	int ret;
+
+	s->meta.duration_s = (now - s->meta.start_mono_ns) / 1e9;
+	ret = snapshot_read(s->skel, &s->final, true);
+	if (ret)
+		return fail(s, ret, "cannot read the BPF maps: %s", strerror(-ret));
 	/* The last, shorter interval (at least one interval whenever --interval was given). */
-	if (o.interval_s > 0 && (iv.n == 0 || now > iv.prev_ns + 1000000))
-		intervals_add(&iv, &snap, now, start);
+	if (o->interval_s > 0 && (s->intervals.n == 0 || now > s->intervals.prev_ns + 1000000))
+		intervals_add(&s->intervals, &s->final, now);
 
-	ret = capture_write(outfd, &meta, &snap, iv.items, iv.n);
-	if (ret == 0 && fsync(outfd) != 0)
+	ret = capture_write(s->out_fd, &s->meta, &s->final, &s->intervals);
+	if (ret == 0 && fsync(s->out_fd) != 0)
 		ret = -errno;
-	close(outfd);
-	if (ret == 0 && rename(tmp, o.output) != 0)
+	close(s->out_fd);
+	s->out_fd = -1;
+	if (ret == 0 && rename(s->tmp, o->output) != 0)
 		ret = -errno;
-	if (ret) {
-		unlink(tmp);
-		die("cannot write %s: %s", o.output, strerror(-ret));
-	}
-	if (!o.quiet) {
-		if (!strcmp(meta.end_reason, "target-exited"))
-			fprintf(stderr, PROG ": target PID %d exited after %.1f s\n", o.pid, meta.duration_s);
-		if (snap.globals.drops_threads || snap.globals.drops_sockets ||
-		    snap.globals.drops_wakeup_edges || snap.globals.drops_pids)
-			fprintf(stderr, PROG ": warning: maps were full, counts are lower bounds (threads "
-					"%llu, sockets %llu, wakeup edges %llu, pids %llu dropped)\n",
-				snap.globals.drops_threads, snap.globals.drops_sockets,
-				snap.globals.drops_wakeup_edges, snap.globals.drops_pids);
-		fprintf(stderr, PROG ": wrote %s: %zu threads, %llu requests, %.1f s (%s)\n", o.output,
-			snap.nthreads, (unsigned long long)snap.requests.sum.count, meta.duration_s,
-			meta.end_reason);
-	}
-	probes_detach(links, nlinks);
-	snapshot_free(&snap);
-	free(iv.items);
-	free(links);
-	free(meta.cmdline);
-	spinscope_bpf__destroy(skel);
+	if (ret)
+		return fail(s, ret, "cannot write %s: %s", o->output, strerror(-ret));
+	s->tmp[0] = '\0'; /* renamed: nothing to remove */
 	return 0;
+}
+
+static void report_written(const struct session *s, const struct options *o)
+{
+	const struct global_stats *g = &s->final.globals;
+
+	if (o->quiet)
+		return;
+	if (!strcmp(s->meta.end_reason, "target-exited"))
+		fprintf(stderr, PROG ": target PID %d exited after %.1f s\n", o->pid, s->meta.duration_s);
+	if (0
+#define X(name) || g->drops_##name
+	    SPINSCOPE_DROPS(X)
+#undef X
+	) {
+		fprintf(stderr, PROG ": warning: maps were full, counts are lower bounds; dropped:");
+#define X(name) fprintf(stderr, " " #name " %llu", (unsigned long long)g->drops_##name);
+		SPINSCOPE_DROPS(X)
+#undef X
+		fputc('\n', stderr);
+	}
+	fprintf(stderr, PROG ": wrote %s: %zu threads, %llu requests, %.1f s (%s)\n", o->output,
+		s->final.nthreads, (unsigned long long)s->final.requests.sum.count, s->meta.duration_s,
+		s->meta.end_reason);
+}
+
+/* The one clean-up path: detach and free whatever the session got, remove an unfinished output. */
+static void session_end(struct session *s)
+{
+	if (s->links)
+		probes_detach(s->links, s->nlinks);
+	spinscope_bpf__destroy(s->skel);
+	if (s->out_fd >= 0)
+		close(s->out_fd);
+	if (s->tmp[0])
+		unlink(s->tmp);
+	if (s->signal_fd >= 0)
+		close(s->signal_fd);
+	if (s->target_fd >= 0)
+		close(s->target_fd);
+	snapshot_free(&s->final);
+	intervals_free(&s->intervals);
+	free(s->links);
+	free(s->meta.cmdline);
+}
+
+/* --check: the host checks, then loading and attaching the probes to this process. */
+static int run_check(struct options *o)
+{
+	struct check checks[HOST_CHECKS + 2];
+	struct check *load = &checks[HOST_CHECKS], *attach = &checks[HOST_CHECKS + 1];
+	struct session s = { .signal_fd = -1, .target_fd = -1, .out_fd = -1 };
+	const struct check *failed = host_checks(checks);
+	size_t n = HOST_CHECKS + 2;
+	__u64 begin = monotonic_ns();
+	int ret;
+
+	*load = (struct check){ .name = "probes load" };
+	*attach = (struct check){ .name = "probes attach" };
+	if (failed) {
+		check_skip(load, "the host checks above failed");
+		check_skip(attach, "the host checks above failed");
+	} else {
+		o->pid = getpid();
+		s.meta.pid = o->pid;
+		ret = session_attach(&s, o);
+		if (!s.links) /* failed before attaching: opening or loading */
+			check_fail(load, "run with -v for libbpf's log (the verifier's output)", "%s", s.error);
+		else
+			check_pass(load, "the BPF programs pass the verifier on this kernel");
+		if (s.links && ret)
+			check_fail(attach, "see the kernel's message above", "%s", s.error);
+		else if (s.links)
+			check_pass(attach, "%zu probes live in %.3f s", s.nlinks, (monotonic_ns() - begin) / 1e9);
+		else
+			check_skip(attach, "the programs did not load");
+		session_end(&s);
+	}
+	if (o->json) {
+		checks_print_json(stdout, checks, n);
+	} else {
+		for (size_t i = 0; i < n; i++)
+			fprintf(stderr, PROG ": check %s: %s: %s%s%s\n", checks[i].name,
+				checks[i].ok ? "ok" : checks[i].skipped ? "skipped" : "FAILED", checks[i].detail,
+				checks[i].remedy[0] && !checks[i].ok ? "; " : "",
+				checks[i].ok ? "" : checks[i].remedy);
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (!checks[i].ok) {
+			if (!o->json)
+				fprintf(stderr, PROG ": error: check failed: %s\n", checks[i].detail);
+			return 1;
+		}
+	}
+	if (!o->json)
+		fprintf(stderr, PROG ": check passed: the probes load and attach on this kernel\n");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	__u64 launched = monotonic_ns();
+	struct session s = { .signal_fd = -1, .target_fd = -1, .out_fd = -1 };
+	char default_out[64];
+	struct options o;
+	int ret;
+
+	parse_options(argc, argv, &o);
+	verbose_libbpf = o.verbose;
+	libbpf_set_print(libbpf_print);
+	if (o.check)
+		return run_check(&o);
+	if (!o.output) {
+		snprintf(default_out, sizeof(default_out), "spinscope-%d.json", o.pid);
+		o.output = default_out;
+	}
+
+	ret = session_start(&s, &o);
+	if (ret == 0) {
+		s.meta.start_mono_ns = monotonic_ns();
+		iso_now(s.meta.start_time, sizeof(s.meta.start_time));
+		intervals_init(&s.intervals, s.meta.start_mono_ns);
+		if (!o.quiet)
+			fprintf(stderr, PROG ": attached to PID %d (%s): %zu probes live in %.3f s\n", o.pid,
+				s.meta.comm, s.nlinks, (s.meta.start_mono_ns - launched) / 1e9);
+		announce_ready(o.ready_fd, &s, (s.meta.start_mono_ns - launched) / 1e9);
+		session_record(&s, &o);
+		ret = session_write(&s, &o);
+	}
+	if (ret == 0)
+		report_written(&s, &o);
+	else
+		fprintf(stderr, PROG ": error: %s\n", s.error);
+	session_end(&s);
+	return ret ? 1 : 0;
 }

@@ -1,12 +1,10 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Which BPF program goes on which tracepoint, and which syscalls the programs count.
- *
- * Each tracepoint is checked in tracefs before attaching so that a kernel lacking one gets a
- * sentence naming it rather than a libbpf error code.
+ * Which BPF program goes on which tracepoint, and which syscalls the programs count. Whether each
+ * tracepoint exists is checked with the host (checks.c), so that a kernel lacking one gets a sentence
+ * naming it rather than a libbpf error code.
  */
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -148,25 +146,10 @@ const char *tracefs_dir(void)
 	return NULL;
 }
 
-static bool tracepoint_exists(const char *tracefs, const struct probe *p)
-{
-	char path[512];
-
-	snprintf(path, sizeof(path), "%s/events/%s/%s", tracefs, p->category, p->tracepoint);
-	return access(path, F_OK) == 0;
-}
-
 int probes_attach(struct spinscope_bpf *skel, struct bpf_link **links, size_t max_links,
 		  size_t *nlinks, char *err, size_t errlen)
 {
-	const char *tracefs = tracefs_dir();
-
 	*nlinks = 0;
-	if (!tracefs) {
-		snprintf(err, errlen, "tracefs is not mounted and could not be mounted at "
-				      "/sys/kernel/tracing (mount -t tracefs nodev /sys/kernel/tracing)");
-		return -ENOENT;
-	}
 	for (size_t i = 0; i < NPROBES && *nlinks < max_links; i++) {
 		const struct probe *p = &PROBES[i];
 		struct bpf_program *prog = bpf_object__find_program_by_name(skel->obj, p->program);
@@ -174,11 +157,6 @@ int probes_attach(struct spinscope_bpf *skel, struct bpf_link **links, size_t ma
 
 		if (!prog) {
 			snprintf(err, errlen, "internal: BPF program %s not found", p->program);
-			return -ENOENT;
-		}
-		if (!tracepoint_exists(tracefs, p)) {
-			snprintf(err, errlen, "tracepoint %s/%s is missing from this kernel", p->category,
-				 p->tracepoint);
 			return -ENOENT;
 		}
 		link = bpf_program__attach(prog);
@@ -194,49 +172,23 @@ int probes_attach(struct spinscope_bpf *skel, struct bpf_link **links, size_t ma
 	return 0;
 }
 
+const char *probes_tracepoint(size_t i, const char **category)
+{
+	*category = PROBES[i].category;
+	return PROBES[i].tracepoint;
+}
+
 size_t probes_count(void)
 {
 	return NPROBES;
 }
 
-struct detach_job {
-	struct bpf_link **links;
-	size_t n;
-};
-
-static void *detach_some(void *arg)
-{
-	struct detach_job *job = arg;
-
-	for (size_t i = 0; i < job->n; i++)
-		bpf_link__destroy(job->links[i]);
-	return NULL;
-}
-
 /*
- * Each tracepoint detach waits for an RCU grace period (tens of ms): one after the other, 50 links
- * take seconds. Detaching from several threads lets the waits overlap.
+ * One link after the other. Detaching from one thread per link made no difference on 6.18 (a 0.2 s
+ * capture took 0.37 s end to end either way, medians of 6 runs), and the capture is written before.
  */
 void probes_detach(struct bpf_link **links, size_t nlinks)
 {
-	enum { THREADS = 16 };
-	struct detach_job jobs[THREADS];
-	pthread_t tids[THREADS];
-	bool started[THREADS] = { false };
-	size_t per = (nlinks + THREADS - 1) / THREADS;
-
-	for (size_t t = 0; t < THREADS && per; t++) {
-		size_t first = t * per;
-
-		jobs[t].links = links + first;
-		jobs[t].n = first >= nlinks ? 0 : (nlinks - first < per ? nlinks - first : per);
-		if (jobs[t].n == 0)
-			break;
-		started[t] = pthread_create(&tids[t], NULL, detach_some, &jobs[t]) == 0;
-		if (!started[t])
-			detach_some(&jobs[t]);
-	}
-	for (size_t t = 0; t < THREADS; t++)
-		if (started[t])
-			pthread_join(tids[t], NULL);
+	for (size_t i = 0; i < nlinks; i++)
+		bpf_link__destroy(links[i]);
 }

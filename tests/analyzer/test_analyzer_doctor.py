@@ -1,105 +1,89 @@
-"""`spinscope doctor` on a simulated host: what is missing is named, with a remedy, and sets the exit code."""
+"""`spinscope doctor` renders the collector's own host checks (`--check --json`): what is missing is
+named with its remedy and sets the exit code. The checks themselves are tested on the collector
+(tests/collector/test_errors.py); here the collector is a script printing a known report."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
 
-from spinscope import doctor, paths
+from spinscope import collector, doctor
+
+PASSING = [
+    {"name": "privileges", "ok": True, "skipped": False, "detail": "running as root", "remedy": ""},
+    {"name": "kernel BTF", "ok": True, "skipped": False, "detail": "/sys/kernel/btf/vmlinux", "remedy": ""},
+    {"name": "probes attach", "ok": True, "skipped": False, "detail": "6 probes live in 0.080 s", "remedy": ""},
+]
 
 
-@pytest.fixture
-def host(tmp_path, monkeypatch):
-    """A fake tracefs with every tracepoint, a BTF file, root, and a collector whose --check passes."""
-    tracefs = tmp_path / "tracing"
-    for point in doctor.TRACEPOINTS:
-        (tracefs / "events" / point).mkdir(parents=True)
-    btf = tmp_path / "vmlinux"
-    btf.write_text("")
-    monkeypatch.setattr(doctor, "TRACEFS", tracefs)
-    monkeypatch.setattr(doctor, "BTF", btf)
-    monkeypatch.setattr(os, "geteuid", lambda: 0)
-    collector(tmp_path, monkeypatch, "exit 0")
-    return tmp_path
-
-
-def collector(tmp_path, monkeypatch, script: str):
+def fake_collector(tmp_path, monkeypatch, script: str):
     path = tmp_path / "spinscope-collector"
     path.write_text(f"#!/bin/sh\n{script}\n")
     path.chmod(0o755)
-    monkeypatch.setenv(paths.COLLECTOR_ENV, str(path))
+    monkeypatch.setenv(collector.COLLECTOR_ENV, str(path))
     return path
+
+
+def reporting(tmp_path, monkeypatch, checks: list, status: int) -> None:
+    report = json.dumps({"ok": status == 0, "checks": checks})
+    fake_collector(tmp_path, monkeypatch, f"cat <<'EOF'\n{report}\nEOF\nexit {status}")
 
 
 def by_name(checks):
     return {check.name: check for check in checks}
 
 
-def test_ready_host(host, capsys):
+def test_ready_host(tmp_path, monkeypatch, capsys):
+    reporting(tmp_path, monkeypatch, PASSING, 0)
     assert doctor.run(None) == 0
     out = capsys.readouterr().out
     assert "ready: spinscope record can run on this host" in out
-    assert "probes load and attach" in out
+    assert "6 probes live in 0.080 s" in out and "running as root" in out
 
 
-def test_missing_tracefs_suggests_mount(host, monkeypatch):
-    monkeypatch.setattr(doctor, "TRACEFS", host / "nothing")
+def test_failed_check_is_named_with_its_remedy(tmp_path, monkeypatch, capsys):
+    failing = [PASSING[0],
+               {"name": "tracepoints", "ok": False, "skipped": False,
+                "detail": "tracepoint sched/sched_waking is missing from this kernel (5 of 6 present)",
+                "remedy": "a kernel built with CONFIG_FTRACE_SYSCALLS and CONFIG_TRACEPOINTS"},
+               {"name": "probes load", "ok": False, "skipped": True,
+                "detail": "not tried: the host checks above failed", "remedy": ""}]
+    reporting(tmp_path, monkeypatch, failing, 1)
     checks = by_name(doctor.all_checks())
-    assert not checks["tracefs"].ok
-    assert checks["tracefs"].remedy == f"sudo mount -t tracefs nodev {host / 'nothing'}"
+    assert checks["collector"].ok
+    assert not checks["tracepoints"].ok and "CONFIG_FTRACE_SYSCALLS" in checks["tracepoints"].remedy
+    assert checks["probes load"].skipped
     assert doctor.run(None) == 1
+    out = capsys.readouterr().out
+    assert "not ready: tracepoints" in out  # a skipped check is not itself a failure
+    assert "skipped" in out
 
 
-def test_missing_tracepoints_are_listed(host):
-    (doctor.TRACEFS / "events" / "sched" / "sched_waking").rmdir()
-    (doctor.TRACEFS / "events" / "raw_syscalls" / "sys_exit").rmdir()
-    checks = by_name(doctor.all_checks())
-    assert not checks["tracepoints"].ok
-    assert checks["tracepoints"].detail == ("4 of 6 present; missing: raw_syscalls/sys_exit, "
-                                            "sched/sched_waking")
+def test_missing_collector(tmp_path, monkeypatch):
+    monkeypatch.setenv(collector.COLLECTOR_ENV, str(tmp_path / "absent"))
+    checks = doctor.all_checks()
+    assert [c.name for c in checks] == ["collector"]
+    assert not checks[0].ok and "SPINSCOPE_COLLECTOR" in checks[0].remedy
+
+
+@pytest.mark.parametrize("script,detail", [
+    ("echo 'spinscope-collector: unrecognized option --json' >&2; exit 2",
+     "spinscope-collector: unrecognized option --json"),
+    ("echo 'not json'; exit 1", "not json"),
+    ("exit 3", "spinscope-collector --check exited 3"),
+])
+def test_collector_without_a_check_report(tmp_path, monkeypatch, script, detail):
+    """An old or broken collector: its last line is the detail, and rebuilding is the remedy."""
+    fake_collector(tmp_path, monkeypatch, script)
+    check = by_name(doctor.all_checks())["host checks"]
+    assert not check.ok and check.detail == detail and "make collector" in check.remedy
     assert doctor.run(None) == 1
-
-
-def test_unprivileged_without_capabilities(host, monkeypatch):
-    monkeypatch.setattr(os, "geteuid", lambda: 1000)
-    monkeypatch.setattr(doctor, "effective_capabilities", lambda: 0)
-    checks = by_name(doctor.all_checks())
-    assert not checks["privileges"].ok and "setcap cap_bpf,cap_perfmon+ep" in checks["privileges"].remedy
-    assert "probes load and attach" not in checks  # not attempted without privileges
-    monkeypatch.setattr(doctor, "effective_capabilities", lambda: 1 << doctor.CAP_BPF | 1 << doctor.CAP_PERFMON)
-    assert doctor.check_privileges().ok
-
-
-def test_capabilities_are_read_from_capeff(tmp_path):
-    status = tmp_path / "status"
-    status.write_text("Name:\tpython3\nCapEff:\t000000c000000000\n")
-    caps = doctor.effective_capabilities(status)
-    assert doctor.has_capability(caps, doctor.CAP_BPF) and doctor.has_capability(caps, doctor.CAP_PERFMON)
-    assert not doctor.has_capability(caps, doctor.CAP_SYS_ADMIN)
-
-
-def test_missing_collector(host, monkeypatch):
-    monkeypatch.setenv(paths.COLLECTOR_ENV, str(host / "absent"))
-    checks = by_name(doctor.all_checks())
-    assert not checks["collector"].ok and "SPINSCOPE_COLLECTOR" in checks["collector"].remedy
-    assert "probes load and attach" not in checks
-
-
-def test_failing_check_shows_the_collectors_line(host, monkeypatch):
-    collector(host, monkeypatch, "echo 'spinscope-collector: failed to attach sched_switch: EPERM' >&2; exit 1")
-    check = by_name(doctor.all_checks())["probes load and attach"]
-    assert not check.ok and check.detail == "spinscope-collector: failed to attach sched_switch: EPERM"
-
-
-def test_collector_without_check_option_is_skipped(host, monkeypatch):
-    collector(host, monkeypatch, "echo 'spinscope-collector: unrecognized option --check' >&2; exit 2")
-    check = by_name(doctor.all_checks())["probes load and attach"]
-    assert check.ok and "skipped" in check.detail
 
 
 def test_doctor_cli_exit_code(cli, tmp_path):
-    env = {**os.environ, paths.COLLECTOR_ENV: str(tmp_path / "absent")}
+    env = {**os.environ, collector.COLLECTOR_ENV: str(tmp_path / "absent")}
     result = cli("doctor", env=env)
     assert result.returncode == 1
     assert "not ready:" in result.stdout and "collector" in result.stdout

@@ -1,34 +1,50 @@
-"""The capture schema has one source, bpf/spinscope.h: the analyzer's key lists and the format document
-must name exactly the counters and request sums the collector writes from its X-macros."""
+"""The capture schema has one source, bpf/spinscope.h: the collector writes its counters, request sums,
+request histograms, drops and interval fields from X-macros there. The analyzer's key lists
+(capture.LAYOUT) must name exactly those, the format document must name every key, and the captures the
+collector wrote (bundled here; freshly recorded in tests/collector) must have exactly that layout."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
-from spinscope.capture import BY_SIZE_KEYS, COUNTERS, REQUEST_SUMS
+import pytest
+
+from spinscope.capture import (BY_SIZE_KEYS, COUNTERS, DROP_KEYS, INTERVAL_KEYS, LAYOUT, REQUEST_HISTS,
+                               REQUEST_SUMS, layout_differences)
 
 ROOT = Path(__file__).resolve().parents[2]
+CAPTURES = sorted((ROOT / "tests" / "data" / "captures").glob("*.json"))
 
 
 def xmacro(name: str) -> list:
-    """The X(...) entries of `#define NAME(X)` in bpf/spinscope.h, in order."""
+    """The X(...) entries' first arguments of `#define NAME(X)` in bpf/spinscope.h, in order."""
     header = (ROOT / "bpf" / "spinscope.h").read_text()
     body = re.search(rf"#define {name}\(X\)(.*?)\n(?!\s*X\(|\s*\\)", header, re.S)
     assert body, name
-    return re.findall(r"\bX\((\w+)\)", body.group(1))
+    return re.findall(r"\bX\((\w+)", body.group(1))
 
 
-def test_thread_counters_match_the_collector():
-    assert list(COUNTERS) == xmacro("SPINSCOPE_COUNTERS")
+@pytest.mark.parametrize("keys,macro", [(COUNTERS, "SPINSCOPE_COUNTERS"), (REQUEST_SUMS, "SPINSCOPE_REQUEST_SUMS"),
+                                        (REQUEST_HISTS, "SPINSCOPE_REQUEST_HISTS"), (DROP_KEYS, "SPINSCOPE_DROPS"),
+                                        (INTERVAL_KEYS, "SPINSCOPE_INTERVAL_FIELDS")])
+def test_key_lists_match_the_collectors_xmacros(keys, macro):
+    assert list(keys) == xmacro(macro)
 
 
-def test_request_sums_match_the_collector():
-    assert list(REQUEST_SUMS) == xmacro("SPINSCOPE_REQUEST_SUMS")
+def test_response_classes_are_bounds_and_the_request_sums():
     assert list(BY_SIZE_KEYS) == ["bytes_min", "bytes_max", *xmacro("SPINSCOPE_REQUEST_SUMS")]
 
 
 def test_format_document_names_every_key():
     doc = (ROOT / "docs" / "capture-format.md").read_text()
-    missing = [key for key in (*COUNTERS, *REQUEST_SUMS) if f"`{key}`" not in doc]
-    assert missing == []
+    keys = {key for block in LAYOUT.values() for key in block}
+    assert sorted(key for key in keys if f"`{key}`" not in doc and f"`{key}." not in doc
+                  and f".{key}`" not in doc) == []
+
+
+@pytest.mark.parametrize("path", [p for p in CAPTURES if json.loads(p.read_text())["schema"] == 2],
+                         ids=lambda p: p.stem)
+def test_bundled_captures_have_exactly_the_layout(path):
+    assert layout_differences(json.loads(path.read_text())) == []

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from spinscope import collector
+
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "build"
 COLLECTOR = BUILD / "spinscope-collector"
@@ -45,14 +47,27 @@ class LineReader:
             if predicate(line):
                 return line
 
+    def drain(self, timeout: float = 5.0) -> list[str]:
+        """Every line until the stream ends (the process exited)."""
+        try:
+            self.wait_for(lambda line: False, timeout)
+        except AssertionError:
+            pass
+        return self.seen
+
 
 def start_collector(pid: int, output: Path, *extra: str) -> tuple[subprocess.Popen, LineReader]:
-    proc = subprocess.Popen([str(COLLECTOR), "--pid", str(pid), "-o", str(output), *extra],
-                            stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    err = LineReader(proc.stderr)
-    err.wait_for(lambda line: "attached" in line or ": error:" in line)
-    assert err.seen[-1].find("attached") >= 0, err.seen
-    return proc, err
+    """The collector on pid, returned once its probes are live (its --ready-fd line)."""
+    started = collector.start([COLLECTOR, "--pid", pid, "-o", output, *extra], stdin=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+    err = LineReader(started.proc.stderr)
+    try:
+        started.wait_ready(timeout=30)
+    except (collector.NotReady, TimeoutError) as exc:
+        started.proc.kill()
+        started.proc.wait()
+        raise AssertionError(f"{exc}; stderr: {err.drain()!r}") from None
+    return started.proc, err
 
 
 @dataclass

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from spinscope.capture import layout_differences
+
 from collector_harness import requires_root, run_fixture
 
 pytestmark = requires_root
@@ -201,6 +203,8 @@ def test_capture_document_shape(tmp_path):
         assert sum(iv["counters"][key] for iv in cap["intervals"]) == cap["totals"][key]
     assert sum(iv["requests"] for iv in cap["intervals"]) == cap["requests"]["count"] == 3
     assert cap["drops"] == {"threads": 0, "sockets": 0, "wakeup_edges": 0, "pids": 0}
+    # Every key, and no other, that capture.LAYOUT (checked against bpf/spinscope.h and the docs) names.
+    assert layout_differences(cap) == []
 
 
 def test_futex_handoffs_are_futex_wakeups(tmp_path):

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from spinscope import collector
+
 from collector_harness import COLLECTOR, ROOT, LineReader, requires_root, start_collector
 
 
@@ -120,6 +122,93 @@ def test_check_mode():
     assert any("check passed" in line for line in lines)
 
 
+def check_report(*args: str, env: dict | None = None, preexec=None) -> tuple[int, dict]:
+    proc = subprocess.run([str(COLLECTOR), "--check", "--json", *args], capture_output=True, text=True,
+                          timeout=20, env={**os.environ, **(env or {})}, preexec_fn=preexec)
+    report = json.loads(proc.stdout)
+    assert report["ok"] == (proc.returncode == 0)
+    return proc.returncode, {c["name"]: c for c in report["checks"]}
+
+
+CHECKS = ["privileges", "kernel BTF", "tracefs", "tracepoints", "probes load", "probes attach"]
+
+
+@requires_root
+def test_check_json_on_a_ready_host():
+    rc, checks = check_report()
+    assert rc == 0 and list(checks) == CHECKS
+    assert all(c["ok"] and not c["skipped"] for c in checks.values())
+    assert checks["tracepoints"]["detail"] == "6 of 6 present"
+    assert checks["probes attach"]["detail"].startswith("6 probes live in ")
+
+
+@requires_root
+def test_check_json_names_missing_tracepoints_and_skips_loading(tmp_path):
+    fake = fake_tracefs(tmp_path, "sched_waking")
+    rc, checks = check_report(env={"SPINSCOPE_TRACEFS": str(fake)})
+    assert rc == 1
+    assert checks["tracepoints"] == {
+        "name": "tracepoints", "ok": False, "skipped": False,
+        "detail": "tracepoint sched/sched_waking is missing from this kernel (5 of 6 present)",
+        "remedy": "a kernel built with CONFIG_FTRACE_SYSCALLS and CONFIG_TRACEPOINTS"}
+    assert checks["probes load"]["skipped"] and checks["probes attach"]["skipped"]
+    assert checks["privileges"]["ok"] and checks["kernel BTF"]["ok"]
+
+
+@requires_root
+def test_check_json_without_btf(tmp_path):
+    rc, checks = check_report(env={"SPINSCOPE_SYSFS_BTF": str(tmp_path / "no-vmlinux")})
+    assert rc == 1
+    assert not checks["kernel BTF"]["ok"] and "CONFIG_DEBUG_INFO_BTF=y" in checks["kernel BTF"]["remedy"]
+
+
+@requires_root
+def test_check_json_unprivileged():
+    """Unprivileged, tracefs looks unmounted: it is skipped, not reported missing."""
+    rc, checks = check_report(preexec=drop_to_nobody)
+    assert rc == 1
+    assert not checks["privileges"]["ok"] and "setcap cap_bpf,cap_perfmon+ep" in checks["privileges"]["remedy"]
+    assert checks["kernel BTF"]["ok"]
+    assert [name for name, c in checks.items() if c["skipped"]] == CHECKS[2:]
+
+
+def test_json_needs_check():
+    rc, lines = run_collector("--json")
+    assert rc == 2 and "--json goes with --check" in one_error_line(lines)
+
+
+@requires_root
+def test_ready_fd_says_when_the_probes_are_live(sleeper, tmp_path):
+    proc, _ = start_collector(sleeper.pid, tmp_path / "x.json")  # waits for the line (harness)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=10) == 0
+    read_fd, write_fd = os.pipe()
+    proc = subprocess.Popen([str(COLLECTOR), "--pid", str(sleeper.pid), "-o", str(tmp_path / "y.json"),
+                             "--duration", "0.1", "-q", "--ready-fd", str(write_fd)], pass_fds=(write_fd,))
+    os.close(write_fd)
+    with os.fdopen(read_fd) as ready:
+        line = json.loads(ready.readline())
+        assert ready.read() == ""  # one line, then closed
+    assert line["ready"] is True and line["pid"] == sleeper.pid and line["probes"] == 6
+    assert 0 < line["attach_s"] < 30
+    assert proc.wait(timeout=10) == 0
+
+
+def test_ready_fd_closes_empty_on_failure(tmp_path):
+    started = collector.start([COLLECTOR, "--pid", dead_pid(), "-o", tmp_path / "x.json"],
+                              stderr=subprocess.PIPE, text=True)
+    with pytest.raises(collector.NotReady):
+        started.wait_ready(timeout=10)
+    assert started.proc.wait(timeout=10) == 1
+    assert one_error_line(started.proc.stderr.read().splitlines())
+
+
+@pytest.mark.parametrize("fd", ["99", "x"])
+def test_ready_fd_must_be_open(fd):
+    rc, lines = run_collector("--pid", "1", "--ready-fd", fd)
+    assert rc == 2 and "--ready-fd" in one_error_line(lines)
+
+
 @requires_root
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_ends_capture_and_writes_it(sleeper, tmp_path, sig):
@@ -163,11 +252,12 @@ def test_duration_ends_capture(sleeper, tmp_path):
 def test_record_ctrl_c_keeps_capture(sleeper, tmp_path):
     """`spinscope record` in a terminal: Ctrl-C reaches its whole process group."""
     out = tmp_path / "rec.json"
-    proc = subprocess.Popen([sys.executable, "-m", "spinscope", "record", "--pid", str(sleeper.pid),
-                             "-o", str(out), "--interval", "0.1"], stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, cwd=ROOT)
+    started = collector.start([sys.executable, "-m", "spinscope", "record", "--pid", sleeper.pid, "-o", out,
+                               "--interval", "0.1"], stderr=subprocess.PIPE, text=True,
+                              start_new_session=True, cwd=ROOT)
+    proc = started.proc
     err = LineReader(proc.stderr)
-    err.wait_for(lambda line: "attached" in line)
+    assert started.wait_ready(timeout=30)["pid"] == sleeper.pid  # record passes the collector's line on
     time.sleep(0.3)
     os.killpg(proc.pid, signal.SIGINT)
     assert proc.wait(timeout=15) == 0, err.seen

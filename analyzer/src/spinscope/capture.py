@@ -50,11 +50,63 @@ SCHEMA2_COUNTERS = frozenset((
 REQUEST_SUMS = ("count", "write_calls", "write_eagain", "write_partial", "spin_retries", "spin_eagain",
                 "write_waited", "write_bytes", "duration_ns", "cross_thread")
 SCHEMA2_REQUEST_SUMS = frozenset(("spin_retries", "spin_eagain", "write_waited", "duration_ns", "cross_thread"))
+# requests.hist: SPINSCOPE_REQUEST_HISTS.
 REQUEST_HISTS = ("write_calls", "write_eagain", "write_bytes", "duration_ns")
 BY_SIZE_KEYS = ("bytes_min", "bytes_max", *REQUEST_SUMS)
+# drops: SPINSCOPE_DROPS.
 DROP_KEYS = ("threads", "sockets", "wakeup_edges", "pids")
+# Each entry of intervals: SPINSCOPE_INTERVAL_FIELDS.
+INTERVAL_KEYS = ("t_s", "duration_s", "requests", "wakeups_in_process", "counters")
+
+# Every key the collector writes, by where it is in the document ("[]": each element of a list). The
+# tests hold this to bpf/spinscope.h's X-macros, to docs/capture-format.md and to fresh captures.
+LAYOUT = {
+    "": ("schema", "format", "tool", "target", "host", "start_time", "duration_s", "end_reason", "settings",
+         "histogram_buckets", "threads", "totals", "wakeups", "requests", "intervals", "drops"),
+    "tool": ("name", "version"),
+    "target": ("pid", "comm", "cmdline", "follow_children", "pids"),
+    "host": ("kernel", "hostname", "ncpus"),
+    "settings": ("interval_s", "max_threads", "max_sockets"),
+    "threads[]": ("tid", "pid", "comm", "alive", "first_seen_s", "exit_s", *COUNTERS, "poll_events_hist"),
+    "totals": (*COUNTERS, "threads_seen", "threads_exited", "processes_created"),
+    "wakeups[]": ("waker_tid", "wakee_tid", "mechanism", "count"),
+    "requests": (*REQUEST_SUMS, "unattributed_writes", "open_at_end", "hist", "by_size"),
+    "requests.hist": REQUEST_HISTS,
+    "requests.by_size[]": BY_SIZE_KEYS,
+    "intervals[]": INTERVAL_KEYS,
+    "intervals[].counters": COUNTERS,
+    "drops": DROP_KEYS,
+}
 # What a waker was doing (wakeups[].mechanism); "unknown" in schema 1 captures.
 MECHANISMS = ("futex", "io", "mm", "exit", "other")
+
+
+def layout_differences(doc: Any) -> list:
+    """How the keys of a capture document differ from LAYOUT: one line per object path whose keys are
+    not exactly LAYOUT's (the elements of a list merged; a block inside a list that is empty in this
+    document is not missing). [] for a document the collector wrote."""
+    found: dict = {}
+
+    def walk(value: Any, path: str) -> None:
+        if isinstance(value, dict):
+            found.setdefault(path, set()).update(value)
+            for key, child in value.items():
+                walk(child, f"{path}.{key}" if path else key)
+        elif isinstance(value, list):
+            for child in value:
+                walk(child, f"{path}[]")
+
+    walk(doc, "")
+    differences = []
+    for path in sorted(set(LAYOUT) | set(found)):
+        expected, keys = set(LAYOUT.get(path, ())), found.get(path)
+        if keys is None and "[]" in path:
+            continue
+        if keys != expected:
+            keys = keys or set()
+            differences.append(f"{path or 'top level'}: missing {sorted(expected - keys)}, "
+                               f"unexpected {sorted(keys - expected)}")
+    return differences
 
 
 class _Malformed(Exception):

@@ -1,27 +1,26 @@
 """`spinscope record`: run the collector against a PID and show progress until the capture is written.
 
 The collector (C, libbpf) does the work; this wrapper picks a capture name, shows a progress bar on
-long captures, and makes sure Ctrl-C ends the capture the way the collector expects: the signal
-reaches the collector (same process group, or forwarded), which detaches, reads its maps and writes
-the file. The wrapper only waits for that, so an interrupted capture is still complete.
+long captures once the collector says its probes are live, and makes sure Ctrl-C ends the capture the
+way the collector expects: the signal reaches the collector (same process group, or forwarded), which
+reads its maps, writes the file and detaches. The wrapper only waits for that, so an interrupted
+capture is still complete.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import json
+import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
+from spinscope import collector
 from spinscope.errors import SpinscopeError
-from spinscope.paths import collector_candidates, find_collector
 
 DEFAULT_INTERVAL_S = 1.0
 
@@ -46,11 +45,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-threads", type=int, help="threads the maps can hold (default 16384)")
     p.add_argument("--max-sockets", type=int, help="sockets with a request in flight (default 65536)")
     p.add_argument("--quiet", "-q", action="store_true", help="only print errors")
+    p.add_argument("--ready-fd", type=int, metavar="N",
+                   help="once the probes are live, write the collector's ready line (JSON) to file descriptor "
+                   "N and close it (for scripts that start load only then)")
     p.set_defaults(func=run)
 
 
-def collector_command(collector: Path, args: argparse.Namespace, output: Path) -> list[str]:
-    cmd = [str(collector), "--pid", str(args.pid), "--output", str(output)]
+def collector_command(path: Path, args: argparse.Namespace, output: Path) -> list[str]:
+    cmd = [str(path), "--pid", str(args.pid), "--output", str(output)]
     if args.duration:
         cmd += ["--duration", f"{args.duration:g}"]
     if args.interval:
@@ -74,25 +76,24 @@ def run(args: argparse.Namespace) -> int:
         raise SpinscopeError(f"--pid must be a positive process id, not {args.pid}", exit_code=2)
     if args.duration < 0 or args.interval < 0:
         raise SpinscopeError("--duration and --interval must be >= 0", exit_code=2)
-    collector = find_collector()
-    if collector is None:
-        looked = ", ".join(str(c) for c in collector_candidates()) or "PATH"
+    if args.ready_fd is not None and not _is_open(args.ready_fd):
+        raise SpinscopeError(f"--ready-fd {args.ready_fd} is not an open file descriptor", exit_code=2)
+    path = collector.find()
+    if path is None:
+        looked = ", ".join(str(c) for c in collector.candidates()) or "PATH"
         raise SpinscopeError(f"collector not found (looked in {looked}); build it with `make`")
     output = args.output or default_output(args.pid)
-    console = Console(stderr=True, quiet=args.quiet)
+    from rich.console import Console
 
-    proc = subprocess.Popen(collector_command(collector, args, output), stdin=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, bufsize=1)
-    attached = threading.Event()
-    lines: list[str] = []
+    console = Console(stderr=True, quiet=args.quiet)
+    started = collector.start(collector_command(path, args, output), stdin=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True, bufsize=1)
+    proc = started.proc
 
     def relay_stderr() -> None:
         assert proc.stderr is not None
         for line in proc.stderr:
             line = line.rstrip("\n")
-            lines.append(line)
-            if "attached" in line:
-                attached.set()
             if not args.quiet or ": error:" in line:
                 console.print(line, markup=False, highlight=False)
 
@@ -107,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
 
     previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
-        wait_with_progress(proc, attached, args.duration, console)
+        wait_with_progress(started, args.duration, console, args.ready_fd)
         relay.join(timeout=5)
     finally:
         for s, handler in previous.items():
@@ -118,15 +119,31 @@ def run(args: argparse.Namespace) -> int:
     return proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
 
 
-def wait_with_progress(proc: subprocess.Popen, attached: threading.Event, duration: float,
-                       console: Console) -> None:
-    """Wait for the collector, with a bar over the duration once the probes are live (TTY only)."""
-    show = console.is_terminal and not console.quiet
-    if not show:
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+def wait_with_progress(started: collector.Collector, duration: float, console, ready_fd: int | None) -> None:
+    """Wait for the collector, with a bar over the duration once the probes are live (TTY only), passing
+    its ready line on to ready_fd."""
+    proc = started.proc
+    try:
+        ready = started.wait_ready(timeout=collector.READY_TIMEOUT_S)
+    except (collector.NotReady, TimeoutError):
+        proc.wait()  # it failed (its error is relayed) or is stuck loading: Ctrl-C still ends it
+        return
+    if ready_fd is not None:
+        with os.fdopen(ready_fd, "w") as out:
+            out.write(json.dumps(ready) + "\n")
+    if not (console.is_terminal and not console.quiet):
         proc.wait()
         return
-    while not attached.is_set() and proc.poll() is None:
-        time.sleep(0.05)
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
     columns = [TextColumn("recording"), BarColumn(), TimeElapsedColumn()]
     if duration:
         columns.append(TimeRemainingColumn())

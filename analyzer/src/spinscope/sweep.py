@@ -45,7 +45,7 @@ import pandas as pd
 
 from spinscope import netcond
 from spinscope.errors import SpinscopeError
-from spinscope.paths import find_collector, repo_root
+from spinscope.collector import find as find_collector, repo_root
 
 EXIT_OK, EXIT_FAILED_CELLS, EXIT_USAGE, EXIT_INTERRUPTED = 0, 3, 2, 130
 

@@ -1,0 +1,131 @@
+"""The C collector seen from Python: where it is, how to start it and know when its probes are live,
+and what its host checks found. Everything that runs the collector (record, doctor, the lab's sweeps,
+bench/ and the tests) goes through here.
+
+Lookup: $SPINSCOPE_COLLECTOR alone when set; else the checkout's build/spinscope-collector (the package
+is installed editable from analyzer/src); else spinscope-collector on PATH.
+
+Readiness: the collector is given `--ready-fd N`, the write end of a pipe. Once its probes are live it
+writes one JSON line there ({"ready": true, "pid": ..., "probes": ..., "attach_s": ...}) and closes it;
+if it fails first, the pipe closes empty and its one-line error is on its stderr. Nothing parses the
+collector's human log (which -q silences).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+COLLECTOR_ENV = "SPINSCOPE_COLLECTOR"
+COLLECTOR_NAME = "spinscope-collector"
+READY_TIMEOUT_S = 60.0  # loading and attaching takes ~0.1 s; a verifier on a slow kernel, seconds
+
+
+def repo_root() -> Path:
+    """The repository checkout this package runs from (analyzer/src/spinscope/collector.py -> root)."""
+    return Path(__file__).resolve().parents[3]
+
+
+def candidates() -> list[Path]:
+    """The places find() looks, in order."""
+    override = os.environ.get(COLLECTOR_ENV)
+    if override:
+        return [Path(override)]
+    places = [repo_root() / "build" / COLLECTOR_NAME]
+    on_path = shutil.which(COLLECTOR_NAME)
+    if on_path:
+        places.append(Path(on_path))
+    return places
+
+
+def find() -> Path | None:
+    """The collector executable to run, or None when none of candidates() is executable."""
+    for candidate in candidates():
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+class NotReady(Exception):
+    """The collector exited, or closed its ready descriptor, before its probes were live."""
+
+
+@dataclass
+class Collector:
+    """A started collector whose readiness can be awaited. `proc` is the Popen; read its stderr (if
+    piped) while waiting, since a verbose collector can fill the pipe before it is ready."""
+
+    proc: subprocess.Popen
+    _ready_fd: int
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> dict:
+        """The collector's ready line, once its probes are live.
+
+        Raises NotReady if it closed the descriptor without one (it failed: its error is on its stderr;
+        the process is left for the caller to reap), TimeoutError if neither happened in time.
+        """
+        deadline = time.monotonic() + timeout
+        data = b""
+        try:
+            while not data.endswith(b"\n"):
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([self._ready_fd], [], [], left)[0]:
+                    raise TimeoutError(f"the collector was not ready within {timeout:g} s")
+                chunk = os.read(self._ready_fd, 4096)
+                if not chunk:
+                    raise NotReady("the collector stopped before its probes were live")
+                data += chunk
+        finally:
+            self.close()
+        return json.loads(data)
+
+    def close(self) -> None:
+        if self._ready_fd >= 0:
+            os.close(self._ready_fd)
+            self._ready_fd = -1
+
+
+def start(argv: list[str], **popen_kwargs) -> Collector:
+    """Start the collector (argv[0] is its path) with a ready descriptor; popen_kwargs go to Popen."""
+    read_fd, write_fd = os.pipe()
+    try:
+        proc = subprocess.Popen([*map(str, argv), "--ready-fd", str(write_fd)], pass_fds=(write_fd,),
+                                **popen_kwargs)
+    except BaseException:
+        os.close(read_fd)
+        raise
+    finally:
+        os.close(write_fd)
+    return Collector(proc, read_fd)
+
+
+@dataclass
+class Check:
+    """One of the collector's host checks (`spinscope-collector --check --json`)."""
+
+    name: str
+    ok: bool
+    detail: str
+    remedy: str = ""
+    skipped: bool = False
+
+
+def run_checks(collector: Path, timeout: float) -> list[Check]:
+    """The collector's own checks of this host (privileges, BTF, tracefs, tracepoints, loading and
+    attaching its probes). Raises OSError, subprocess.TimeoutExpired, or ValueError when the collector
+    gives no check report (its last stderr line is the message)."""
+    result = subprocess.run([str(collector), "--check", "--json"], capture_output=True, text=True,
+                            timeout=timeout)
+    try:
+        report = json.loads(result.stdout)
+        return [Check(c["name"], bool(c["ok"]), c["detail"], c.get("remedy", ""), bool(c.get("skipped")))
+                for c in report["checks"]]
+    except (ValueError, KeyError, TypeError):
+        lines = (result.stderr.strip() or result.stdout.strip()).splitlines()
+        raise ValueError(lines[-1] if lines else f"{collector.name} --check exited {result.returncode}") from None
