@@ -217,7 +217,8 @@ class Tracer:
 
 
 def spinscope_cmd(pid, work):
-    return [str(COLLECTOR), "--pid", str(pid), "-o", str(work / "capture.json")]
+    # The collector's readiness line (docs: --ready-fd) on its otherwise unused stdout.
+    return [str(COLLECTOR), "--pid", str(pid), "-o", str(work / "capture.json"), "--ready-fd", "1"]
 
 
 def bpftrace_cmd(pid, work):
@@ -227,7 +228,7 @@ def bpftrace_cmd(pid, work):
 
 
 TRACERS = [
-    Tracer("spinscope", spinscope_cmd, r"attached"),
+    Tracer("spinscope", spinscope_cmd, r'^\{"ready": true', "stdout"),
     Tracer("bpftrace", bpftrace_cmd, r"^ready", "stdout", available=lambda: shutil.which("bpftrace")),
     Tracer("perf trace -s", lambda pid, w: ["perf", "trace", "-s", "-p", str(pid), "-o", str(w / "perf.txt")],
            None, available=lambda: shutil.which("perf")),
