@@ -43,7 +43,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from spinscope import netcond
+from spinscope.lab import netcond
 from spinscope.errors import SpinscopeError
 from spinscope.paths import find_collector, repo_root
 
