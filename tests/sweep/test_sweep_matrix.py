@@ -2,7 +2,7 @@
 import pytest
 
 from spinscope.errors import SpinscopeError
-from spinscope.lab.sweep import parse_matrix_text
+from spinscope.lab.matrix import parse_matrix_text
 
 from sweephelp import run_sweep, write_matrix
 
@@ -95,7 +95,7 @@ def test_cli_invalid_matrix_and_list(tmp_path):
 
 def test_bundled_matrices_parse():
     from sweephelp import ROOT
-    from spinscope.lab.sweep import parse_matrix
+    from spinscope.lab.matrix import parse_matrix
     quick = parse_matrix(ROOT / "matrices" / "quick.toml")
     full = parse_matrix(ROOT / "matrices" / "full.toml")
     assert 30 < len(quick.cells) < 150

@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from spinscope import htmlpage
-from spinscope.errors import SpinscopeError
+from spinscope.lab.results import read_table
 from spinscope.output import jsonable, print_json, terminal, write_text
 
 REPRODUCED = "reproduced"
@@ -60,19 +60,6 @@ class Claim:
 
 
 # ------------------------------------------------------------------------------------------- data
-
-def load_frame(outdir: Path) -> pd.DataFrame:
-    outdir = Path(outdir)
-    parquet, csv = outdir / "results.parquet", outdir / "results.csv"
-    try:
-        if parquet.exists():
-            return pd.read_parquet(parquet)
-        if csv.exists():
-            return pd.read_csv(csv)
-    except Exception as exc:  # noqa: BLE001 - any reader failure is one line for the user
-        raise SpinscopeError(f"{outdir}: cannot read the results table: {exc}") from None
-    raise SpinscopeError(f"{outdir}: no results.parquet or results.csv (run `spinscope sweep` first)")
-
 
 def tagged(frame: pd.DataFrame, tag: str) -> pd.DataFrame:
     """Ok cells carrying `tag`, repetitions averaged (numeric columns), one row per distinct cell setting."""
@@ -676,7 +663,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    frame = load_frame(args.dir)
+    frame = read_table(args.dir)
     try:
         meta = json.loads((Path(args.dir) / "sweep.json").read_text())
     except (OSError, json.JSONDecodeError):
