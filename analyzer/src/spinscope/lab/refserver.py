@@ -127,7 +127,10 @@ def start(cmd: list, timeout: float = START_TIMEOUT_S, spawn=subprocess.Popen, *
     except BaseException:
         _kill(proc)
         raise
-    why = f"no listening line within {timeout:g} s" if proc.poll() is None else f"exit {proc.returncode}"
+    try:  # stderr closed or the process gone: it is exiting, and its exit code says why
+        why = f"exit {proc.wait(timeout=1)}"
+    except subprocess.TimeoutExpired:
+        why = f"no listening line within {timeout:g} s"
     _kill(proc)
     seen = [line.strip() for line in lines + [partial.decode(errors="replace")] if line.strip()]
     raise RefserverDidNotStart(f"refserver did not start ({why}): {' | '.join(seen[-3:]) or 'no output'}")
