@@ -2,5 +2,5 @@
 the published claims judged against what a sweep measured.
 
 The lab uses the profiler core (spinscope.capture, metrics, labels, ...) to analyze what it records; the
-core never imports the lab (tests/sweep/test_lab_layering.py checks it).
+core never imports the lab (tests/analyzer/test_analyzer_layering.py checks it).
 """
