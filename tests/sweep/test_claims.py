@@ -11,8 +11,8 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from spinscope.lab import claims, sweep_report
-from spinscope.lab.claims import DIRECTION, ERROR, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED
+from spinscope.lab import claims, criteria, sweep_report
+from spinscope.lab.criteria import DIRECTION, ERROR, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED
 from spinscope.lab.matrix import PARAMS
 from spinscope.lab.results import row_of
 
@@ -54,7 +54,7 @@ def test_not_measured_without_cells(claim_id):
 
 
 def test_not_measured_when_only_failed_cells():
-    tbl = table(*[cell("table3", status="failed", arch=a, handoffs_per_request=4.0) for a in claims.TABLE3_HANDOFFS])
+    tbl = table(*[cell("table3", status="failed", arch=a, handoffs_per_request=4.0) for a in criteria.TABLE3_HANDOFFS])
     assert judge("table3", tbl).verdict == NOT_MEASURED
 
 
@@ -77,7 +77,7 @@ def table3(split, worker, tpc=0.0, loop=0.02):
 def test_table3():
     found = judge("table3", table3(4.3, 2.06))
     assert found.verdict == REPRODUCED
-    assert [r[0] for r in found.rows] == list(claims.TABLE3_HANDOFFS)
+    assert [r[0] for r in found.rows] == list(criteria.TABLE3_HANDOFFS)
     assert judge("table3", table3(5.5, 2.0)).verdict == DIRECTION  # ordering only
     assert judge("table3", table3(4.0, 2.0, loop=None)).verdict == DIRECTION  # event-loop missing
     assert judge("table3", table3(1.0, 2.0)).verdict == NOT_REPRODUCED
@@ -131,7 +131,7 @@ def test_fig6_7():
 
 def table4(shares):
     return table(*[cell("fig6_7;table4", arch=a, futex_share=s, futex_wait_share=s / 2)
-                   for a, s in zip(claims.TABLE4_ORDER, shares) if s is not None])
+                   for a, s in zip(criteria.TABLE4_ORDER, shares) if s is not None])
 
 
 def test_table4():
@@ -183,7 +183,7 @@ def test_fig14_16():
     assert found.verdict == REPRODUCED and found.data is not None
     assert judge("fig14_16", fig14_16(netty_wins_big=False)).verdict == DIRECTION  # 4 of 5 comparisons
     assert judge("fig14_16", fig14_16(netty_wins_big=False, hybrid_best=False)).verdict == NOT_REPRODUCED
-    assert claims.heavy_share("90:/bytes/100,10:/bytes/102400") == pytest.approx(0.1)
+    assert criteria.heavy_share("90:/bytes/100,10:/bytes/102400") == pytest.approx(0.1)
 
 
 # ------------------------------------------------------------------------------------------- "Are events fast?"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from spinscope.figures import plt, to_png  # pyplot with the headless backend the core's figures chose
-from spinscope.lab.claims import SIZE_NAMES, TABLE3_HANDOFFS, TABLE6_SPIN_WRITES, Finding
+from spinscope.lab.criteria import SIZE_NAMES, TABLE3_HANDOFFS, TABLE6_SPIN_WRITES, Finding
 
 
 def draw(claim_id: str, finding: Finding) -> list:

@@ -1,7 +1,7 @@
 """`spinscope sweep-report DIR`: the published claims next to what a sweep measured, with a verdict each.
 
 Reads DIR/results.parquet (or results.csv) written by `spinscope sweep` and judges every claim of
-lab/claims.py on it. Outputs: a terminal table (rich), `--json`, and `--html OUT` (the claims table, one
+lab/claims.py on it (criteria in lab/criteria.py). Outputs: a terminal table (rich), `--json`, and `--html OUT` (the claims table, one
 section per claim with its table and figure, the failed cells with their reasons, all cells).
 
 Exit codes: 0 every claim judged; 3 the report was written but a claim's criterion or figure raised (a
@@ -19,7 +19,8 @@ from pathlib import Path
 import pandas as pd
 
 from spinscope import htmlpage
-from spinscope.lab.claims import (DIRECTION, ERROR, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED, judge_all, num)
+from spinscope.lab.claims import judge_all
+from spinscope.lab.criteria import DIRECTION, ERROR, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED, num
 from spinscope.lab.results import read_table
 from spinscope.output import jsonable, print_json, terminal, write_text
 
@@ -74,7 +75,8 @@ def _counts(table: pd.DataFrame) -> tuple:
 
 def to_json(outdir: Path, table: pd.DataFrame, judged: list, meta: dict) -> dict:
     failed = table[table["status"] != "ok"] if len(table) else table
-    return {"dir": str(outdir), "sweep": meta, "cells": _counts(table)[0], "ok": _counts(table)[1],
+    cells, ok = _counts(table)
+    return {"dir": str(outdir), "sweep": meta, "cells": cells, "ok": ok,
             "failed": [{"cell_id": r["cell_id"], "group": r.get("group"), "error": r.get("error")}
                        for _, r in failed.iterrows()],
             "claims": [{"id": claim.id, "title": claim.title, "publication": claim.publication,
