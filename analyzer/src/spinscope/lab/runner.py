@@ -115,6 +115,8 @@ def start_collector(procs: Processes, program: Path, pid: int, capture: Path, du
             reader.join(timeout=2)
             raise CellFailed(f"collector failed to attach (exit {proc.poll()}): {_tail(lines)}")
     return Collector(proc, lines, reader)
+
+
 @dataclass
 class Tools:
     """The programs a cell runs, built by `make all`."""
