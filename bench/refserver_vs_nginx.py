@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from spinscope.lab import refserver
+
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build"
 RESULTS = ROOT / "bench" / "results"
@@ -143,10 +145,10 @@ def main():
         os.chmod(tmp, 0o755)
 
         servers = {}
-        port = free_port()
-        start("refserver", [str(BUILD / "refserver"), "--arch", "event-loop",
-                            "--port", str(port)], port, procs)
-        servers["refserver event-loop"] = port
+        cmd = refserver.command("event-loop", program=str(BUILD / "refserver"))
+        ours = refserver.start(["taskset", "-c", "0", *cmd], stdin=subprocess.DEVNULL)
+        procs.append(ours.proc)
+        servers["refserver event-loop"] = ours.port
         port = free_port()
         start("nginx", nginx_config(tmp, docroot, port), port, procs)
         servers["nginx"] = port

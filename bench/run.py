@@ -37,6 +37,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from spinscope.lab import refserver
+
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build"
 RESULTS = ROOT / "bench" / "results"
@@ -133,13 +135,9 @@ class Server:
 
 
 def start_refserver(arch: str = "event-loop", *args: str) -> Server:
-    proc = subprocess.Popen(pinned(SERVER_CPU, [str(BUILD / "refserver"), "--arch", arch, "--port", "0",
-                                                *args]),
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True)
-    line = Lines(proc.stderr).wait_for(r"listening on", 10)
-    port = int(re.search(r":(\d+) arch", line).group(1))
-    return Server(f"refserver {arch}", proc, proc.pid, port)
+    cmd = refserver.command(arch, *args, program=str(BUILD / "refserver"))
+    server = refserver.start(pinned(SERVER_CPU, cmd), stdin=subprocess.DEVNULL)
+    return Server(f"refserver {arch}", server.proc, server.proc.pid, server.port)
 
 
 def free_port() -> int:

@@ -2,7 +2,7 @@
 import re
 
 from fanout_helpers import FANOUT_ARCHS, ROOT
-from spinscope.sweep import parse_matrix
+from spinscope.lab.matrix import parse_matrix
 
 
 def test_fanout_matrix_cells():

@@ -3,22 +3,21 @@
 Other suites can import these directly (``from tests.refservers.conftest import ...`` or by
 path) or use the ``refserver`` fixture, a factory that kills whatever it started:
 
-    proc, port = refserver("event-loop", "--workers", "2")
+    srv = refserver("event-loop", "--workers", "2")   # a spinscope.lab.refserver.RefServer
+
+Servers are started by spinscope.lab.refserver, which also reads their listening line.
 """
 import contextlib
 import json
 import os
-import re
 import resource
-import select
 import signal
 import socket
 import subprocess
-import threading
 import time
 from pathlib import Path
 
-import pytest
+from spinscope.lab import refserver
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "build"
@@ -32,9 +31,6 @@ ARCHS = [
     "reactor-split", "reactor-worker", "netty", "hybrid", "pipeline", "green-threads",
     "process-graph",
 ]
-
-LISTEN_RE = re.compile(
-    r"refserver: listening on (\S+):(\d+) arch=(\S+) workers=(\d+) sndbuf=(\S+)")
 
 # ASan: fail on leaks at exit; UBSan: make any report fatal so the exit code shows it.
 ASAN_ENV = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:exitcode=66",
@@ -59,62 +55,11 @@ def ensure_built():
                    check=True, stdout=subprocess.DEVNULL)
 
 
-class Server:
-    """A running refserver: the process, its port, and everything it wrote to stderr."""
-
-    def __init__(self, proc, port, listen_line):
-        self.proc = proc
-        self.port = port
-        self.listen_line = listen_line
-        self.stderr_lines = []
-        self._drain = threading.Thread(target=self._read_stderr, daemon=True)
-        self._drain.start()
-
-    def _read_stderr(self):
-        for line in self.proc.stderr:
-            self.stderr_lines.append(line.decode(errors="replace"))
-
-    def stderr_text(self):
-        """Everything written to stderr so far (all of it, once the process has exited)."""
-        if self.proc.poll() is not None:
-            self._drain.join(timeout=5)
-        return "".join(self.stderr_lines)
-
-
 def start_server(arch, *args, binary=REFSERVER, env=None, timeout=10.0):
-    """Start refserver on an ephemeral port; returns a Server once it is listening."""
+    """Start refserver on an ephemeral port; returns a RefServer once it is listening."""
     raise_nofile()
-    cmd = [str(binary), "--arch", arch, "--port", "0", *map(str, args)]
-    full_env = dict(os.environ, **(env or {}))
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, env=full_env)
-    deadline = time.monotonic() + timeout
-    seen = []
-    buf = b""
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([proc.stderr], [], [], 0.1)
-            if ready:
-                chunk = os.read(proc.stderr.fileno(), 4096)
-                if not chunk:
-                    break
-                buf += chunk
-                while b"\n" in buf:
-                    line, buf = buf.split(b"\n", 1)
-                    text = line.decode(errors="replace")
-                    seen.append(text)
-                    m = LISTEN_RE.search(text)
-                    if m:
-                        server = Server(proc, int(m.group(2)), text)
-                        server.stderr_lines.extend(s + "\n" for s in seen)
-                        return server
-            elif proc.poll() is not None:
-                break
-        raise RuntimeError(f"refserver {arch} did not start: {' | '.join(seen)}")
-    except BaseException:
-        proc.kill()
-        proc.wait()
-        raise
+    return refserver.start(refserver.command(arch, *args, program=str(binary)), timeout=timeout,
+                           stdin=subprocess.DEVNULL, env=dict(os.environ, **(env or {})))
 
 
 def start_refserver(arch, *args, **kwargs):
@@ -125,7 +70,7 @@ def start_refserver(arch, *args, **kwargs):
 
 @contextlib.contextmanager
 def server_factory():
-    """Yields factory(arch, *args, **kwargs) -> Server that starts refservers and kills those still
+    """Yields factory(arch, *args, **kwargs) -> RefServer that starts refservers and kills those still
     running on exit: the body of the refserver and fanout_server fixtures."""
     started = []
 

@@ -6,7 +6,7 @@ import subprocess
 import pandas as pd
 import pytest
 
-from spinscope import netcond
+from spinscope.lab import netcond
 from spinscope.errors import SpinscopeError
 
 from sweephelp import needs_root, sweep_processes, run_sweep, spinscope_links, spinscope_namespaces, write_matrix

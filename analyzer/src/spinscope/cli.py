@@ -14,7 +14,7 @@ import sys
 from spinscope import __version__
 from spinscope.errors import SpinscopeError
 
-VERBS = ["record", "report", "diff", "doctor", "sweep", "sweep_report"]
+VERBS = ["record", "report", "diff", "doctor", "lab.sweep", "lab.sweep_report"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -69,7 +69,7 @@ def cleanup_stale() -> list:
     return removed
 
 
-def _bandwidth_bytes(rate: str) -> float:
+def bandwidth_bytes(rate: str) -> float:
     m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([kmg]?)(bit|bps)", rate.strip().lower())
     if not m:
         raise SpinscopeError(f"bandwidth {rate!r}: expected a tc rate such as 100mbit, 1gbit or 10mbps")
@@ -167,7 +167,7 @@ class Namespace:
                         "delay unsupported here: `tc qdisc add ... netem` failed "
                         f"({proc.stderr.strip() or proc.returncode}); this kernel has no sch_netem")
         elif bandwidth:
-            rate = _bandwidth_bytes(bandwidth)
+            rate = bandwidth_bytes(bandwidth)
             burst = max(64 * 1024, int(rate / 100))  # at least 10 ms of traffic, at least 64 KiB
             for dev, ns in ((self.host_if, None), (self.ns_if, self.name)):
                 _ip("tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", bandwidth, "burst",

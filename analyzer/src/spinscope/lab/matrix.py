@@ -1,0 +1,230 @@
+"""Sweep matrices: a TOML file (docs/sweep.md) expanded into cells, each with a stable id.
+
+A matrix has `[defaults]` and a list of `[[group]]` tables. In a group every key whose value is a list is
+an axis; the group expands to the cartesian product of its axes, times its `variants` (a list of tables
+merged over the group, for combinations that are not a product), times `repetitions`. A cell is
+identified by a hash of its parameters (defaults filled in), so a re-run of the same matrix finds the
+cells it already has. Any problem in a file is one SpinscopeError line naming the file and group, with
+exit code EXIT_USAGE.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from spinscope.errors import SpinscopeError
+from spinscope.lab.netcond import bandwidth_bytes
+
+EXIT_USAGE = 2  # an invalid matrix (or option)
+
+# name -> (accepted python types, default). None means "not passed" (the program's own default).
+PARAMS = {
+    "arch": ((str,), None),
+    "workers": ((int,), None),
+    "sndbuf": ((int,), None),
+    "write_policy": ((str,), None),
+    "poller": ((str,), None),
+    "backlog": ((int,), None),
+    "server_args": ((str,), None),
+    "path": ((str,), "/bytes/100"),
+    "mix": ((str,), None),
+    "concurrency": ((int,), 8),
+    "rate": ((int, float), None),
+    "burst": ((str,), None),
+    "think_ms": ((int, float), None),
+    "keepalive": ((str,), "on"),
+    "rcvbuf": ((int,), None),
+    "threads": ((int,), None),
+    "loadgen_args": ((str,), None),
+    "net": ((str,), "loopback"),
+    "bandwidth": ((str,), None),
+    "delay_ms": ((int, float), 0),
+    "duration": ((int, float), 3.0),
+    "warmup": ((int, float), 1.0),
+    "interval": ((int, float), 1.0),
+    "server_cpus": ((str, int), None),
+    "loadgen_cpus": ((str, int), None),
+    "children": ((bool,), None),
+}
+CHOICES = {"write_policy": ("spin", "epollout"), "poller": ("epoll", "poll", "select"),
+           "keepalive": ("on", "off"), "net": ("loopback", "veth")}
+GROUP_KEYS = {"name", "claims", "variants", "repetitions"}
+TOP_KEYS = {"name", "description", "defaults", "group"}
+CELL_OVERHEAD_S = 1.5  # start, RTT sample, attach, stop: used for the time-left estimate
+
+
+@dataclass
+class Cell:
+    """One run of a reference server under load: every parameter of PARAMS (defaults filled in) plus
+    `repetition`; the matrix group it came from and the claim tags it carries."""
+
+    params: dict
+    group: str
+    claims: list = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return cell_id(self.params)
+
+    def estimate_s(self) -> float:
+        """Seconds the cell takes to run (for the time-left estimate)."""
+        return float(self.params["warmup"]) + float(self.params["duration"]) + CELL_OVERHEAD_S
+
+
+@dataclass
+class Matrix:
+    """A parsed matrix file: its cells in file order, each once."""
+
+    name: str
+    description: str
+    path: Path
+    text: str
+    cells: list
+
+
+def cell_id(params: dict) -> str:
+    """`ARCH-HASH`: a hash of every parameter (defaults filled in), stable across runs and machines."""
+    canon = json.dumps({k: params.get(k) for k in sorted(PARAMS)} | {"repetition": params.get("repetition", 0)},
+                       sort_keys=True, separators=(",", ":"))
+    return f"{params['arch']}-{hashlib.sha1(canon.encode()).hexdigest()[:10]}"
+
+
+def _check_value(where: str, key: str, value) -> None:
+    types, _ = PARAMS[key]
+    if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+        raise SpinscopeError(f"{where}: {key} = {value!r}: expected {'/'.join(t.__name__ for t in types)}",
+                             exit_code=EXIT_USAGE)
+    if key in CHOICES and value not in CHOICES[key]:
+        raise SpinscopeError(f"{where}: {key} = {value!r}: expected one of {', '.join(CHOICES[key])}",
+                             exit_code=EXIT_USAGE)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
+        raise SpinscopeError(f"{where}: {key} = {value!r}: must be >= 0", exit_code=EXIT_USAGE)
+
+
+def _expand_group(where: str, table: dict) -> list:
+    """Cartesian product of the list-valued keys of `table` -> list of {key: scalar}."""
+    axes = []
+    for key, value in table.items():
+        if key not in PARAMS:
+            raise SpinscopeError(f"{where}: unknown key {key!r} (known: {', '.join(sorted(PARAMS))})",
+                                 exit_code=EXIT_USAGE)
+        values = value if isinstance(value, list) else [value]
+        if not values:
+            raise SpinscopeError(f"{where}: {key} is an empty list", exit_code=EXIT_USAGE)
+        for v in values:
+            _check_value(where, key, v)
+        axes.append([(key, v) for v in values])
+    return [dict(combo) for combo in itertools.product(*axes)]
+
+
+def _finish(where: str, params: dict) -> dict:
+    """Defaults filled in, cross-parameter rules checked, numbers normalized (so ids are stable)."""
+    full = {k: default for k, (_, default) in PARAMS.items()}
+    full.update(params)
+    if not full["arch"]:
+        raise SpinscopeError(f"{where}: no arch", exit_code=EXIT_USAGE)
+    if full["mix"]:
+        full["path"] = None
+    if full["net"] != "veth" and (full["bandwidth"] or full["delay_ms"]):
+        raise SpinscopeError(f"{where}: bandwidth and delay_ms need net = \"veth\"", exit_code=EXIT_USAGE)
+    if full["bandwidth"]:
+        try:
+            bandwidth_bytes(full["bandwidth"])
+        except SpinscopeError as exc:
+            raise SpinscopeError(f"{where}: {exc}", exit_code=EXIT_USAGE) from None
+    if full["duration"] <= 0:
+        raise SpinscopeError(f"{where}: duration must be > 0", exit_code=EXIT_USAGE)
+    for key in ("server_cpus", "loadgen_cpus"):
+        if full[key] is not None:
+            full[key] = str(full[key])
+    for key in ("duration", "warmup", "interval", "delay_ms"):
+        full[key] = float(full[key])
+    return full
+
+
+def parse_matrix(path: str | Path) -> Matrix:
+    """Read and expand a matrix file; any problem is one SpinscopeError line naming the file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpinscopeError(f"{path}: cannot read: {exc.strerror or exc}", exit_code=EXIT_USAGE) from None
+    return parse_matrix_text(text, path)
+
+
+def parse_matrix_text(text: str, path: Path = Path("<matrix>")) -> Matrix:
+    """Expand the matrix in `text` (`path` names it in errors)."""
+    import tomllib  # Python >= 3.11; only the sweep needs it
+
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpinscopeError(f"{path}: not valid TOML: {exc}", exit_code=EXIT_USAGE) from None
+    unknown = set(doc) - TOP_KEYS
+    if unknown:
+        raise SpinscopeError(f"{path}: unknown top-level key(s) {', '.join(sorted(unknown))} "
+                             f"(known: {', '.join(sorted(TOP_KEYS))})", exit_code=EXIT_USAGE)
+    defaults = doc.get("defaults", {})
+    if not isinstance(defaults, dict):
+        raise SpinscopeError(f"{path}: [defaults] must be a table", exit_code=EXIT_USAGE)
+    for key, value in defaults.items():
+        if key == "repetitions":
+            continue  # checked per group
+        if key not in PARAMS or isinstance(value, list):
+            raise SpinscopeError(f"{path}: [defaults] {key}: unknown key or a list (axes belong in groups)",
+                                 exit_code=EXIT_USAGE)
+        _check_value(f"{path}: [defaults]", key, value)
+    groups = doc.get("group", [])
+    if not isinstance(groups, list) or not groups or not all(isinstance(g, dict) for g in groups):
+        raise SpinscopeError(f"{path}: no [[group]] tables (a matrix needs at least one)", exit_code=EXIT_USAGE)
+    cells: dict = {}
+    for index, group in enumerate(groups):
+        name = str(group.get("name", f"group{index + 1}"))
+        where = f"{path}: group {name!r}"
+        claims = group.get("claims", [])
+        if isinstance(claims, str):
+            claims = [claims]
+        reps = group.get("repetitions", doc.get("defaults", {}).get("repetitions", 1))
+        if not isinstance(reps, int) or isinstance(reps, bool) or reps < 1:
+            raise SpinscopeError(f"{where}: repetitions must be an integer >= 1", exit_code=EXIT_USAGE)
+        variants = group.get("variants", [{}])
+        if not isinstance(variants, list) or not variants or not all(isinstance(v, dict) for v in variants):
+            raise SpinscopeError(f"{where}: variants must be a non-empty list of tables", exit_code=EXIT_USAGE)
+        base = {k: v for k, v in group.items() if k not in GROUP_KEYS}
+        for vindex, variant in enumerate(variants):
+            vwhere = where if variant == {} else f"{where} variant {vindex + 1}"
+            for combo in _expand_group(vwhere, {**base, **variant}):
+                params = _finish(vwhere, {**{k: v for k, v in defaults.items() if k != "repetitions"}, **combo})
+                for rep in range(reps):
+                    cell = Cell(params={**params, "repetition": rep}, group=name, claims=list(claims))
+                    if cell.id in cells:  # the same cell asked for twice: run once, keep both tags
+                        known = cells[cell.id]
+                        known.claims += [c for c in claims if c not in known.claims]
+                    else:
+                        cells[cell.id] = cell
+    return Matrix(name=str(doc.get("name", path.stem)), description=str(doc.get("description", "")),
+                  path=path, text=text, cells=list(cells.values()))
+
+
+def describe(p: dict) -> str:
+    """A cell's main parameters in a few words (the sweep's progress lines and --list)."""
+    parts = [p["arch"]]
+    for key in ("workers", "sndbuf", "write_policy", "poller", "backlog"):
+        if p[key] is not None:
+            parts.append(f"{key}={p[key]}")
+    parts.append(f"mix={p['mix']}" if p["mix"] else p["path"])
+    parts.append(f"c={p['concurrency']}")
+    for key in ("rate", "burst", "rcvbuf", "bandwidth"):
+        if p[key] is not None:
+            parts.append(f"{key}={p[key]}")
+    if p["keepalive"] != "on":
+        parts.append("keepalive=off")
+    if p["net"] != "loopback":
+        parts.append(p["net"] + (f" +{p['delay_ms']:g}ms" if p["delay_ms"] else ""))
+    if p.get("repetition"):
+        parts.append(f"rep {p['repetition']}")
+    return " ".join(parts)

@@ -1,0 +1,158 @@
+"""A sweep's results: one cell's capture analyzed into a result document, result documents into one
+tidy row per cell, and the output directory's tables.
+
+Layout of a sweep directory DIR (docs/sweep.md): DIR/cells/CELLID.json (one result document per
+finished cell, written atomically), DIR/captures/CELLID.json (the capture of each ok cell),
+DIR/results.csv and DIR/results.parquet (rebuilt from every cell file), DIR/sweep.json (the run).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from spinscope.errors import SpinscopeError
+from spinscope.lab.matrix import PARAMS
+
+
+def analyze_capture(path: Path) -> dict:
+    """The process-level metrics, labels and a few raw sums of one capture (what a table row needs)."""
+    from spinscope.capture import load
+    from spinscope.labels import assess
+    from spinscope.metrics import analyze
+
+    cap = load(path)
+    analysis = analyze(cap)
+    assessment = assess(analysis)
+    t = cap.totals
+    calls = t["read_calls"] + t["write_calls"] + t["poll_calls"] + t["futex_waits"] + t["futex_wakes"]
+    traced_ns = t["futex_wait_ns"] + t["poll_ns"] + t["read_ns"] + t["write_ns"]
+    return {
+        "metrics": {k: (None if v is None or (isinstance(v, float) and not math.isfinite(v)) else float(v))
+                    for k, v in analysis.process.items()},
+        "labels": [{"name": lab.name, "severity": lab.severity, "cpu_share": lab.cpu_share,
+                    "summary": lab.summary} for lab in assessment.labels],
+        "notes": assessment.notes,
+        "requests": int(cap.request_count),
+        "handoffs": int(cap.wakeups["count"].sum()) if len(cap.wakeups) else 0,
+        "duration_s": cap.duration_s,
+        "end_reason": cap.raw.get("end_reason"),
+        "threads_seen": int(t.get("threads_seen", 0)),
+        "processes": len(cap.target.get("pids", [])),
+        "write_calls": int(cap.requests["write_calls"]),
+        "futex_share": (float(t["futex_waits"] + t["futex_wakes"]) / calls) if calls else None,
+        "futex_wait_share": (float(t["futex_wait_ns"]) / traced_ns) if traced_ns else None,
+        "by_size": cap.by_size.to_dict(orient="records"),
+    }
+
+
+LATENCY_KEYS = (("mean", "lat_mean_ms"), ("p50", "lat_p50_ms"), ("p90", "lat_p90_ms"), ("p99", "lat_p99_ms"),
+                ("p99.9", "lat_p999_ms"), ("max", "lat_max_ms"))
+LABEL_NAMES = ("write-spin", "spurious-select", "handoff-overhead")
+
+
+def row_of(result: dict) -> dict:
+    """One tidy row per cell: parameters, load, capture metrics, labels."""
+    from spinscope.metrics import METRICS
+
+    p = result["params"]
+    row = {"cell_id": result["id"], "group": result["group"], "claims": ";".join(result.get("claims", [])),
+           "status": result["status"], "error": result.get("error")}
+    row.update({k: p.get(k) for k in PARAMS})
+    row["repetition"] = p.get("repetition", 0)
+    server = result.get("server", {})
+    row["sndbuf_effective"] = server.get("sndbuf_effective")
+    row["rtt_ms"] = result.get("rtt_ms")
+    lg = result.get("loadgen") or {}
+    row["lg_requests"] = lg.get("requests")
+    row["lg_throughput"] = lg.get("throughput")
+    row["lg_errors"] = lg.get("errors")
+    row["lg_bytes"] = lg.get("bytes")
+    for key, col in LATENCY_KEYS:
+        row[col] = (lg.get("latency_ms") or {}).get(key)
+    row["classes_json"] = json.dumps(lg["classes"], sort_keys=True) if lg.get("classes") else None
+    a = result.get("analysis") or {}
+    metrics = a.get("metrics") or {}
+    for m in METRICS:
+        row[m.name] = metrics.get(m.name)
+    row["cap_requests"] = a.get("requests")
+    row["cap_handoffs"] = a.get("handoffs")
+    row["cap_write_calls"] = a.get("write_calls")
+    row["cap_duration_s"] = a.get("duration_s")
+    row["threads_seen"] = a.get("threads_seen")
+    row["futex_share"] = a.get("futex_share")
+    row["futex_wait_share"] = a.get("futex_wait_share")
+    cs = metrics.get("cs_per_request")
+    row["cs_per_s_load"] = cs * lg["throughput"] if cs is not None and lg.get("throughput") else None
+    labels = a.get("labels") or []
+    row["labels"] = ";".join(f"{lab['name']}:{lab['severity']}" for lab in labels)
+    for name in LABEL_NAMES:
+        row["label_" + name.replace("-", "_")] = next((lab["severity"] for lab in labels if lab["name"] == name), None)
+    row["by_size_json"] = json.dumps(a["by_size"]) if a.get("by_size") else None
+    row["elapsed_s"] = result.get("elapsed_s")
+    row["started_at"] = result.get("started_at")
+    return row
+
+
+def load_results(outdir: Path) -> list:
+    """Every result document in DIR/cells, in cell-id order."""
+    results = []
+    for path in sorted((outdir / "cells").glob("*.json")):
+        try:
+            results.append(json.loads(path.read_text()))
+        except (OSError, json.JSONDecodeError):
+            continue  # not ours or unreadable: never written half (atomic rename)
+    return results
+
+
+def results_frame(outdir: Path) -> pd.DataFrame:
+    """The results table: one row per cell file."""
+    rows = [row_of(r) for r in load_results(outdir)]
+    return pd.DataFrame.from_records(rows) if rows else pd.DataFrame(columns=["cell_id", "status"])
+
+
+def write_tables(outdir: Path) -> pd.DataFrame:
+    """Rebuild DIR/results.csv and DIR/results.parquet from every cell file (atomically)."""
+    frame = results_frame(outdir)
+    csv_tmp = outdir / ".results.csv.tmp"
+    frame.to_csv(csv_tmp, index=False)
+    os.replace(csv_tmp, outdir / "results.csv")
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return frame  # CSV only; sweep-report reads either
+    pq_tmp = outdir / ".results.parquet.tmp"
+    frame.to_parquet(pq_tmp, index=False)
+    os.replace(pq_tmp, outdir / "results.parquet")
+    return frame
+
+
+def write_json(path: Path, doc: dict) -> None:
+    """Write `doc` atomically (a temporary file renamed over `path`): readers never see half a file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(doc, indent=1, default=str, allow_nan=False) + "\n")
+    os.replace(tmp, path)
+
+
+def timestamp() -> str:
+    """Now, UTC, to the second: the `started_at` / `finished_at` of result documents."""
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def read_table(outdir: Path) -> pd.DataFrame:
+    """DIR/results.parquet, or DIR/results.csv where there is no Parquet file (what sweep-report reads)."""
+    outdir = Path(outdir)
+    parquet, csv = outdir / "results.parquet", outdir / "results.csv"
+    try:
+        if parquet.exists():
+            return pd.read_parquet(parquet)
+        if csv.exists():
+            return pd.read_csv(csv)
+    except Exception as exc:  # noqa: BLE001 - any reader failure is one line for the user
+        raise SpinscopeError(f"{outdir}: cannot read the results table: {exc}") from None
+    raise SpinscopeError(f"{outdir}: no results.parquet or results.csv (run `spinscope sweep` first)")

@@ -1,0 +1,292 @@
+"""Every claim's criterion on small synthetic results tables: it holds, it does not hold, and the cells it
+needs are absent; a criterion that raises is an error in the report and the exit status. No root, no
+servers: the tables are built the way `spinscope sweep` builds them (results.row_of) and read back from
+CSV the way `spinscope sweep-report` may read them."""
+import argparse
+import io
+import itertools
+import json
+from dataclasses import replace
+
+import pandas as pd
+import pytest
+
+from spinscope.lab import claims, criteria, sweep_report
+from spinscope.lab.criteria import DIRECTION, ERROR, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED
+from spinscope.lab.matrix import PARAMS
+from spinscope.lab.results import row_of
+
+BIG, SMALL = "/bytes/102400", "/bytes/100"
+CELL_NUMBERS = itertools.count()
+
+
+def cell(tag, status="ok", **values):
+    """A results row of a cell tagged `tag`: parameters from `values` over the matrix defaults, every other
+    column of a real row, and the measured columns named in `values`."""
+    params = {k: default for k, (_, default) in PARAMS.items()} | {k: v for k, v in values.items() if k in PARAMS}
+    error = values.pop("error", None)
+    row = row_of({"id": f"{params['arch']}-{next(CELL_NUMBERS)}", "group": tag, "claims": tag.split(";"),
+                  "params": params, "status": status, "error": error})
+    row.update({k: v for k, v in values.items() if k not in PARAMS})
+    return row
+
+
+def table(*rows):
+    """The rows as a results table, written to and read from CSV like results.csv."""
+    return pd.read_csv(io.StringIO(pd.DataFrame.from_records(rows).to_csv(index=False)))
+
+
+def judge(claim_id, tbl):
+    finding = next(c for c in claims.CLAIMS if c.id == claim_id).judge(tbl)
+    assert finding.verdict != ERROR, finding.why
+    return finding
+
+
+def unrelated():
+    """A table whose only cell carries another claim's tag."""
+    return table(cell("other", arch="event-loop", handoffs_per_request=0.0, lg_throughput=1.0))
+
+
+@pytest.mark.parametrize("claim_id", [c.id for c in claims.CLAIMS])
+def test_not_measured_without_cells(claim_id):
+    assert judge(claim_id, unrelated()).verdict == NOT_MEASURED
+    assert judge(claim_id, table(cell("other", arch="event-loop")).iloc[0:0]).verdict == NOT_MEASURED
+
+
+def test_not_measured_when_only_failed_cells():
+    tbl = table(*[cell("table3", status="failed", arch=a, handoffs_per_request=4.0) for a in criteria.TABLE3_HANDOFFS])
+    assert judge("table3", tbl).verdict == NOT_MEASURED
+
+
+def test_records_are_complete_and_unique():
+    assert len({c.id for c in claims.CLAIMS}) == len(claims.CLAIMS)
+    for claim in claims.CLAIMS:
+        for name in ("title", "publication", "source", "paper", "tolerance", "rule", "measured"):
+            assert getattr(claim, name), (claim.id, name)
+        assert claim.value is not None and callable(claim.criterion)
+
+
+# ------------------------------------------------------------------------------------------- Table 3
+
+def table3(split, worker, tpc=0.0, loop=0.02):
+    return table(*[cell("table3", arch=a, concurrency=1, handoffs_per_request=h, cap_requests=500)
+                   for a, h in (("reactor-split", split), ("reactor-worker", worker), ("thread-per-conn", tpc),
+                                ("event-loop", loop)) if h is not None])
+
+
+def test_table3():
+    found = judge("table3", table3(4.3, 2.06))
+    assert found.verdict == REPRODUCED
+    assert [r[0] for r in found.rows] == list(criteria.TABLE3_HANDOFFS)
+    assert judge("table3", table3(5.5, 2.0)).verdict == DIRECTION  # ordering only
+    assert judge("table3", table3(4.0, 2.0, loop=None)).verdict == DIRECTION  # event-loop missing
+    assert judge("table3", table3(1.0, 2.0)).verdict == NOT_REPRODUCED
+    assert judge("table3", table3(4.0, 2.0, tpc=3.0)).verdict == NOT_REPRODUCED
+
+
+# ------------------------------------------------------------------------------------------- Table 6
+
+def table6(spin_big, spin_small=1.0, tpc_big=1.0):
+    rows = [cell("table6", arch="event-loop", write_policy="spin", path=p, writes_per_request=w,
+                 eagain_per_request=w - 1, labels="write-spin:critical" if w > 2 else "")
+            for p, w in ((SMALL, spin_small), ("/bytes/10240", spin_small), (BIG, spin_big)) if w is not None]
+    rows.append(cell("table6", arch="thread-per-conn", path=BIG, writes_per_request=tpc_big, eagain_per_request=0))
+    return table(*rows)
+
+
+def test_table6():
+    assert judge("table6", table6(150.0)).verdict == REPRODUCED
+    assert judge("table6", table6(2000.0)).verdict == DIRECTION  # above tens to hundreds
+    assert judge("table6", table6(150.0, spin_small=3.0)).verdict == DIRECTION  # small responses spin too
+    assert judge("table6", table6(2.0)).verdict == NOT_REPRODUCED
+    assert judge("table6", table6(20.0, tpc_big=10.0)).verdict == NOT_REPRODUCED  # not 4x the blocking server
+    assert judge("table6", table6(None)).verdict == NOT_MEASURED  # no spinning loop at 100 KB
+
+
+# ------------------------------------------------------------------------------------------- Figures 6/7
+
+def fig6_7(order_holds_at_32=True):
+    rows = []
+    for conc in (4, 32):
+        holds = conc == 4 or order_holds_at_32
+        for arch, cs, tp in (("reactor-split", 4.0, 100), ("reactor-worker", 2.0, 200),
+                             ("thread-per-conn", 1.0, 300), ("event-loop", 0.5, 400)):
+            rows.append(cell("fig6_7;table4", arch=arch, concurrency=conc, cs_per_request=cs if holds else 5 - cs,
+                             lg_throughput=tp if holds else 500 - tp, cs_per_s_load=cs * tp))
+    return table(*rows)
+
+
+def test_fig6_7():
+    assert judge("fig6_7", fig6_7()).verdict == REPRODUCED
+    found = judge("fig6_7", fig6_7(order_holds_at_32=False))
+    assert found.verdict == DIRECTION and "c=32" in found.why
+    reversed_ = fig6_7(order_holds_at_32=False)
+    reversed_ = reversed_[reversed_["concurrency"] == 32]
+    assert judge("fig6_7", reversed_).verdict == NOT_REPRODUCED
+    three = reversed_[reversed_["arch"] != "event-loop"]
+    assert judge("fig6_7", three).verdict == NOT_MEASURED  # no slice has all four servers
+
+
+# ------------------------------------------------------------------------------------------- Table 4
+
+def table4(shares):
+    return table(*[cell("fig6_7;table4", arch=a, futex_share=s, futex_wait_share=s / 2)
+                   for a, s in zip(criteria.TABLE4_ORDER, shares) if s is not None])
+
+
+def test_table4():
+    assert judge("table4", table4([0.0, 0.00001, 0.42, 0.54])).verdict == REPRODUCED
+    tie = judge("table4", table4([0.001, 0.0005, 0.42, 0.54]))
+    assert tie.verdict == DIRECTION and "tie" in tie.why
+    assert judge("table4", table4([0.0, 0.5, 0.42, 0.54])).verdict == NOT_REPRODUCED
+    assert judge("table4", table4([0.0, 0.001, None, None])).verdict == DIRECTION  # two of four
+    assert judge("table4", table4([0.0, None, None, None])).verdict == NOT_MEASURED
+
+
+# ------------------------------------------------------------------------------------------- Figures 11/12
+
+def fig11_12(writes, delay_error=False):
+    rows = [cell("fig11_12", arch="event-loop", write_policy="spin", net="veth", sndbuf=16384, path=BIG,
+                 rcvbuf=rcvbuf, writes_per_request=w, eagain_per_request=w - 1, rtt_ms=0.04, lg_throughput=1000)
+            for rcvbuf, w in zip((4096, 65536, 1048576), writes)]
+    if delay_error:
+        rows.append(cell("fig11_12", status="failed", arch="event-loop", net="veth", delay_ms=5, rcvbuf=4096,
+                         error="delay unsupported here: `tc qdisc add ... netem` failed"))
+    return table(*rows)
+
+
+def test_fig11_12():
+    found = judge("fig11_12", fig11_12([316.0, 38.0, 39.0], delay_error=True))
+    assert found.verdict == DIRECTION  # the best this claim can get without a delay criterion
+    assert "sch_netem" in found.why and found.data is not None
+    assert judge("fig11_12", fig11_12([30.0, 38.0, 300.0])).verdict == NOT_REPRODUCED
+    only_failed = judge("fig11_12", fig11_12([], delay_error=True))
+    assert only_failed.verdict == NOT_MEASURED and "sch_netem" in only_failed.why
+    assert judge("fig11_12", fig11_12([316.0])).verdict == NOT_MEASURED  # one window
+
+
+# ------------------------------------------------------------------------------------------- Figures 14/16
+
+def fig14_16(netty_wins_big=True, hybrid_best=True):
+    rows = [cell("table6;fig14_16", arch="netty", path=SMALL, lg_throughput=50),
+            cell("table6;fig14_16", arch="event-loop", write_policy="spin", path=SMALL, lg_throughput=100),
+            cell("table6;fig14_16", arch="netty", path=BIG, lg_throughput=30 if netty_wins_big else 5),
+            cell("table6;fig14_16", arch="event-loop", write_policy="spin", path=BIG, lg_throughput=10)]
+    for mix in ("1:/bytes/100", "90:/bytes/100,10:/bytes/102400", "1:/bytes/102400"):
+        for arch, tp in (("hybrid", 100 if hybrid_best else 10), ("netty", 60)):
+            rows.append(cell("fig14_16", arch=arch, mix=mix, path=None, lg_throughput=tp))
+    return table(*rows)
+
+
+def test_fig14_16():
+    found = judge("fig14_16", fig14_16())
+    assert found.verdict == REPRODUCED and found.data is not None
+    assert judge("fig14_16", fig14_16(netty_wins_big=False)).verdict == DIRECTION  # 4 of 5 comparisons
+    assert judge("fig14_16", fig14_16(netty_wins_big=False, hybrid_best=False)).verdict == NOT_REPRODUCED
+    assert criteria.heavy_share("90:/bytes/100,10:/bytes/102400") == pytest.approx(0.1)
+
+
+# ------------------------------------------------------------------------------------------- "Are events fast?"
+
+def events_fast(latencies, backlog=True):
+    rows = [cell("events_fast", arch=a, concurrency=8, lat_mean_ms=lat) for a, lat in latencies.items()]
+    if backlog:
+        rows.append(cell("events_fast", arch="event-loop", concurrency=64, backlog=16, lg_throughput=900,
+                         lg_errors=3, lat_p99_ms=20.0, lat_mean_ms=5.0))
+    return table(*rows)
+
+
+FAST = {"process-per-conn": 5.0, "thread-per-conn": 1.1, "event-loop": 1.0, "green-threads": 0.9,
+        "thread-pool": 1.5}
+
+
+def test_events_fast():
+    found = judge("events_fast", events_fast(FAST))
+    assert found.verdict == REPRODUCED and "backlog 16" in found.ours and "accept-queue" not in found.why
+    no_backlog = judge("events_fast", events_fast(FAST, backlog=False))
+    assert no_backlog.verdict == REPRODUCED and no_backlog.why.startswith("accept-queue (--backlog) part not")
+    slow = dict(FAST, **{"thread-per-conn": 2.0})
+    assert judge("events_fast", events_fast(slow)).verdict == DIRECTION
+    wrong = {"process-per-conn": 0.5, "thread-per-conn": 3.0, "event-loop": 1.0, "green-threads": 4.0,
+             "thread-pool": 1.5}
+    assert judge("events_fast", events_fast(wrong)).verdict == NOT_REPRODUCED
+    only_backlog = judge("events_fast", events_fast({}, backlog=True))
+    assert only_backlog.verdict == NOT_MEASURED
+
+
+# ------------------------------------------------------------------------------------------- comparing architectures
+
+def compare_arch(holds=True, with_table6=True):
+    rows = [cell("compare_arch", arch="n-copy", lg_throughput=200 if holds else 90, cap_requests=0),
+            cell("compare_arch", arch="event-loop", lg_throughput=100, cap_requests=1000)]
+    for poller, growth in (("epoll", 1.1), ("poll", 5.0), ("select", 6.0)):
+        growth = growth if holds else 7.0 - growth
+        rows += [cell("compare_arch", arch="event-loop", poller=poller, think_ms=50, concurrency=c,
+                      cpu_ms_per_request=0.01 * (growth if c == 512 else 1)) for c in (16, 512)]
+    if with_table6:
+        rows += [cell("table6", arch="thread-per-conn", path=BIG, writes_per_request=1.0 if holds else 30.0),
+                 cell("table6", arch="event-loop", write_policy="epollout", path=BIG, writes_per_request=20.0)]
+    return table(*rows)
+
+
+def test_compare_arch():
+    found = judge("compare_arch", compare_arch())
+    assert found.verdict == REPRODUCED and found.data is not None
+    assert "n-copy's captures recorded no request" in found.why
+    assert judge("compare_arch", compare_arch(with_table6=False)).verdict == REPRODUCED
+    assert judge("compare_arch", compare_arch(holds=False)).verdict == NOT_REPRODUCED
+
+
+# ------------------------------------------------------------------------------------------- process graph
+
+def process_graph(pg_p99, tp_p99=5.0):
+    def classes(p99):
+        return json.dumps({"/null": {"latency_ms": {"p50": p99 / 2, "p99": p99}},
+                           "/compute/2000": {"latency_ms": {"p50": 3.0, "p99": 9.0}}})
+    return table(*[cell("process_graph", arch=a, mix="95:/null,5:/compute/2000", path=None, lg_throughput=1000,
+                        lg_errors=0, classes_json=classes(p99))
+                   for a, p99 in (("process-graph", pg_p99), ("thread-pool", tp_p99)) if p99 is not None])
+
+
+def test_process_graph():
+    assert judge("process_graph", process_graph(2.0)).verdict == REPRODUCED
+    assert judge("process_graph", process_graph(4.5)).verdict == DIRECTION
+    found = judge("process_graph", process_graph(7.8))
+    assert found.verdict == NOT_REPRODUCED and "7.800" in found.ours
+    assert judge("process_graph", process_graph(2.0, tp_p99=None)).verdict == NOT_MEASURED
+
+
+# ------------------------------------------------------------------------------------------- errors
+
+def test_a_criterion_that_raises_is_an_error():
+    no_column = table3(4.0, 2.0).drop(columns=["handoffs_per_request"])
+    found = claims.CLAIMS[0].judge(no_column)
+    assert found.verdict == ERROR and "KeyError" in found.why and "handoffs_per_request" in found.why
+
+
+def test_sweep_report_shows_errors_and_exits_3(tmp_path, monkeypatch, capsys):
+    def broken(tbl):
+        raise ValueError("the criterion broke")
+    monkeypatch.setattr(claims, "CLAIMS", (replace(claims.CLAIMS[0], criterion=broken), *claims.CLAIMS[1:]))
+    table3(4.0, 2.0).to_csv(tmp_path / "results.csv", index=False)
+    html = tmp_path / "r.html"
+    rc = sweep_report.run(argparse.Namespace(dir=tmp_path, html=str(html), json=False))
+    out, err = capsys.readouterr()
+    assert rc == sweep_report.EXIT_CLAIM_ERRORS == 3
+    assert "ValueError: the criterion broke" in out and "error" in out
+    assert "error judging table3: ValueError: the criterion broke" in err
+    page = html.read_text()
+    assert "ValueError: the criterion broke" in page and ">error<" in page
+    rc = sweep_report.run(argparse.Namespace(dir=tmp_path, html=None, json=True))
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 3 and doc["claims"][0]["verdict"] == ERROR
+
+
+def test_sweep_report_without_errors_exits_0(tmp_path, capsys):
+    table3(4.0, 2.0).to_csv(tmp_path / "results.csv", index=False)
+    rc = sweep_report.run(argparse.Namespace(dir=tmp_path, html=str(tmp_path / "r.html"), json=True))
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    verdicts = {c["id"]: c["verdict"] for c in doc["claims"]}
+    assert verdicts["table3"] == REPRODUCED and set(verdicts.values()) <= {REPRODUCED, NOT_MEASURED}
+    assert "data:image/png;base64," in (tmp_path / "r.html").read_text()
