@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from spinscope.errors import SpinscopeError
 from spinscope.paths import collector_candidates, find_collector
@@ -121,6 +120,8 @@ def run(args: argparse.Namespace) -> int:
 def wait_with_progress(proc: subprocess.Popen, attached: threading.Event, duration: float,
                        console: Console) -> None:
     """Wait for the collector, with a bar over the duration once the probes are live (TTY only)."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
     show = console.is_terminal and not console.quiet
     if not show:
         proc.wait()
