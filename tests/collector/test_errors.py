@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from collector_harness import COLLECTOR, ROOT, LineReader, requires_root, start_collector
+from collector_harness import COLLECTOR, ROOT, LineReader, start_collector
 
 
 def run_collector(*args: str, env: dict | None = None, preexec=None, timeout: float = 20):
@@ -50,7 +49,6 @@ def drop_to_nobody():
     os.setuid(65534)
 
 
-@requires_root
 def test_not_root(sleeper, tmp_path):
     os.chmod(tmp_path, 0o777)
     rc, lines = run_collector("--pid", str(sleeper.pid), "-o", str(tmp_path / "x.json"),
@@ -66,7 +64,6 @@ def test_no_such_pid(tmp_path):
     assert "no process with PID" in line or "needs root" in line  # unprivileged runs stop earlier
 
 
-@requires_root
 def test_kernel_without_btf(sleeper, tmp_path):
     rc, lines = run_collector("--pid", str(sleeper.pid), "-o", str(tmp_path / "x.json"),
                               env={"SPINSCOPE_SYSFS_BTF": str(tmp_path / "no-vmlinux")})
@@ -86,7 +83,6 @@ def fake_tracefs(tmp_path: Path, without: str) -> Path:
     return fake
 
 
-@requires_root
 @pytest.mark.parametrize("category,tracepoint", [("raw_syscalls", "sys_enter"),
                                                  ("sched", "sched_waking")])
 def test_missing_tracepoint(sleeper, tmp_path, category, tracepoint):
@@ -98,7 +94,6 @@ def test_missing_tracepoint(sleeper, tmp_path, category, tracepoint):
     assert not (tmp_path / "x.json").exists()
 
 
-@requires_root
 def test_unwritable_output(sleeper):
     rc, lines = run_collector("--pid", str(sleeper.pid), "-o", "/nonexistent-dir/x.json")
     assert rc == 1
@@ -113,14 +108,12 @@ def test_usage_errors(args):
     assert any(": error:" in line for line in lines)
 
 
-@requires_root
 def test_check_mode():
     rc, lines = run_collector("--check")
     assert rc == 0
     assert any("check passed" in line for line in lines)
 
 
-@requires_root
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_ends_capture_and_writes_it(sleeper, tmp_path, sig):
     out = tmp_path / "x.json"
@@ -134,7 +127,6 @@ def test_signal_ends_capture_and_writes_it(sleeper, tmp_path, sig):
     assert [t["comm"] for t in cap["threads"]] == ["sleep"]  # seeded at attach although idle
 
 
-@requires_root
 def test_target_exit_mid_capture(tmp_path):
     target = subprocess.Popen(["sleep", "0.5"])
     out = tmp_path / "x.json"
@@ -149,7 +141,6 @@ def test_target_exit_mid_capture(tmp_path):
     assert cap["threads"][0]["alive"] is False
 
 
-@requires_root
 def test_duration_ends_capture(sleeper, tmp_path):
     out = tmp_path / "x.json"
     rc, lines = run_collector("--pid", str(sleeper.pid), "-o", str(out), "--duration", "0.3")
@@ -159,7 +150,6 @@ def test_duration_ends_capture(sleeper, tmp_path):
     assert 0.3 <= cap["duration_s"] < 2
 
 
-@requires_root
 def test_record_ctrl_c_keeps_capture(sleeper, tmp_path):
     """`spinscope record` in a terminal: Ctrl-C reaches its whole process group."""
     out = tmp_path / "rec.json"

@@ -18,8 +18,6 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "build"
 REFSERVER = BUILD / "refserver"
