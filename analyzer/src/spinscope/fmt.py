@@ -63,7 +63,7 @@ def percent(share, digits: int | None = None, signed: bool = False) -> str:
     if undefined(share):
         return NOT_AVAILABLE
     if digits is not None:
-        return f"{share:{'+' if signed else ''}.{digits}%}"
+        return f"{share:+.{digits}%}" if signed else f"{share:.{digits}%}"
     points = float(share) * 100
     magnitude = abs(points)
     if magnitude == 0:

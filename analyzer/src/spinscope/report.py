@@ -58,7 +58,7 @@ def run(args) -> int:
     return 0
 
 
-# --- shared pieces ----------------------------------------------------------------------------------
+# --- what the terminal, the HTML page and the JSON share --------------------------------------------
 
 def no_label_line() -> str:
     return "No write-spin, spurious select or handoff overhead found."
