@@ -58,10 +58,11 @@ test: setup
 	$(MAKE) all
 	$(PYTHON) -m pytest -q tests
 
-# The quick loop: the analyzer's tests on synthetic and bundled captures. No root, no apt, no build;
-# needs the package installed once (`make setup`, or `pip install -e .[test]`).
+# The quick loop: every test not marked `root` (tests/conftest.py), i.e. the analyzer's on synthetic and
+# bundled captures. No root, no apt, no build (about 40 s); runs as any user. Needs the package
+# installed once (`make setup`, or `pip install -e .[test]`).
 unit:
-	$(PYTHON) -m pytest -q tests/analyzer
+	$(PYTHON) -m pytest -q -m "not root" tests
 
 demo: setup
 	$(MAKE) all

@@ -7,8 +7,9 @@ import pytest
 
 import captures
 from spinscope.capture import load
+from spinscope.fmt import size_class
 from spinscope.labels import (CRITICAL, HANDOFF_OVERHEAD, INFO, MIN_REQUESTS, SPURIOUS_SELECT, WARNING,
-                              WRITE_SPIN, assess, size_class)
+                              WRITE_SPIN, assess)
 from spinscope.metrics import analyze
 from spinscope.roles import ACCEPTOR, DISPATCHER, EVENT_LOOP, HANDLER, IDLE, WORKER
 

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import queue
 import subprocess
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
 
 from spinscope import collector
 
@@ -18,8 +16,6 @@ ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "build"
 COLLECTOR = BUILD / "spinscope-collector"
 FIXTURES = BUILD / "fixtures"
-
-requires_root = pytest.mark.skipif(os.geteuid() != 0, reason="BPF needs root")
 
 
 class LineReader:

@@ -6,9 +6,7 @@ import pytest
 
 from spinscope.capture import layout_differences
 
-from collector_harness import requires_root, run_fixture
-
-pytestmark = requires_root
+from collector_harness import run_fixture
 
 WRITE_KEYS = ["write_calls", "write_bytes", "write_eagain", "write_partial"]
 READ_KEYS = ["read_calls", "read_bytes", "read_eagain", "read_eof"]

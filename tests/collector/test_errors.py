@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -16,7 +15,7 @@ import pytest
 
 from spinscope import collector
 
-from collector_harness import COLLECTOR, ROOT, LineReader, requires_root, start_collector
+from collector_harness import COLLECTOR, ROOT, LineReader, start_collector
 
 
 def run_collector(*args: str, env: dict | None = None, preexec=None, timeout: float = 20):
@@ -52,7 +51,6 @@ def drop_to_nobody():
     os.setuid(65534)
 
 
-@requires_root
 def test_not_root(sleeper, tmp_path):
     os.chmod(tmp_path, 0o777)
     rc, lines = run_collector("--pid", str(sleeper.pid), "-o", str(tmp_path / "x.json"),
@@ -68,7 +66,6 @@ def test_no_such_pid(tmp_path):
     assert "no process with PID" in line or "needs root" in line  # unprivileged runs stop earlier
 
 
-@requires_root
 def test_kernel_without_btf(sleeper, tmp_path):
     rc, lines = run_collector("--pid", str(sleeper.pid), "-o", str(tmp_path / "x.json"),
                               env={"SPINSCOPE_SYSFS_BTF": str(tmp_path / "no-vmlinux")})
@@ -88,7 +85,6 @@ def fake_tracefs(tmp_path: Path, without: str) -> Path:
     return fake
 
 
-@requires_root
 @pytest.mark.parametrize("category,tracepoint", [("raw_syscalls", "sys_enter"),
                                                  ("sched", "sched_waking")])
 def test_missing_tracepoint(sleeper, tmp_path, category, tracepoint):
@@ -100,7 +96,6 @@ def test_missing_tracepoint(sleeper, tmp_path, category, tracepoint):
     assert not (tmp_path / "x.json").exists()
 
 
-@requires_root
 def test_unwritable_output(sleeper):
     rc, lines = run_collector("--pid", str(sleeper.pid), "-o", "/nonexistent-dir/x.json")
     assert rc == 1
@@ -115,7 +110,6 @@ def test_usage_errors(args):
     assert any(": error:" in line for line in lines)
 
 
-@requires_root
 def test_check_mode():
     rc, lines = run_collector("--check")
     assert rc == 0
@@ -133,7 +127,6 @@ def check_report(*args: str, env: dict | None = None, preexec=None) -> tuple[int
 CHECKS = ["privileges", "kernel BTF", "tracefs", "tracepoints", "probes load", "probes attach"]
 
 
-@requires_root
 def test_check_json_on_a_ready_host():
     rc, checks = check_report()
     assert rc == 0 and list(checks) == CHECKS
@@ -142,7 +135,6 @@ def test_check_json_on_a_ready_host():
     assert checks["probes attach"]["detail"].startswith("6 probes live in ")
 
 
-@requires_root
 def test_check_json_names_missing_tracepoints_and_skips_loading(tmp_path):
     fake = fake_tracefs(tmp_path, "sched_waking")
     rc, checks = check_report(env={"SPINSCOPE_TRACEFS": str(fake)})
@@ -155,14 +147,12 @@ def test_check_json_names_missing_tracepoints_and_skips_loading(tmp_path):
     assert checks["privileges"]["ok"] and checks["kernel BTF"]["ok"]
 
 
-@requires_root
 def test_check_json_without_btf(tmp_path):
     rc, checks = check_report(env={"SPINSCOPE_SYSFS_BTF": str(tmp_path / "no-vmlinux")})
     assert rc == 1
     assert not checks["kernel BTF"]["ok"] and "CONFIG_DEBUG_INFO_BTF=y" in checks["kernel BTF"]["remedy"]
 
 
-@requires_root
 def test_check_json_unprivileged():
     """Unprivileged, tracefs looks unmounted: it is skipped, not reported missing."""
     rc, checks = check_report(preexec=drop_to_nobody)
@@ -177,7 +167,6 @@ def test_json_needs_check():
     assert rc == 2 and "--json goes with --check" in one_error_line(lines)
 
 
-@requires_root
 def test_ready_fd_says_when_the_probes_are_live(sleeper, tmp_path):
     proc, _ = start_collector(sleeper.pid, tmp_path / "x.json")  # waits for the line (harness)
     proc.send_signal(signal.SIGINT)
@@ -209,7 +198,6 @@ def test_ready_fd_must_be_open(fd):
     assert rc == 2 and "--ready-fd" in one_error_line(lines)
 
 
-@requires_root
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_ends_capture_and_writes_it(sleeper, tmp_path, sig):
     out = tmp_path / "x.json"
@@ -223,7 +211,6 @@ def test_signal_ends_capture_and_writes_it(sleeper, tmp_path, sig):
     assert [t["comm"] for t in cap["threads"]] == ["sleep"]  # seeded at attach although idle
 
 
-@requires_root
 def test_target_exit_mid_capture(tmp_path):
     target = subprocess.Popen(["sleep", "0.5"])
     out = tmp_path / "x.json"
@@ -238,7 +225,6 @@ def test_target_exit_mid_capture(tmp_path):
     assert cap["threads"][0]["alive"] is False
 
 
-@requires_root
 def test_duration_ends_capture(sleeper, tmp_path):
     out = tmp_path / "x.json"
     rc, lines = run_collector("--pid", str(sleeper.pid), "-o", str(out), "--duration", "0.3")
@@ -248,7 +234,6 @@ def test_duration_ends_capture(sleeper, tmp_path):
     assert 0.3 <= cap["duration_s"] < 2
 
 
-@requires_root
 def test_record_ctrl_c_keeps_capture(sleeper, tmp_path):
     """`spinscope record` in a terminal: Ctrl-C reaches its whole process group."""
     out = tmp_path / "rec.json"

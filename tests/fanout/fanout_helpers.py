@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import sys
 import shutil
 from pathlib import Path
@@ -66,10 +65,6 @@ def compact(path: Path) -> None:
     """Rewrite a capture without indentation (the pool's hundreds of threads make it large)."""
     doc = json.loads(path.read_text())
     path.write_text(json.dumps(doc, separators=(",", ":")) + "\n")
-
-
-def can_trace() -> bool:
-    return os.geteuid() == 0 and COLLECTOR.exists()
 
 
 # ------------------------------------------------------------------ fixtures (imported by the test modules)

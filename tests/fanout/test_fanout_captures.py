@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from fanout_helpers import CAPTURES, can_trace, handoffs, http_requests, record
+from fanout_helpers import CAPTURES, COLLECTOR, handoffs, http_requests, record
 from fanout_helpers import _fanout_built, shards  # noqa: F401 (fixtures)
 from spinscope.capture import load
 from spinscope.labels import IMBALANCE_MAX_LOW_EVENTS, IMBALANCE_MIN_RATIO, assess
@@ -99,8 +99,7 @@ def test_lifecycle_line_wording(tmp_path):
         assert lifecycle_line(analyze(load(path))) == expect
 
 
-@pytest.mark.root
-@pytest.mark.skipif(not can_trace(), reason="needs root and build/spinscope-collector")
+@pytest.mark.skipif(not COLLECTOR.exists(), reason="needs build/spinscope-collector (make collector)")
 def test_live_split_is_imbalanced_and_shared_is_not(shards, tmp_path):
     load_args = ["--path", "/fanout/20/100", "--concurrency", 8]
     _, res = record("fanout-split", shards.spec, tmp_path / "split.json", load_args, duration=2.0)

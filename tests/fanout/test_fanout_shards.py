@@ -1,10 +1,7 @@
 """memcached shards: start, load the YCSB-like records, stop, from Python and from the command line."""
-import os
 import socket
 import subprocess
 import sys
-
-import pytest
 
 from fanout_helpers import ROOT, Shards, shards_mod, value
 
@@ -59,7 +56,6 @@ def test_command_line_start_load_stop(tmp_path):
     assert all(refused(p) for p in ports)
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="checks memcached drops root")
 def test_memcached_does_not_run_as_root():
     with Shards(1) as shards:
         with open(f"/proc/{shards.procs[0].pid}/status") as f:

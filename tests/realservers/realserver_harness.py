@@ -40,7 +40,7 @@ for _suite in ("refservers", "collector"):
     if str(TESTS / _suite) not in sys.path:
         sys.path.insert(0, str(TESTS / _suite))
 
-from collector_harness import requires_root, start_collector  # noqa: E402,F401
+from collector_harness import start_collector  # noqa: E402
 from refserver_harness import ROOT, ensure_built, expected_body, raise_nofile, run_loadgen  # noqa: E402
 
 

@@ -15,7 +15,6 @@ reactor's extra CPU per request, as a share of its own, is what passing the requ
 from __future__ import annotations
 
 import importlib.util
-import os
 import statistics
 from pathlib import Path
 
@@ -29,8 +28,6 @@ ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("refserver_helpers", ROOT / "tests" / "refservers" / "refserver_harness.py")
 refhelp = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(refhelp)
-
-pytestmark = [pytest.mark.root, pytest.mark.skipif(os.geteuid() != 0, reason="BPF needs root")]
 
 LOAD = ["--path", "/bytes/102400", "--concurrency", 8, "--rcvbuf", 4096]
 LIGHT = ["--path", "/bytes/100", "--concurrency", 1]

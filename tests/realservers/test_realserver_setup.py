@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from realserver_harness import SIZES, RedisLoad, load_lock, requires_root, run_loadgen
+from realserver_harness import SIZES, RedisLoad, load_lock, run_loadgen
 from realserver_harness import realserver, www  # noqa: F401  (fixtures)
-
-pytestmark = [pytest.mark.root, requires_root]
 
 HTTP_SERVERS = {  # test id -> (server kind, options)
     "nginx": ("nginx", {}),

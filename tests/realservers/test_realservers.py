@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from realserver_harness import CONFIGS, SERVER_KINDS, ensure_ready, missing_binaries, record_config, requires_root
+from realserver_harness import CONFIGS, SERVER_KINDS, ensure_ready, missing_binaries, record_config
 from realserver_harness import www  # noqa: F401  (fixture)
-
-pytestmark = [pytest.mark.root, requires_root]
 
 LABELS = ("write-spin", "spurious-select", "handoff-overhead")
 SERIOUS = ("warning", "critical")

@@ -1,5 +1,4 @@
 """Behaviour every reference-server architecture must share (issue 3)."""
-import socket
 import time
 
 import pytest

@@ -4,10 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
-PROGRAMS = ("refserver", "loadgen", "spinscope-collector")
 
 
 def write_matrix(tmp_path, text, name="m.toml"):
@@ -50,5 +47,3 @@ def spinscope_links():
     return {line.split(":")[1].strip().split("@")[0] for line in out.splitlines()
             if line.split(":")[1].strip().startswith("ss")}
 
-
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (BPF, namespaces)")

@@ -1,17 +1,13 @@
 """Network namespaces: set-up, tbf, clean-up (also after failures), delay without netem."""
 import json
-import os
 import subprocess
 
 import pandas as pd
 import pytest
 
 from spinscope.lab import netcond
-from spinscope.errors import SpinscopeError
 
-from sweephelp import needs_root, sweep_processes, run_sweep, spinscope_links, spinscope_namespaces, write_matrix
-
-pytestmark = needs_root
+from sweephelp import sweep_processes, run_sweep, spinscope_links, spinscope_namespaces, write_matrix
 
 
 def test_namespace_lifecycle_and_tbf():

@@ -1,6 +1,5 @@
 """Running sweeps for real (root): resumption, failed cells, Ctrl-C, and the report on the result."""
 import json
-import os
 import signal
 import subprocess
 import time
@@ -8,10 +7,7 @@ import time
 import pandas as pd
 import pytest
 
-from sweephelp import (ROOT, needs_root, sweep_processes, run_sweep, spinscope_links, spinscope_namespaces,
-                       sweep_cmd, write_matrix)
-
-pytestmark = needs_root
+from sweephelp import ROOT, sweep_processes, run_sweep, sweep_cmd, write_matrix
 
 TINY = """
 name = "tiny"

@@ -16,7 +16,6 @@ or near-zero base a change reads `0 → 0.46 ms per request`.
 
 from __future__ import annotations
 
-import math
 import sys
 from dataclasses import dataclass
 
@@ -24,11 +23,12 @@ from rich.table import Table
 
 from spinscope import htmlpage
 from spinscope.capture import load
+from spinscope.fmt import NOT_AVAILABLE, number, percent
 from spinscope.labels import HANDOFF_OVERHEAD, INFO, SPURIOUS_SELECT, TITLES, WRITE_SPIN, Assessment, assess
 from spinscope.metrics import METRICS, PER_REQUEST, PER_SECOND, Analysis, Metric, analyze
 from spinscope.noise import SIGNIFICANT, TOO_FEW, WITHIN_NOISE, NoiseTest, compare
-from spinscope.output import NOT_AVAILABLE, print_json, terminal, write_text
-from spinscope.report import headline, print_label
+from spinscope.output import print_json, terminal, write_text
+from spinscope.render import headline, print_label
 
 # The metrics that tell each label's story, in the order a verdict names them. Names that metrics.METRICS
 # does not (yet) compute are skipped.
@@ -52,45 +52,6 @@ CPUS_FLOOR = 0.001       # a thousandth of a CPU
 COUNT_FLOOR = 0.01       # one event per 100 requests (or calls)
 RELATIVE_MIN_BASE = 0.01  # and a base under 1% of the after value (beyond ×100) gives no percentage either
 TIMES_FROM = 10  # ratios after/before of at least this read "×N" rather than "+900%"
-SIGNIFICANT_DIGITS = 3
-MAX_DECIMALS = 6
-
-
-def number(value: float | None, signed: bool = False) -> str:
-    """A value in 3 significant digits, without trailing zeros or exponents: `0.0555`, `4.13`, `21`, `9,632`."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return NOT_AVAILABLE
-    value = float(value)
-    magnitude = abs(value)
-    if magnitude >= 999.5:
-        text = f"{magnitude:,.0f}"
-    elif magnitude == 0:
-        text = "0"
-    else:
-        decimals = min(max(SIGNIFICANT_DIGITS - 1 - math.floor(math.log10(magnitude)), 0), MAX_DECIMALS)
-        text = f"{magnitude:.{decimals}f}"
-        if "." in text:
-            text = text.rstrip("0").rstrip(".")
-    if text == "0":
-        return "+0" if signed else "0"
-    sign = "-" if value < 0 else ("+" if signed else "")
-    return sign + text
-
-
-def percent(share: float | None, signed: bool = False) -> str:
-    """A share as a percentage, finer when small: `41%`, `8.9%`, `0.35%`."""
-    if share is None or (isinstance(share, float) and math.isnan(share)):
-        return NOT_AVAILABLE
-    points = float(share) * 100
-    magnitude = abs(points)
-    if magnitude == 0:
-        return "+0%" if signed else "0%"
-    decimals = 0 if magnitude >= 9.95 else 1 if magnitude >= 0.995 else min(1 - math.floor(math.log10(magnitude)), 4)
-    text = f"{magnitude:.{decimals}f}"
-    if "." in text:
-        text = text.rstrip("0").rstrip(".")
-    sign = "-" if points < 0 else ("+" if signed else "")
-    return f"{sign}{text}%"
 
 
 def unit_of(metric: Metric) -> str:
@@ -188,7 +149,7 @@ class Change:
             return None
         if relative + 1 >= TIMES_FROM:
             return f"×{relative + 1:,.0f}"
-        return f"{relative:+.0%}"
+        return percent(relative, 0, signed=True)
 
     def span(self) -> str:
         """`0.025 → 0.0555 ms per request`: the values as the table writes them, with their unit."""
@@ -362,7 +323,7 @@ def to_json(comparison: Comparison) -> dict:
     def side(analysis: Analysis, labels: Assessment) -> dict:
         return {"file": str(analysis.capture.path), "requests": analysis.requests,
                 "duration_s": analysis.capture.duration_s, "intervals": len(analysis.intervals),
-                "labels": [{**l.to_dict(), "title": l.title} for l in labels.labels], "notes": labels.notes}
+                "labels": [l.to_dict() for l in labels.labels], "notes": labels.notes}
 
     return {"verdict": comparison.verdict(),
             "before": side(comparison.before, comparison.before_labels),

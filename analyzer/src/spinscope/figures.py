@@ -17,8 +17,8 @@ import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from spinscope.metrics import Analysis  # noqa: E402
-from spinscope.metrics import NOT_HANDOFFS  # noqa: E402
+from spinscope.fmt import number  # noqa: E402
+from spinscope.metrics import NOT_HANDOFFS, Analysis  # noqa: E402
 from spinscope.roles import (ACCEPTOR, DISPATCHER, EVENT_LOOP, HANDLER, IDLE, ROLE_NOUNS, WORKER,  # noqa: E402
                              activity)
 
@@ -218,7 +218,7 @@ def metric_bars(before: dict, after: dict, names: list) -> str | None:
     ax.barh(y - 0.2, b / scale, height=0.4, label="before", color="#7f7f7f")
     ax.barh(y + 0.2, a / scale, height=0.4, label="after", color="#1f77b4")
     for i in range(len(names)):
-        ax.annotate(f"{b[i]:.3g} → {a[i]:.3g}", (1.02, y[i]), va="center", fontsize=8)
+        ax.annotate(f"{number(b[i])} → {number(a[i])}", (1.02, y[i]), va="center", fontsize=8)
     ax.set_yticks(y, names)
     ax.invert_yaxis()
     ax.set_xlim(0, 1.35)

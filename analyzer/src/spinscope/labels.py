@@ -13,13 +13,12 @@ measured in the kernel (a handoff through shared memory), the label says it is e
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 
 import pandas as pd
 
-from spinscope.metrics import NOT_HANDOFFS, Analysis, ratio, spin_cost_ns
-from spinscope.output import fmt
+from spinscope.fmt import fixed, size_class, undefined
+from spinscope.metrics import Analysis, ratio, role_edges, spin_cost_ns
 from spinscope.roles import EVENT_LOOP, IDLE, ROLE_NOUNS, thread_name
 
 WRITE_SPIN = "write-spin"
@@ -74,7 +73,8 @@ class Label:
         return TITLES[self.name]
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """Every field, and the title (what `report --json` and `diff --json` write of a label)."""
+        return {**asdict(self), "title": self.title}
 
 
 @dataclass
@@ -200,7 +200,7 @@ def _write_waits(analysis: Analysis, classes: pd.DataFrame, share: float | None,
     summary = (f"no write-spin: {size} responses wait for writability {worst['waits']:.1f} times each "
                f"(send buffer smaller than the response; {worst['futile']:.1f} retries of an EAGAIN per "
                "response); each wait is a round trip: these requests took "
-               f"{fmt(request_ms, 2)} ms on average")
+               f"{fixed(request_ms, 2)} ms on average")
     evidence.update({"size_class_bytes_min": int(worst["bytes_min"]), "size_class_bytes_max": int(worst["bytes_max"]),
                      "waits_per_response": round(float(worst["waits"]), 2),
                      "futile_retries_per_response": round(float(worst["futile"]), 2),
@@ -367,9 +367,9 @@ def handoff_overhead(analysis: Analysis) -> Label | None:
     tiers = [severity(cpu_share) if cpu_share is not None else INFO,
              severity(latency_share) if latency_share is not None else INFO]
     level = max(tiers, key=(INFO, WARNING, CRITICAL).index)
-    waits = f"{fmt(wait_ms, 3)} ms per request waiting for a woken thread to run"
+    waits = f"{fixed(wait_ms, 3)} ms per request waiting for a woken thread to run"
     if latency_share is not None:
-        waits += (f" (requests take {fmt(process['request_ms'], 3)} ms)" if latency_share >= 1
+        waits += (f" (requests take {fixed(process['request_ms'], 3)} ms)" if latency_share >= 1
                   else f" ({latency_share:.0%} of the request time)")
     moved = f", {cross:.0%} of requests answered by another thread" if cross >= 0.005 else ""
     summary = (f"handoff overhead: {per_request:.1f} handoffs between threads per request ({path}){moved}; {waits}"
@@ -384,41 +384,10 @@ def _busy_threads_line(analysis: Analysis) -> str:
     threads, seconds = analysis.threads, analysis.capture.duration_s or 1.0
     busy = threads[threads["role"] != IDLE].sort_values("oncpu_ns", ascending=False).head(3)
     parts = [f"'{row.comm}' {row.oncpu_ns / 1e9 / seconds:.0%}" for row in busy.itertuples()]
-    return f"threads on CPU for this share of the capture: {', '.join(parts)}; {fmt(analysis.process['cpu_ms_per_request'], 3)} ms CPU per request"
-
-
-def role_edges(analysis: Analysis) -> pd.Series:
-    """Handoff counts between roles, {(waker role, wakee role): count}, largest first (mm-lock and exit
-    wakeups are not handoffs). Threads that left no entry (a dropped map slot) count as workers."""
-    roles = analysis.threads["role"]
-    wakeups = analysis.capture.wakeups
-    wakeups = wakeups[~wakeups["mechanism"].isin(NOT_HANDOFFS)]
-    if wakeups.empty:
-        return pd.Series(dtype="int64")
-    frame = pd.DataFrame({"waker": wakeups["waker_tid"].map(roles).fillna("worker"),
-                          "wakee": wakeups["wakee_tid"].map(roles).fillna("worker"),
-                          "count": wakeups["count"]})
-    return frame.groupby(["waker", "wakee"])["count"].sum().sort_values(ascending=False)
+    return f"threads on CPU for this share of the capture: {', '.join(parts)}; {fixed(analysis.process['cpu_ms_per_request'], 3)} ms CPU per request"
 
 
 # --- helpers ----------------------------------------------------------------------------------------
-
-def size_class(bytes_min: int, bytes_max: int) -> str:
-    """`64–128 KiB` for the log2 class [65536, 131071]; `0 B` and `1 B` for the one-value classes."""
-    if bytes_min == bytes_max:
-        return " ".join(_bytes(bytes_min))
-    low, high = _bytes(bytes_min), _bytes(bytes_max + 1)
-    if low[1] == high[1]:
-        return f"{low[0]}–{high[0]} {high[1]}"
-    return f"{low[0]} {low[1]}–{high[0]} {high[1]}"
-
-
-def _bytes(n: int) -> tuple:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:g}", unit
-    return str(int(n)), "B"
-
 
 def _share(ns: float, oncpu_ns: float) -> float | None:
     return min(1.0, ns / oncpu_ns) if oncpu_ns else None
@@ -441,7 +410,7 @@ def _whose(threads: pd.DataFrame, tids) -> str:
 
 
 def _round(value: float | None, digits: int = 3) -> float | None:
-    return None if value is None or (isinstance(value, float) and math.isnan(value)) else round(float(value), digits)
+    return None if undefined(value) else round(float(value), digits)
 
 
 def _name(threads: pd.DataFrame, tid: int) -> str:

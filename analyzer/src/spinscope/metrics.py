@@ -24,7 +24,7 @@ from typing import Mapping
 import pandas as pd
 
 from spinscope.capture import Capture
-from spinscope.roles import infer_roles
+from spinscope.roles import WORKER, infer_roles
 
 PER_REQUEST = "per request"
 PER_CALL = "ratio"
@@ -221,3 +221,17 @@ def interval_metrics(cap: Capture) -> pd.DataFrame:
         for _, row in frame.iterrows()
     ]
     return pd.DataFrame.from_records(records, columns=["t_s", *[m.name for m in METRICS]]).astype(float)
+
+
+def role_edges(analysis: Analysis) -> pd.Series:
+    """Handoff counts between roles, {(waker role, wakee role): count}, largest first (mm-lock and exit
+    wakeups are not handoffs). Threads that left no entry (a dropped map slot) count as workers."""
+    roles = analysis.threads["role"]
+    wakeups = analysis.capture.wakeups
+    wakeups = wakeups[~wakeups["mechanism"].isin(NOT_HANDOFFS)]
+    if wakeups.empty:
+        return pd.Series(dtype="int64")
+    frame = pd.DataFrame({"waker": wakeups["waker_tid"].map(roles).fillna(WORKER),
+                          "wakee": wakeups["wakee_tid"].map(roles).fillna(WORKER),
+                          "count": wakeups["count"]})
+    return frame.groupby(["waker", "wakee"])["count"].sum().sort_values(ascending=False)

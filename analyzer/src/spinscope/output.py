@@ -1,4 +1,4 @@
-"""Output helpers shared by `report` and `diff`: number formatting, JSON-safe values, writing files."""
+"""Output helpers shared by the verbs that print results: the terminal, JSON-safe values, writing files."""
 
 from __future__ import annotations
 
@@ -7,12 +7,10 @@ import math
 import sys
 from pathlib import Path
 
-import numpy as np
 from rich.console import Console
 
 from spinscope.errors import SpinscopeError
 
-NOT_AVAILABLE = "n/a"
 # Wide enough for the thread table when output goes to a file or pipe (rich would assume 80 columns).
 PIPE_WIDTH = 160
 
@@ -21,21 +19,10 @@ def terminal() -> Console:
     return Console(highlight=False, width=None if sys.stdout.isatty() else PIPE_WIDTH)
 
 
-def fmt(value, digits: int = 2, percent: bool = False) -> str:
-    """A number for people: `n/a` when undefined, thousands separators for large values."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return NOT_AVAILABLE
-    if percent:
-        return f"{value:.0%}"
-    if isinstance(value, (int, np.integer)) or float(value).is_integer() and abs(value) >= 100:
-        return f"{int(value):,}"
-    if abs(value) >= 100:
-        return f"{value:,.0f}"
-    return f"{value:.{digits}f}"
-
-
 def jsonable(value):
     """Plain JSON types: numpy scalars unwrapped, NaN and infinities as null (they are not JSON)."""
+    import numpy as np  # not at module level: doctor prints through this module and needs no numpy
+
     if isinstance(value, dict):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

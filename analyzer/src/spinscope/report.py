@@ -13,12 +13,13 @@ from rich.table import Table
 
 from spinscope import htmlpage
 from spinscope.capture import load
-from spinscope.labels import Assessment, Label, assess, role_edges, size_class
-from spinscope.metrics import METRICS, Analysis, analyze
-from spinscope.output import fmt, print_json, terminal, write_text
+from spinscope.fmt import fixed, percent, size_class
+from spinscope.labels import Assessment, assess
+from spinscope.metrics import METRICS, Analysis, analyze, role_edges
+from spinscope.output import print_json, terminal, write_text
+from spinscope.render import headline, print_label
 from spinscope.roles import ROLE_NOUNS, ROLES, activity
 
-SEVERITY_STYLE = {"critical": "bold red", "warning": "bold yellow", "info": "bold blue"}
 MAX_THREAD_ROWS = 30
 MAX_EDGES = 10
 THREAD_COLUMNS = (  # (header, column, digits or None for a percentage): the per-thread evidence
@@ -57,16 +58,7 @@ def run(args) -> int:
     return 0
 
 
-# --- shared pieces ----------------------------------------------------------------------------------
-
-def headline(analysis: Analysis) -> str:
-    cap = analysis.capture
-    rate = analysis.process["requests_per_s"]
-    n, processes = len(cap.threads), cap.threads["pid"].nunique()
-    who = f"{processes} processes, " if processes > 1 else ""
-    return (f"{cap.name}: {cap.duration_s:.1f} s, {who}{n} thread{'' if n == 1 else 's'}, "
-            f"{analysis.requests:,} requests" + (f" ({rate:,.0f}/s)" if rate is not None else ""))
-
+# --- what the terminal, the HTML page and the JSON share --------------------------------------------
 
 def no_label_line() -> str:
     return "No write-spin, spurious select or handoff overhead found."
@@ -81,7 +73,7 @@ def thread_rows(analysis: Analysis) -> list:
     threads = threads.sort_values(["_order", "_activity"], ascending=[True, False])
     rows = []
     for tid, row in threads.head(MAX_THREAD_ROWS).iterrows():
-        cells = [fmt(row[col], percent=True) if digits is None else fmt(row[col], digits)
+        cells = [percent(row[col], 0) if digits is None else fixed(row[col], digits)
                  for _, col, digits in THREAD_COLUMNS]
         rows.append([ROLE_NOUNS[row["role"]], thread_label(analysis, tid, row), *cells])
     return rows
@@ -95,7 +87,7 @@ def thread_label(analysis: Analysis, tid: int, row) -> str:
 
 
 def metric_rows(values: dict) -> list:
-    return [(metric.name, metric.kind, fmt(values[metric.name], 3)) for metric in METRICS]
+    return [(metric.name, metric.kind, fixed(values[metric.name], 3)) for metric in METRICS]
 
 
 def edge_rows(analysis: Analysis) -> list:
@@ -108,7 +100,7 @@ def edge_rows(analysis: Analysis) -> list:
 
     top = wakeups.sort_values("count", ascending=False).head(MAX_EDGES)
     return [[who(row.waker_tid), who(row.wakee_tid), row.mechanism, f"{row.count:,}",
-             fmt(row.count / requests if requests else None)] for row in top.itertuples()]
+             fixed(row.count / requests if requests else None)] for row in top.itertuples()]
 
 
 def size_rows(analysis: Analysis) -> list:
@@ -116,8 +108,8 @@ def size_rows(analysis: Analysis) -> list:
     for row in analysis.capture.by_size.itertuples():
         per = [value / row.count for value in (row.write_calls, row.write_eagain, row.write_partial,
                                                 row.spin_eagain, row.write_waited)]
-        rows.append([size_class(row.bytes_min, row.bytes_max), f"{row.count:,}", *(fmt(v, 1) for v in per),
-                     fmt(row.duration_ns / row.count / 1e6, 3)])
+        rows.append([size_class(row.bytes_min, row.bytes_max), f"{row.count:,}", *(fixed(v, 1) for v in per),
+                     fixed(row.duration_ns / row.count / 1e6, 3)])
     return rows
 
 
@@ -168,7 +160,7 @@ def to_json(analysis: Analysis, assessment: Assessment) -> dict:
         "metrics": {"process": analysis.process, "threads": threads.to_dict(orient="records"),
                     "roles": {role: [int(t) for t in analysis.threads.index[analysis.threads["role"] == role]]
                               for role in ROLES}},
-        "labels": [{**label.to_dict(), "title": label.title} for label in assessment.labels],
+        "labels": [label.to_dict() for label in assessment.labels],
         "notes": assessment.notes,
     }
 
@@ -208,9 +200,9 @@ def render_terminal(analysis: Analysis, assessment: Assessment, console: Console
 
     requests = analysis.capture.requests
     console.print(f"\n[bold]Requests[/bold]: {analysis.requests:,} counted, "
-                  f"{fmt(analysis.process['request_ms'], 3)} ms each on average, "
-                  f"{fmt(analysis.process['writes_per_request'])} writes, "
-                  f"{fmt(analysis.process['eagain_per_request'])} EAGAIN per request; "
+                  f"{fixed(analysis.process['request_ms'], 3)} ms each on average, "
+                  f"{fixed(analysis.process['writes_per_request'])} writes, "
+                  f"{fixed(analysis.process['eagain_per_request'])} EAGAIN per request; "
                   f"{requests['cross_thread']:,} finished in another thread than they started; "
                   f"{requests['unattributed_writes']:,} writes belonged to no request")
     if not analysis.capture.by_size.empty:
@@ -233,14 +225,6 @@ def render_terminal(analysis: Analysis, assessment: Assessment, console: Console
         console.print("\n[bold]Wakeup graph[/bold]: no thread of the target woke another")
 
 
-def print_label(console: Console, label: Label) -> None:
-    console.print(f"[{SEVERITY_STYLE[label.severity]}]{label.severity.upper()}[/] {label.summary}")
-    for line in label.details:
-        console.print(f"    {line}")
-    for fix in label.fixes:
-        console.print(f"    fix: {fix}")
-
-
 # --- HTML -------------------------------------------------------------------------------------------
 
 def verdict_blocks(assessment: Assessment) -> list:
@@ -261,7 +245,7 @@ def render_html(analysis: Analysis, assessment: Assessment) -> str:
             htmlpage.heading("Verdicts"), *verdict_blocks(assessment)]
     for label in assessment.labels:
         body.append(htmlpage.heading(f"Evidence: {label.title}"))
-        body.append(htmlpage.table(["evidence", "value"], [[k, fmt(v, 3)] for k, v in label.evidence.items()]))
+        body.append(htmlpage.table(["evidence", "value"], [[k, fixed(v, 3)] for k, v in label.evidence.items()]))
     body += [htmlpage.heading("Threads"),
              htmlpage.table(THREAD_HEADERS, thread_rows(analysis)),
              htmlpage.figure(figures.syscall_mix(analysis), "syscall mix per thread"),

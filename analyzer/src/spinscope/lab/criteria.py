@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from spinscope.fmt import fixed
+
 REPRODUCED = "reproduced"
 DIRECTION = "direction reproduced"
 NOT_REPRODUCED = "not reproduced"
@@ -86,15 +88,6 @@ def failed_for(table: pd.DataFrame, tag: str) -> pd.DataFrame:
 
 # ------------------------------------------------------------------------------------------- helpers
 
-def num(value, digits: int = 2) -> str:
-    """A number for the report: `n/a` when missing, thousands separators from 1000 on."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    if abs(value) >= 1000:
-        return f"{value:,.0f}"
-    return f"{value:.{digits}f}"
-
-
 def variant(row) -> str:
     """A server as the tables name it: the arch, with its write policy where one was set."""
     name = row["arch"]
@@ -153,9 +146,9 @@ def table3_handoffs(table: pd.DataFrame) -> Finding:
     if not archs:
         return Finding()
     f = Finding(headers=["arch", "paper", "ours", "requests (capture)", "reps"], data=got[archs])
-    f.rows = [[a, TABLE3_HANDOFFS[a], num(got[a]), num(d[d.arch == a]["cap_requests"].mean(), 0),
+    f.rows = [[a, TABLE3_HANDOFFS[a], fixed(got[a]), fixed(d[d.arch == a]["cap_requests"].mean(), 0),
                int(d[d.arch == a]["reps"].sum())] for a in archs]
-    f.ours = ", ".join(f"{a} {num(got[a])}" for a in archs)
+    f.ours = ", ".join(f"{a} {fixed(got[a])}" for a in archs)
     missing = [a for a in TABLE3_HANDOFFS if a not in got]
     within = all(abs(got[a] - TABLE3_HANDOFFS[a]) <= TABLE3_TOLERANCE * TABLE3_HANDOFFS[a]
                  for a in ("reactor-split", "reactor-worker") if a in got)
@@ -193,8 +186,8 @@ def table6_write_calls(table: pd.DataFrame) -> Finding:
                 data=pivot[paths])
     for v in pivot.index:
         big = d[(d.variant == v) & (d.path == "/bytes/102400")]
-        f.rows.append([v, *[num(pivot.loc[v, p], 1) for p in paths],
-                       num(big["eagain_per_request"].mean(), 1) if len(big) else "n/a",
+        f.rows.append([v, *[fixed(pivot.loc[v, p], 1) for p in paths],
+                       fixed(big["eagain_per_request"].mean(), 1) if len(big) else "n/a",
                        (big["labels"].iloc[0] or "none") if len(big) and "labels" in big else "n/a"])
 
     def val(v, p):
@@ -202,7 +195,7 @@ def table6_write_calls(table: pd.DataFrame) -> Finding:
     spin = "event-loop (spin)"
     s01, s10, s100 = val(spin, "/bytes/100"), val(spin, "/bytes/10240"), val(spin, "/bytes/102400")
     tpc = val("thread-per-conn", "/bytes/102400")
-    f.ours = f"spinning loop {num(s01, 1)} / {num(s10, 1)} / {num(s100, 1)}; thread-per-conn at 100 KB {num(tpc, 1)}"
+    f.ours = f"spinning loop {fixed(s01, 1)} / {fixed(s10, 1)} / {fixed(s100, 1)}; thread-per-conn at 100 KB {fixed(tpc, 1)}"
     low, high = TABLE6_LARGE_RANGE
     if math.isnan(s100):
         f.verdict, f.why = NOT_MEASURED, "no spinning event-loop cell at 100 KB"
@@ -210,7 +203,7 @@ def table6_write_calls(table: pd.DataFrame) -> Finding:
           and (math.isnan(tpc) or tpc <= TABLE6_BLOCKING_MAX)):
         f.verdict = REPRODUCED
         f.why = (f"at most {TABLE6_SMALL_MAX} writes per response at 0.1 and 10 KB; {low}-{high} at 100 KB"
-                 f" ({num(s100 / TABLE6_SPIN_WRITES['/bytes/102400'], 2)}x the paper's 102)")
+                 f" ({fixed(s100 / TABLE6_SPIN_WRITES['/bytes/102400'], 2)}x the paper's 102)")
     elif s100 > TABLE6_SPIN_MIN and (math.isnan(tpc) or s100 > TABLE6_SPIN_MIN * tpc):
         f.verdict = DIRECTION
         f.why = f"many writes at 100 KB, but outside {low}-{high}, or more than {TABLE6_SMALL_MAX} at smaller sizes"
@@ -233,8 +226,8 @@ def fig6_7_orderings(table: pd.DataFrame) -> Finding:
     for (path, conc), s in d.groupby(["path", "concurrency"]):
         tp = s.set_index("arch")["lg_throughput"]
         cs = s.set_index("arch")["cs_per_request"]
-        f.rows.append([SIZE_NAMES.get(path, path), int(conc), *[num(tp.get(a), 0) for a in FOUR],
-                       *[num(cs.get(a), 2) for a in FOUR]])
+        f.rows.append([SIZE_NAMES.get(path, path), int(conc), *[fixed(tp.get(a), 0) for a in FOUR],
+                       *[fixed(cs.get(a), 2) for a in FOUR]])
         if not all(a in tp for a in FOUR):
             continue
         total += 1
@@ -307,11 +300,11 @@ def fig11_12_write_spin(table: pd.DataFrame) -> Finding:
     f = Finding(headers=["client rcvbuf", "delay ms", "RTT ms (measured)", "writes/resp", "EAGAIN/resp", "req/s"],
                 data=nodelay[["rcvbuf_n", "writes_per_request"]] if len(nodelay) >= 2 else None)
     for _, r in d.sort_values(["delay_ms", "rcvbuf"], key=lambda s: pd.to_numeric(s.replace("", 0))).iterrows():
-        f.rows.append([r["rcvbuf"] or "default", num(float(r["delay_ms"]), 0), num(r["rtt_ms"], 3),
-                       num(r["writes_per_request"], 1), num(r["eagain_per_request"], 1), num(r["lg_throughput"], 0)])
+        f.rows.append([r["rcvbuf"] or "default", fixed(float(r["delay_ms"]), 0), fixed(r["rtt_ms"], 3),
+                       fixed(r["writes_per_request"], 1), fixed(r["eagain_per_request"], 1), fixed(r["lg_throughput"], 0)])
     delayed = d[d["delay_ms"].astype(float) > 0]
     w = list(nodelay["writes_per_request"])
-    f.ours = ", ".join(f"rcvbuf {int(b)}: {num(x, 1)} writes/resp" for b, x in zip(nodelay["rcvbuf_n"], w))
+    f.ours = ", ".join(f"rcvbuf {int(b)}: {fixed(x, 1)} writes/resp" for b, x in zip(nodelay["rcvbuf_n"], w))
     if len(w) >= 2 and w[0] > FIG12_FALL * w[-1] and all(x >= y * FIG12_SLACK for x, y in zip(w, w[1:])):
         f.verdict = DIRECTION
         f.why = "receive-window part: smaller windows, more writes per response"
@@ -342,8 +335,8 @@ def fig14_16_netty_hybrid(table: pd.DataFrame) -> Finding:
             big = path == "/bytes/102400"
             checks.append((f"netty {'beats' if big else 'loses to'} the spinning loop at {SIZE_NAMES[path]}",
                            bool(n > s_ if big else n < s_)))
-            lines.append(f"{SIZE_NAMES[path]}: netty {num(n, 0)} vs spin {num(s_, 0)} req/s")
-            f.rows.append([SIZE_NAMES[path] + " (Table 6 cells)", "n/a", num(n, 0), num(s_, 0),
+            lines.append(f"{SIZE_NAMES[path]}: netty {fixed(n, 0)} vs spin {fixed(s_, 0)} req/s")
+            f.rows.append([SIZE_NAMES[path] + " (Table 6 cells)", "n/a", fixed(n, 0), fixed(s_, 0),
                            "netty" if n > s_ else "event-loop (spin)"])
     mixed = d[d["mix"] != ""].copy()
     if not mixed.empty:
@@ -352,8 +345,8 @@ def fig14_16_netty_hybrid(table: pd.DataFrame) -> Finding:
         f.data = mp
         hybrid_best = []
         for heavy, r in mp.iterrows():
-            f.rows.append([f"{heavy:.0%} heavy (100 KB)", num(r.get("hybrid"), 0), num(r.get("netty"), 0),
-                           num(r.get("event-loop (spin)"), 0), r.idxmax()])
+            f.rows.append([f"{heavy:.0%} heavy (100 KB)", fixed(r.get("hybrid"), 0), fixed(r.get("netty"), 0),
+                           fixed(r.get("event-loop (spin)"), 0), r.idxmax()])
             if "hybrid" in r:
                 hybrid_best.append((f"hybrid within {1 - FIG16_NEAR_BEST:.0%} of the best at {heavy:.0%} heavy",
                                     bool(r["hybrid"] >= FIG16_NEAR_BEST * r.max())))
@@ -379,7 +372,7 @@ def events_fast_latency(table: pd.DataFrame) -> Finding:
     checks = []
     for conc, s in d.groupby("concurrency"):
         lat = s.groupby("arch")["lat_mean_ms"].mean()
-        f.rows.append([int(conc), *[num(lat.get(a), 3) for a in f.headers[1:]]])
+        f.rows.append([int(conc), *[fixed(lat.get(a), 3) for a in f.headers[1:]]])
         if "process-per-conn" in lat:
             checks.append((f"process-per-conn slowest at c={conc}",
                            bool(lat["process-per-conn"] >= EVENTS_FAST_SLOWEST * lat.max())))
@@ -397,7 +390,7 @@ def events_fast_latency(table: pd.DataFrame) -> Finding:
     if not backlog.empty:
         f.ours += "; backlog cells: " + ", ".join(
             f"backlog {int(float(r['backlog']))} (c={int(r['concurrency'])}, {r['arch']}): "
-            f"{num(r['lg_throughput'], 0)} req/s, {num(r['lg_errors'], 0)} errors, p99 {num(r['lat_p99_ms'])} ms"
+            f"{fixed(r['lg_throughput'], 0)} req/s, {fixed(r['lg_errors'], 0)} errors, p99 {fixed(r['lat_p99_ms'])} ms"
             for _, r in backlog.iterrows())
     else:
         prefix = "accept-queue (--backlog) part not measured in this run; "
@@ -416,7 +409,7 @@ def compare_arch_checks(table: pd.DataFrame) -> Finding:
     tp = one_loop.groupby("arch")["lg_throughput"].mean()
     if {"n-copy", "event-loop"} <= set(tp.index):
         checks.append(("n-copy beats event-loop", bool(tp["n-copy"] > tp["event-loop"])))
-        lines.append(f"n-copy {num(tp['n-copy'], 0)} vs event-loop {num(tp['event-loop'], 0)} req/s")
+        lines.append(f"n-copy {fixed(tp['n-copy'], 0)} vs event-loop {fixed(tp['event-loop'], 0)} req/s")
         f.rows.append(["event-loop vs n-copy", "req/s", lines[-1]])
     t6 = tagged(table, "table6")
     if not t6.empty:
@@ -424,8 +417,8 @@ def compare_arch_checks(table: pd.DataFrame) -> Finding:
         w = big.groupby("variant")["writes_per_request"].mean()
         if {"thread-per-conn", "event-loop (epollout)"} <= set(w.index):
             checks.append(("blocking writes need fewer calls", bool(w["thread-per-conn"] < w["event-loop (epollout)"])))
-            lines.append(f"100 KB writes/resp: blocking {num(w['thread-per-conn'], 1)}, "
-                         f"non-blocking epollout {num(w['event-loop (epollout)'], 1)}")
+            lines.append(f"100 KB writes/resp: blocking {fixed(w['thread-per-conn'], 1)}, "
+                         f"non-blocking epollout {fixed(w['event-loop (epollout)'], 1)}")
             f.rows.append(["blocking vs non-blocking (Table 6 cells)", "writes per 100 KB response", lines[-1]])
     pol = d[d["poller"] != ""]
     think = pd.to_numeric(pol["think_ms"], errors="coerce").fillna(0) if "think_ms" in pol else None
@@ -438,12 +431,12 @@ def compare_arch_checks(table: pd.DataFrame) -> Finding:
         growth = (cpu[hi] / cpu[lo]).to_dict()
         for poller, g in growth.items():
             f.rows.append([f"event-loop --poller {poller}", f"CPU ms/request c={lo} -> c={hi}",
-                           f"{num(cpu.loc[poller, lo], 4)} -> {num(cpu.loc[poller, hi], 4)} (x{num(g)})"])
+                           f"{fixed(cpu.loc[poller, lo], 4)} -> {fixed(cpu.loc[poller, hi], 4)} (x{fixed(g)})"])
         if "epoll" in growth:
             for poller in ("poll", "select"):
                 if poller in growth:
                     checks.append((f"{poller} cost grows more than epoll's", bool(growth[poller] > growth["epoll"])))
-        lines.append("CPU/request growth " + ", ".join(f"{k} x{num(v)}" for k, v in growth.items()))
+        lines.append("CPU/request growth " + ", ".join(f"{k} x{fixed(v)}" for k, v in growth.items()))
     f.ours = "; ".join(lines)
     ncopy = one_loop[one_loop["arch"] == "n-copy"]
     note = ""
@@ -465,14 +458,14 @@ def process_graph_light_latency(table: pd.DataFrame) -> Finding:
     for _, r in d.iterrows():
         heavy = next((k for k in json.loads(r["classes_json"] or "{}") if k.startswith("/compute")), None)
         lat[r["arch"]] = class_latency(r, "/null", "p99")
-        f.rows.append([r["arch"], num(class_latency(r, "/null", "p50"), 3), num(lat[r["arch"]], 3),
-                       num(class_latency(r, heavy, "p99"), 3) if heavy else "n/a",
-                       num(r["lg_throughput"], 0), num(r["lg_errors"], 0)])
+        f.rows.append([r["arch"], fixed(class_latency(r, "/null", "p50"), 3), fixed(lat[r["arch"]], 3),
+                       fixed(class_latency(r, heavy, "p99"), 3) if heavy else "n/a",
+                       fixed(r["lg_throughput"], 0), fixed(r["lg_errors"], 0)])
     pg, tp = lat.get("process-graph"), lat.get("thread-pool")
     if pg is None or tp is None:
         f.why = "need both process-graph and thread-pool"
         return f
-    f.ours = f"/null p99: process-graph {num(pg, 3)} ms, thread-pool {num(tp, 3)} ms"
+    f.ours = f"/null p99: process-graph {fixed(pg, 3)} ms, thread-pool {fixed(tp, 3)} ms"
     if pg < PROCESS_GRAPH_BETTER * tp:
         f.verdict = REPRODUCED
     elif pg < tp:

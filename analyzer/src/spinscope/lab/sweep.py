@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from spinscope.errors import SpinscopeError
+from spinscope.fmt import fixed
 from spinscope.lab import netcond
 from spinscope.lab.matrix import describe, parse_matrix
 from spinscope.lab.results import load_results, timestamp, write_json, write_tables
@@ -49,11 +50,9 @@ def _summary(result: dict) -> str:
         return f"[red]failed[/red]: {result['error']}"
     lg = result["loadgen"]
     m = result["analysis"]["metrics"]
-    def f(v, d=2):
-        return "n/a" if v is None else f"{v:.{d}f}"
     labels = ",".join(lab["name"] for lab in result["analysis"]["labels"]) or "-"
-    return (f"{lg['throughput']:.0f} req/s p99 {f(lg['latency_ms'].get('p99'))} ms, "
-            f"{f(m.get('writes_per_request'), 1)} writes/req, {f(m.get('handoffs_per_request'))} handoffs/req, "
+    return (f"{lg['throughput']:.0f} req/s p99 {fixed(lg['latency_ms'].get('p99'))} ms, "
+            f"{fixed(m.get('writes_per_request'), 1)} writes/req, {fixed(m.get('handoffs_per_request'))} handoffs/req, "
             f"labels {labels}")
 
 

@@ -19,8 +19,9 @@ from pathlib import Path
 import pandas as pd
 
 from spinscope import htmlpage
+from spinscope.fmt import fixed
 from spinscope.lab.claims import judge_all
-from spinscope.lab.criteria import DIRECTION, ERROR, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED, num
+from spinscope.lab.criteria import DIRECTION, ERROR, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED
 from spinscope.lab.results import read_table
 from spinscope.output import jsonable, print_json, terminal, write_text
 
@@ -150,5 +151,5 @@ def _cell(v):
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return ""
     if isinstance(v, float):
-        return num(v, 3)
+        return fixed(v, 3)
     return v

@@ -1,0 +1,29 @@
+"""What `report` and `diff` both write about a capture: its one-line headline and a label's verdict."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from spinscope.labels import Label
+from spinscope.metrics import Analysis
+
+SEVERITY_STYLE = {"critical": "bold red", "warning": "bold yellow", "info": "bold blue"}
+
+
+def headline(analysis: Analysis) -> str:
+    """`spinsrv (pid 100): 10.0 s, 1 thread, 5,000 requests (500/s)`."""
+    cap = analysis.capture
+    rate = analysis.process["requests_per_s"]
+    n, processes = len(cap.threads), cap.threads["pid"].nunique()
+    who = f"{processes} processes, " if processes > 1 else ""
+    return (f"{cap.name}: {cap.duration_s:.1f} s, {who}{n} thread{'' if n == 1 else 's'}, "
+            f"{analysis.requests:,} requests" + (f" ({rate:,.0f}/s)" if rate is not None else ""))
+
+
+def print_label(console: Console, label: Label) -> None:
+    """The severity and summary, then the details and fixes indented below."""
+    console.print(f"[{SEVERITY_STYLE[label.severity]}]{label.severity.upper()}[/] {label.summary}")
+    for line in label.details:
+        console.print(f"    {line}")
+    for fix in label.fixes:
+        console.print(f"    fix: {fix}")
