@@ -66,7 +66,7 @@ unit:
 
 demo: setup
 	$(MAKE) all
-	bash scripts/demo.sh
+	$(PYTHON) scripts/demo.py
 
 bench: setup
 	$(MAKE) all $(BUILD)/syscall_cost
