@@ -76,40 +76,11 @@ static int map_dump(int fd, size_t key_size, size_t value_size, __u32 max_entrie
 static int read_threads(int fd, __u32 max_entries, struct snapshot *snap)
 {
 	__u64 now = monotonic_ns();
-	struct thread_stats *values;
-	__u32 *tids;
-	int err = map_dump(fd, sizeof(*tids), sizeof(*values), max_entries, (void **)&tids, (void **)&values,
-			   &snap->nthreads);
+	int err = map_dump(fd, sizeof(*snap->tids), sizeof(*snap->threads), max_entries, (void **)&snap->tids,
+			   (void **)&snap->threads, &snap->nthreads);
 
-	snap->threads = err ? NULL : calloc(snap->nthreads + 1, sizeof(*snap->threads));
-	if (!err && !snap->threads)
-		err = -ENOMEM;
-	for (size_t i = 0; !err && i < snap->nthreads; i++) {
-		snap->threads[i].tid = tids[i];
-		snap->threads[i].s = values[i];
-		close_open_slices(&snap->threads[i].s, now);
-	}
-	free(tids);
-	free(values);
-	return err;
-}
-
-static int read_edges(int fd, __u32 max_entries, struct snapshot *snap)
-{
-	struct wakeup_edge *keys;
-	__u64 *counts;
-	int err = map_dump(fd, sizeof(*keys), sizeof(*counts), max_entries, (void **)&keys, (void **)&counts,
-			   &snap->nedges);
-
-	snap->edges = err ? NULL : calloc(snap->nedges + 1, sizeof(*snap->edges));
-	if (!err && !snap->edges)
-		err = -ENOMEM;
-	for (size_t i = 0; !err && i < snap->nedges; i++) {
-		snap->edges[i].key = keys[i];
-		snap->edges[i].count = counts[i];
-	}
-	free(keys);
-	free(counts);
+	for (size_t i = 0; !err && i < snap->nthreads; i++)
+		close_open_slices(&snap->threads[i], now);
 	return err;
 }
 
@@ -173,7 +144,9 @@ int snapshot_read(struct spinscope_bpf *skel, struct snapshot *snap, bool final)
 	snap->globals = skel->bss->globals;
 	err = read_threads(bpf_map__fd(threads), bpf_map__max_entries(threads), snap);
 	if (!err)
-		err = read_edges(bpf_map__fd(wakeups), bpf_map__max_entries(wakeups), snap);
+		err = map_dump(bpf_map__fd(wakeups), sizeof(*snap->edges), sizeof(*snap->edge_counts),
+			       bpf_map__max_entries(wakeups), (void **)&snap->edges, (void **)&snap->edge_counts,
+			       &snap->nedges);
 	if (!err)
 		err = read_requests(bpf_map__fd(skel->maps.requests), snap);
 	if (!err && final)
@@ -183,17 +156,21 @@ int snapshot_read(struct spinscope_bpf *skel, struct snapshot *snap, bool final)
 
 void snapshot_free(struct snapshot *snap)
 {
+	free(snap->tids);
 	free(snap->threads);
 	free(snap->edges);
+	free(snap->edge_counts);
+	snap->tids = NULL;
 	snap->threads = NULL;
 	snap->edges = NULL;
+	snap->edge_counts = NULL;
 }
 
 void snapshot_totals(const struct snapshot *snap, struct thread_counters *totals)
 {
 	memset(totals, 0, sizeof(*totals));
 	for (size_t i = 0; i < snap->nthreads; i++) {
-		const struct thread_counters *c = &snap->threads[i].s.c;
+		const struct thread_counters *c = &snap->threads[i].c;
 #define X(name) totals->name += c->name;
 		SPINSCOPE_COUNTERS(X)
 #undef X
@@ -205,7 +182,7 @@ __u64 snapshot_wakeups(const struct snapshot *snap)
 	__u64 sum = 0;
 
 	for (size_t i = 0; i < snap->nedges; i++)
-		sum += snap->edges[i].count;
+		sum += snap->edge_counts[i];
 	return sum;
 }
 
@@ -325,9 +302,8 @@ static double since_start(const struct capture_meta *meta, __u64 ns)
 	return ns > meta->start_mono_ns ? (ns - meta->start_mono_ns) / 1e9 : 0.0;
 }
 
-static json_object *jthread(const struct capture_meta *meta, const struct thread_row *row)
+static json_object *jthread(const struct capture_meta *meta, __u32 tid, const struct thread_stats *s)
 {
-	const struct thread_stats *s = &row->s;
 	bool alive = !(s->flags & THREAD_EXITED);
 	json_object *o = json_object_new_object();
 	char comm[SPINSCOPE_COMM_LEN + 1] = { 0 };
@@ -335,9 +311,9 @@ static json_object *jthread(const struct capture_meta *meta, const struct thread
 	memcpy(comm, s->comm, SPINSCOPE_COMM_LEN);
 	/* A live thread may have renamed itself since the probe first saw it: ask /proc. */
 	if (alive)
-		proc_thread_comm((int)s->pid, (int)row->tid, comm, sizeof(comm));
+		proc_thread_comm((int)s->pid, (int)tid, comm, sizeof(comm));
 
-	json_object_object_add(o, "tid", jint(row->tid));
+	json_object_object_add(o, "tid", jint(tid));
 	json_object_object_add(o, "pid", jint(s->pid));
 	json_object_object_add(o, "comm", json_object_new_string(comm));
 	json_object_object_add(o, "alive", json_object_new_boolean(alive));
@@ -411,7 +387,7 @@ static json_object *jtarget(const struct capture_meta *meta, const struct snapsh
 	/* Every process that had a thread traced, target first. */
 	json_object_array_add(pids, jint(meta->pid));
 	for (size_t i = 0; seen && i < snap->nthreads; i++) {
-		__u32 pid = snap->threads[i].s.pid;
+		__u32 pid = snap->threads[i].pid;
 		bool dup = pid == (__u32)meta->pid;
 
 		for (size_t j = 0; j < npids && !dup; j++)
@@ -475,8 +451,8 @@ int capture_write(int fd, const struct capture_meta *meta, const struct snapshot
 	json_object_object_add(doc, "histogram_buckets", json_object_new_string("log2"));
 
 	for (size_t i = 0; i < snap->nthreads; i++) {
-		json_object_array_add(threads, jthread(meta, &snap->threads[i]));
-		exited += !!(snap->threads[i].s.flags & THREAD_EXITED);
+		json_object_array_add(threads, jthread(meta, snap->tids[i], &snap->threads[i]));
+		exited += !!(snap->threads[i].flags & THREAD_EXITED);
 	}
 	json_object_object_add(doc, "threads", threads);
 
@@ -490,11 +466,11 @@ int capture_write(int fd, const struct capture_meta *meta, const struct snapshot
 	for (size_t i = 0; i < snap->nedges; i++) {
 		json_object *e = json_object_new_object();
 
-		json_object_object_add(e, "waker_tid", jint(snap->edges[i].key.waker_tid));
-		json_object_object_add(e, "wakee_tid", jint(snap->edges[i].key.wakee_tid));
+		json_object_object_add(e, "waker_tid", jint(snap->edges[i].waker_tid));
+		json_object_object_add(e, "wakee_tid", jint(snap->edges[i].wakee_tid));
 		json_object_object_add(e, "mechanism", json_object_new_string(
-			wake_mechanism_name(snap->edges[i].key.mechanism)));
-		json_object_object_add(e, "count", jint(snap->edges[i].count));
+			wake_mechanism_name(snap->edges[i].mechanism)));
+		json_object_object_add(e, "count", jint(snap->edge_counts[i]));
 		json_object_array_add(edges, e);
 	}
 	json_object_object_add(doc, "wakeups", edges);

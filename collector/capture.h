@@ -16,21 +16,13 @@
 
 struct spinscope_bpf;
 
-struct thread_row {
-	__u32 tid;
-	struct thread_stats s;
-};
-
-struct edge_row {
-	struct wakeup_edge key;
-	__u64 count;
-};
-
-/* Everything the maps hold at one instant. */
+/* Everything the maps hold at one instant: each map as parallel arrays of its keys and values. */
 struct snapshot {
-	struct thread_row *threads;
+	__u32 *tids;
+	struct thread_stats *threads;
 	size_t nthreads;
-	struct edge_row *edges;
+	struct wakeup_edge *edges;
+	__u64 *edge_counts;
 	size_t nedges;
 	struct request_stats requests; /* summed over CPUs */
 	struct global_stats globals;
