@@ -101,6 +101,14 @@ struct {
 	__type(value, __u64);
 } wakeups SEC(".maps");
 
+/* Traced processes that exec'd, by pid. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, struct exec_record);
+} execs SEC(".maps");
+
 /* Forked children followed with --children (thread group ids). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -937,5 +945,31 @@ int BPF_PROG(on_sched_process_exit, struct task_struct *p)
 	t->flags |= THREAD_EXITED;
 	t->exit_ns = bpf_ktime_get_ns();
 	bpf_probe_read_kernel_str(t->comm, sizeof(t->comm), p->comm); /* the final name */
+	return 0;
+}
+
+/* A traced process replaced its program: say when, and what it runs now. */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(on_sched_process_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	static const struct exec_record fresh;
+	__u32 pid = p->tgid;
+	struct exec_record *e;
+
+	if (!is_target(pid))
+		return 0;
+	e = bpf_map_lookup_elem(&execs, &pid);
+	if (!e) {
+		bpf_map_update_elem(&execs, &pid, &fresh, BPF_NOEXIST); /* EEXIST: made meanwhile, fine */
+		e = bpf_map_lookup_elem(&execs, &pid);
+	}
+	if (!e) {
+		__sync_fetch_and_add(&globals.drops_execs, 1);
+		return 0;
+	}
+	e->count++;
+	e->last_ns = bpf_ktime_get_ns();
+	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), p->comm);
+	bpf_probe_read_kernel_str(e->filename, sizeof(e->filename), bprm->filename);
 	return 0;
 }

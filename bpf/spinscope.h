@@ -262,7 +262,18 @@ struct wakeup_edge {
 	X(threads)      /* threads never counted (the threads map was full) */                     \
 	X(sockets)      /* requests not followed (sockets map full) */                             \
 	X(wakeup_edges) /* waker -> wakee pairs not recorded (wakeups map full) */                 \
-	X(pids)         /* forked children not followed (child_pids map full) */
+	X(pids)         /* forked children not followed (child_pids map full) */                   \
+	X(execs)        /* processes whose exec was not recorded (execs map full) */
+
+/* A traced process that replaced its program (execve), keyed by its pid: from the latest exec on, its
+ * counts are the new program's. */
+#define EXEC_FILENAME_LEN 128
+struct exec_record {
+	__u64 count;   /* execs of this process while traced */
+	__u64 last_ns; /* the latest one (CLOCK_MONOTONIC) */
+	char comm[SPINSCOPE_COMM_LEN];        /* its name after it */
+	char filename[EXEC_FILENAME_LEN];     /* the path it executed (truncated) */
+};
 
 /* Global, rarely-updated counters (the BPF side's .bss). */
 struct global_stats {

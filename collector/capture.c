@@ -151,6 +151,10 @@ int snapshot_read(struct spinscope_bpf *skel, struct snapshot *snap, bool final)
 		err = read_requests(bpf_map__fd(skel->maps.requests), snap);
 	if (!err && final)
 		err = read_open_requests(bpf_map__fd(sockets), bpf_map__max_entries(sockets), snap);
+	if (!err && final)
+		err = map_dump(bpf_map__fd(skel->maps.execs), sizeof(*snap->exec_pids), sizeof(*snap->execs),
+			       bpf_map__max_entries(skel->maps.execs), (void **)&snap->exec_pids,
+			       (void **)&snap->execs, &snap->nexecs);
 	return err;
 }
 
@@ -160,6 +164,10 @@ void snapshot_free(struct snapshot *snap)
 	free(snap->threads);
 	free(snap->edges);
 	free(snap->edge_counts);
+	free(snap->exec_pids);
+	free(snap->execs);
+	snap->exec_pids = NULL;
+	snap->execs = NULL;
 	snap->tids = NULL;
 	snap->threads = NULL;
 	snap->edges = NULL;
@@ -240,6 +248,65 @@ static json_object *jint(__u64 v)
 	return json_object_new_uint64(v);
 }
 
+/* The length of the well-formed UTF-8 sequence at p (RFC 3629: no overlongs, surrogates or code points
+ * above U+10FFFF), or 0 if the byte at p does not start one. */
+static size_t utf8_sequence(const unsigned char *p, size_t left)
+{
+	unsigned char lo = 0x80, hi = 0xBF; /* the range of the second byte */
+	size_t n;
+
+	if (p[0] < 0x80)
+		return 1;
+	if (p[0] >= 0xC2 && p[0] <= 0xDF)
+		n = 2;
+	else if (p[0] >= 0xE0 && p[0] <= 0xEF)
+		n = 3, lo = p[0] == 0xE0 ? 0xA0 : 0x80, hi = p[0] == 0xED ? 0x9F : 0xBF;
+	else if (p[0] >= 0xF0 && p[0] <= 0xF4)
+		n = 4, lo = p[0] == 0xF0 ? 0x90 : 0x80, hi = p[0] == 0xF4 ? 0x8F : 0xBF;
+	else
+		return 0;
+	if (left < n || p[1] < lo || p[1] > hi)
+		return 0;
+	for (size_t i = 2; i < n; i++)
+		if ((p[i] & 0xC0) != 0x80)
+			return 0;
+	return n;
+}
+
+/*
+ * A string the target chose (a thread name, an argument, a path) as JSON text: whatever bytes it holds,
+ * the capture stays valid UTF-8. Each byte that does not start a well-formed sequence becomes U+FFFD;
+ * control characters are escaped by json-c (\u001b). docs/capture-format.md says so.
+ */
+static json_object *jtext(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t left = strlen(s), used = 0;
+	char *clean = malloc(3 * left + 1);
+	json_object *o;
+
+	if (!clean)
+		return json_object_new_string("\xEF\xBF\xBD");
+	while (left) {
+		size_t n = utf8_sequence(p, left);
+
+		if (n) {
+			memcpy(clean + used, p, n);
+			used += n;
+		} else {
+			memcpy(clean + used, "\xEF\xBF\xBD", 3); /* U+FFFD REPLACEMENT CHARACTER */
+			used += 3;
+			n = 1;
+		}
+		p += n;
+		left -= n;
+	}
+	clean[used] = '\0';
+	o = json_object_new_string(clean);
+	free(clean);
+	return o;
+}
+
 /* Doubles printed with a fixed precision rather than json-c's 17 significant digits. */
 static json_object *jseconds(double v)
 {
@@ -315,7 +382,7 @@ static json_object *jthread(const struct capture_meta *meta, __u32 tid, const st
 
 	json_object_object_add(o, "tid", jint(tid));
 	json_object_object_add(o, "pid", jint(s->pid));
-	json_object_object_add(o, "comm", json_object_new_string(comm));
+	json_object_object_add(o, "comm", jtext(comm));
 	json_object_object_add(o, "alive", json_object_new_boolean(alive));
 	json_object_object_add(o, "first_seen_s", jseconds(since_start(meta, s->first_seen_ns)));
 	json_object_object_add(o, "exit_s", alive ? NULL : jseconds(since_start(meta, s->exit_ns)));
@@ -374,16 +441,50 @@ static json_object *jrequests(const struct snapshot *snap)
 	return o;
 }
 
+/* The processes that exec'd while traced: from `t_s` on, `pid` ran `filename` as `comm`. */
+static json_object *jexecs(const struct capture_meta *meta, const struct snapshot *snap)
+{
+	json_object *list = json_object_new_array();
+
+	for (size_t i = 0; i < snap->nexecs; i++) {
+		const struct exec_record *e = &snap->execs[i];
+		json_object *o = json_object_new_object();
+		char comm[SPINSCOPE_COMM_LEN + 1] = { 0 }, filename[EXEC_FILENAME_LEN + 1] = { 0 };
+
+		memcpy(comm, e->comm, SPINSCOPE_COMM_LEN);
+		memcpy(filename, e->filename, EXEC_FILENAME_LEN);
+		json_object_object_add(o, "pid", jint(snap->exec_pids[i]));
+		json_object_object_add(o, "t_s", jseconds(since_start(meta, e->last_ns)));
+		json_object_object_add(o, "count", jint(e->count));
+		json_object_object_add(o, "comm", jtext(comm));
+		json_object_object_add(o, "filename", jtext(filename));
+		json_object_array_add(list, o);
+	}
+	return list;
+}
+
+/* The target's arguments: their values only when asked (--cmdline), for they may hold secrets. */
+static void jcmdline(json_object *target, const struct capture_meta *meta)
+{
+	json_object *argv = meta->keep_cmdline ? json_object_new_array() : NULL;
+	size_t argc = 0;
+
+	for (size_t off = 0; meta->cmdline && off < meta->cmdline_len; off += strlen(meta->cmdline + off) + 1) {
+		argc++;
+		if (argv)
+			json_object_array_add(argv, jtext(meta->cmdline + off));
+	}
+	json_object_object_add(target, "argc", jint(argc));
+	json_object_object_add(target, "cmdline", argv);
+}
+
 static json_object *jtarget(const struct capture_meta *meta, const struct snapshot *snap)
 {
 	json_object *o = json_object_new_object();
-	json_object *argv = json_object_new_array();
 	json_object *pids = json_object_new_array();
 	size_t npids = 0;
 	__u32 *seen = calloc(snap->nthreads + 1, sizeof(*seen));
 
-	for (size_t off = 0; meta->cmdline && off < meta->cmdline_len; off += strlen(meta->cmdline + off) + 1)
-		json_object_array_add(argv, json_object_new_string(meta->cmdline + off));
 	/* Every process that had a thread traced, target first. */
 	json_object_array_add(pids, jint(meta->pid));
 	for (size_t i = 0; seen && i < snap->nthreads; i++) {
@@ -399,21 +500,24 @@ static json_object *jtarget(const struct capture_meta *meta, const struct snapsh
 	}
 	free(seen);
 	json_object_object_add(o, "pid", jint(meta->pid));
-	json_object_object_add(o, "comm", json_object_new_string(meta->comm));
-	json_object_object_add(o, "cmdline", argv);
+	json_object_object_add(o, "comm", jtext(meta->comm));
+	json_object_object_add(o, "exe", meta->exe[0] ? jtext(meta->exe) : NULL);
+	jcmdline(o, meta);
 	json_object_object_add(o, "follow_children", json_object_new_boolean(meta->follow_children));
 	json_object_object_add(o, "pids", pids);
+	json_object_object_add(o, "execs", jexecs(meta, snap));
 	return o;
 }
 
-static json_object *jhost(void)
+/* Where it was recorded; the host's name only when asked (--hostname). */
+static json_object *jhost(const struct capture_meta *meta)
 {
 	json_object *o = json_object_new_object();
 	struct utsname u;
 
 	if (uname(&u) == 0) {
-		json_object_object_add(o, "kernel", json_object_new_string(u.release));
-		json_object_object_add(o, "hostname", json_object_new_string(u.nodename));
+		json_object_object_add(o, "kernel", jtext(u.release));
+		json_object_object_add(o, "hostname", meta->keep_hostname ? jtext(u.nodename) : NULL);
 	}
 	json_object_object_add(o, "ncpus", jint(sysconf(_SC_NPROCESSORS_ONLN)));
 	return o;
@@ -440,7 +544,7 @@ int capture_write(int fd, const struct capture_meta *meta, const struct snapshot
 	json_object_object_add(tool, "version", json_object_new_string(SPINSCOPE_VERSION));
 	json_object_object_add(doc, "tool", tool);
 	json_object_object_add(doc, "target", jtarget(meta, snap));
-	json_object_object_add(doc, "host", jhost());
+	json_object_object_add(doc, "host", jhost(meta));
 	json_object_object_add(doc, "start_time", json_object_new_string(meta->start_time));
 	json_object_object_add(doc, "duration_s", jseconds(meta->duration_s));
 	json_object_object_add(doc, "end_reason", json_object_new_string(meta->end_reason));

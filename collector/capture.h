@@ -11,7 +11,7 @@
 
 #include "spinscope.h"
 
-#define CAPTURE_SCHEMA 2
+#define CAPTURE_SCHEMA 3
 #define SPINSCOPE_VERSION "0.1.0"
 
 struct spinscope_bpf;
@@ -24,6 +24,9 @@ struct snapshot {
 	struct wakeup_edge *edges;
 	__u64 *edge_counts;
 	size_t nedges;
+	__u32 *exec_pids; /* read at the final snapshot only */
+	struct exec_record *execs;
+	size_t nexecs;
 	struct request_stats requests; /* summed over CPUs */
 	struct global_stats globals;
 	__u64 open_requests; /* requests still being written at the final read (counted in requests) */
@@ -53,8 +56,11 @@ struct capture_meta {
 	int pid;
 	bool follow_children;
 	char comm[64];
-	char *cmdline; /* NUL-separated arguments */
+	char exe[4096];       /* the executable's path at attach ("" if unreadable) */
+	char *cmdline;        /* NUL-separated arguments */
 	size_t cmdline_len;
+	bool keep_cmdline;    /* write the argument values (--cmdline); else only their count */
+	bool keep_hostname;   /* write the host's name (--hostname) */
 	char start_time[40]; /* ISO 8601 UTC */
 	__u64 start_mono_ns; /* CLOCK_MONOTONIC when the probes went live */
 	double duration_s;

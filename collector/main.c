@@ -15,6 +15,7 @@
 #include <getopt.h>
 #include <libgen.h>
 #include <limits.h>
+#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -46,6 +47,8 @@ struct options {
 	const char *output;
 	__u32 max_threads;
 	__u32 max_sockets;
+	bool keep_cmdline;  /* --cmdline */
+	bool keep_hostname; /* --hostname */
 	bool check;
 	bool json;    /* --check: the checks as JSON on stdout */
 	int ready_fd; /* -1, or where to say "ready" once the probes are live */
@@ -68,6 +71,9 @@ static void usage(FILE *out)
 		"  -d, --duration SEC     stop after SEC seconds (default: until Ctrl-C or the target exits)\n"
 		"  -i, --interval SEC     record a snapshot of the counters every SEC seconds\n"
 		"  -o, --output FILE      capture file (default: spinscope-PID.json)\n"
+		"      --cmdline          keep the target's argument values in the capture (they may hold\n"
+		"                         secrets; by default only the executable and the argument count)\n"
+		"      --hostname         keep this host's name in the capture (by default left out)\n"
 		"      --max-threads N    threads the maps can hold (default 16384)\n"
 		"      --max-sockets N    sockets with a request in flight (default 65536)\n"
 		"      --ready-fd N       once the probes are live, write one JSON line to file descriptor N\n"
@@ -85,7 +91,7 @@ static double parse_seconds(const char *s, const char *what)
 	char *end;
 	double v = strtod(s, &end);
 
-	if (*s == '\0' || *end != '\0' || v < 0 || v > 1e7) {
+	if (*s == '\0' || *end != '\0' || !isfinite(v) || v < 0 || v > 1e7) {
 		fprintf(stderr, PROG ": error: %s must be a number of seconds >= 0, not '%s'\n", what, s);
 		exit(2);
 	}
@@ -109,7 +115,8 @@ static long parse_count(const char *s, const char *what, long min, long max)
 
 static void parse_options(int argc, char **argv, struct options *o)
 {
-	enum { OPT_MAX_THREADS = 256, OPT_MAX_SOCKETS, OPT_CHECK, OPT_JSON, OPT_READY_FD };
+	enum { OPT_MAX_THREADS = 256, OPT_MAX_SOCKETS, OPT_CHECK, OPT_JSON, OPT_READY_FD, OPT_CMDLINE,
+	       OPT_HOSTNAME };
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "children", no_argument, NULL, 'c' },
@@ -118,6 +125,8 @@ static void parse_options(int argc, char **argv, struct options *o)
 		{ "output", required_argument, NULL, 'o' },
 		{ "max-threads", required_argument, NULL, OPT_MAX_THREADS },
 		{ "max-sockets", required_argument, NULL, OPT_MAX_SOCKETS },
+		{ "cmdline", no_argument, NULL, OPT_CMDLINE },
+		{ "hostname", no_argument, NULL, OPT_HOSTNAME },
 		{ "check", no_argument, NULL, OPT_CHECK },
 		{ "json", no_argument, NULL, OPT_JSON },
 		{ "ready-fd", required_argument, NULL, OPT_READY_FD },
@@ -158,6 +167,12 @@ static void parse_options(int argc, char **argv, struct options *o)
 		case OPT_JSON:
 			o->json = true;
 			break;
+		case OPT_CMDLINE:
+			o->keep_cmdline = true;
+			break;
+		case OPT_HOSTNAME:
+			o->keep_hostname = true;
+			break;
 		case OPT_READY_FD:
 			o->ready_fd = parse_count(optarg, "--ready-fd", 0, INT_MAX);
 			if (fcntl(o->ready_fd, F_GETFD) < 0) {
@@ -191,6 +206,10 @@ static void parse_options(int argc, char **argv, struct options *o)
 	if (!o->pid && !o->check) {
 		fprintf(stderr, PROG ": error: --pid PID is required (or --check)\n");
 		usage(stderr);
+		exit(2);
+	}
+	if (o->output && !*o->output) {
+		fprintf(stderr, PROG ": error: --output must name a file, not ''\n");
 		exit(2);
 	}
 	if (o->interval_s > 0 && o->interval_s < 0.01) {
@@ -347,12 +366,22 @@ static int session_start(struct session *s, const struct options *o)
 {
 	struct check checks[HOST_CHECKS];
 	const struct check *failed = host_checks(checks);
+	enum proc_kind kind;
+	struct stat st;
 	sigset_t mask;
 
 	if (failed)
 		return fail(s, -EPERM, "%s; %s", failed->detail, failed->remedy);
 	if (kill(o->pid, 0) != 0 && errno == ESRCH)
 		return fail(s, -ESRCH, "no process with PID %d", o->pid);
+	if (proc_kind(o->pid, &kind) != 0)
+		kind = PROC_USER; /* it may have exited just now: watching it will say so */
+	if (kind == PROC_KERNEL_THREAD)
+		return fail(s, -EINVAL, "PID %d is a kernel thread: spinscope traces user processes", o->pid);
+	if (kind == PROC_EXITED)
+		return fail(s, -ESRCH, "PID %d has exited (a zombie, not yet reaped by its parent)", o->pid);
+	if (stat(o->output, &st) == 0 && S_ISDIR(st.st_mode))
+		return fail(s, -EISDIR, "cannot write %s: it is a directory (name a file)", o->output);
 
 	/* From here on SIGINT/SIGTERM/SIGHUP are read from a signalfd: they end the capture cleanly. */
 	sigemptyset(&mask);
@@ -373,7 +402,10 @@ static int session_start(struct session *s, const struct options *o)
 	s->meta.interval_s = o->interval_s;
 	s->meta.max_threads = o->max_threads;
 	s->meta.max_sockets = o->max_sockets;
+	s->meta.keep_cmdline = o->keep_cmdline;
+	s->meta.keep_hostname = o->keep_hostname;
 	proc_comm(o->pid, s->meta.comm, sizeof(s->meta.comm));
+	proc_exe(o->pid, s->meta.exe, sizeof(s->meta.exe));
 	s->meta.cmdline = proc_cmdline(o->pid, &s->meta.cmdline_len);
 
 	s->out_fd = open_temp_output(o->output, s->tmp, sizeof(s->tmp));

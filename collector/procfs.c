@@ -23,8 +23,9 @@ static int read_comm(const char *path, char *buf, size_t len)
 	close(fd);
 	if (n <= 0)
 		return n < 0 ? -errno : -ENODATA;
+	if (tmp[n - 1] == '\n') /* the one the kernel adds: a name may hold others */
+		n--;
 	tmp[n] = '\0';
-	tmp[strcspn(tmp, "\n")] = '\0';
 	snprintf(buf, len, "%s", tmp);
 	return 0;
 }
@@ -75,6 +76,45 @@ char *proc_cmdline(int pid, size_t *len)
 	close(fd);
 	*len = used;
 	return buf;
+}
+
+int proc_exe(int pid, char *buf, size_t len)
+{
+	char path[64];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+	n = readlink(path, buf, len - 1);
+	if (n < 0)
+		return -errno;
+	buf[n] = '\0';
+	return 0;
+}
+
+int proc_kind(int pid, enum proc_kind *kind)
+{
+	enum { PF_KTHREAD = 0x00200000 };
+	char path[64], stat[1024], *p;
+	unsigned long flags;
+	char state;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, stat, sizeof(stat) - 1);
+	close(fd);
+	if (n <= 0)
+		return n < 0 ? -errno : -ENODATA;
+	stat[n] = '\0';
+	/* "pid (comm) state ppid pgrp session tty_nr tpgid flags ...": comm may hold anything, even ")" */
+	p = strrchr(stat, ')');
+	if (!p || sscanf(p + 1, " %c %*d %*d %*d %*d %*d %lu", &state, &flags) != 2)
+		return -EINVAL;
+	*kind = flags & PF_KTHREAD ? PROC_KERNEL_THREAD : state == 'Z' || state == 'X' ? PROC_EXITED : PROC_USER;
+	return 0;
 }
 
 int proc_for_each_thread(int pid, void (*fn)(int tid, void *arg), void *arg)

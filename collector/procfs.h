@@ -9,6 +9,18 @@
 int proc_comm(int pid, char *buf, size_t len);
 int proc_thread_comm(int pid, int tid, char *buf, size_t len);
 
+/* The path of the process's executable (readlink /proc/PID/exe). 0, or -errno. */
+int proc_exe(int pid, char *buf, size_t len);
+
+enum proc_kind {
+	PROC_USER,          /* a user process that can be traced */
+	PROC_KERNEL_THREAD, /* kthreadd and its children: no user code, no sockets */
+	PROC_EXITED,        /* a zombie: exited, not yet reaped */
+};
+
+/* What pid is, from /proc/PID/stat. 0, or -errno. */
+int proc_kind(int pid, enum proc_kind *kind);
+
 /* The NUL-separated command line (malloc'd; *len bytes), or NULL. */
 char *proc_cmdline(int pid, size_t *len);
 

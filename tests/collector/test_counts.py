@@ -183,10 +183,11 @@ def test_request_still_open_at_the_end_is_counted(tmp_path):
 def test_capture_document_shape(tmp_path):
     run = run_fixture("reqserver", "3", "1", tmp_path=tmp_path, collector_args=("--interval", "0.2"))
     cap = run.capture
-    assert cap["schema"] == 2 and cap["format"] == "spinscope-capture"
+    assert cap["schema"] == 3 and cap["format"] == "spinscope-capture"
     assert cap["end_reason"] == "target-exited"
     assert cap["target"]["comm"] == "reqserver"
-    assert cap["target"]["cmdline"][1:] == ["3", "1"]
+    assert cap["target"]["argc"] == 3 and cap["target"]["cmdline"] is None  # values only with --cmdline
+    assert cap["target"]["exe"].endswith("/fixtures/reqserver") and cap["target"]["execs"] == []
     assert cap["duration_s"] > 0
     names = {t["comm"] for t in cap["threads"]}
     assert {"reqserver", "server"} <= names
@@ -200,7 +201,7 @@ def test_capture_document_shape(tmp_path):
     for key in ("write_calls", "read_calls"):
         assert sum(iv["counters"][key] for iv in cap["intervals"]) == cap["totals"][key]
     assert sum(iv["requests"] for iv in cap["intervals"]) == cap["requests"]["count"] == 3
-    assert cap["drops"] == {"threads": 0, "sockets": 0, "wakeup_edges": 0, "pids": 0}
+    assert cap["drops"] == {"threads": 0, "sockets": 0, "wakeup_edges": 0, "pids": 0, "execs": 0}
     # Every key, and no other, that capture.LAYOUT (checked against bpf/spinscope.h and the docs) names.
     assert layout_differences(cap) == []
 

@@ -15,7 +15,7 @@ import pytest
 
 from spinscope import collector
 
-from collector_harness import COLLECTOR, ROOT, LineReader, start_collector
+from collector_harness import COLLECTOR, ROOT, LineReader, run_fixture, start_collector
 
 
 def run_collector(*args: str, env: dict | None = None, preexec=None, timeout: float = 20):
@@ -131,8 +131,8 @@ def test_check_json_on_a_ready_host():
     rc, checks = check_report()
     assert rc == 0 and list(checks) == CHECKS
     assert all(c["ok"] and not c["skipped"] for c in checks.values())
-    assert checks["tracepoints"]["detail"] == "6 of 6 present"
-    assert checks["probes attach"]["detail"].startswith("6 probes live in ")
+    assert checks["tracepoints"]["detail"] == "7 of 7 present"
+    assert checks["probes attach"]["detail"].startswith("7 probes live in ")
 
 
 def test_check_json_names_missing_tracepoints_and_skips_loading(tmp_path):
@@ -141,7 +141,7 @@ def test_check_json_names_missing_tracepoints_and_skips_loading(tmp_path):
     assert rc == 1
     assert checks["tracepoints"] == {
         "name": "tracepoints", "ok": False, "skipped": False,
-        "detail": "tracepoint sched/sched_waking is missing from this kernel (5 of 6 present)",
+        "detail": "tracepoint sched/sched_waking is missing from this kernel (6 of 7 present)",
         "remedy": "a kernel built with CONFIG_FTRACE_SYSCALLS and CONFIG_TRACEPOINTS"}
     assert checks["probes load"]["skipped"] and checks["probes attach"]["skipped"]
     assert checks["privileges"]["ok"] and checks["kernel BTF"]["ok"]
@@ -178,7 +178,7 @@ def test_ready_fd_says_when_the_probes_are_live(sleeper, tmp_path):
     with os.fdopen(read_fd) as ready:
         line = json.loads(ready.readline())
         assert ready.read() == ""  # one line, then closed
-    assert line["ready"] is True and line["pid"] == sleeper.pid and line["probes"] == 6
+    assert line["ready"] is True and line["pid"] == sleeper.pid and line["probes"] == 7
     assert 0 < line["attach_s"] < 30
     assert proc.wait(timeout=10) == 0
 
@@ -258,3 +258,68 @@ def test_record_without_collector(tmp_path):
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "collector not found" in lines[0]
+
+
+def test_hostile_names_and_arguments_make_valid_utf8_and_keep_no_secret(tmp_path):
+    """The target names its threads with markup, escapes and bytes that are not UTF-8, and has a secret
+    in its arguments: the capture is valid UTF-8 (each invalid byte U+FFFD), names are kept otherwise
+    exactly (control characters as JSON escapes), and the arguments are counted, not kept."""
+    run = run_fixture("hostile", "--password=hunter2", tmp_path=tmp_path)
+    raw = (tmp_path / "hostile.json").read_bytes()
+    raw.decode("utf-8")  # strict
+    assert b"hunter2" not in raw
+    assert run.capture["target"]["argc"] == 2 and run.capture["target"]["cmdline"] is None
+    assert run.capture["host"]["hostname"] is None
+    for name, truth in run.truth.items():
+        expected = bytes.fromhex(truth["name_hex"]).decode("utf-8", errors="replace")
+        assert run.thread(name)["comm"] == expected, name
+    assert run.thread("t5")["comm"] == "bad\ufffd\ufffdutf8"
+
+
+def test_cmdline_and_hostname_only_when_asked(tmp_path):
+    run = run_fixture("hostile", "--password=hunter2", tmp_path=tmp_path,
+                      collector_args=("--cmdline", "--hostname"))
+    assert run.capture["target"]["cmdline"][1:] == ["--password=hunter2"]
+    assert run.capture["host"]["hostname"] == os.uname().nodename
+
+
+def test_exec_is_recorded(tmp_path):
+    """A target that replaces its program: the capture says when, and what it runs from then on."""
+    target = subprocess.Popen(["sh", "-c", "sleep 0.4; exec sleep 0.4"])
+    out = tmp_path / "x.json"
+    proc, _ = start_collector(target.pid, out, "--duration", "5")
+    assert proc.wait(timeout=10) == 0
+    target.wait()
+    execs = json.loads(out.read_text())["target"]["execs"]
+    assert [(e["pid"], e["count"], e["comm"]) for e in execs] == [(target.pid, 1, "sleep")]
+    assert execs[0]["filename"].endswith("sleep") and 0.2 < execs[0]["t_s"] < 2
+
+
+def test_kernel_thread_refused(tmp_path):
+    rc, lines = run_collector("--pid", "2", "-o", str(tmp_path / "x.json"))
+    assert rc == 1 and "PID 2 is a kernel thread" in one_error_line(lines)
+    assert not list(tmp_path.iterdir())
+
+
+def test_zombie_refused(tmp_path):
+    zombie = subprocess.Popen(["true"])
+    time.sleep(0.2)  # exited; not reaped until wait()
+    try:
+        rc, lines = run_collector("--pid", str(zombie.pid), "-o", str(tmp_path / "x.json"))
+        assert rc == 1 and f"PID {zombie.pid} has exited" in one_error_line(lines)
+    finally:
+        zombie.wait()
+
+
+def test_output_checked_before_attaching(sleeper, tmp_path):
+    rc, lines = run_collector("--pid", str(sleeper.pid), "-o", str(tmp_path))
+    assert rc == 1 and "is a directory" in one_error_line(lines)
+    rc, lines = run_collector("--pid", str(sleeper.pid), "-o", "")
+    assert rc == 2 and "--output must name a file" in one_error_line(lines)
+
+
+@pytest.mark.parametrize("option", ["--duration", "--interval"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-1"])
+def test_seconds_must_be_finite(option, value):
+    rc, lines = run_collector("--pid", "1", option, value)
+    assert rc == 2 and f"{option} must be a number of seconds" in one_error_line(lines)

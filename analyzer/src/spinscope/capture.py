@@ -19,7 +19,7 @@ import pandas as pd
 from spinscope.errors import SpinscopeError
 
 FORMAT = "spinscope-capture"
-SCHEMA = 2
+SCHEMA = 3
 
 # The counters every thread, `totals` and every interval carry (docs/capture-format.md, "Counters"), in
 # the collector's order: SPINSCOPE_COUNTERS in bpf/spinscope.h (a test holds the two equal).
@@ -54,7 +54,7 @@ SCHEMA2_REQUEST_SUMS = frozenset(("spin_retries", "spin_eagain", "write_waited",
 REQUEST_HISTS = ("write_calls", "write_eagain", "write_bytes", "duration_ns")
 BY_SIZE_KEYS = ("bytes_min", "bytes_max", *REQUEST_SUMS)
 # drops: SPINSCOPE_DROPS.
-DROP_KEYS = ("threads", "sockets", "wakeup_edges", "pids")
+DROP_KEYS = ("threads", "sockets", "wakeup_edges", "pids", "execs")
 # Each entry of intervals: SPINSCOPE_INTERVAL_FIELDS.
 INTERVAL_KEYS = ("t_s", "duration_s", "requests", "wakeups_in_process", "counters")
 
@@ -64,7 +64,8 @@ LAYOUT = {
     "": ("schema", "format", "tool", "target", "host", "start_time", "duration_s", "end_reason", "settings",
          "histogram_buckets", "threads", "totals", "wakeups", "requests", "intervals", "drops"),
     "tool": ("name", "version"),
-    "target": ("pid", "comm", "cmdline", "follow_children", "pids"),
+    "target": ("pid", "comm", "exe", "argc", "cmdline", "follow_children", "pids", "execs"),
+    "target.execs[]": ("pid", "t_s", "count", "comm", "filename"),
     "host": ("kernel", "hostname", "ncpus"),
     "settings": ("interval_s", "max_threads", "max_sockets"),
     "threads[]": ("tid", "pid", "comm", "alive", "first_seen_s", "exit_s", *COUNTERS, "poll_events_hist"),
@@ -77,14 +78,20 @@ LAYOUT = {
     "intervals[].counters": COUNTERS,
     "drops": DROP_KEYS,
 }
+# Keys LAYOUT has that captures of an older schema lack, by the schema that added them ("block.key").
+# Schema 3: the executable and argument count instead of the arguments (now only with --cmdline, else
+# null), the processes that exec'd, the execs map's drops; the hostname only with --hostname.
+ADDED_IN = {3: ("target.exe", "target.argc", "target.execs", "drops.execs")}
 # What a waker was doing (wakeups[].mechanism); "unknown" in schema 1 captures.
 MECHANISMS = ("futex", "io", "mm", "exit", "other")
 
 
 def layout_differences(doc: Any) -> list:
-    """How the keys of a capture document differ from LAYOUT: one line per object path whose keys are
-    not exactly LAYOUT's (the elements of a list merged; a block inside a list that is empty in this
-    document is not missing). [] for a document the collector wrote."""
+    """How the keys of a capture document differ from LAYOUT (as of the document's schema): one line per
+    object path whose keys are not exactly LAYOUT's (the elements of a list merged; a block inside a list
+    that is empty in this document is not missing). [] for a document the collector wrote."""
+    schema = doc.get("schema", SCHEMA) if isinstance(doc, dict) else SCHEMA
+    newer = {key for version, keys in ADDED_IN.items() if version > schema for key in keys}
     found: dict = {}
 
     def walk(value: Any, path: str) -> None:
@@ -99,8 +106,9 @@ def layout_differences(doc: Any) -> list:
     walk(doc, "")
     differences = []
     for path in sorted(set(LAYOUT) | set(found)):
-        expected, keys = set(LAYOUT.get(path, ())), found.get(path)
-        if keys is None and "[]" in path:
+        expected = {key for key in LAYOUT.get(path, ()) if f"{path}.{key}" not in newer}
+        keys = found.get(path)
+        if keys is None and ("[]" in path or path in newer):
             continue
         if keys != expected:
             keys = keys or set()

@@ -44,6 +44,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="also trace processes it forks (process-per-connection, n-copy)")
     p.add_argument("--max-threads", type=int, help="threads the maps can hold (default 16384)")
     p.add_argument("--max-sockets", type=int, help="sockets with a request in flight (default 65536)")
+    p.add_argument("--cmdline", action="store_true",
+                   help="keep the target's argument values in the capture (they may hold secrets; by default "
+                   "only its executable and argument count)")
+    p.add_argument("--hostname", action="store_true", help="keep this host's name in the capture")
     p.add_argument("--quiet", "-q", action="store_true", help="only print errors")
     p.add_argument("--ready-fd", type=int, metavar="N",
                    help="once the probes are live, write the collector's ready line (JSON) to file descriptor "
@@ -57,8 +61,9 @@ def collector_command(path: Path, args: argparse.Namespace, output: Path) -> lis
         cmd += ["--duration", f"{args.duration:g}"]
     if args.interval:
         cmd += ["--interval", f"{args.interval:g}"]
-    if args.children:
-        cmd.append("--children")
+    for flag in ("children", "cmdline", "hostname"):
+        if getattr(args, flag):
+            cmd.append(f"--{flag}")
     if args.max_threads:
         cmd += ["--max-threads", str(args.max_threads)]
     if args.max_sockets:
