@@ -380,9 +380,11 @@ def overhead(args) -> list:
 # 2. Per-event cost
 
 
-def syscall_cost_once(mode: str, trace: str, tool: Tracer | None, calls: int) -> float:
+def syscall_cost_once(mode: str, trace: str, tool: Tracer | None, calls: int,
+                      program_stats: list | None = None) -> float:
     """ns per call of `syscall_cost MODE`, with tool attached to it (trace=self), to a bystander
-    (trace=other), or not at all."""
+    (trace=other), or not at all. With program_stats, the collector's per-program stats are appended to
+    it just before the calls and just after them (while its programs are still attached)."""
     proc = subprocess.Popen(pinned(SERVER_CPU, [str(BUILD / "syscall_cost"), mode, str(calls)]),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     pid = int(proc.stdout.readline().split()[1])
@@ -393,9 +395,13 @@ def syscall_cost_once(mode: str, trace: str, tool: Tracer | None, calls: int) ->
                 if trace == "other":
                     bystander = subprocess.Popen(["sleep", "300"])
                 running = start_tracer(tool, bystander.pid if bystander else pid, Path(work))
+            if program_stats is not None:
+                program_stats.append(collector_prog_stats())
             proc.stdin.write("go\n")
             proc.stdin.flush()
             result = json.loads(proc.stdout.readline())
+            if program_stats is not None:
+                program_stats.append(collector_prog_stats())
             proc.wait(timeout=30)
         finally:
             if running:
@@ -420,6 +426,33 @@ def per_event_cost(args) -> list:
                        "added_ns": min(traced) - min(base)}
                 rows.append(row)
                 log(f"bench: {mode} {tool.name} ({row['traced']}): +{row['added_ns']:.0f} ns per call")
+    return rows
+
+
+def program_costs(args) -> list:
+    """Per BPF program, with kernel.bpf_stats_enabled: runs per traced call and ns per run, for the
+    target's calls and a bystander's, so each probe change's effect shows program by program. (The
+    stats add two clock reads to every run: compare these figures with each other, not with the
+    per-call cost above.)"""
+    rows = []
+    tool = next(t for t in TRACERS if t.name == "spinscope")
+    for mode in ("epoll", "write"):
+        for trace in ("self", "other"):
+            snapshots: list = []
+            bpf_stats(True)
+            try:
+                syscall_cost_once(mode, trace, tool, args.calls, program_stats=snapshots)
+            finally:
+                bpf_stats(False)
+            before, after = snapshots
+            for name in sorted(after):
+                runs = after[name][0] - before.get(name, (0, 0))[0]
+                if runs:
+                    ns = (after[name][1] - before.get(name, (0, 0))[1]) / runs
+                    rows.append({"call": mode, "traced": "the target" if trace == "self" else "a bystander",
+                                 "program": name, "runs_per_call": runs / args.calls, "ns_per_run": ns})
+                    log(f"bench: {mode} ({rows[-1]['traced']}) {name}: {runs / args.calls:.2f} runs per call, "
+                        f"{ns:.0f} ns per run")
     return rows
 
 
@@ -507,7 +540,7 @@ def collector_prog_stats() -> dict:
 
 def collector_map_bytes() -> int:
     maps = json.loads(subprocess.run(["bpftool", "map", "show", "-j"], capture_output=True, text=True).stdout)
-    ours = ("threads", "sockets", "requests", "wakeups", "child_pids", "spinscop.rodata", "spinscop.bss")
+    ours = ("threads", "sockets", "requests", "wakeups", "child_pids", "execs", "spinscop.rodata", "spinscop.bss")
     return sum(m.get("bytes_memlock", 0) for m in maps if m.get("name") in ours)
 
 
@@ -586,6 +619,13 @@ def markdown(results: dict) -> str:
             out.append(f"| {r['call']} | {r['tool']} | {r['traced']} | {r['untraced_ns']:.0f} ns | "
                        f"{r['traced_ns']:.0f} ns | +{r['added_ns']:.0f} ns |")
         out.append("")
+    if results.get("programs"):
+        out += ["## Cost per program (kernel.bpf_stats_enabled, which adds two clock reads per run)", "",
+                "| call | process traced | program | runs per call | ns per run |", "|---|---|---|---|---|"]
+        for r in results["programs"]:
+            out.append(f"| {r['call']} | {r['traced']} | {r['program']} | {r['runs_per_call']:.2f} | "
+                       f"{r['ns_per_run']:.0f} |")
+        out.append("")
     if results.get("accuracy"):
         a = results["accuracy"]
         out += ["## Accuracy", "", "| count | spinscope | reference | difference |", "|---|---|---|---|"]
@@ -606,7 +646,7 @@ def markdown(results: dict) -> str:
     return "\n".join(out)
 
 
-PARTS = ("overhead", "per_event", "accuracy", "scale")
+PARTS = ("overhead", "per_event", "programs", "accuracy", "scale")
 
 
 def main() -> int:
@@ -637,7 +677,8 @@ def main() -> int:
     if set(args.parts) != set(PARTS) and previous.exists():
         # Re-running some parts: keep the others' results (and the settings they were made with).
         results = json.loads(previous.read_text())
-    parts = {"overhead": overhead, "per_event": per_event_cost, "accuracy": accuracy, "scale": scale}
+    parts = {"overhead": overhead, "per_event": per_event_cost, "programs": program_costs, "accuracy": accuracy,
+             "scale": scale}
     for name in args.parts:
         results[name] = parts[name](args)
         args.out.with_suffix(".json").write_text(json.dumps(results, indent=2))  # each part as it ends
