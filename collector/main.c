@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -47,6 +48,8 @@ struct options {
 	const char *output;
 	__u32 max_threads;
 	__u32 max_sockets;
+	bool exit_with_parent; /* --exit-with-parent */
+	pid_t parent;          /* the process that started us */
 	bool keep_cmdline;  /* --cmdline */
 	bool keep_hostname; /* --hostname */
 	bool check;
@@ -74,6 +77,8 @@ static void usage(FILE *out)
 		"      --cmdline          keep the target's argument values in the capture (they may hold\n"
 		"                         secrets; by default only the executable and the argument count)\n"
 		"      --hostname         keep this host's name in the capture (by default left out)\n"
+		"      --exit-with-parent end the capture (and write it) if the process that started the\n"
+		"                         collector dies, as when `spinscope record` is killed\n"
 		"      --max-threads N    threads the maps can hold (default 16384)\n"
 		"      --max-sockets N    sockets with a request in flight (default 65536)\n"
 		"      --ready-fd N       once the probes are live, write one JSON line to file descriptor N\n"
@@ -116,7 +121,7 @@ static long parse_count(const char *s, const char *what, long min, long max)
 static void parse_options(int argc, char **argv, struct options *o)
 {
 	enum { OPT_MAX_THREADS = 256, OPT_MAX_SOCKETS, OPT_CHECK, OPT_JSON, OPT_READY_FD, OPT_CMDLINE,
-	       OPT_HOSTNAME };
+	       OPT_HOSTNAME, OPT_EXIT_WITH_PARENT };
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "children", no_argument, NULL, 'c' },
@@ -127,6 +132,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 		{ "max-sockets", required_argument, NULL, OPT_MAX_SOCKETS },
 		{ "cmdline", no_argument, NULL, OPT_CMDLINE },
 		{ "hostname", no_argument, NULL, OPT_HOSTNAME },
+		{ "exit-with-parent", no_argument, NULL, OPT_EXIT_WITH_PARENT },
 		{ "check", no_argument, NULL, OPT_CHECK },
 		{ "json", no_argument, NULL, OPT_JSON },
 		{ "ready-fd", required_argument, NULL, OPT_READY_FD },
@@ -173,6 +179,9 @@ static void parse_options(int argc, char **argv, struct options *o)
 		case OPT_HOSTNAME:
 			o->keep_hostname = true;
 			break;
+		case OPT_EXIT_WITH_PARENT:
+			o->exit_with_parent = true;
+			break;
 		case OPT_READY_FD:
 			o->ready_fd = parse_count(optarg, "--ready-fd", 0, INT_MAX);
 			if (fcntl(o->ready_fd, F_GETFD) < 0) {
@@ -199,6 +208,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 		fprintf(stderr, PROG ": error: unexpected argument '%s'\n", argv[optind]);
 		exit(2);
 	}
+	o->parent = getppid();
 	if (o->json && !o->check) {
 		fprintf(stderr, PROG ": error: --json goes with --check\n");
 		exit(2);
@@ -287,6 +297,8 @@ static int open_temp_output(const char *output, char *tmp, size_t len)
 	fd = mkstemp(tmp);
 	if (fd >= 0)
 		fchmod(fd, 0644);
+	else
+		tmp[0] = '\0'; /* nothing made, nothing to remove */
 	return fd;
 }
 
@@ -392,6 +404,10 @@ static int session_start(struct session *s, const struct options *o)
 	s->signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (s->signal_fd < 0)
 		return fail(s, -errno, "signalfd: %s", strerror(errno));
+	/* A parent killed outright (SIGKILL, OOM) cannot forward a signal: the kernel sends SIGHUP, which ends
+	 * the capture like any other. If it died before this line, ours is now someone else's child. */
+	if (o->exit_with_parent && (prctl(PR_SET_PDEATHSIG, SIGHUP) != 0 || getppid() != o->parent))
+		return fail(s, -ESRCH, "the process that started the collector has exited");
 	s->target_fd = pidfd_open(o->pid);
 	if (s->target_fd < 0)
 		return fail(s, -errno, "cannot watch process %d: %s", o->pid,
@@ -408,9 +424,15 @@ static int session_start(struct session *s, const struct options *o)
 	proc_exe(o->pid, s->meta.exe, sizeof(s->meta.exe));
 	s->meta.cmdline = proc_cmdline(o->pid, &s->meta.cmdline_len);
 
+	/* Whether the output can be written is known now, not after the capture: a temporary file is
+	 * made and removed. The real one is made at the end, so a collector killed outright leaves none. */
 	s->out_fd = open_temp_output(o->output, s->tmp, sizeof(s->tmp));
 	if (s->out_fd < 0)
 		return fail(s, -errno, "cannot write %s: %s", o->output, strerror(errno));
+	close(s->out_fd);
+	unlink(s->tmp);
+	s->out_fd = -1;
+	s->tmp[0] = '\0';
 	return session_attach(s, o);
 }
 
@@ -490,6 +512,10 @@ static int session_write(struct session *s, const struct options *o)
 	/* The last, shorter interval (at least one interval whenever --interval was given). */
 	if (o->interval_s > 0 && (s->intervals.n == 0 || now > s->intervals.prev_ns + 1000000))
 		intervals_add(&s->intervals, &s->final, now);
+
+	s->out_fd = open_temp_output(o->output, s->tmp, sizeof(s->tmp));
+	if (s->out_fd < 0)
+		return fail(s, -errno, "cannot write %s: %s", o->output, strerror(errno));
 
 	ret = capture_write(s->out_fd, &s->meta, &s->final, &s->intervals);
 	if (ret == 0 && fsync(s->out_fd) != 0)

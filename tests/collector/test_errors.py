@@ -323,3 +323,30 @@ def test_output_checked_before_attaching(sleeper, tmp_path):
 def test_seconds_must_be_finite(option, value):
     rc, lines = run_collector("--pid", "1", option, value)
     assert rc == 2 and f"{option} must be a number of seconds" in one_error_line(lines)
+
+
+def test_killed_record_still_writes_the_capture(sleeper, tmp_path):
+    """SIGKILL of `spinscope record`: its collector notices (--exit-with-parent), writes the capture and
+    detaches, rather than tracing on until its duration ends."""
+    out = tmp_path / "rec.json"
+    started = collector.start([sys.executable, "-m", "spinscope", "record", "--pid", sleeper.pid, "-o", out,
+                               "--interval", "0.1", "-q"], start_new_session=True, cwd=ROOT)
+    started.wait_ready(timeout=30)
+    time.sleep(0.3)
+    started.proc.kill()
+    started.proc.wait()
+    deadline = time.monotonic() + 10
+    while not out.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    cap = json.loads(out.read_text())
+    assert cap["end_reason"] == "signal" and len(cap["intervals"]) >= 2
+    assert [p for p in tmp_path.iterdir() if p.name != "rec.json"] == []  # no temporary file left
+
+
+def test_killed_collector_leaves_no_file(sleeper, tmp_path):
+    """The capture is only written at the end: a collector killed outright leaves no partial file."""
+    proc, _ = start_collector(sleeper.pid, tmp_path / "x.json", "--interval", "0.1")
+    time.sleep(0.2)
+    proc.kill()
+    proc.wait()
+    assert list(tmp_path.iterdir()) == []

@@ -56,7 +56,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def collector_command(path: Path, args: argparse.Namespace, output: Path) -> list[str]:
-    cmd = [str(path), "--pid", str(args.pid), "--output", str(output)]
+    # The collector ends the capture (and writes it) if this wrapper is killed outright.
+    cmd = [str(path), "--pid", str(args.pid), "--output", str(output), "--exit-with-parent"]
     if args.duration:
         cmd += ["--duration", f"{args.duration:g}"]
     if args.interval:
