@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import json
+import warnings
 from pathlib import Path
 
 import pytest
@@ -135,15 +136,19 @@ def test_report_html_renders_figures_and_escapes_the_names(hostile, cli, tmp_pat
         assert "<b>&amp;</b>" not in page and "[link=https://evil]ok[/]" in page
 
 
-@pytest.mark.parametrize("names", [["$\\frac{a}{$", "\x1b[31mred"], ["[/]", "\u202e"], ["", "$"]])
+@pytest.mark.parametrize("names", [["$\\frac{a}{$", "\x1b[31mred"], ["[/]", "\u202e"], ["", "$"],
+                                   ["工作线程", "🙂x"]])
 def test_handoff_graph_draws_hostile_names(names, capture_file):
-    """The graph names each thread when it has few (fanout-split-small: two), in text without mathtext."""
+    """The graph names each thread when it has few (fanout-split-small: two), in text without mathtext,
+    and says nothing on stderr of glyphs its font lacks."""
     from spinscope import figures
     from spinscope.capture import load
     from spinscope.metrics import analyze
 
     analysis = analyze(load(capture_file(hostile_capture("fanout-split-small.json", names))))
-    assert figures.handoff_graph(analysis) and figures.syscall_mix(analysis)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert figures.handoff_graph(analysis) and figures.syscall_mix(analysis)
 
 
 def test_report_json_carries_the_names_unchanged(hostile, cli):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import io
 import math
+import warnings
 
 import matplotlib
 
@@ -54,7 +55,11 @@ def arc_point(start, end, t):
 
 def to_png(fig) -> str:
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=96, bbox_inches="tight")
+    with warnings.catch_warnings():
+        # A thread name in a script the font lacks (工作线程) is drawn as boxes, once per glyph a warning on
+        # stderr: the tables beside the figure show the name in full.
+        warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from font", category=UserWarning)
+        fig.savefig(buffer, format="png", dpi=96, bbox_inches="tight")
     plt.close(fig)
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
