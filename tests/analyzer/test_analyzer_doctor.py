@@ -87,3 +87,14 @@ def test_doctor_cli_exit_code(cli, tmp_path):
     result = cli("doctor", env=env)
     assert result.returncode == 1
     assert "not ready:" in result.stdout and "collector" in result.stdout
+
+
+def test_check_text_is_shown_as_written(tmp_path, monkeypatch, capsys):
+    """The collector writes the checks' names, details and remedies: never read as rich markup."""
+    odd = [{"name": "[/]", "ok": False, "skipped": False, "detail": "x[/bold]y \x1b[31m",
+            "remedy": "[link=https://evil]ok[/]"}]
+    reporting(tmp_path, monkeypatch, odd, 1)
+    assert doctor.run(None) == 1
+    out = capsys.readouterr().out
+    assert "[/]" in out and "x[/bold]y \\x1b[31m" in out and "[link=https://evil]ok[/]" in out
+    assert "\x1b" not in out and "not ready: [/]" in out

@@ -1,8 +1,9 @@
 """Helpers for the sweep tests: write a matrix, run `spinscope sweep` as a child process, find leftovers."""
-import os
 import subprocess
 import sys
 from pathlib import Path
+
+from spinscope.lab.runner import find_leftovers, sweep_tag
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,18 +24,7 @@ def run_sweep(*args, timeout=120):
 
 def sweep_processes(outdir):
     """PIDs of processes a sweep writing to `outdir` started (they carry SPINSCOPE_SWEEP=<outdir>)."""
-    marker = f"SPINSCOPE_SWEEP={Path(outdir).resolve()}".encode()
-    found = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            env = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if marker in env:
-            found.add(int(entry))
-    return found
+    return {leftover.pid for leftover in find_leftovers(sweep_tag(Path(outdir)))}
 
 
 def spinscope_namespaces():

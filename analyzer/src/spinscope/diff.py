@@ -12,6 +12,11 @@ Then every metric: before, after, change, and whether the change is beyond the n
 table write a metric's values the same way (`Change.value_text`), in the same unit, and a relative change
 (+41%, ×12) only of a base that is meaningfully above zero (`Change.floor`, RELATIVE_MIN_BASE): from a zero
 or near-zero base a change reads `0 → 0.46 ms per request`.
+
+A capture whose collector dropped events (a full map: threads never counted, requests not followed) has
+counts that are lower bounds, and a change between it and another capture may be the drops' doing. Such
+a comparison is qualified everywhere it is written: the verdict starts with a warning naming the drops,
+the drops and what each touches are listed, and the table marks every metric they touch.
 """
 
 from __future__ import annotations
@@ -25,9 +30,9 @@ from spinscope import htmlpage
 from spinscope.capture import load
 from spinscope.fmt import NOT_AVAILABLE, number, percent
 from spinscope.labels import HANDOFF_OVERHEAD, INFO, SPURIOUS_SELECT, TITLES, WRITE_SPIN, Assessment, assess
-from spinscope.metrics import METRICS, PER_REQUEST, PER_SECOND, Analysis, Metric, analyze
+from spinscope.metrics import METRICS, PER_REQUEST, PER_SECOND, Analysis, Metric, analyze, drop_line, dropped
 from spinscope.noise import SIGNIFICANT, TOO_FEW, WITHIN_NOISE, NoiseTest, compare
-from spinscope.output import print_json, terminal, write_text
+from spinscope.output import plain, print_json, terminal, write_text
 from spinscope.render import headline, print_label
 
 # The metrics that tell each label's story, in the order a verdict names them. Names that metrics.METRICS
@@ -184,6 +189,14 @@ class Change:
                 "intervals_before": self.noise.n_before, "intervals_after": self.noise.n_after}
 
 
+def by_side(items) -> str:
+    """`before: 3 pids; after: 812 threads, 40 sockets` from (side, text) pairs."""
+    sides: dict = {}
+    for side, text in items:
+        sides.setdefault(side, []).append(text)
+    return "; ".join(f"{side}: {', '.join(texts)}" for side, texts in sides.items())
+
+
 @dataclass
 class Comparison:
     before: Analysis
@@ -207,6 +220,24 @@ class Comparison:
         """Whether any metric had enough intervals on both sides for a t-test (an undefined metric, n/a,
         says nothing about the intervals)."""
         return any(c.noise.verdict in (SIGNIFICANT, WITHIN_NOISE) for c in self.changes)
+
+    @property
+    def drops(self) -> list:
+        """[(side, Drop, count)] for each kind of event the before or the after capture dropped."""
+        return [(side, drop, count) for side, analysis in (("before", self.before), ("after", self.after))
+                for drop, count in dropped(analysis.capture.drops)]
+
+    def drops_touching(self, metric: Metric) -> list:
+        """[(side, Drop)] for the drops that make `metric` unreliable."""
+        return [(side, drop) for side, drop, _ in self.drops if metric.name in drop.metrics]
+
+    def drops_warning(self) -> str | None:
+        """`WARNING: events dropped (after: 812 threads, 40 sockets): ...`, or None when neither side
+        dropped any."""
+        if not self.drops:
+            return None
+        lost = by_side((side, f"{count:,} {drop.key}") for side, drop, count in self.drops)
+        return f"WARNING: events dropped ({lost}): counts are lower bounds, a change may be the drops' doing"
 
     def change(self, name: str) -> Change:
         return next(c for c in self.changes if c.metric.name == name)
@@ -232,6 +263,11 @@ class Comparison:
         return [c for c in moved if c in chosen]
 
     def verdict(self) -> str:
+        """The one line that leads the comparison, after the drops warning when there is one."""
+        warning = self.drops_warning()
+        return f"{warning}; {self._verdict()}" if warning else self._verdict()
+
+    def _verdict(self) -> str:
         label_changes = [(label, "appeared") for label in self.appeared] + [(label, "disappeared")
                                                                            for label in self.disappeared]
         if label_changes:
@@ -286,19 +322,33 @@ def compare_captures(before: Analysis, after: Analysis) -> Comparison:
 
 
 def change_rows(comparison: Comparison) -> list:
-    """One row per metric, its values written as the verdict writes them (Change.value_text)."""
+    """One row per metric, its values written as the verdict writes them (Change.value_text), and when
+    a side dropped events, which drops touch it (`after: threads, sockets`)."""
     rows = []
     for c in comparison.changes:
         if c.noise.t is None:
             t = ""
         else:
             t = f" (t={c.noise.t:.1f})" if abs(c.noise.t) < MAX_T_SHOWN else f" (|t|>{MAX_T_SHOWN})"
-        rows.append([c.metric.name, unit_of(c.metric), c.value_text(c.before), c.value_text(c.after),
-                     c.change_text(), c.noise.verdict + t])
+        row = [c.metric.name, unit_of(c.metric), c.value_text(c.before), c.value_text(c.after),
+               c.change_text(), c.noise.verdict + t]
+        if comparison.drops:
+            row.append(by_side((side, drop.key) for side, drop in comparison.drops_touching(c.metric)))
+        rows.append(row)
     return rows
 
 
 CHANGE_HEADERS = ("metric", "unit", "before", "after", "change", "vs noise")
+DROPS_HEADER = "dropped events"
+
+
+def change_headers(comparison: Comparison) -> tuple:
+    return (*CHANGE_HEADERS, DROPS_HEADER) if comparison.drops else CHANGE_HEADERS
+
+
+def drop_lines(comparison: Comparison) -> list:
+    """`after: 812 threads never counted (every count is a lower bound, ...); ...` per side and kind."""
+    return [f"{side}: {drop_line(drop, count)}" for side, drop, count in comparison.drops]
 
 
 def label_lines(comparison: Comparison) -> list:
@@ -331,45 +381,60 @@ def to_json(comparison: Comparison) -> dict:
             "labels": {"appeared": [l.name for l in comparison.appeared],
                        "disappeared": [l.name for l in comparison.disappeared],
                        "unchanged": sorted(comparison.before_labels.serious() & comparison.after_labels.serious())},
-            "metrics": [c.to_dict() for c in comparison.changes],
+            "metrics": [{**c.to_dict(), "drops": [{"side": side, "kind": drop.key}
+                                                  for side, drop in comparison.drops_touching(c.metric)]}
+                        for c in comparison.changes],
+            "drops": {"before": comparison.before.capture.drops, "after": comparison.after.capture.drops,
+                      "warning": comparison.drops_warning(), "effects": drop_lines(comparison)},
             "noise": noise_note(comparison)}
 
 
 def render_terminal(comparison: Comparison) -> None:
+    """Every line through output.plain: a capture's process and thread names are the target's to choose."""
     console = terminal()
-    console.print(f"[bold]{comparison.verdict()}[/bold]", soft_wrap=True)  # one line, however long
-    console.print(f"before: {headline(comparison.before)}")
-    console.print(f"after:  {headline(comparison.after)}")
+    style = "bold red" if comparison.drops else "bold"
+    console.print(plain(comparison.verdict(), style), soft_wrap=True)  # one line, however long
+    console.print(plain(f"before: {headline(comparison.before)}"))
+    console.print(plain(f"after:  {headline(comparison.after)}"))
+    if comparison.drops:
+        console.print(plain(f"dropped events (the metrics they touch are marked in the table's "
+                            f"'{DROPS_HEADER}' column):", "bold red"))
+        for line in drop_lines(comparison):
+            console.print(plain(f"    {line}"))
     console.print()
     for line in label_lines(comparison) or ["labels: none before, none after"]:
-        console.print(line)
+        console.print(plain(line))
     for label in comparison.appeared:
         print_label(console, label)
     console.print()
     table = Table(title="Metrics", title_justify="left")
-    for header in CHANGE_HEADERS:
-        table.add_column(header, justify="left" if header in ("metric", "unit", "vs noise") else "right")
-    for row in change_rows(comparison):
-        style = "bold" if row[-1].startswith(SIGNIFICANT) else None
-        table.add_row(*row, style=style)
+    for header in change_headers(comparison):
+        table.add_column(header, justify="left" if header in ("metric", "unit", "vs noise", DROPS_HEADER) else "right")
+    for change, row in zip(comparison.changes, change_rows(comparison)):
+        style = "bold" if change.noise.verdict == SIGNIFICANT else None
+        table.add_row(*map(plain, row), style=style)
     console.print(table)
-    console.print(noise_note(comparison))
+    console.print(plain(noise_note(comparison)))
 
 
 def render_html(comparison: Comparison) -> str:
     from spinscope import figures  # matplotlib loads in ~0.5 s: only when a page is drawn
 
     per_request = [m.name for m in METRICS if m.kind == PER_REQUEST]
-    body = [htmlpage.verdict("critical" if comparison.appeared else "ok", comparison.verdict()),
+    body = [htmlpage.verdict("critical" if comparison.appeared or comparison.drops else "ok", comparison.verdict()),
             htmlpage.paragraph(f"before: {headline(comparison.before)}"),
-            htmlpage.paragraph(f"after: {headline(comparison.after)}"),
-            htmlpage.heading("Labels"),
-            *(htmlpage.paragraph(line) for line in label_lines(comparison) or ["no labels before or after"]),
-            htmlpage.heading("Metrics"),
-            htmlpage.table(CHANGE_HEADERS, change_rows(comparison)),
-            htmlpage.paragraph(noise_note(comparison), "note"),
-            htmlpage.figure(figures.metric_bars(comparison.before.process, comparison.after.process, per_request),
-                            "per-request metrics before and after"),
-            htmlpage.figure(figures.time_series({"before": comparison.before.intervals,
-                                                 "after": comparison.after.intervals}), "rates per interval")]
+            htmlpage.paragraph(f"after: {headline(comparison.after)}")]
+    if comparison.drops:
+        body += [htmlpage.heading("Dropped events"),
+                 htmlpage.verdict("critical", f"the metrics they touch are marked in the table's "
+                                  f"'{DROPS_HEADER}' column", drop_lines(comparison))]
+    body += [htmlpage.heading("Labels"),
+             *(htmlpage.paragraph(line) for line in label_lines(comparison) or ["no labels before or after"]),
+             htmlpage.heading("Metrics"),
+             htmlpage.table(change_headers(comparison), change_rows(comparison)),
+             htmlpage.paragraph(noise_note(comparison), "note"),
+             htmlpage.figure(figures.metric_bars(comparison.before.process, comparison.after.process, per_request),
+                             "per-request metrics before and after"),
+             htmlpage.figure(figures.time_series({"before": comparison.before.intervals,
+                                                  "after": comparison.after.intervals}), "rates per interval")]
     return htmlpage.page("spinscope diff", body)

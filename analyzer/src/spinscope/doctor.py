@@ -27,23 +27,23 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     from rich.table import Table
 
-    from spinscope.output import terminal
+    from spinscope.output import plain, terminal
 
     checks = all_checks()
     console = terminal()
     table = Table(title="spinscope doctor", title_justify="left")
     for header in ("check", "status", "detail", "remedy"):
         table.add_column(header, overflow="fold")
-    for check in checks:
-        status = ("[green]ok[/green]" if check.ok else "[yellow]skipped[/yellow]" if check.skipped
-                  else "[red]missing[/red]")
-        table.add_row(check.name, status, check.detail, check.remedy)
+    for check in checks:  # the collector wrote the names, details and remedies: plain text
+        status = (plain("ok", "green") if check.ok else plain("skipped", "yellow") if check.skipped
+                  else plain("missing", "red"))
+        table.add_row(plain(check.name), status, plain(check.detail), plain(check.remedy))
     console.print(table)
     failed = [c.name for c in checks if not c.ok and not c.skipped]
     if failed:
-        console.print(f"[bold red]not ready:[/bold red] {', '.join(failed)}")
+        console.print(plain("not ready:", "bold red"), plain(", ".join(failed)))
         return 1
-    console.print("[bold green]ready:[/bold green] spinscope record can run on this host")
+    console.print(plain("ready:", "bold green"), "spinscope record can run on this host")
     return 0
 
 

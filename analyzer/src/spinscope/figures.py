@@ -2,6 +2,9 @@
 
 Figures are drawn with the Agg backend so reports work on headless servers; every figure is closed after
 rendering so a long-running process does not accumulate them.
+
+Text is drawn as written: mathtext and TeX are off (a thread named `$\\frac{a}{$` would be parsed as a
+formula, and fail), and a thread's name goes through untrusted.printable before it meets a label.
 """
 
 from __future__ import annotations
@@ -9,10 +12,12 @@ from __future__ import annotations
 import base64
 import io
 import math
+import warnings
 
 import matplotlib
 
 matplotlib.use("Agg")
+matplotlib.rcParams.update({"text.parse_math": False, "text.usetex": False})
 import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
@@ -21,6 +26,7 @@ from spinscope.fmt import number  # noqa: E402
 from spinscope.metrics import NOT_HANDOFFS, Analysis  # noqa: E402
 from spinscope.roles import (ACCEPTOR, DISPATCHER, EVENT_LOOP, HANDLER, IDLE, ROLE_NOUNS, WORKER,  # noqa: E402
                              activity)
+from spinscope.untrusted import printable  # noqa: E402
 
 ROLE_COLORS = {EVENT_LOOP: "#1f77b4", HANDLER: "#2ca02c", DISPATCHER: "#17becf", ACCEPTOR: "#9467bd",
                WORKER: "#ff7f0e", IDLE: "#7f7f7f"}
@@ -49,13 +55,17 @@ def arc_point(start, end, t):
 
 def to_png(fig) -> str:
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=96, bbox_inches="tight")
+    with warnings.catch_warnings():
+        # A thread name in a script the font lacks (工作线程) is drawn as boxes, once per glyph a warning on
+        # stderr: the tables beside the figure show the name in full.
+        warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from font", category=UserWarning)
+        fig.savefig(buffer, format="png", dpi=96, bbox_inches="tight")
     plt.close(fig)
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
 def thread_label(tid: int, row: pd.Series) -> str:
-    return f"{ROLE_NOUNS[row['role']]} {row['comm']} ({tid})"
+    return f"{ROLE_NOUNS[row['role']]} {printable(row['comm'])} ({tid})"
 
 
 def busiest_threads(analysis: Analysis) -> pd.DataFrame:
@@ -137,7 +147,7 @@ def handoff_graph(analysis: Analysis) -> str | None:
     involved = pd.unique(wakeups[["waker_tid", "wakee_tid"]].to_numpy().ravel())
     if len(involved) <= MAX_GRAPH_THREADS:
         def node(tid):
-            comm = analysis.threads["comm"].get(tid, "?")
+            comm = printable(analysis.threads["comm"].get(tid, "?"))
             return f"{ROLE_NOUNS[roles.get(tid, WORKER)]}\n{comm} ({tid})"
         color_of = {node(t): ROLE_COLORS[roles.get(t, WORKER)] for t in involved}
     else:

@@ -1,9 +1,15 @@
 """A minimal self-contained HTML page: inline CSS, tables, PNG figures as data URIs. No scripts, no
-external resources, so a report can be mailed or attached to a ticket and open anywhere."""
+external resources, so a report can be mailed or attached to a ticket and open anywhere.
+
+Every text given to these functions is data, never markup: it is escaped here (a thread may name itself
+`<script>`), with its control and invisible characters written as escapes first (untrusted.printable).
+"""
 
 from __future__ import annotations
 
-from html import escape
+import html
+
+from spinscope.untrusted import printable
 
 CSS = """
 body { font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; margin: 2em auto; padding: 0 1.5em;
@@ -17,6 +23,11 @@ th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
 .ok { border-color: #2e7d32; } .note { color: #555; font-style: italic; }
 img { max-width: 100%; display: block; margin: 0.8em 0; }
 """
+
+
+def escape(text) -> str:
+    """`text` as HTML character data or an attribute value."""
+    return html.escape(printable(str(text)))
 
 
 def page(title: str, body: list) -> str:
@@ -38,8 +49,8 @@ def verdict(css: str, headline: str, lines: list = ()) -> str:
 
 
 def table(headers: list, rows: list) -> str:
-    head = "".join(f"<th>{escape(str(h))}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{escape(str(cell))}</td>" for cell in row) + "</tr>" for row in rows)
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in row) + "</tr>" for row in rows)
     return f"<table><tr>{head}</tr>{body}</table>"
 
 

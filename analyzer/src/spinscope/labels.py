@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 import pandas as pd
 
 from spinscope.fmt import fixed, size_class, undefined
-from spinscope.metrics import Analysis, ratio, role_edges, spin_cost_ns
+from spinscope.metrics import Analysis, drop_line, dropped, ratio, role_edges, spin_cost_ns
 from spinscope.roles import EVENT_LOOP, IDLE, ROLE_NOUNS, thread_name
 
 WRITE_SPIN = "write-spin"
@@ -103,10 +103,8 @@ def assess(analysis: Analysis) -> Assessment:
     elif analysis.requests < MIN_REQUESTS:
         notes.append(f"only {analysis.requests} requests (< {MIN_REQUESTS}): too few to judge "
                      f"{TITLES[WRITE_SPIN]} or {TITLES[HANDOFF_OVERHEAD]}")
-    drops = {k: v for k, v in cap.drops.items() if v}
-    if drops:
-        lost = ", ".join(f"{v} {k}" for k, v in drops.items())
-        notes.append(f"the collector dropped events ({lost}): counts are lower bounds")
+    notes += [f"the collector dropped events, a map being full: {drop_line(drop, count)}"
+              for drop, count in dropped(cap.drops)]
     detectors = (write_spin, spurious_select, handoff_overhead)
     labels = [label for label in (detect(analysis) for detect in detectors) if label]
     return Assessment(labels=labels, notes=notes)

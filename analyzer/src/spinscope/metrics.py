@@ -86,6 +86,44 @@ METRICS = (
 METRIC_BY_NAME = {metric.name: metric for metric in METRICS}
 
 
+@dataclass(frozen=True)
+class Drop:
+    """A kind of entry the probes could not create because a BPF map was full (the capture's `drops`,
+    docs/capture-format.md), and what its absence does to the numbers."""
+
+    key: str  # drops.<key>
+    lost: str  # what was not recorded, after the count: "812 threads never counted"
+    effect: str  # what that does to the numbers
+    metrics: tuple  # the METRICS it makes unreliable
+    remedy: str = ""
+
+
+REQUEST_METRICS = (*(m.name for m in METRICS if m.kind == PER_REQUEST), "cross_thread_share", "requests_per_s")
+DROPS = (
+    Drop("threads", "threads never counted", "every count is a lower bound, and every metric may be off",
+         tuple(METRIC_BY_NAME), "record again with a larger --max-threads"),
+    Drop("sockets", "sockets whose requests were not followed",
+         "the request count is a lower bound, and the per-request metrics may be too high", REQUEST_METRICS,
+         "record again with a larger --max-sockets"),
+    Drop("wakeup_edges", "waker/wakee pairs not recorded",
+         "the handoff graph, who woke whom, is incomplete; the handoff counts are whole", ()),
+    Drop("pids", "forked children not followed", "their threads are missing from every count, and every "
+         "metric may be off", tuple(METRIC_BY_NAME)),
+    Drop("execs", "execs not recorded", "a process may have changed program during the capture without "
+         "target.execs saying so; the counts are whole", ()),
+)
+
+
+def dropped(drops: Mapping[str, int]) -> list:
+    """[(Drop, count)] for each kind of drop a capture had (Capture.drops), in DROPS order."""
+    return [(drop, int(drops[drop.key])) for drop in DROPS if drops.get(drop.key)]
+
+
+def drop_line(drop: Drop, count: int) -> str:
+    """`812 threads never counted (every count is a lower bound, ...); record again with ...`."""
+    return f"{count:,} {drop.lost} ({drop.effect})" + (f"; {drop.remedy}" if drop.remedy else "")
+
+
 def ratio(numerator: float, denominator: float) -> float | None:
     """numerator / denominator, or None when the denominator is zero (nothing to divide by)."""
     return float(numerator) / float(denominator) if denominator else None

@@ -8,8 +8,10 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.text import Text
 
 from spinscope.errors import SpinscopeError
+from spinscope.untrusted import printable
 
 # Wide enough for the thread table when output goes to a file or pipe (rich would assume 80 columns).
 PIPE_WIDTH = 160
@@ -17,6 +19,14 @@ PIPE_WIDTH = 160
 
 def terminal() -> Console:
     return Console(highlight=False, width=None if sys.stdout.isatty() else PIPE_WIDTH)
+
+
+def plain(text, style: str = "") -> Text:
+    """`text` for the terminal as written, in `style`: never read as rich markup or emoji codes, its
+    control and invisible characters as escapes (untrusted.printable). Everything spinscope prints
+    that holds a string it did not write (a thread name, a collector's error line) goes through here;
+    styles are applied to Text, never written as markup around such a string."""
+    return Text(printable(str(text)), style=style)
 
 
 def jsonable(value):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import os
 import signal
 import subprocess
@@ -35,7 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--pid", "-p", type=int, required=True, help="process to trace")
     p.add_argument("--duration", "-d", type=float, default=0.0,
                    help="seconds to record (default: until Ctrl-C or the process exits)")
-    p.add_argument("--output", "-o", type=Path,
+    p.add_argument("--output", "-o",
                    help="capture file (default: spinscope-PID-TIMESTAMP.json)")
     p.add_argument("--interval", "-i", type=float, default=DEFAULT_INTERVAL_S,
                    help=f"seconds between counter snapshots, used by diff to judge noise "
@@ -77,23 +78,43 @@ def default_output(pid: int) -> Path:
     return Path(f"spinscope-{pid}-{stamp}.json")
 
 
-def run(args: argparse.Namespace) -> int:
+def check_options(args: argparse.Namespace) -> None:
+    """Refuse what the collector would misread or fail on late, before anything runs: one line each,
+    exit 2. (argparse's type=int takes `0` and `-5`, type=float takes `nan` and `inf`.)"""
+    def usage(message: str) -> SpinscopeError:
+        return SpinscopeError(message, exit_code=2)
+
     if args.pid <= 0:
-        raise SpinscopeError(f"--pid must be a positive process id, not {args.pid}", exit_code=2)
-    if args.duration < 0 or args.interval < 0:
-        raise SpinscopeError("--duration and --interval must be >= 0", exit_code=2)
+        raise usage(f"--pid must be a positive process id, not {args.pid}")
+    for option, value in (("--duration", args.duration), ("--interval", args.interval)):
+        if not math.isfinite(value) or value < 0:
+            raise usage(f"{option} must be a number of seconds >= 0, not {value:g}")
+    for option, value in (("--max-threads", args.max_threads), ("--max-sockets", args.max_sockets)):
+        if value is not None and value <= 0:
+            raise usage(f"{option} must be a positive number of map entries, not {value}")
+    if args.output is not None:
+        if not args.output:
+            raise usage("--output is empty: name the capture file")
+        if Path(args.output).is_dir():
+            raise usage(f"--output {args.output} is a directory: name the capture file")
     if args.ready_fd is not None and not _is_open(args.ready_fd):
-        raise SpinscopeError(f"--ready-fd {args.ready_fd} is not an open file descriptor", exit_code=2)
+        raise usage(f"--ready-fd {args.ready_fd} is not an open file descriptor")
+
+
+def run(args: argparse.Namespace) -> int:
+    check_options(args)
     path = collector.find()
     if path is None:
         looked = ", ".join(str(c) for c in collector.candidates()) or "PATH"
         raise SpinscopeError(f"collector not found (looked in {looked}); build it with `make`")
-    output = args.output or default_output(args.pid)
+    output = Path(args.output) if args.output else default_output(args.pid)
     from rich.console import Console
+
+    from spinscope.output import plain
 
     console = Console(stderr=True, quiet=args.quiet)
     started = collector.start(collector_command(path, args, output), stdin=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True, bufsize=1)
+                               stderr=subprocess.PIPE, text=True, errors="replace", bufsize=1)
     proc = started.proc
 
     def relay_stderr() -> None:
@@ -101,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         for line in proc.stderr:
             line = line.rstrip("\n")
             if not args.quiet or ": error:" in line:
-                console.print(line, markup=False, highlight=False)
+                console.print(plain(line))  # it may quote the target's name
 
     relay = threading.Thread(target=relay_stderr, daemon=True)
     relay.start()
@@ -121,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
             signal.signal(s, handler)
 
     if proc.returncode == 0 and not args.quiet:
-        console.print(f"next: spinscope report {output}", markup=False, highlight=False)
+        console.print(plain(f"next: spinscope report {output}"))
     return proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
 
 

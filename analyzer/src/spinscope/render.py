@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.text import Text
 
 from spinscope.labels import Label
 from spinscope.metrics import Analysis
+from spinscope.output import plain
 
 SEVERITY_STYLE = {"critical": "bold red", "warning": "bold yellow", "info": "bold blue"}
 
@@ -21,9 +23,11 @@ def headline(analysis: Analysis) -> str:
 
 
 def print_label(console: Console, label: Label) -> None:
-    """The severity and summary, then the details and fixes indented below."""
-    console.print(f"[{SEVERITY_STYLE[label.severity]}]{label.severity.upper()}[/] {label.summary}")
+    """The severity and summary, then the details and fixes indented below (a summary or detail may
+    name a thread: plain text)."""
+    console.print(Text.assemble(plain(label.severity.upper(), SEVERITY_STYLE[label.severity]), " ",
+                                plain(label.summary)))
     for line in label.details:
-        console.print(f"    {line}")
+        console.print(plain(f"    {line}"))
     for fix in label.fixes:
-        console.print(f"    fix: {fix}")
+        console.print(plain(f"    fix: {fix}"))

@@ -10,13 +10,14 @@ import sys
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from spinscope import htmlpage
 from spinscope.capture import load
 from spinscope.fmt import fixed, percent, size_class
 from spinscope.labels import Assessment, assess
 from spinscope.metrics import METRICS, Analysis, analyze, role_edges
-from spinscope.output import print_json, terminal, write_text
+from spinscope.output import plain, print_json, terminal, write_text
 from spinscope.render import headline, print_label
 from spinscope.roles import ROLE_NOUNS, ROLES, activity
 
@@ -168,24 +169,25 @@ def to_json(analysis: Analysis, assessment: Assessment) -> dict:
 # --- terminal ---------------------------------------------------------------------------------------
 
 def render_terminal(analysis: Analysis, assessment: Assessment, console: Console) -> None:
-    console.print(f"[bold]spinscope report[/bold] {headline(analysis)}")
-    console.print(f"threads: {role_summary(analysis)}")
+    """Every line through output.plain: thread and process names are the target's to choose."""
+    console.print(Text.assemble(("spinscope report", "bold"), " ", plain(headline(analysis))))
+    console.print(plain(f"threads: {role_summary(analysis)}"))
     if lifecycle_line(analysis):
-        console.print(lifecycle_line(analysis))
+        console.print(plain(lifecycle_line(analysis)))
     console.print()
     for label in assessment.labels:
         print_label(console, label)
     if not assessment.labels:
-        console.print(f"[bold green]{no_label_line()}[/bold green]")
+        console.print(plain(no_label_line(), "bold green"))
     for note in assessment.notes:
-        console.print(f"[italic]note: {note}[/italic]")
+        console.print(plain(f"note: {note}", "italic"))
     console.print()
 
     table = Table(title="Process metrics", title_justify="left")
     for header in ("metric", "kind", "value"):
         table.add_column(header, justify="left" if header != "value" else "right")
-    for name, kind, value in metric_rows(analysis.process):
-        table.add_row(name, kind, value)
+    for row in metric_rows(analysis.process):
+        table.add_row(*map(plain, row))
     console.print(table)
 
     table = Table(title="Threads", title_justify="left")
@@ -193,24 +195,26 @@ def render_terminal(analysis: Analysis, assessment: Assessment, console: Console
         text = header in ("role", "thread")
         table.add_column(header, justify="left" if text else "right", no_wrap=text)
     for row in thread_rows(analysis):
-        table.add_row(*row)
+        table.add_row(*map(plain, row))
     console.print(table)
     if len(analysis.threads) > MAX_THREAD_ROWS:
         console.print(f"... and {len(analysis.threads) - MAX_THREAD_ROWS} more threads")
 
     requests = analysis.capture.requests
-    console.print(f"\n[bold]Requests[/bold]: {analysis.requests:,} counted, "
-                  f"{fixed(analysis.process['request_ms'], 3)} ms each on average, "
-                  f"{fixed(analysis.process['writes_per_request'])} writes, "
-                  f"{fixed(analysis.process['eagain_per_request'])} EAGAIN per request; "
-                  f"{requests['cross_thread']:,} finished in another thread than they started; "
-                  f"{requests['unattributed_writes']:,} writes belonged to no request")
+    console.print()
+    console.print(Text.assemble(("Requests", "bold"), plain(
+        f": {analysis.requests:,} counted, "
+        f"{fixed(analysis.process['request_ms'], 3)} ms each on average, "
+        f"{fixed(analysis.process['writes_per_request'])} writes, "
+        f"{fixed(analysis.process['eagain_per_request'])} EAGAIN per request; "
+        f"{requests['cross_thread']:,} finished in another thread than they started; "
+        f"{requests['unattributed_writes']:,} writes belonged to no request")))
     if not analysis.capture.by_size.empty:
         table = Table(title="Responses by size", title_justify="left")
         for header in SIZE_HEADERS:
             table.add_column(header, justify="left" if header == "size" else "right")
         for row in size_rows(analysis):
-            table.add_row(*row)
+            table.add_row(*map(plain, row))
         console.print(table)
 
     edges = edge_rows(analysis)
@@ -219,10 +223,11 @@ def render_terminal(analysis: Analysis, assessment: Assessment, console: Console
         for header in EDGE_HEADERS:
             table.add_column(header, justify="left" if header in ("waker", "wakee", "mechanism") else "right")
         for row in edges:
-            table.add_row(*row)
+            table.add_row(*map(plain, row))
         console.print(table)
     else:
-        console.print("\n[bold]Wakeup graph[/bold]: no thread of the target woke another")
+        console.print()
+        console.print(Text.assemble(("Wakeup graph", "bold"), ": no thread of the target woke another"))
 
 
 # --- HTML -------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,6 +56,9 @@ CHOICES = {"write_policy": ("spin", "epollout"), "poller": ("epoll", "poll", "se
 GROUP_KEYS = {"name", "claims", "variants", "repetitions"}
 TOP_KEYS = {"name", "description", "defaults", "group"}
 CELL_OVERHEAD_S = 1.5  # start, RTT sample, attach, stop: used for the time-left estimate
+# More cells than a sweep can run (full.toml's ~960 take 3.5 h; this many, days): a matrix asking for more
+# is a mistake (`repetitions = 100000000`), refused before a single cell is made.
+MAX_CELLS = 20_000
 
 
 @dataclass
@@ -146,13 +150,56 @@ def _finish(where: str, params: dict) -> dict:
     return full
 
 
+@dataclass
+class GroupShape:
+    """A [[group]] checked but not expanded: enough to count its cells before making any."""
+
+    name: str
+    where: str
+    claims: list
+    repetitions: int
+    base: dict  # the group's parameters (scalars and axes)
+    variants: list
+
+    def tables(self) -> list:
+        """(where, parameters) of each variant merged over the group."""
+        return [(self.where if variant == {} else f"{self.where} variant {index + 1}", {**self.base, **variant})
+                for index, variant in enumerate(self.variants)]
+
+    def cells(self) -> int:
+        """The cells it asks for (a cell asked for twice counted twice): computed, not expanded."""
+        return self.repetitions * sum(math.prod(len(v) if isinstance(v, list) else 1 for v in table.values())
+                                      for _, table in self.tables())
+
+
+def _group_shape(path: Path, index: int, group: dict, doc: dict) -> GroupShape:
+    name = str(group.get("name", f"group{index + 1}"))
+    where = f"{path}: group {name!r}"
+    claims = group.get("claims", [])
+    if isinstance(claims, str):
+        claims = [claims]
+    reps = group.get("repetitions", doc.get("defaults", {}).get("repetitions", 1))
+    if not isinstance(reps, int) or isinstance(reps, bool) or reps < 1:
+        raise SpinscopeError(f"{where}: repetitions must be an integer >= 1", exit_code=EXIT_USAGE)
+    variants = group.get("variants", [{}])
+    if not isinstance(variants, list) or not variants or not all(isinstance(v, dict) for v in variants):
+        raise SpinscopeError(f"{where}: variants must be a non-empty list of tables", exit_code=EXIT_USAGE)
+    base = {k: v for k, v in group.items() if k not in GROUP_KEYS}
+    return GroupShape(name, where, list(claims), reps, base, variants)
+
+
 def parse_matrix(path: str | Path) -> Matrix:
     """Read and expand a matrix file; any problem is one SpinscopeError line naming the file."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as exc:
         raise SpinscopeError(f"{path}: cannot read: {exc.strerror or exc}", exit_code=EXIT_USAGE) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpinscopeError(f"{path}: not UTF-8 text (byte {exc.start}); a matrix is a TOML file",
+                             exit_code=EXIT_USAGE) from None
     return parse_matrix_text(text, path)
 
 
@@ -181,29 +228,21 @@ def parse_matrix_text(text: str, path: Path = Path("<matrix>")) -> Matrix:
     groups = doc.get("group", [])
     if not isinstance(groups, list) or not groups or not all(isinstance(g, dict) for g in groups):
         raise SpinscopeError(f"{path}: no [[group]] tables (a matrix needs at least one)", exit_code=EXIT_USAGE)
+    shapes = [_group_shape(path, index, group, doc) for index, group in enumerate(groups)]
+    asked = sum(shape.cells() for shape in shapes)
+    if asked > MAX_CELLS:
+        raise SpinscopeError(f"{path}: the matrix asks for {asked:,} cells, more than the {MAX_CELLS:,} a sweep "
+                             "takes (axes × variants × repetitions of every group)", exit_code=EXIT_USAGE)
     cells: dict = {}
-    for index, group in enumerate(groups):
-        name = str(group.get("name", f"group{index + 1}"))
-        where = f"{path}: group {name!r}"
-        claims = group.get("claims", [])
-        if isinstance(claims, str):
-            claims = [claims]
-        reps = group.get("repetitions", doc.get("defaults", {}).get("repetitions", 1))
-        if not isinstance(reps, int) or isinstance(reps, bool) or reps < 1:
-            raise SpinscopeError(f"{where}: repetitions must be an integer >= 1", exit_code=EXIT_USAGE)
-        variants = group.get("variants", [{}])
-        if not isinstance(variants, list) or not variants or not all(isinstance(v, dict) for v in variants):
-            raise SpinscopeError(f"{where}: variants must be a non-empty list of tables", exit_code=EXIT_USAGE)
-        base = {k: v for k, v in group.items() if k not in GROUP_KEYS}
-        for vindex, variant in enumerate(variants):
-            vwhere = where if variant == {} else f"{where} variant {vindex + 1}"
-            for combo in _expand_group(vwhere, {**base, **variant}):
+    for shape in shapes:
+        for vwhere, table in shape.tables():
+            for combo in _expand_group(vwhere, table):
                 params = _finish(vwhere, {**{k: v for k, v in defaults.items() if k != "repetitions"}, **combo})
-                for rep in range(reps):
-                    cell = Cell(params={**params, "repetition": rep}, group=name, claims=list(claims))
+                for rep in range(shape.repetitions):
+                    cell = Cell(params={**params, "repetition": rep}, group=shape.name, claims=list(shape.claims))
                     if cell.id in cells:  # the same cell asked for twice: run once, keep both tags
                         known = cells[cell.id]
-                        known.claims += [c for c in claims if c not in known.claims]
+                        known.claims += [c for c in shape.claims if c not in known.claims]
                     else:
                         cells[cell.id] = cell
     return Matrix(name=str(doc.get("name", path.stem)), description=str(doc.get("description", "")),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shlex
 import signal
 import subprocess
@@ -35,14 +36,23 @@ class CellFailed(Exception):
     """A cell could not be measured; the message is recorded as its error."""
 
 
+SWEEP_ENV = "SPINSCOPE_SWEEP"  # in every child's environment: the sweep's output directory (sweep_tag)
+LEFTOVER_STOP_S = 5.0  # SIGTERM, then SIGKILL after this long
+
+
+def sweep_tag(outdir: Path) -> str:
+    """The SWEEP_ENV value of a sweep's children: its output directory, absolute."""
+    return str(outdir.resolve())
+
+
 class Processes:
     """Every child process of the sweep, each in its own session so that a whole tree can be signalled."""
 
     def __init__(self, tag: str = ""):
         self.procs: list = []
         # Every child carries SPINSCOPE_SWEEP=<output dir> in its environment, so leftovers can be told
-        # apart from other servers on the machine.
-        self.env = dict(os.environ, SPINSCOPE_SWEEP=tag)
+        # apart from other servers on the machine (find_leftovers).
+        self.env = {**os.environ, SWEEP_ENV: tag}
 
     def popen(self, cmd: list, **kwargs) -> subprocess.Popen:
         return self.track(subprocess.Popen(cmd, **self.popen_kwargs(), **kwargs))
@@ -80,6 +90,93 @@ class Processes:
         for proc in self.procs:
             self.stop(proc, signal.SIGTERM, timeout=2.0)
         self.procs.clear()
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """A process a sweep started and did not stop (the sweep was SIGKILLed)."""
+
+    pid: int
+    name: str  # its comm, for saying what was stopped
+
+
+def find_leftovers(tag: str) -> list:
+    """[Leftover] for every process whose environment holds SPINSCOPE_SWEEP=tag, other than this process
+    and its ancestors (which may have been started with the tag by hand). Processes whose environment
+    cannot be read (another user's, without root) are not found."""
+    entry = f"{SWEEP_ENV}={tag}".encode()
+    spared = _ancestry(os.getpid())
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit() and int(proc.name) not in spared and _tagged(int(proc.name), entry):
+            found.append(Leftover(int(proc.name), _read(proc / "comm").strip()))
+    return found
+
+
+def stop_leftovers(tag: str, timeout: float = LEFTOVER_STOP_S) -> list:
+    """Stop the leftovers of the sweep tagged `tag` (SIGTERM, SIGKILL after `timeout`) and return them.
+
+    Each is signalled through a pidfd opened after checking that the pid still carries the tag, so a pid
+    that was reused between the scan and the signal is not touched."""
+    entry = f"{SWEEP_ENV}={tag}".encode()
+    pidfds = {}
+    for leftover in find_leftovers(tag):
+        try:
+            pidfd = os.pidfd_open(leftover.pid)
+        except ProcessLookupError:
+            continue
+        if _tagged(leftover.pid, entry):
+            pidfds[leftover] = pidfd
+        else:
+            os.close(pidfd)
+    try:
+        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, timeout)):
+            running = [fd for fd in pidfds.values() if not _exited(fd, 0)]
+            for pidfd in running:
+                try:
+                    signal.pidfd_send_signal(pidfd, sig)
+                except ProcessLookupError:
+                    pass
+            deadline = time.monotonic() + wait
+            for pidfd in running:
+                _exited(pidfd, max(0.0, deadline - time.monotonic()))
+    finally:
+        for pidfd in pidfds.values():
+            os.close(pidfd)
+    return list(pidfds)
+
+
+def _tagged(pid: int, entry: bytes) -> bool:
+    try:
+        return entry in (Path("/proc") / str(pid) / "environ").read_bytes().split(b"\0")
+    except OSError:  # exited, or not ours to read
+        return False
+
+
+def _exited(pidfd: int, timeout: float) -> bool:
+    """Whether the process of `pidfd` has exited, waiting up to `timeout` seconds (a pidfd polls readable
+    once it has)."""
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    return bool(poller.poll(timeout * 1000))
+
+
+def _ancestry(pid: int) -> set:
+    """`pid` and its ancestors."""
+    chain = set()
+    while pid > 0 and pid not in chain:
+        chain.add(pid)
+        stat = _read(Path("/proc") / str(pid) / "stat")
+        # `pid (comm) state ppid ...`: the comm may hold spaces and parentheses, so read after the last ")".
+        pid = int(stat.rpartition(")")[2].split()[1]) if ")" in stat else 0
+    return chain
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
 
 
 def _tail(lines: list, n: int = 3) -> str:
@@ -150,7 +247,7 @@ class Runner:
     def __init__(self, tools: Tools, outdir: Path):
         self.tools = tools
         self.outdir = outdir
-        self.procs = Processes(str(outdir.resolve()))
+        self.procs = Processes(sweep_tag(outdir))
         self.ns: netcond.Namespace | None = None
         self.current_capture: Path | None = None
 

@@ -3,7 +3,9 @@
 The verb only drives: the matrix comes from lab.matrix, each cell is run by lab.runner, and after every
 cell the tables DIR/results.parquet and DIR/results.csv are rebuilt from all cell files (lab.results), so
 an interrupted sweep (Ctrl-C, SIGTERM) leaves a consistent dataset: the cell that was running is
-discarded and everything it started is killed. Cells already in DIR are skipped.
+discarded and everything it started is killed. Cells already in DIR are skipped. A sweep killed outright
+(SIGKILL) cannot stop its children: the next sweep into DIR finds them by their SPINSCOPE_SWEEP tag and
+stops them first.
 
 Exit codes: 0 every cell ok; 3 the sweep finished but some cells failed (recorded in the tables);
 2 invalid matrix or options; 130 interrupted.
@@ -19,12 +21,16 @@ import signal
 import sys
 from pathlib import Path
 
+from rich.text import Text
+
 from spinscope.errors import SpinscopeError
 from spinscope.fmt import fixed
 from spinscope.lab import netcond
 from spinscope.lab.matrix import describe, parse_matrix
 from spinscope.lab.results import load_results, timestamp, write_json, write_tables
-from spinscope.lab.runner import Runner, find_tools
+from spinscope.lab.runner import Runner, find_tools, stop_leftovers, sweep_tag
+from spinscope.output import plain
+from spinscope.untrusted import printable
 
 EXIT_OK, EXIT_FAILED_CELLS, EXIT_INTERRUPTED = 0, 3, 130
 
@@ -44,16 +50,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _summary(result: dict) -> str:
-    """One cell's outcome for its progress line (rich markup)."""
+def _summary(result: dict) -> Text:
+    """One cell's outcome for its progress line (a failure's reason quotes the programs' output: plain)."""
     if result["status"] != "ok":
-        return f"[red]failed[/red]: {result['error']}"
+        return Text.assemble(("failed", "red"), plain(f": {result['error']}"))
     lg = result["loadgen"]
     m = result["analysis"]["metrics"]
     labels = ",".join(lab["name"] for lab in result["analysis"]["labels"]) or "-"
-    return (f"{lg['throughput']:.0f} req/s p99 {fixed(lg['latency_ms'].get('p99'))} ms, "
-            f"{fixed(m.get('writes_per_request'), 1)} writes/req, {fixed(m.get('handoffs_per_request'))} handoffs/req, "
-            f"labels {labels}")
+    return plain(f"{lg['throughput']:.0f} req/s p99 {fixed(lg['latency_ms'].get('p99'))} ms, "
+                 f"{fixed(m.get('writes_per_request'), 1)} writes/req, {fixed(m.get('handoffs_per_request'))} "
+                 f"handoffs/req, labels {labels}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -74,6 +80,12 @@ def run(args: argparse.Namespace) -> int:
         raise SpinscopeError("the collector needs root (BPF): run as root")
     tools = find_tools()
     outdir: Path = args.output
+    console = Console(stderr=True, quiet=args.quiet, highlight=False)
+    stopped = stop_leftovers(sweep_tag(outdir))  # a sweep into outdir that was SIGKILLed left them
+    if stopped:
+        console.print(plain(f"sweep: stopped {len(stopped)} process{'es' if len(stopped) > 1 else ''} an earlier "
+                            f"sweep in {outdir} left running: "
+                            + ", ".join(f"{left.name} (pid {left.pid})" for left in stopped)))
     (outdir / "cells").mkdir(parents=True, exist_ok=True)
     (outdir / "captures").mkdir(exist_ok=True)
     for stale in (outdir / "captures").glob(".*.tmp*"):
@@ -83,14 +95,13 @@ def run(args: argparse.Namespace) -> int:
 
     done = {r["id"]: r for r in load_results(outdir)}
     todo = [c for c in cells if c.id not in done or (args.retry_failed and done[c.id]["status"] != "ok")]
-    console = Console(stderr=True, quiet=args.quiet, highlight=False)
     meta = {"matrix": matrix.name, "matrix_path": str(matrix.path), "description": matrix.description,
             "cells": len(cells), "skipped": len(cells) - len(todo), "started_at": timestamp(),
             "host": {"kernel": os.uname().release, "ncpus": os.cpu_count(), "hostname": os.uname().nodename},
             "netem": netcond.netem_available(), "interrupted": False, "finished_at": None}
     write_json(outdir / "sweep.json", meta)
     if len(cells) - len(todo):
-        console.print(f"sweep: {len(cells) - len(todo)} of {len(cells)} cells already in {outdir}, skipped")
+        console.print(plain(f"sweep: {len(cells) - len(todo)} of {len(cells)} cells already in {outdir}, skipped"))
 
     def on_term(signum, frame):
         raise KeyboardInterrupt
@@ -105,13 +116,13 @@ def run(args: argparse.Namespace) -> int:
         with Progress(*columns, console=console, transient=False, disable=args.quiet) as progress:
             task = progress.add_task("sweep", total=total_s or 1, cells=f"0/{len(todo)} cells")
             for index, cell in enumerate(todo):
-                progress.update(task, description=f"sweep {escape(cell.group)}")
+                progress.update(task, description=f"sweep {escape(printable(cell.group))}")  # markup
                 result = runner.run(cell)
                 write_json(outdir / "cells" / f"{cell.id}.json", result)
                 write_tables(outdir)
                 failed += result["status"] != "ok"
-                progress.console.print(f"{escape(cell.id)} {escape(describe(cell.params))}: {_summary(result)}",
-                                       soft_wrap=True)
+                progress.console.print(Text.assemble(plain(f"{cell.id} {describe(cell.params)}: "),
+                                                     _summary(result)), soft_wrap=True)
                 progress.update(task, advance=cell.estimate_s(), cells=f"{index + 1}/{len(todo)} cells")
     except KeyboardInterrupt:
         interrupted = True
@@ -123,10 +134,10 @@ def run(args: argparse.Namespace) -> int:
         write_json(outdir / "sweep.json", meta)
     all_failed = int((frame["status"] != "ok").sum()) if len(frame) else 0
     if interrupted:
-        console.print(f"sweep: interrupted; {len(frame)} cells recorded in {outdir} (the running cell was "
-                      "discarded)")
+        console.print(plain(f"sweep: interrupted; {len(frame)} cells recorded in {outdir} (the running cell "
+                            "was discarded)"))
         return EXIT_INTERRUPTED
-    console.print(f"sweep: {len(todo)} cells run, {failed} failed ({all_failed} failed in {outdir} overall); "
-                  f"tables: {outdir / 'results.parquet'}, {outdir / 'results.csv'}")
-    console.print(f"next: spinscope sweep-report {outdir} --html {outdir / 'report.html'}")
+    console.print(plain(f"sweep: {len(todo)} cells run, {failed} failed ({all_failed} failed in {outdir} overall); "
+                        f"tables: {outdir / 'results.parquet'}, {outdir / 'results.csv'}"))
+    console.print(plain(f"next: spinscope sweep-report {outdir} --html {outdir / 'report.html'}"))
     return EXIT_FAILED_CELLS if all_failed else EXIT_OK

@@ -23,7 +23,7 @@ from spinscope.fmt import fixed
 from spinscope.lab.claims import judge_all
 from spinscope.lab.criteria import DIRECTION, ERROR, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED
 from spinscope.lab.results import read_table
-from spinscope.output import jsonable, print_json, terminal, write_text
+from spinscope.output import jsonable, plain, print_json, terminal, write_text
 
 EXIT_OK, EXIT_CLAIM_ERRORS = 0, 3
 VERDICT_CSS = {REPRODUCED: "ok", DIRECTION: "warning", NOT_REPRODUCED: "critical", NOT_MEASURED: "info",
@@ -88,20 +88,21 @@ def to_json(outdir: Path, table: pd.DataFrame, judged: list, meta: dict) -> dict
 
 
 def render_terminal(table: pd.DataFrame, judged: list, meta: dict) -> None:
-    from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
     console = terminal()
     cells, ok = _counts(table)
-    console.print(f"[bold]sweep {escape(str(meta.get('matrix', '?')))}[/bold]: {cells} cells, {ok} ok, "
-                  f"{cells - ok} failed")
+    console.print(Text.assemble(plain(f"sweep {meta.get('matrix', '?')}", "bold"),
+                                f": {cells} cells, {ok} ok, {cells - ok} failed"))
     out = Table(show_lines=False)
     for col in ("claim", "paper", "ours", "verdict"):
         out.add_column(col, overflow="fold")
     for claim, finding in judged:
-        out.add_row(escape(claim.title), escape(claim.paper), escape(finding.ours or "-"),
-                    f"[{VERDICT_STYLE[finding.verdict]}]{finding.verdict}[/]"
-                    + (f"\n{escape(finding.why)}" if finding.why else ""))
+        verdict = plain(finding.verdict, VERDICT_STYLE[finding.verdict])
+        if finding.why:
+            verdict.append("\n").append_text(plain(finding.why))
+        out.add_row(plain(claim.title), plain(claim.paper), plain(finding.ours or "-"), verdict)
     console.print(out)
 
 

@@ -1,0 +1,55 @@
+"""`spinscope record` refuses bad options before the collector starts: one line, exit 2. The collector
+here is a script (SPINSCOPE_COLLECTOR) that leaves a mark when it runs, so no root is needed."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from spinscope.collector import COLLECTOR_ENV
+
+
+@pytest.fixture
+def collector(tmp_path):
+    """A stand-in collector: records its arguments in `ran`, prints a line naming a hostile target on
+    stderr, and exits without probes (so record waits for nothing)."""
+    ran = tmp_path / "ran"
+    script = tmp_path / "spinscope-collector"
+    script.write_text(f"#!/bin/sh\necho \"$@\" > {ran}\n"
+                      "printf 'spinscope-collector: attached to PID 1 ([/]\\033[31m)\\n' >&2\n")
+    script.chmod(0o755)
+    return ran, {**os.environ, COLLECTOR_ENV: str(script)}
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--max-threads", "0"], "--max-threads must be a positive number of map entries, not 0"),
+    (["--max-threads=-1"], "--max-threads must be a positive number of map entries, not -1"),
+    (["--max-sockets", "0"], "--max-sockets must be a positive number of map entries, not 0"),
+    (["--duration", "nan"], "--duration must be a number of seconds >= 0, not nan"),
+    (["--duration", "inf"], "--duration must be a number of seconds >= 0, not inf"),
+    (["--interval=-inf"], "--interval must be a number of seconds >= 0, not -inf"),
+    (["--interval", "NaN"], "--interval must be a number of seconds >= 0, not nan"),
+    (["-o", ""], "--output is empty: name the capture file"),
+    (["-o", "."], "--output . is a directory: name the capture file"),
+    (["--pid", "0"], "--pid must be a positive process id, not 0"),
+])
+def test_bad_options_are_refused_before_the_collector_starts(options, message, collector, cli):
+    ran, env = collector
+    result = cli("record", "--pid", str(os.getpid()), *options, env=env)
+    assert result.returncode == 2
+    assert result.stderr == f"spinscope record: error: {message}\n"
+    assert not ran.exists()
+
+
+def test_good_options_reach_the_collector(collector, cli, tmp_path):
+    ran, env = collector
+    out = tmp_path / "capture.json"
+    result = cli("record", "--pid", str(os.getpid()), "--max-threads", "64", "--duration", "1.5", "-o", out,
+                 env=env)
+    assert result.returncode == 0, result.stderr
+    assert ran.read_text().split()[:8] == ["--pid", str(os.getpid()), "--output", str(out), "--duration", "1.5",
+                                           "--interval", "1"]
+    assert "--max-threads 64" in ran.read_text()
+    # Its stderr is relayed as data: the target's name as written, no escape sequence.
+    assert "attached to PID 1 ([/]\\x1b[31m)" in result.stderr and "\x1b" not in result.stderr
