@@ -48,8 +48,8 @@ def test_good_options_reach_the_collector(collector, cli, tmp_path):
     result = cli("record", "--pid", str(os.getpid()), "--max-threads", "64", "--duration", "1.5", "-o", out,
                  env=env)
     assert result.returncode == 0, result.stderr
-    assert ran.read_text().split()[:8] == ["--pid", str(os.getpid()), "--output", str(out), "--duration", "1.5",
-                                           "--interval", "1"]
+    assert ran.read_text().split()[:9] == ["--pid", str(os.getpid()), "--output", str(out), "--exit-with-parent",
+                                           "--duration", "1.5", "--interval", "1"]
     assert "--max-threads 64" in ran.read_text()
     # Its stderr is relayed as data: the target's name as written, no escape sequence.
     assert "attached to PID 1 ([/]\\x1b[31m)" in result.stderr and "\x1b" not in result.stderr

@@ -3,6 +3,7 @@ end after the probes are live still writes it."""
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import signal
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from spinscope import collector
+from spinscope.untrusted import printable
 
 from collector_harness import COLLECTOR, ROOT, LineReader, run_fixture, start_collector
 
@@ -274,6 +276,19 @@ def test_hostile_names_and_arguments_make_valid_utf8_and_keep_no_secret(tmp_path
         expected = bytes.fromhex(truth["name_hex"]).decode("utf-8", errors="replace")
         assert run.thread(name)["comm"] == expected, name
     assert run.thread("t5")["comm"] == "bad\ufffd\ufffdutf8"
+
+    # ...and the capture is reported, as data, in every format (tests/analyzer holds the details).
+    capture = tmp_path / "hostile.json"
+    for args in ([], ["--json"], ["--html", tmp_path / "hostile.html"]):
+        result = subprocess.run([sys.executable, "-m", "spinscope", "report", capture, *args], capture_output=True,
+                                text=True, cwd=ROOT)
+        assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+        assert "\x1b" not in result.stdout  # no escape sequence reaches the terminal
+    report = json.loads(subprocess.run([sys.executable, "-m", "spinscope", "report", capture, "--json"],
+                                       capture_output=True, text=True, cwd=ROOT).stdout)
+    assert '"\\u001b[31mred"' in json.dumps(report)  # JSON keeps them as they were
+    page = (tmp_path / "hostile.html").read_text()
+    assert all(html.escape(printable(run.thread(name)["comm"])) in page for name in run.truth)
 
 
 def test_cmdline_and_hostname_only_when_asked(tmp_path):
