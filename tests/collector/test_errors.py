@@ -308,6 +308,9 @@ def test_exec_is_recorded(tmp_path):
     execs = json.loads(out.read_text())["target"]["execs"]
     assert [(e["pid"], e["count"], e["comm"]) for e in execs] == [(target.pid, 1, "sleep")]
     assert execs[0]["filename"].endswith("sleep") and 0.2 < execs[0]["t_s"] < 2
+    report = subprocess.run([sys.executable, "-m", "spinscope", "report", out], capture_output=True, text=True,
+                            cwd=ROOT)
+    assert f"process {target.pid} replaced its program (execve) once while traced" in report.stdout
 
 
 def test_kernel_thread_refused(tmp_path):

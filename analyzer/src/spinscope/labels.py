@@ -90,6 +90,20 @@ class Assessment:
         return {label.name for label in self.labels if label.severity != INFO}
 
 
+def exec_notes(target: dict) -> list:
+    """A note per traced process that replaced its program while traced (target.execs, schema 3): its
+    counts are of two programs."""
+    notes = []
+    for record in target.get("execs") or ():
+        if not isinstance(record, dict):
+            continue
+        times = "once" if record.get("count") == 1 else f"{record.get('count')} times"
+        notes.append(f"process {record.get('pid')} replaced its program (execve) {times} while traced, the latest "
+                     f"at {fixed(record.get('t_s'), 1)} s, to run {record.get('filename')} as "
+                     f"{record.get('comm')}: its counts mix the programs before and after")
+    return notes
+
+
 def assess(analysis: Analysis) -> Assessment:
     notes = []
     cap = analysis.capture
@@ -105,6 +119,7 @@ def assess(analysis: Analysis) -> Assessment:
                      f"{TITLES[WRITE_SPIN]} or {TITLES[HANDOFF_OVERHEAD]}")
     notes += [f"the collector dropped events, a map being full: {drop_line(drop, count)}"
               for drop, count in dropped(cap.drops)]
+    notes += exec_notes(cap.target)
     detectors = (write_spin, spurious_select, handoff_overhead)
     labels = [label for label in (detect(analysis) for detect in detectors) if label]
     return Assessment(labels=labels, notes=notes)
