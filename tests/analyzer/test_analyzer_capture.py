@@ -51,7 +51,7 @@ def bad_documents():
         "missing-threads": (json.dumps(no_threads).encode(), "malformed spinscope capture: top level lacks 'threads'"),
         "missing-counter": (json.dumps(thread_lacks_counter).encode(),
                             "malformed spinscope capture: threads[0] lacks 'poll_zero'"),
-        "string-counter": (json.dumps(string_counter).encode(), "totals.write_calls is not a number"),
+        "string-counter": (json.dumps(string_counter).encode(), "totals.write_calls is not a count ('12')"),
     }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -78,6 +79,35 @@ LAYOUT = {
     "intervals[].counters": COUNTERS,
     "drops": DROP_KEYS,
 }
+# What each key's value must be, where it is not a count (a non-negative integer: every counter, sum,
+# drop and id). The loader checks every key a document has against this before reading it.
+COUNT, SECONDS, SECONDS_OR_NULL, TEXT, TEXT_OR_NULL, TEXTS_OR_NULL, BOOL, OBJECT, LIST, HISTOGRAM, COUNTS = (
+    "count", "seconds", "seconds or null", "text", "text or null", "list of text or null", "boolean", "object",
+    "list", "histogram", "list of counts")
+KINDS = {
+    "": {"schema": COUNT, "format": TEXT, "tool": OBJECT, "target": OBJECT, "host": OBJECT, "start_time": TEXT,
+         "duration_s": SECONDS, "end_reason": TEXT, "settings": OBJECT, "histogram_buckets": TEXT,
+         "threads": LIST, "totals": OBJECT, "wakeups": LIST, "requests": OBJECT, "intervals": LIST,
+         "drops": OBJECT},
+    "tool": {"name": TEXT, "version": TEXT},
+    "target": {"comm": TEXT, "exe": TEXT_OR_NULL, "cmdline": TEXTS_OR_NULL, "follow_children": BOOL,
+               "pids": COUNTS, "execs": LIST},
+    "target.execs[]": {"t_s": SECONDS, "comm": TEXT, "filename": TEXT},
+    "host": {"kernel": TEXT, "hostname": TEXT_OR_NULL},
+    "settings": {"interval_s": SECONDS},
+    "threads[]": {"comm": TEXT, "alive": BOOL, "first_seen_s": SECONDS, "exit_s": SECONDS_OR_NULL,
+                  "poll_events_hist": HISTOGRAM},
+    "wakeups[]": {"mechanism": TEXT},
+    "requests": {"hist": OBJECT, "by_size": LIST},
+    "requests.hist": {key: HISTOGRAM for key in REQUEST_HISTS},
+    "intervals[]": {"t_s": SECONDS, "duration_s": SECONDS, "counters": OBJECT},
+}
+MAX_COUNT = 2**63 - 1  # the frames are int64; the collector's u64 counters stay far below
+MAX_HISTOGRAM_BUCKETS = 64  # REQ_HIST_BUCKETS in bpf/spinscope.h, the largest the collector writes
+# Bigger files are refused before they are read: a 71 MiB capture (16,384 threads, 36,000 intervals)
+# takes 8.7 s and 420 MiB to report (bench/capture_scale.py), so the bound costs about 15 s and 0.8 GiB.
+MAX_CAPTURE_BYTES = int(os.environ.get("SPINSCOPE_MAX_CAPTURE_MB", "128")) * 2**20
+
 # Keys LAYOUT has that captures of an older schema lack, by the schema that added them ("block.key").
 # Schema 3: the executable and argument count instead of the arguments (now only with --cmdline, else
 # null), the processes that exec'd, the execs map's drops; the hostname only with --hostname.
@@ -191,6 +221,7 @@ def load(path: str | Path) -> Capture:
     _check_identity(path, doc)
     optional = frozenset() if doc["schema"] >= 2 else SCHEMA2_COUNTERS | SCHEMA2_REQUEST_SUMS
     try:
+        _check_kinds(doc)
         return _build(path, doc, optional)
     except _Malformed as exc:
         raise SpinscopeError(f"{path.name}: malformed spinscope capture: {exc}") from None
@@ -199,6 +230,9 @@ def load(path: str | Path) -> Capture:
 def _read_json(path: Path) -> Any:
     name = path.name or str(path)
     try:
+        if path.stat().st_size > MAX_CAPTURE_BYTES:
+            raise SpinscopeError(f"{name}: {path.stat().st_size / 2**20:,.0f} MiB is larger than a capture is read "
+                                 f"({MAX_CAPTURE_BYTES // 2**20} MiB; SPINSCOPE_MAX_CAPTURE_MB raises it)")
         data = path.read_bytes()
     except FileNotFoundError:
         raise SpinscopeError(f"{path}: no such file") from None
@@ -214,6 +248,8 @@ def _read_json(path: Path) -> Any:
         raise SpinscopeError(f"{name}: not a spinscope capture (not UTF-8 text at byte {exc.start})") from None
     try:
         return json.loads(text)
+    except RecursionError:
+        raise SpinscopeError(f"{name}: not a spinscope capture (nested too deeply to read)") from None
     except json.JSONDecodeError as exc:
         byte = len(text[: exc.pos].encode("utf-8"))
         # A document cut short fails at its very end, or inside a string that never closes.
@@ -222,6 +258,8 @@ def _read_json(path: Path) -> Any:
         else:
             reason = f"invalid JSON at byte {byte}: {exc.msg}"
         raise SpinscopeError(f"{name}: not a spinscope capture ({reason})") from None
+    except ValueError as exc:  # an integer of thousands of digits (Python's int conversion limit)
+        raise SpinscopeError(f"{name}: not a spinscope capture ({exc})") from None
 
 
 def _check_identity(path: Path, doc: Any) -> None:
@@ -234,6 +272,68 @@ def _check_identity(path: Path, doc: Any) -> None:
         raise SpinscopeError(
             f"{path.name}: schema {schema} is newer than this spinscope understands ({SCHEMA}); upgrade spinscope"
         )
+
+
+def _check_kinds(doc: dict) -> None:
+    """Every key LAYOUT names that the document has holds what KINDS says (a count by default); keys it
+    does not name are left alone (a newer collector may add some). Raises _Malformed at the first that
+    does not."""
+    for path, keys in LAYOUT.items():
+        kinds = KINDS.get(path, {})
+        for where, obj in _objects_at(doc, path):
+            for key in keys:
+                if key in obj and not _is_kind(obj[key], kinds.get(key, COUNT)):
+                    raise _Malformed(f"{where + '.' if where else ''}{key} is not a {kinds.get(key, COUNT)} "
+                                     f"({_short(obj[key])})")
+
+
+def _objects_at(doc: Any, path: str):
+    """(where, object) for each object at a LAYOUT path ("threads[]": each element of threads), skipping
+    what is missing; an element that is not an object is an error."""
+    found = [("", doc)]
+    for step in path.split(".") if path else ():
+        key, each = step.removesuffix("[]"), step.endswith("[]")
+        deeper = []
+        for where, obj in found:
+            value = obj.get(key) if isinstance(obj, dict) else None
+            name = f"{where}.{key}" if where else key
+            if not each:
+                deeper += [(name, value)] if isinstance(value, dict) else []
+                continue
+            for i, element in enumerate(value if isinstance(value, list) else ()):
+                if not isinstance(element, dict):
+                    raise _Malformed(f"{name}[{i}] is not an object ({_short(element)})")
+                deeper.append((f"{name}[{i}]", element))
+        found = deeper
+    return found
+
+
+def _is_kind(value: Any, kind: str) -> bool:
+    if kind == COUNT:  # an integer, or a float with an integral value (as other writers may make)
+        return (_is_number(value) and 0 <= value <= MAX_COUNT
+                and (isinstance(value, int) or float(value).is_integer()))
+    if kind in (SECONDS, SECONDS_OR_NULL):
+        return (value is None and kind == SECONDS_OR_NULL) or (_is_number(value) and value >= 0)
+    if kind in (TEXT, TEXT_OR_NULL):
+        return isinstance(value, str) or (value is None and kind == TEXT_OR_NULL)
+    if kind == TEXTS_OR_NULL:
+        return value is None or isinstance(value, list) and all(isinstance(v, str) for v in value)
+    if kind == BOOL:
+        return isinstance(value, bool)
+    if kind == OBJECT:
+        return isinstance(value, dict)
+    if kind == LIST:
+        return isinstance(value, list)
+    if kind in (HISTOGRAM, COUNTS):
+        return (isinstance(value, list) and (kind == COUNTS or len(value) <= MAX_HISTOGRAM_BUCKETS)
+                and all(_is_kind(v, COUNT) for v in value))
+    raise AssertionError(kind)
+
+
+def _short(value: Any) -> str:
+    """A value for an error line: its repr, cut to 40 characters."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _build(path: Path, doc: dict, optional: frozenset) -> Capture:
