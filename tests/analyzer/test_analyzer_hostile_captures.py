@@ -71,6 +71,8 @@ HOSTILE = {  # name: (document text, what the one error line says)
                                "intervals[0].counters is not a object"),
     "drops-negative": (json.dumps(mutated(setter("drops.threads", -5))), "drops.threads is not a count (-5)"),
     "execs-not-list": (json.dumps(mutated(setter("target.execs", "x"))), "target.execs is not a list"),
+    "lone-surrogate": (json.dumps(GOOD).replace('"comm": "reactor"', '"comm": "a\\ud800b"', 1),
+                       "target.comm is not a text ('a\\ud800b')"),
     "bom": ("\ufeff" + json.dumps(GOOD), "invalid JSON at byte 0"),
 }
 

@@ -315,9 +315,9 @@ def _is_kind(value: Any, kind: str) -> bool:
     if kind in (SECONDS, SECONDS_OR_NULL):
         return (value is None and kind == SECONDS_OR_NULL) or (_is_number(value) and value >= 0)
     if kind in (TEXT, TEXT_OR_NULL):
-        return isinstance(value, str) or (value is None and kind == TEXT_OR_NULL)
+        return _is_text(value) or (value is None and kind == TEXT_OR_NULL)
     if kind == TEXTS_OR_NULL:
-        return value is None or isinstance(value, list) and all(isinstance(v, str) for v in value)
+        return value is None or isinstance(value, list) and all(_is_text(v) for v in value)
     if kind == BOOL:
         return isinstance(value, bool)
     if kind == OBJECT:
@@ -328,6 +328,17 @@ def _is_kind(value: Any, kind: str) -> bool:
         return (isinstance(value, list) and (kind == COUNTS or len(value) <= MAX_HISTOGRAM_BUCKETS)
                 and all(_is_kind(v, COUNT) for v in value))
     raise AssertionError(kind)
+
+
+def _is_text(value: Any) -> bool:
+    """A string that is Unicode text: JSON's \\ud800 escapes can make lone surrogates, which are not."""
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _short(value: Any) -> str:
