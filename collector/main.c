@@ -302,6 +302,18 @@ static int open_temp_output(const char *output, char *tmp, size_t len)
 	return fd;
 }
 
+/* A name the target chose, fit for a terminal: every byte outside printable ASCII as '?' (it may hold
+ * escape sequences). The capture keeps the name itself. */
+static const char *printable(const char *name, char *buf, size_t len)
+{
+	size_t i;
+
+	for (i = 0; name[i] && i + 1 < len; i++)
+		buf[i] = name[i] >= 0x20 && name[i] < 0x7f ? name[i] : '?';
+	buf[i] = '\0';
+	return buf;
+}
+
 /*
  * One run of the collector: everything it holds that must be given back, whichever way it ends.
  * session_end() is the only clean-up path.
@@ -631,7 +643,7 @@ int main(int argc, char **argv)
 {
 	__u64 launched = monotonic_ns();
 	struct session s = { .signal_fd = -1, .target_fd = -1, .out_fd = -1 };
-	char default_out[64];
+	char default_out[64], comm[64];
 	struct options o;
 	int ret;
 
@@ -652,7 +664,8 @@ int main(int argc, char **argv)
 		intervals_init(&s.intervals, s.meta.start_mono_ns);
 		if (!o.quiet)
 			fprintf(stderr, PROG ": attached to PID %d (%s): %zu probes live in %.3f s\n", o.pid,
-				s.meta.comm, s.nlinks, (s.meta.start_mono_ns - launched) / 1e9);
+				printable(s.meta.comm, comm, sizeof(comm)), s.nlinks,
+				(s.meta.start_mono_ns - launched) / 1e9);
 		announce_ready(o.ready_fd, &s, (s.meta.start_mono_ns - launched) / 1e9);
 		session_record(&s, &o);
 		ret = session_write(&s, &o);

@@ -96,8 +96,8 @@ def run_fixture(name: str, *args: str, tmp_path: Path, collector_args: tuple[str
         fixture.stdin.flush()
         out.wait_for(lambda line: line == "done", timeout=60)
         assert fixture.wait(timeout=30) == 0
-        assert collector.wait(timeout=30) == 0, err.seen
-        err.lines.put(None)
+        assert collector.wait(timeout=30) == 0, err.drain()
+        err.drain()  # it exited: every line it wrote
         truth = {}
         for line in out.seen:
             if line.startswith("{"):

@@ -276,6 +276,10 @@ def test_hostile_names_and_arguments_make_valid_utf8_and_keep_no_secret(tmp_path
         expected = bytes.fromhex(truth["name_hex"]).decode("utf-8", errors="replace")
         assert run.thread(name)["comm"] == expected, name
     assert run.thread("t5")["comm"] == "bad\ufffd\ufffdutf8"
+    assert run.capture["target"]["comm"] == "hostile\x1b[1m\ufffd"
+    # The collector's own log shows the name with every byte outside printable ASCII as '?'.
+    attached = next(line for line in run.collector_stderr if "attached" in line)
+    assert "(hostile?[1m?)" in attached and "\x1b" not in attached
 
     # ...and the capture is reported, as data, in every format (tests/analyzer holds the details).
     capture = tmp_path / "hostile.json"
@@ -368,3 +372,4 @@ def test_killed_collector_leaves_no_file(sleeper, tmp_path):
     proc.kill()
     proc.wait()
     assert list(tmp_path.iterdir()) == []
+

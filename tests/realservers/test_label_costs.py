@@ -32,6 +32,12 @@ _spec.loader.exec_module(refhelp)
 LOAD = ["--path", "/bytes/102400", "--concurrency", 8, "--rcvbuf", 4096]
 LIGHT = ["--path", "/bytes/100", "--concurrency", 1]
 FACTOR = 1.5
+# The handoff share is a lower bound: it times the calls that hand a request over or wait for it, not
+# what else passing it around costs (futex wakes that found no waiter, the reactor's extra polls and
+# epoll_ctl re-arms, preemptions, cold caches after a migration). How much that leaves out depends on the
+# machine's speed: 0.74-0.75 of the independent figure with this VM at 6 k requests/s, 0.53-0.55 at 18 k
+# (2026-11-23). It must not claim more than the cost, nor far less.
+HANDOFF_LOWER_BOUND = 2.5
 ROUNDS = 3  # pairs of runs, alternating; the medians are compared (one 3 s pair moves by 2x here)
 # CPU times are clock deltas, and time the hypervisor steals from the VM counts in them: it inflates the
 # spinning loop's retry cycles and the waiting loop's CPU alike (at 10-31% steal the independent share
@@ -92,5 +98,5 @@ def test_handoff_share_agrees_with_the_cpu_a_single_loop_saves(tmp_path):
     loop = ("event-loop", LIGHT, [])
     measured, independent, _, loop_labels = compare(HANDOFF_OVERHEAD, reactor, loop, tmp_path)
     assert independent > 0.2, "passing each request around should cost CPU"
-    assert 1 / FACTOR <= measured / independent <= FACTOR, (measured, independent)
+    assert 1 / HANDOFF_LOWER_BOUND <= measured / independent <= FACTOR, (measured, independent)
     assert HANDOFF_OVERHEAD not in loop_labels
