@@ -549,6 +549,7 @@ int capture_write(int fd, const struct capture_meta *meta, const struct snapshot
 	json_object_object_add(doc, "duration_s", jseconds(meta->duration_s));
 	json_object_object_add(doc, "end_reason", json_object_new_string(meta->end_reason));
 	json_object_object_add(settings, "interval_s", jseconds(meta->interval_s));
+	json_object_object_add(settings, "checkpoint_s", jseconds(meta->checkpoint_s));
 	json_object_object_add(settings, "max_threads", jint(meta->max_threads));
 	json_object_object_add(settings, "max_sockets", jint(meta->max_sockets));
 	json_object_object_add(doc, "settings", settings);

@@ -66,6 +66,7 @@ struct capture_meta {
 	double duration_s;
 	const char *end_reason;
 	double interval_s;
+	double checkpoint_s;
 	__u32 max_threads;
 	__u32 max_sockets;
 };

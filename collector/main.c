@@ -45,6 +45,7 @@ struct options {
 	bool follow_children;
 	double duration_s; /* 0: until a signal or the target exits */
 	double interval_s; /* 0: no interval snapshots */
+	double checkpoint_s; /* 0: the capture is written at the end only */
 	const char *output;
 	__u32 max_threads;
 	__u32 max_sockets;
@@ -73,6 +74,8 @@ static void usage(FILE *out)
 		"                         forked later (pre-forked workers, process-per-connection, n-copy)\n"
 		"  -d, --duration SEC     stop after SEC seconds (default: until Ctrl-C or the target exits)\n"
 		"  -i, --interval SEC     record a snapshot of the counters every SEC seconds\n"
+		"      --checkpoint SEC   rewrite the capture so far every SEC seconds (default 10; 0: only at\n"
+		"                         the end), so a collector killed outright loses at most SEC seconds\n"
 		"  -o, --output FILE      capture file (default: spinscope-PID.json)\n"
 		"      --cmdline          keep the target's argument values in the capture (they may hold\n"
 		"                         secrets; by default only the executable and the argument count)\n"
@@ -121,7 +124,7 @@ static long parse_count(const char *s, const char *what, long min, long max)
 static void parse_options(int argc, char **argv, struct options *o)
 {
 	enum { OPT_MAX_THREADS = 256, OPT_MAX_SOCKETS, OPT_CHECK, OPT_JSON, OPT_READY_FD, OPT_CMDLINE,
-	       OPT_HOSTNAME, OPT_EXIT_WITH_PARENT };
+	       OPT_HOSTNAME, OPT_EXIT_WITH_PARENT, OPT_CHECKPOINT };
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "children", no_argument, NULL, 'c' },
@@ -133,6 +136,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 		{ "cmdline", no_argument, NULL, OPT_CMDLINE },
 		{ "hostname", no_argument, NULL, OPT_HOSTNAME },
 		{ "exit-with-parent", no_argument, NULL, OPT_EXIT_WITH_PARENT },
+		{ "checkpoint", required_argument, NULL, OPT_CHECKPOINT },
 		{ "check", no_argument, NULL, OPT_CHECK },
 		{ "json", no_argument, NULL, OPT_JSON },
 		{ "ready-fd", required_argument, NULL, OPT_READY_FD },
@@ -143,7 +147,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 	};
 	int c;
 
-	*o = (struct options){ .max_threads = 16384, .max_sockets = 65536, .ready_fd = -1 };
+	*o = (struct options){ .max_threads = 16384, .max_sockets = 65536, .ready_fd = -1, .checkpoint_s = 10 };
 	while ((c = getopt_long(argc, argv, "p:cd:i:o:qvh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
@@ -181,6 +185,9 @@ static void parse_options(int argc, char **argv, struct options *o)
 			break;
 		case OPT_EXIT_WITH_PARENT:
 			o->exit_with_parent = true;
+			break;
+		case OPT_CHECKPOINT:
+			o->checkpoint_s = parse_seconds(optarg, "--checkpoint");
 			break;
 		case OPT_READY_FD:
 			o->ready_fd = parse_count(optarg, "--ready-fd", 0, INT_MAX);
@@ -220,6 +227,10 @@ static void parse_options(int argc, char **argv, struct options *o)
 	}
 	if (o->output && !*o->output) {
 		fprintf(stderr, PROG ": error: --output must name a file, not ''\n");
+		exit(2);
+	}
+	if (o->checkpoint_s > 0 && o->checkpoint_s < 0.1) {
+		fprintf(stderr, PROG ": error: --checkpoint must be at least 0.1 s (or 0)\n");
 		exit(2);
 	}
 	if (o->interval_s > 0 && o->interval_s < 0.01) {
@@ -428,6 +439,7 @@ static int session_start(struct session *s, const struct options *o)
 	s->meta.pid = o->pid;
 	s->meta.follow_children = o->follow_children;
 	s->meta.interval_s = o->interval_s;
+	s->meta.checkpoint_s = o->checkpoint_s;
 	s->meta.max_threads = o->max_threads;
 	s->meta.max_sockets = o->max_sockets;
 	s->meta.keep_cmdline = o->keep_cmdline;
@@ -463,23 +475,71 @@ static void announce_ready(int fd, const struct session *s, double attach_s)
 	close(fd);
 }
 
+/* The capture of snap, written to a temporary file beside the output and renamed over it: a reader never
+ * sees half a file. 0, or fail(). */
+static int write_atomically(struct session *s, const struct options *o, const struct snapshot *snap)
+{
+	int ret;
+
+	s->out_fd = open_temp_output(o->output, s->tmp, sizeof(s->tmp));
+	if (s->out_fd < 0)
+		return fail(s, -errno, "cannot write %s: %s", o->output, strerror(errno));
+	ret = capture_write(s->out_fd, &s->meta, snap, &s->intervals);
+	if (ret == 0 && fsync(s->out_fd) != 0)
+		ret = -errno;
+	close(s->out_fd);
+	s->out_fd = -1;
+	if (ret == 0 && rename(s->tmp, o->output) != 0)
+		ret = -errno;
+	if (ret) {
+		unlink(s->tmp);
+		s->tmp[0] = '\0';
+		return fail(s, ret, "cannot write %s: %s", o->output, strerror(-ret));
+	}
+	s->tmp[0] = '\0'; /* renamed: nothing to remove */
+	return 0;
+}
+
+/* The capture so far, as a complete file marked end_reason "checkpoint": what a collector killed outright
+ * (SIGKILL, OOM) leaves. The final capture replaces it. */
+static void checkpoint(struct session *s, const struct options *o, __u64 now)
+{
+	struct snapshot snap;
+
+	s->meta.duration_s = (now - s->meta.start_mono_ns) / 1e9;
+	s->meta.end_reason = "checkpoint";
+	if (snapshot_read(s->skel, &snap, true) != 0 || write_atomically(s, o, &snap) != 0)
+		fprintf(stderr, PROG ": warning: checkpoint at %.1f s not written%s%s\n", s->meta.duration_s,
+			s->error[0] ? ": " : "", s->error);
+	snapshot_free(&snap);
+	s->error[0] = '\0';
+}
+
 /* Count until the duration ends, a signal comes or the target exits, with interval snapshots. */
 static void session_record(struct session *s, const struct options *o)
 {
 	__u64 start = s->meta.start_mono_ns, deadline = 0, next_tick = 0, tick = o->interval_s * 1e9;
+	__u64 next_checkpoint = 0, every = o->checkpoint_s * 1e9;
 
 	if (o->duration_s > 0)
 		deadline = start + (__u64)(o->duration_s * 1e9);
 	if (tick)
 		next_tick = start + tick;
-	s->meta.end_reason = "duration";
+	if (every)
+		next_checkpoint = start + every;
 	for (;;) {
 		struct pollfd fds[2] = { { s->signal_fd, POLLIN, 0 }, { s->target_fd, POLLIN, 0 } };
 		__u64 now = monotonic_ns(), wake = deadline;
 		int timeout_ms = -1;
 
+		s->meta.end_reason = "duration";
 		if (deadline && now >= deadline)
 			return;
+		if (next_checkpoint && now >= next_checkpoint && (!next_tick || now < next_tick)) {
+			checkpoint(s, o, now);
+			next_checkpoint += every;
+			continue;
+		}
 		if (next_tick && now >= next_tick) {
 			struct snapshot snap;
 
@@ -492,6 +552,8 @@ static void session_record(struct session *s, const struct options *o)
 		}
 		if (next_tick && (!wake || next_tick < wake))
 			wake = next_tick;
+		if (next_checkpoint && (!wake || next_checkpoint < wake))
+			wake = next_checkpoint;
 		if (wake)
 			timeout_ms = (wake - now + 999999) / 1000000;
 		if (poll(fds, 2, timeout_ms) < 0 && errno != EINTR)
@@ -525,21 +587,7 @@ static int session_write(struct session *s, const struct options *o)
 	if (o->interval_s > 0 && (s->intervals.n == 0 || now > s->intervals.prev_ns + 1000000))
 		intervals_add(&s->intervals, &s->final, now);
 
-	s->out_fd = open_temp_output(o->output, s->tmp, sizeof(s->tmp));
-	if (s->out_fd < 0)
-		return fail(s, -errno, "cannot write %s: %s", o->output, strerror(errno));
-
-	ret = capture_write(s->out_fd, &s->meta, &s->final, &s->intervals);
-	if (ret == 0 && fsync(s->out_fd) != 0)
-		ret = -errno;
-	close(s->out_fd);
-	s->out_fd = -1;
-	if (ret == 0 && rename(s->tmp, o->output) != 0)
-		ret = -errno;
-	if (ret)
-		return fail(s, ret, "cannot write %s: %s", o->output, strerror(-ret));
-	s->tmp[0] = '\0'; /* renamed: nothing to remove */
-	return 0;
+	return write_atomically(s, o, &s->final);
 }
 
 static void report_written(const struct session *s, const struct options *o)

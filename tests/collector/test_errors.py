@@ -365,11 +365,35 @@ def test_killed_record_still_writes_the_capture(sleeper, tmp_path):
     assert [p for p in tmp_path.iterdir() if p.name != "rec.json"] == []  # no temporary file left
 
 
-def test_killed_collector_leaves_no_file(sleeper, tmp_path):
-    """The capture is only written at the end: a collector killed outright leaves no partial file."""
-    proc, _ = start_collector(sleeper.pid, tmp_path / "x.json", "--interval", "0.1")
+def test_killed_collector_leaves_its_last_checkpoint(sleeper, tmp_path):
+    """SIGKILL of the collector itself: what it had at its last checkpoint is a complete capture, marked
+    as such, and `report` says it is incomplete. Killed before the first checkpoint, it leaves no file."""
+    out = tmp_path / "x.json"
+    proc, _ = start_collector(sleeper.pid, out, "--interval", "0.1", "--checkpoint", "0.5")
+    time.sleep(1.3)
+    proc.kill()
+    proc.wait()
+    assert [p.name for p in tmp_path.iterdir()] == ["x.json"]  # no temporary file left
+    cap = json.loads(out.read_text())
+    assert cap["end_reason"] == "checkpoint" and cap["settings"]["checkpoint_s"] == 0.5
+    assert 0.9 <= cap["duration_s"] < 1.3 and len(cap["intervals"]) >= 8
+    report = subprocess.run([sys.executable, "-m", "spinscope", "report", out], capture_output=True, text=True,
+                            cwd=ROOT)
+    assert report.returncode == 0 and "incomplete: the collector stopped without writing its final" in report.stdout
+
+    early = tmp_path / "early"
+    early.mkdir()
+    proc, _ = start_collector(sleeper.pid, early / "y.json", "--interval", "0.1")  # default: every 10 s
     time.sleep(0.2)
     proc.kill()
     proc.wait()
-    assert list(tmp_path.iterdir()) == []
+    assert list(early.iterdir()) == []
 
+
+def test_a_finished_capture_replaces_the_checkpoints(sleeper, tmp_path):
+    out = tmp_path / "x.json"
+    proc, _ = start_collector(sleeper.pid, out, "--duration", "1.2", "--checkpoint", "0.3")
+    assert proc.wait(timeout=10) == 0
+    cap = json.loads(out.read_text())
+    assert cap["end_reason"] == "duration" and cap["duration_s"] >= 1.2
+    assert [p.name for p in tmp_path.iterdir()] == ["x.json"]

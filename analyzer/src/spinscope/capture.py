@@ -68,7 +68,7 @@ LAYOUT = {
     "target": ("pid", "comm", "exe", "argc", "cmdline", "follow_children", "pids", "execs"),
     "target.execs[]": ("pid", "t_s", "count", "comm", "filename"),
     "host": ("kernel", "hostname", "ncpus"),
-    "settings": ("interval_s", "max_threads", "max_sockets"),
+    "settings": ("interval_s", "checkpoint_s", "max_threads", "max_sockets"),
     "threads[]": ("tid", "pid", "comm", "alive", "first_seen_s", "exit_s", *COUNTERS, "poll_events_hist"),
     "totals": (*COUNTERS, "threads_seen", "threads_exited", "processes_created"),
     "wakeups[]": ("waker_tid", "wakee_tid", "mechanism", "count"),
@@ -94,7 +94,7 @@ KINDS = {
                "pids": COUNTS, "execs": LIST},
     "target.execs[]": {"t_s": SECONDS, "comm": TEXT, "filename": TEXT},
     "host": {"kernel": TEXT, "hostname": TEXT_OR_NULL},
-    "settings": {"interval_s": SECONDS},
+    "settings": {"interval_s": SECONDS, "checkpoint_s": SECONDS},
     "threads[]": {"comm": TEXT, "alive": BOOL, "first_seen_s": SECONDS, "exit_s": SECONDS_OR_NULL,
                   "poll_events_hist": HISTOGRAM},
     "wakeups[]": {"mechanism": TEXT},
@@ -110,8 +110,9 @@ MAX_CAPTURE_BYTES = int(os.environ.get("SPINSCOPE_MAX_CAPTURE_MB", "128")) * 2**
 
 # Keys LAYOUT has that captures of an older schema lack, by the schema that added them ("block.key").
 # Schema 3: the executable and argument count instead of the arguments (now only with --cmdline, else
-# null), the processes that exec'd, the execs map's drops; the hostname only with --hostname.
-ADDED_IN = {3: ("target.exe", "target.argc", "target.execs", "drops.execs")}
+# null), the processes that exec'd, the execs map's drops, the checkpoint period (end_reason "checkpoint":
+# the file a collector killed outright left); the hostname only with --hostname.
+ADDED_IN = {3: ("target.exe", "target.argc", "target.execs", "drops.execs", "settings.checkpoint_s")}
 # What a waker was doing (wakeups[].mechanism); "unknown" in schema 1 captures.
 MECHANISMS = ("futex", "io", "mm", "exit", "other")
 

@@ -120,6 +120,9 @@ def assess(analysis: Analysis) -> Assessment:
     notes += [f"the collector dropped events, a map being full: {drop_line(drop, count)}"
               for drop, count in dropped(cap.drops)]
     notes += exec_notes(cap.target)
+    if cap.raw.get("end_reason") == "checkpoint":
+        notes.append(f"incomplete: the collector stopped without writing its final capture (killed?); this is "
+                     f"its last checkpoint, {fixed(cap.duration_s, 1)} s into the recording")
     detectors = (write_spin, spurious_select, handoff_overhead)
     labels = [label for label in (detect(analysis) for detect in detectors) if label]
     return Assessment(labels=labels, notes=notes)
