@@ -319,7 +319,7 @@ def _loop_imbalance(threads: pd.DataFrame) -> tuple | None:
         return None
     quiet, busy = loops["events_per_poll"].idxmin(), loops["events_per_poll"].idxmax()
     low, high = loops.at[quiet, "events_per_poll"], loops.at[busy, "events_per_poll"]
-    if low >= IMBALANCE_MAX_LOW_EVENTS or high < IMBALANCE_MIN_RATIO * low:
+    if low >= IMBALANCE_MAX_LOW_EVENTS or high < IMBALANCE_MIN_RATIO * low or not high:  # not high: no events at all
         return None
     excess = loops.at[quiet, "poll_calls"] - loops.at[quiet, "poll_events"] / high
     return quiet, busy, excess
