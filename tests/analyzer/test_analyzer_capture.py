@@ -108,3 +108,19 @@ def test_golden_captures_load_and_report(path):
     analysis = analyze(load(path))
     assess(analysis)
     assert len(analysis.threads) == analysis.capture.raw["totals"]["threads_seen"]
+
+
+SCHEMA1 = sorted((Path(__file__).resolve().parents[1] / "data" / "captures" / "schema1").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", SCHEMA1, ids=[p.name for p in SCHEMA1])
+def test_schema1_captures_load_with_counts_and_no_verdict(path):
+    """Captures of the first collector (no measured costs) still load and report, and say why no
+    verdict is drawn."""
+    from spinscope.labels import assess
+    from spinscope.metrics import analyze
+
+    cap = load(path)
+    assert cap.schema == 1 and not cap.costs_measured and cap.request_count > 0
+    assessment = assess(analyze(cap))
+    assert assessment.labels == [] and "no verdict is drawn" in assessment.notes[0]

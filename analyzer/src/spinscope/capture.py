@@ -386,7 +386,9 @@ def _threads_frame(rows: list, optional: frozenset) -> pd.DataFrame:
         record["poll_events_hist"] = _histogram(row.get("poll_events_hist", []), f"{where}.poll_events_hist")
         records.append(record)
     columns = ["tid", "pid", "comm", "alive", "first_seen_s", "exit_s", *COUNTERS, "poll_events_hist"]
-    frame = pd.DataFrame.from_records(records, columns=columns)
+    # The types stated, not inferred: without threads the columns would be of objects.
+    frame = pd.DataFrame.from_records(records, columns=columns).astype(
+        {**{key: "int64" for key in ("tid", "pid", *COUNTERS)}, "alive": bool, "first_seen_s": float, "exit_s": float})
     if frame["tid"].duplicated().any():
         raise _Malformed(f"thread {int(frame.loc[frame['tid'].duplicated(), 'tid'].iloc[0])} appears twice")
     return frame.set_index("tid")

@@ -27,6 +27,7 @@ _T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
           2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
           2.045, 2.042)
 _Z_975 = 1.959964
+RESCALE_ABOVE = 1e50
 
 
 @dataclass(frozen=True)
@@ -48,12 +49,18 @@ def t_critical(df: float) -> float:
 
 
 def compare(before, after) -> NoiseTest:
-    """Welch's t-test of two samples of one metric (NaN values, from undefined intervals, are dropped)."""
+    """Welch's t-test of two samples of one metric (values that are not finite, from undefined intervals,
+    are dropped)."""
     a = np.asarray(before, dtype=float)
     b = np.asarray(after, dtype=float)
-    a, b = a[~np.isnan(a)], b[~np.isnan(b)]
+    a, b = a[np.isfinite(a)], b[np.isfinite(b)]
     if len(a) < MIN_INTERVALS or len(b) < MIN_INTERVALS:
         return NoiseTest(TOO_FEW, None, None, len(a), len(b))
+    # t and its degrees of freedom do not depend on the unit. Values so large that the fourth powers below
+    # would overflow (a forged capture's rates can reach 1e300) are taken in units of the largest.
+    largest = max(np.abs(a).max(), np.abs(b).max())
+    if largest > RESCALE_ABOVE:
+        a, b = a / largest, b / largest
     va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
     difference = b.mean() - a.mean()
     if va + vb == 0:  # both samples constant: any difference at all is real
