@@ -68,17 +68,12 @@ def test_duration_stops_by_itself(server):
     assert 0.4 < res["duration_s"] < 2
 
 
-def _slow_server(delay):
-    """A keep-alive server that answers every request with a 5-byte body after DELAY seconds."""
+def _python_server(handle):
+    """A listening socket on 127.0.0.1 whose connections are each given to handle(conn) on a thread,
+    until the socket is closed."""
     lsock = socket.socket()
     lsock.bind(("127.0.0.1", 0))
     lsock.listen(64)
-
-    def answer(c):
-        with c:
-            while c.recv(4096):
-                time.sleep(delay)
-                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nabcde")
 
     def serve():
         while True:
@@ -86,10 +81,21 @@ def _slow_server(delay):
                 c, _ = lsock.accept()
             except OSError:
                 return
-            threading.Thread(target=answer, args=(c,), daemon=True).start()
+            threading.Thread(target=handle, args=(c,), daemon=True).start()
 
     threading.Thread(target=serve, daemon=True).start()
     return lsock
+
+
+def _slow_server(delay):
+    """A keep-alive server that answers every request with a 5-byte body after DELAY seconds."""
+    def answer(c):
+        with c:
+            while c.recv(4096):
+                time.sleep(delay)
+                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nabcde")
+
+    return _python_server(answer)
 
 
 def test_drain_awaits_the_requests_in_flight():
@@ -116,22 +122,12 @@ def test_connection_failures_are_errors_not_crashes():
 
 def _fake_server(response):
     """A one-response-per-connection server that answers every request with `response`."""
-    lsock = socket.socket()
-    lsock.bind(("127.0.0.1", 0))
-    lsock.listen(64)
+    def answer(c):
+        with c:
+            c.recv(4096)
+            c.sendall(response)
 
-    def serve():
-        while True:
-            try:
-                c, _ = lsock.accept()
-            except OSError:
-                return
-            with c:
-                c.recv(4096)
-                c.sendall(response)
-
-    threading.Thread(target=serve, daemon=True).start()
-    return lsock
+    return _python_server(answer)
 
 
 @pytest.mark.parametrize("response,verify", [
