@@ -9,6 +9,8 @@ ARCH       := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
 CFLAGS     ?= -O2 -g
 WARN       := -Wall -Wextra
 PYTHON     ?= python3
+# Extra flags for the BPF object, for experiments: make BUILD=/tmp/x BPF_CFLAGS=-DSOMETHING
+BPF_CFLAGS ?=
 
 BPF_SRC    := bpf/spinscope.bpf.c
 BPF_HDRS   := $(wildcard bpf/*.h)
@@ -31,7 +33,7 @@ $(BUILD)/vmlinux.h: | $(BUILD)
 	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
 
 $(BUILD)/spinscope.bpf.o: $(BPF_SRC) $(BPF_HDRS) $(BUILD)/vmlinux.h
-	$(CLANG) -O2 -g -target bpf -D__TARGET_ARCH_$(ARCH) $(WARN) -Wno-unused-parameter \
+	$(CLANG) -O2 -g -target bpf -D__TARGET_ARCH_$(ARCH) $(WARN) -Wno-unused-parameter $(BPF_CFLAGS) \
 		-I$(BUILD) -Ibpf -c $(BPF_SRC) -o $@
 	llvm-strip -g $@ 2>/dev/null || true
 

@@ -54,6 +54,7 @@ const volatile bool follow_children = false;
 const volatile __u64 kernel_stack_size = 16384; /* THREAD_SIZE: x86-64, doubled under KASAN */
 const volatile __u8 syscall_class[SYSCALL_TABLE_SIZE] = {}; /* enum syscall_class by number */
 const volatile __u8 wake_mechanism[SYSCALL_TABLE_SIZE] = {}; /* enum wake_mechanism by number */
+const volatile __u32 time_sample = 1; /* a power of two: 1 call in time_sample is timed (--time-sample) */
 
 /* Syscall arguments and number in a task's saved user registers. */
 #if defined(__TARGET_ARCH_x86)
@@ -143,7 +144,7 @@ static __always_inline bool is_target(__u32 tgid)
 	return bpf_map_lookup_elem(&child_pids, &tgid) != NULL;
 }
 
-/* Stats of thread tid, created on first sight. task is NULL when tid is the current thread. */
+/* Stats of thread tid (task), created. */
 static __noinline struct thread_stats *thread_create(__u32 tid, __u32 tgid, struct task_struct *task)
 {
 	struct thread_stats *t;
@@ -159,22 +160,11 @@ static __noinline struct thread_stats *thread_create(__u32 tid, __u32 tgid, stru
 		return t;
 	t->pid = tgid;
 	t->first_seen_ns = bpf_ktime_get_ns();
-	if (task)
-		bpf_probe_read_kernel_str(t->comm, sizeof(t->comm), task->comm);
-	else
-		bpf_get_current_comm(t->comm, sizeof(t->comm));
+	bpf_probe_read_kernel_str(t->comm, sizeof(t->comm), task->comm);
 	return t;
 }
 
-static __always_inline struct thread_stats *current_thread(__u32 tid)
-{
-	struct thread_stats *t = bpf_map_lookup_elem(&threads, &tid);
-
-	if (t)
-		return t;
-	return thread_create(tid, bpf_get_current_pid_tgid() >> 32, NULL);
-}
-
+/* Stats of a task (the current one or another), created on first sight. */
 static __always_inline struct thread_stats *task_thread(struct task_struct *task)
 {
 	__u32 tid = task->pid;
@@ -283,6 +273,29 @@ static __always_inline __u64 mmsg_bytes(const struct mmsghdr *msgs, __u64 n)
 }
 
 /* ---------------------------------------------------------------------------------------- */
+/* Calls                                                                                      */
+
+/*
+ * A counted call at its sys_exit. Its arguments are still in the saved user registers, so only the 1
+ * call in time_sample that is timed needs sys_enter (a clock stamp); the time the call spent switched
+ * out comes from the scheduler (call_offcpu_ns), exactly, for every call.
+ */
+struct call {
+	__u64 now;    /* the clock at sys_exit, read when first needed; 0 until then */
+	__u64 oncpu;  /* on-CPU time inside the call times time_sample if it was timed, else 0 */
+	__u64 wall;   /* its time switched out (exact) + oncpu: an estimate of its wall time */
+	__u32 waits;  /* thread_waits() when the call began */
+	bool timed;   /* stamped at sys_enter: 1 call in time_sample */
+};
+
+static __always_inline __u64 call_now(struct call *call)
+{
+	if (!call->now)
+		call->now = bpf_ktime_get_ns();
+	return call->now;
+}
+
+/* ---------------------------------------------------------------------------------------- */
 /* Requests                                                                                   */
 
 static __always_inline void request_finish(const struct socket_state *s)
@@ -298,14 +311,14 @@ static __always_inline void request_finish(const struct socket_state *s)
  * a blocking server's wait for the next request is not part of it). Returns the socket's phase after
  * the read: REQ_READING when a request is being read (a new one started if the socket was idle or
  * answering), REQ_OUTGOING otherwise. */
-static __always_inline __u32 request_on_read(__u64 sock, __u32 tid, __u64 start_ns, bool *started)
+static __always_inline __u32 request_on_read(__u64 sock, __u32 tid, struct call *call, bool *started)
 {
 	struct socket_state *s = bpf_map_lookup_elem(&sockets, &sock);
 
 	*started = false;
 	if (!s) {
 		struct socket_state fresh = {
-			.start_ns = start_ns, .reader_tid = tid, .phase = REQ_READING,
+			.start_ns = call_now(call), .reader_tid = tid, .phase = REQ_READING,
 		};
 		/* Decided once per socket, when it is first read. */
 		if (socket_is_outgoing(sock))
@@ -320,7 +333,7 @@ static __always_inline __u32 request_on_read(__u64 sock, __u32 tid, __u64 start_
 	if (s->phase == REQ_WRITING)
 		request_finish(s);
 	__builtin_memset(s, 0, sizeof(*s));
-	s->start_ns = start_ns;
+	s->start_ns = call_now(call);
 	s->reader_tid = tid;
 	s->phase = REQ_READING;
 	*started = true;
@@ -339,14 +352,14 @@ static __always_inline __u32 request_on_read(__u64 sock, __u32 tid, __u64 start_
  * nor slept since the stall (thread_waits unchanged), else a write after a wait. Sockets never read
  * (no state) are not followed: their writes are unattributed.
  */
-static __always_inline __u32 request_on_write(struct thread_stats *t, __u32 tid, __u64 now, long ret,
-					      bool stalled, __u64 bytes)
+static __always_inline __u32 request_on_write(struct thread_stats *t, __u32 tid, __u64 sock,
+					      struct call *call, long ret, bool stalled, __u64 bytes)
 {
-	struct socket_state *s = bpf_map_lookup_elem(&sockets, &t->sys_socket);
+	struct socket_state *s = bpf_map_lookup_elem(&sockets, &sock);
 	__u32 what = 0;
 
 	if (s && s->stall_tid) {
-		what = s->stall_tid == tid && s->stall_waits == t->sys_waits ? WRITE_SPIN : WRITE_WAITED;
+		what = s->stall_tid == tid && s->stall_waits == call->waits ? WRITE_SPIN : WRITE_WAITED;
 		what |= s->stall_eagain ? WRITE_AFTER_EAGAIN : 0;
 	}
 	if (s) {
@@ -367,7 +380,7 @@ static __always_inline __u32 request_on_write(struct thread_stats *t, __u32 tid,
 	s->phase = REQ_WRITING;
 	s->write_calls++;
 	s->writer_tid = tid;
-	s->end_ns = now;
+	s->end_ns = call_now(call);
 	if (ret == -EAGAIN)
 		s->write_eagain++;
 	else if (stalled)
@@ -384,142 +397,131 @@ static __always_inline __u32 request_on_write(struct thread_stats *t, __u32 tid,
 /* ---------------------------------------------------------------------------------------- */
 /* Socket write and read families                                                            */
 
-/* Timing of the call in flight: on-CPU time inside it is its wall time less its time switched out. */
-static __always_inline void call_begin(struct thread_stats *t)
-{
-	t->sys_enter_ns = bpf_ktime_get_ns();
-	t->sys_offcpu_ns = t->c.offcpu_ns;
-	t->sys_flags = 0;
-}
-
-static __always_inline __u64 call_oncpu_ns(const struct thread_stats *t, __u64 now)
-{
-	__u64 wall = now - t->sys_enter_ns, off = t->c.offcpu_ns - t->sys_offcpu_ns;
-
-	return off < wall ? wall - off : 0;
-}
-
-/* Start counting a read/write-family call on fd. Returns the thread's stats if fd is a socket (the
- * call is in flight), NULL if it is not ours to count (pipe, eventfd, file). */
-static __always_inline struct thread_stats *io_enter(__u32 tid, __u32 kind, __u64 fd, __u64 asked,
-						     __u32 shape, __u64 uptr)
-{
-	struct thread_stats *t = current_thread(tid);
-	__u64 sock;
-
-	if (!t)
-		return NULL;
-	sock = fd_socket(fd);
-	if (!sock) {
-		/* Not counted as socket I/O; timed in case it hands work to another thread (a pipe or
-		 * eventfd write) or waits for one (a pipe read). */
-		t->sys_kind = INFLIGHT_OTHER;
-		call_begin(t);
-		return NULL;
-	}
-	t->sys_kind = kind;
-	if (sock != t->last_socket) {
-		t->c.socket_switches++;
-		t->last_socket = sock;
-	}
-	t->sys_socket = sock;
-	t->sys_asked = asked;
-	t->sys_shape = shape;
-	t->sys_uptr = uptr;
-	t->sys_waits = thread_waits(t);
-	call_begin(t);
-	return t;
-}
-
 /*
  * On-CPU time of a retry's whole cycle: from the thread's previous socket write returning to this one
  * returning, less its time switched out. A retry made without waiting spends that time in its loop,
  * the syscall's entry and exit and the call itself; the time inside the call alone (between the two
- * tracepoints) misses most of it (measured: a third of the spinning reference loop's cost).
+ * tracepoints) misses most of it (measured: a third of the spinning reference loop's cost). Measured
+ * when the previous write was timed (1 in time_sample, at random), so counted time_sample times.
  */
-static __always_inline __u64 write_cycle_oncpu_ns(const struct thread_stats *t, __u64 now)
+static __always_inline __u64 write_cycle_oncpu_ns(const struct thread_stats *t, struct call *call)
 {
-	__u64 wall = now - t->last_write_ns, off = t->c.offcpu_ns - t->last_write_offcpu;
+	__u64 wall, off;
 
-	return t->last_write_ns && off < wall ? wall - off : 0;
+	if (!t->last_write_ns)
+		return 0;
+	wall = call_now(call) - t->last_write_ns;
+	off = t->c.offcpu_ns - t->last_write_offcpu;
+	return off < wall ? (wall - off) * time_sample : 0;
 }
 
-static __always_inline void write_exit(struct thread_stats *t, __u32 tid, long ret, __u64 now,
-				       __u64 bytes)
+static __always_inline void write_exit(struct thread_stats *t, __u32 tid, __u64 sock, long ret, __u64 asked,
+				       __u64 bytes, struct call *call)
 {
-	__u64 oncpu = call_oncpu_ns(t, now);
-	bool partial = ret >= 0 && (__u64)ret < t->sys_asked;
+	bool partial = ret >= 0 && (__u64)ret < asked;
 	__u32 what;
 
 	t->c.write_calls++;
-	t->c.write_ns += now - t->sys_enter_ns;
+	t->c.write_ns += call->wall;
 	t->c.write_bytes += bytes;
 	if (ret == -EAGAIN) {
 		t->c.write_eagain++;
-		t->c.write_eagain_ns += oncpu;
+		t->c.write_eagain_ns += call->oncpu;
 	} else if (ret < 0) {
 		t->c.write_errors++;
 	} else if (partial) {
 		t->c.write_partial++;
-		t->c.write_partial_ns += oncpu;
+		t->c.write_partial_ns += call->oncpu;
 	}
 	t->in_request = 0;
-	what = request_on_write(t, tid, now, ret, ret == -EAGAIN || partial, bytes);
+	what = request_on_write(t, tid, sock, call, ret, ret == -EAGAIN || partial, bytes);
 	if (what & WRITE_SPIN) {
 		t->c.write_spin_retries++;
-		t->c.write_spin_ns += write_cycle_oncpu_ns(t, now);
+		t->c.write_spin_ns += write_cycle_oncpu_ns(t, call);
 		t->c.write_spin_bytes += bytes;
 		if (what & WRITE_AFTER_EAGAIN)
 			t->c.write_spin_eagain++;
 	} else if (what & WRITE_WAITED) {
 		t->c.write_waited++;
 	}
-	t->last_write_ns = now;
+	/* The next write's cycle is measured from here if this call was timed. */
+	t->last_write_ns = call->timed ? call_now(call) : 0;
 	t->last_write_offcpu = t->c.offcpu_ns;
 	if (what & WRITE_RESPONSE) {
 		t->c.responses_written++;
-		t->c.write_first_ns += oncpu;
+		t->c.write_first_ns += call->oncpu;
 		t->c.write_first_bytes += bytes;
 	}
 }
 
-static __always_inline void read_exit(struct thread_stats *t, __u32 tid, long ret, __u64 now,
-				      __u64 bytes)
+static __always_inline void read_exit(struct thread_stats *t, __u32 tid, __u64 sock, long ret, __u64 bytes,
+				      struct call *call)
 {
 	bool started;
 
 	t->c.read_calls++;
-	t->c.read_ns += now - t->sys_enter_ns;
+	t->c.read_ns += call->wall;
 	t->c.read_bytes += bytes;
 	if (ret == -EAGAIN) {
 		t->c.read_eagain++;
-		t->c.read_eagain_ns += call_oncpu_ns(t, now);
+		t->c.read_eagain_ns += call->oncpu;
 	} else if (ret == 0) {
 		t->c.read_eof++;
 	} else if (ret < 0) {
 		t->c.read_errors++;
-	} else if (request_on_read(t->sys_socket, tid, now, &started) == REQ_READING) {
+	} else if (request_on_read(sock, tid, call, &started) == REQ_READING) {
 		t->in_request = 1;
 		if (started)
 			t->c.requests_read++;
 	}
 }
 
-static __always_inline void io_exit(struct thread_stats *t, __u32 tid, long ret, __u64 now)
+/* Bytes a write-family call asked to write (messages, for sendmmsg), from its arguments: read from user
+ * memory only for a socket's vectored writes that returned a count (writev to pipes and eventfds is
+ * common in handoff code, and an EAGAIN needs no comparison). */
+static __always_inline __u64 write_asked(__u32 cls, struct pt_regs *regs)
 {
-	__u64 bytes = 0;
+	struct user_msghdr msg;
 
+	switch (cls) {
+	case SC_WRITEV:
+		return iov_total((void *)SC_ARG(regs, 1), SC_ARG(regs, 2));
+	case SC_SENDMSG:
+		if (bpf_probe_read_user(&msg, sizeof(msg), (void *)SC_ARG(regs, 1)))
+			return 0;
+		return iov_total(msg.msg_iov, msg.msg_iovlen);
+	case SC_SENDFILE:
+		return SC_ARG(regs, 3);
+	default: /* SC_WRITE (write, sendto), SC_SENDMMSG (vlen) */
+		return SC_ARG(regs, 2);
+	}
+}
+
+/* A read- or write-family call returned: counted if its fd is a socket. (Pipes, eventfds and files are
+ * timed for handoffs only, by the caller.) */
+static __always_inline void io_exit(struct thread_stats *t, __u32 tid, __u32 cls, struct pt_regs *regs,
+				    long ret, struct call *call)
+{
+	__u64 sock = fd_socket(SC_ARG(regs, 0)), bytes = 0;
+	bool mmsg = cls == SC_SENDMMSG || cls == SC_RECVMMSG;
+
+	if (!sock)
+		return;
+	if (sock != t->last_socket) {
+		t->c.socket_switches++;
+		t->last_socket = sock;
+	}
 	if (ret > 0)
-		bytes = t->sys_shape == IO_MMSG ? mmsg_bytes((void *)t->sys_uptr, ret) : ret;
-	if (t->sys_kind == INFLIGHT_WRITE)
-		write_exit(t, tid, ret, now, bytes);
+		bytes = mmsg ? mmsg_bytes((void *)SC_ARG(regs, 1), ret) : ret;
+	if (cls == SC_READ || cls == SC_RECVMMSG)
+		read_exit(t, tid, sock, ret, bytes, call);
 	else
-		read_exit(t, tid, ret, now, bytes);
+		write_exit(t, tid, sock, ret, ret >= 0 ? write_asked(cls, regs) : 0, bytes, call);
 }
 
 /* The last close of a socket ends its request (a response is complete when the server closes). A
  * close of one of several references (a pre-forking parent closing its copy of an accepted socket)
- * does not. */
+ * does not. At sys_enter: at sys_exit the descriptor is gone. */
 static __always_inline int close_enter(__u64 fd)
 {
 	struct socket_state *s;
@@ -551,13 +553,16 @@ static __always_inline bool user_time_zero(__u64 uptr)
 	return !v[0] && !v[1];
 }
 
-static __always_inline bool poll_nowait(__u32 cls, struct pt_regs *regs)
+/* Poll calls whose timeout is a struct in user memory: the kernel writes the time left back into it
+ * (zero once the timeout expired), so it is read at sys_enter, on every call. */
+static __always_inline bool poll_timeout_in_memory(__u32 cls)
+{
+	return cls == SC_POLL_TS2 || cls == SC_POLL_TS3 || cls == SC_POLL_TV4;
+}
+
+static __always_inline bool poll_enter_nowait(__u32 cls, struct pt_regs *regs)
 {
 	switch (cls) {
-	case SC_POLL_MS2:
-		return (int)SC_ARG(regs, 2) == 0;
-	case SC_POLL_MS3:
-		return (int)SC_ARG(regs, 3) == 0;
 	case SC_POLL_TS2:
 		return user_time_zero(SC_ARG(regs, 2));
 	case SC_POLL_TS3:
@@ -567,27 +572,21 @@ static __always_inline bool poll_nowait(__u32 cls, struct pt_regs *regs)
 	}
 }
 
-static __always_inline int poll_enter(__u32 tid, __u32 cls, struct pt_regs *regs)
+static __always_inline void poll_exit(struct thread_stats *t, __u32 cls, struct pt_regs *regs, long ret,
+				      struct call *call)
 {
-	struct thread_stats *t = current_thread(tid);
+	bool nowait;
 
-	if (!t)
-		return 0;
-	t->sys_kind = INFLIGHT_POLL;
+	if (cls == SC_POLL_MS2)
+		nowait = (int)SC_ARG(regs, 2) == 0;
+	else if (cls == SC_POLL_MS3)
+		nowait = (int)SC_ARG(regs, 3) == 0;
+	else
+		nowait = t->call_flags & CALL_NOWAIT;
 	t->in_request = 0; /* it went back to its loop */
-	call_begin(t);
-	t->sys_flags = poll_nowait(cls, regs) ? SYS_NOWAIT : 0;
-	return 0;
-}
-
-static __always_inline void poll_exit(struct thread_stats *t, long ret, __u64 now)
-{
-	__u64 oncpu = call_oncpu_ns(t, now);
-	bool nowait = t->sys_flags & SYS_NOWAIT;
-
 	t->c.poll_calls++;
-	t->c.poll_ns += now - t->sys_enter_ns;
-	t->c.poll_oncpu_ns += oncpu;
+	t->c.poll_ns += call->wall;
+	t->c.poll_oncpu_ns += call->oncpu;
 	t->c.poll_nowait += nowait;
 	if (ret < 0) {
 		t->c.poll_errors++;
@@ -597,9 +596,9 @@ static __always_inline void poll_exit(struct thread_stats *t, long ret, __u64 no
 		t->c.poll_zero++;
 		if (nowait) {
 			t->c.poll_zero_nowait++;
-			t->c.poll_zero_nowait_ns += oncpu;
+			t->c.poll_zero_nowait_ns += call->oncpu;
 		} else {
-			t->c.poll_zero_wait_ns += oncpu;
+			t->c.poll_zero_wait_ns += call->oncpu;
 		}
 	}
 	t->c.poll_events += ret;
@@ -621,146 +620,203 @@ static __always_inline bool futex_cmd_wakes(__u32 cmd)
 	       cmd == FUTEX_REQUEUE || cmd == FUTEX_CMP_REQUEUE || cmd == FUTEX_UNLOCK_PI;
 }
 
-static __always_inline int futex_begin(__u32 tid, __u32 kind)
+static __always_inline void futex_exit(struct thread_stats *t, __u32 cls, struct pt_regs *regs,
+				       struct call *call)
 {
-	struct thread_stats *t = current_thread(tid);
+	__u32 cmd = SC_ARG(regs, 1) & FUTEX_CMD_MASK;
 
-	if (!t)
-		return 0;
-	t->sys_kind = kind;
-	call_begin(t);
-	t->sys_flags = t->in_request ? SYS_IN_REQUEST : 0;
-	return 0;
-}
-
-static __always_inline int futex_enter(__u32 tid, __u64 op)
-{
-	__u32 cmd = op & FUTEX_CMD_MASK;
-
-	if (futex_cmd_waits(cmd))
-		return futex_begin(tid, INFLIGHT_FUTEX_WAIT);
-	if (futex_cmd_wakes(cmd))
-		return futex_begin(tid, INFLIGHT_FUTEX_WAKE);
-	return 0;
-}
-
-static __always_inline void futex_exit(struct thread_stats *t, __u64 now)
-{
-	__u64 wall = now - t->sys_enter_ns;
-
-	t->c.futex_oncpu_ns += call_oncpu_ns(t, now);
-	if (t->sys_kind == INFLIGHT_FUTEX_WAKE) {
+	if (cls == SC_FUTEX && futex_cmd_wakes(cmd)) {
+		t->c.futex_oncpu_ns += call->oncpu;
 		t->c.futex_wakes++;
 		return;
 	}
+	if (cls == SC_FUTEX && !futex_cmd_waits(cmd))
+		return;
+	t->c.futex_oncpu_ns += call->oncpu;
 	t->c.futex_waits++;
-	t->c.futex_wait_ns += wall;
-	if (t->sys_flags & SYS_IN_REQUEST) {
+	t->c.futex_wait_ns += call->wall;
+	if (t->in_request) {
 		t->c.futex_waits_req++;
-		t->c.futex_wait_req_ns += wall;
+		t->c.futex_wait_req_ns += call->wall;
 	}
 }
 
 /* ---------------------------------------------------------------------------------------- */
-/* The two syscall tracepoints: dispatch on the syscall's class                               */
-
+/* The two syscall tracepoints                                                                */
 
 static __always_inline __u32 syscall_class_of(__u64 nr)
 {
 	return nr < SYSCALL_TABLE_SIZE ? syscall_class[nr] : SC_IGNORED;
 }
 
+/* Classes counted at sys_exit. (close is handled at sys_enter, where its descriptor still is.) */
+static __always_inline bool counted_at_exit(__u32 cls)
+{
+	return cls != SC_IGNORED && cls != SC_CLOSE;
+}
+
+/*
+ * The syscall a task is inside, from its saved user registers; -1 when it is in none (in user mode, or
+ * in an exception, whose frame's orig_ax holds an error code).
+ */
+static __always_inline long task_syscall(struct task_struct *task)
+{
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+
+#if defined(__TARGET_ARCH_x86)
+	/* The syscall entry stores -ENOSYS in ax until the call returns; an exception frame holds the
+	 * user's ax there. */
+	if ((long)regs->ax != -38 /* -ENOSYS */)
+		return -1;
+#endif
+	return (long)SC_NR(regs);
+}
+
+static __always_inline bool in_counted_call(struct task_struct *task)
+{
+	long nr = task_syscall(task);
+
+	return nr >= 0 && counted_at_exit(syscall_class_of(nr));
+}
+
+/*
+ * Which calls are timed: a xorshift generator per CPU, not bpf_get_prandom_u32() (measured +27 ns per
+ * call against +10; a helper call is dear with this CPU's return-stack mitigations), and not a plain
+ * counter, whose period would lock onto a server loop's period of calls (epoll, read, write, write: a
+ * counter mod 16 would time only epolls).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} sample_state SEC(".maps");
+
+static __always_inline bool sample_this_call(void)
+{
+	__u32 zero = 0;
+	__u64 *state, x;
+
+	if (time_sample == 1)
+		return true;
+	state = bpf_map_lookup_elem(&sample_state, &zero);
+	if (!state)
+		return false;
+	x = *state ? *state : 0x9E3779B97F4A7C15ULL; /* any non-zero seed */
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	*state = x;
+	return !((x >> 32) & (time_sample - 1));
+}
+
+/*
+ * sys_enter: a foreign thread costs one compare; for the target's counted calls, only close (its
+ * descriptor is gone at sys_exit), the poll calls whose timeout is in user memory, and the 1 call in
+ * time_sample that is timed do anything here.
+ */
 SEC("tp_btf/sys_enter")
 int BPF_PROG(on_sys_enter, struct pt_regs *regs, long nr)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tid = (__u32)id;
+	struct task_struct *task = bpf_get_current_task_btf();
 	struct thread_stats *t;
-
+	bool timed, nowait_arg;
 	__u32 cls;
 
-	if (!is_target(id >> 32))
+	if (!is_target(task->tgid))
 		return 0;
 	cls = syscall_class_of(nr);
-	switch (cls) {
-	/* The byte count a vectored write asks for is read from user memory only once the fd is
-	 * known to be a socket: writev to pipes and eventfds is common in handoff code. */
-	case SC_WRITE:
-		io_enter(tid, INFLIGHT_WRITE, SC_ARG(regs, 0), SC_ARG(regs, 2), IO_BYTES, 0);
+	if (cls == SC_IGNORED)
 		return 0;
-	case SC_WRITEV:
-		if ((t = io_enter(tid, INFLIGHT_WRITE, SC_ARG(regs, 0), 0, IO_BYTES, 0)))
-			t->sys_asked = iov_total((void *)SC_ARG(regs, 1), SC_ARG(regs, 2));
-		return 0;
-	case SC_SENDMSG: {
-		struct user_msghdr msg;
-
-		if ((t = io_enter(tid, INFLIGHT_WRITE, SC_ARG(regs, 0), 0, IO_BYTES, 0)) &&
-		    !bpf_probe_read_user(&msg, sizeof(msg), (void *)SC_ARG(regs, 1)))
-			t->sys_asked = iov_total(msg.msg_iov, msg.msg_iovlen);
-		return 0;
-	}
-	case SC_SENDMMSG:
-		io_enter(tid, INFLIGHT_WRITE, SC_ARG(regs, 0), SC_ARG(regs, 2), IO_MMSG, SC_ARG(regs, 1));
-		return 0;
-	case SC_SENDFILE:
-		io_enter(tid, INFLIGHT_WRITE, SC_ARG(regs, 0), SC_ARG(regs, 3), IO_BYTES, 0);
-		return 0;
-	case SC_READ:
-		io_enter(tid, INFLIGHT_READ, SC_ARG(regs, 0), 0, IO_BYTES, 0);
-		return 0;
-	case SC_RECVMMSG:
-		io_enter(tid, INFLIGHT_READ, SC_ARG(regs, 0), SC_ARG(regs, 2), IO_MMSG, SC_ARG(regs, 1));
-		return 0;
-	case SC_CLOSE:
+	if (cls == SC_CLOSE)
 		return close_enter(SC_ARG(regs, 0));
-	case SC_POLL_MS2:
-	case SC_POLL_MS3:
-	case SC_POLL_TS2:
-	case SC_POLL_TS3:
-	case SC_POLL_TV4:
-		return poll_enter(tid, cls, regs);
-	case SC_FUTEX:
-		return futex_enter(tid, SC_ARG(regs, 1));
-	case SC_FUTEX_WAITV:
-		return futex_begin(tid, INFLIGHT_FUTEX_WAIT);
-	default:
+	/* restart_syscall continues a call already stamped (or not) when it began */
+	timed = cls != SC_RESTART && sample_this_call();
+	nowait_arg = poll_timeout_in_memory(cls);
+	if (!timed && !nowait_arg)
 		return 0;
+	t = task_thread(task);
+	if (!t)
+		return 0;
+	if (nowait_arg)
+		t->call_flags = poll_enter_nowait(cls, regs) ? CALL_NOWAIT : 0;
+	if (timed) {
+		t->call_enter_nr = nr;
+		t->call_enter_ns = bpf_ktime_get_ns();
 	}
+	return 0;
 }
 
 SEC("tp_btf/sys_exit")
 int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 {
-	__u64 id = bpf_get_current_pid_tgid(), now;
-	__u32 tid = (__u32)id;
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct call call = {};
 	struct thread_stats *t;
+	__u32 tid = task->pid, nr, cls;
 
-	if (!is_target(id >> 32) || syscall_class_of(SC_NR(regs)) == SC_IGNORED)
+	if (!is_target(task->tgid))
 		return 0;
-	/* Interrupted, to be restarted: one call for user space, so count it once, when it ends. */
-	if (ret <= -ERESTARTSYS && ret >= -ERESTART_RESTARTBLOCK)
+	nr = SC_NR(regs);
+	cls = syscall_class_of(nr);
+	if (!counted_at_exit(cls))
 		return 0;
-	t = bpf_map_lookup_elem(&threads, &tid);
-	if (!t || t->sys_kind == INFLIGHT_NONE) /* a call that began before we attached */
+	t = task_thread(task);
+	if (!t)
 		return 0;
-	now = bpf_ktime_get_ns();
-	switch (t->sys_kind) {
-	case INFLIGHT_WRITE:
-	case INFLIGHT_READ:
-		io_exit(t, tid, ret, now);
+	/* Interrupted, to be restarted: one call for user space, so count it once, when it ends (its
+	 * time switched out and its flags carry over). */
+	if (ret <= -ERESTARTSYS && ret >= -ERESTART_RESTARTBLOCK) {
+		if (cls != SC_RESTART)
+			t->restart_nr = nr;
+		return 0;
+	}
+	if (cls == SC_RESTART) {
+		nr = t->restart_nr;
+		cls = syscall_class_of(nr);
+		if (!counted_at_exit(cls) || cls == SC_RESTART)
+			goto done;
+	}
+
+	if (t->call_enter_ns && t->call_enter_nr == nr) {
+		__u64 wall = call_now(&call) - t->call_enter_ns;
+
+		call.timed = true;
+		if (wall > t->call_offcpu_ns)
+			call.oncpu = (wall - t->call_offcpu_ns) * time_sample;
+	}
+	call.wall = t->call_offcpu_ns + call.oncpu;
+	call.waits = thread_waits(t) - t->call_waits;
+
+	switch (cls) {
+	case SC_WRITE:
+	case SC_WRITEV:
+	case SC_SENDMSG:
+	case SC_SENDMMSG:
+	case SC_SENDFILE:
+	case SC_READ:
+	case SC_RECVMMSG:
+		io_exit(t, tid, cls, regs, ret, &call);
 		break;
-	case INFLIGHT_POLL:
-		poll_exit(t, ret, now);
+	case SC_POLL_MS2:
+	case SC_POLL_MS3:
+	case SC_POLL_TS2:
+	case SC_POLL_TS3:
+	case SC_POLL_TV4:
+		poll_exit(t, cls, regs, ret, &call);
 		break;
-	case INFLIGHT_FUTEX_WAIT:
-	case INFLIGHT_FUTEX_WAKE:
-		futex_exit(t, now);
+	case SC_FUTEX:
+	case SC_FUTEX_WAITV:
+		futex_exit(t, cls, regs, &call);
 		break;
 	}
-	if (t->sys_flags & SYS_HANDOFF)
-		t->c.handoff_oncpu_ns += call_oncpu_ns(t, now);
-	t->sys_kind = INFLIGHT_NONE;
+	if (t->call_flags & CALL_HANDOFF)
+		t->c.handoff_oncpu_ns += call.oncpu;
+done:
+	t->call_enter_ns = 0;
+	t->call_offcpu_ns = 0;
+	t->call_waits = 0;
+	t->call_flags = 0;
 	return 0;
 }
 
@@ -784,6 +840,8 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 			t->runnable_since_ns = now;
 		} else {
 			t->c.cs_voluntary++;
+			if (in_counted_call(prev))
+				t->call_waits++;
 		}
 		if (t->switch_in_ns)
 			t->c.oncpu_ns += now - t->switch_in_ns;
@@ -791,8 +849,11 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 		t->switch_out_ns = now;
 	}
 	if (next_ours && (t = task_thread(next))) {
-		if (t->switch_out_ns)
+		if (t->switch_out_ns) {
 			t->c.offcpu_ns += now - t->switch_out_ns;
+			if (in_counted_call(next))
+				t->call_offcpu_ns += now - t->switch_out_ns;
+		}
 		if (t->runnable_since_ns) {
 			t->c.runq_ns += now - t->runnable_since_ns;
 			if (t->woken_in_process)
@@ -855,13 +916,10 @@ static __always_inline bool in_interrupt(struct task_struct *task)
 	return (long)SC_NR(user_regs) < 0;
 }
 
-/* What the (task-context) waker was doing: by the syscall in its saved user registers. */
-static __always_inline __u32 waker_mechanism(struct task_struct *task)
+/* What the (task-context) waker was doing, by the syscall it is in (nr: task_syscall()). */
+static __always_inline __u32 waker_mechanism(long nr)
 {
-	struct pt_regs *user_regs = (struct pt_regs *)bpf_task_pt_regs(task);
-	__u64 nr = SC_NR(user_regs);
-
-	return nr < SYSCALL_TABLE_SIZE ? wake_mechanism[nr] : WAKE_OTHER;
+	return nr >= 0 && nr < SYSCALL_TABLE_SIZE ? wake_mechanism[nr] : WAKE_OTHER;
 }
 
 /*
@@ -872,9 +930,10 @@ static __always_inline __u32 waker_mechanism(struct task_struct *task)
 SEC("tp_btf/sched_waking")
 int BPF_PROG(on_sched_waking, struct task_struct *p)
 {
+	struct task_struct *current = bpf_get_current_task_btf();
 	struct thread_stats *wakee, *waker;
 	__u32 mechanism;
-	__u64 id;
+	long waker_nr;
 
 	if (!is_target(p->tgid))
 		return 0;
@@ -883,25 +942,27 @@ int BPF_PROG(on_sched_waking, struct task_struct *p)
 		return 0;
 	wakee->runnable_since_ns = bpf_ktime_get_ns();
 
-	if (in_interrupt(bpf_get_current_task_btf())) {
+	if (in_interrupt(current)) {
 		__sync_fetch_and_add(&wakee->c.wakeups_irq, 1);
 		return 0;
 	}
-	id = bpf_get_current_pid_tgid();
-	if (!is_target(id >> 32)) {
+	if (!is_target(current->tgid)) {
 		__sync_fetch_and_add(&wakee->c.wakeups_external, 1);
 		return 0;
 	}
 	__sync_fetch_and_add(&wakee->c.wakeups_received, 1);
-	mechanism = waker_mechanism(bpf_get_current_task_btf());
-	waker = current_thread((__u32)id);
+	waker_nr = task_syscall(current);
+	mechanism = waker_mechanism(waker_nr);
+	waker = task_thread(current);
 	/* A handoff (not mm-lock contention, not a thread's exit): the wakee's wait to run is its
-	 * latency, the waking call and the call the wakee slept in are its on-CPU cost. */
+	 * latency, the waking call and the call the wakee slept in are its on-CPU cost (of the calls
+	 * counted at sys_exit, which is where the flag is read and cleared). */
 	if (mechanism != WAKE_MM && mechanism != WAKE_EXIT) {
 		wakee->woken_in_process = 1;
-		wakee->sys_flags |= SYS_HANDOFF;
-		if (waker)
-			waker->sys_flags |= SYS_HANDOFF;
+		if (in_counted_call(p))
+			wakee->call_flags |= CALL_HANDOFF;
+		if (waker && waker_nr >= 0 && counted_at_exit(syscall_class_of(waker_nr)))
+			waker->call_flags |= CALL_HANDOFF;
 	}
 	if (waker) {
 		waker->c.wakeups_sent++;
@@ -920,7 +981,7 @@ int BPF_PROG(on_sched_waking, struct task_struct *p)
 			break;
 		}
 	}
-	edge_add((__u32)id, p->pid, mechanism);
+	edge_add(current->pid, p->pid, mechanism);
 	return 0;
 }
 
@@ -933,7 +994,7 @@ int BPF_PROG(on_sched_process_fork, struct task_struct *parent, struct task_stru
 
 	if (!is_target(parent->tgid))
 		return 0;
-	t = current_thread(bpf_get_current_pid_tgid());
+	t = task_thread(bpf_get_current_task_btf());
 	if (t)
 		t->c.threads_created++;
 	if (child_tgid == (__u32)parent->tgid || !follow_children)

@@ -21,6 +21,12 @@
  * Counts are exact. Times ending in _ns are nanoseconds; the ones documented as "on-CPU" are the time
  * the thread spent running inside those calls (wall time in the call minus the time it was switched
  * out), which is what a verdict's "share of CPU" is made of (docs/labels.md).
+ *
+ * Call times are sampled (settings.time_sample, 1 call in N): the on-CPU time of a call is measured on
+ * one call in N, chosen at random at its sys_enter, and counted N times (an unbiased estimate; exact
+ * with N = 1); the time a call spent switched out is taken from the scheduler on every call, exactly. So
+ * a wall time (write_ns, poll_ns, futex_wait_ns...) is an exact off-CPU part plus an estimated on-CPU
+ * part. The scheduler's own times (oncpu_ns, offcpu_ns, runq_ns, wakeup_wait_ns) are always exact.
  */
 #define SPINSCOPE_COUNTERS(X)                                                                      \
 	X(write_calls)                                                                             \
@@ -126,21 +132,9 @@ enum wake_mechanism {
 	WAKE_MECHANISMS
 };
 
-/* What the thread is doing between a sys_enter and its sys_exit. */
-enum inflight_kind {
-	INFLIGHT_NONE = 0,
-	INFLIGHT_WRITE,
-	INFLIGHT_READ,
-	INFLIGHT_POLL,
-	INFLIGHT_FUTEX_WAIT,
-	INFLIGHT_FUTEX_WAKE,
-	INFLIGHT_OTHER, /* a read or write of a pipe, eventfd or file: timed for handoffs only */
-};
-
-/* Flags of the call in flight (thread_stats.sys_flags). */
-#define SYS_NOWAIT 0x1     /* a poll call with a zero timeout */
-#define SYS_IN_REQUEST 0x2 /* the thread had a request in flight when the call began */
-#define SYS_HANDOFF 0x4    /* the call woke another of the target's threads, or was woken by one */
+/* Flags of the call in flight (thread_stats.call_flags). */
+#define CALL_NOWAIT 0x1  /* a poll call with a zero timeout, for the classes whose timeout is in user memory */
+#define CALL_HANDOFF 0x2 /* the call woke another of the target's threads, or was woken by one */
 
 /* How a write/read call reports its byte count. */
 enum io_shape {
@@ -163,18 +157,19 @@ struct thread_stats {
 	__u64 switch_in_ns;
 	__u64 switch_out_ns;
 	__u64 runnable_since_ns;
-	/* ...and the syscall in flight. */
-	__u64 sys_enter_ns;
-	__u64 sys_offcpu_ns; /* c.offcpu_ns at enter: on-CPU time in the call = wall - off-CPU growth */
-	__u64 sys_socket; /* struct socket * of the fd, for the read/write families */
-	__u64 sys_asked;  /* bytes (or messages for IO_MMSG) the call asked to write */
-	__u64 sys_uptr;   /* user pointer to the mmsghdr array for IO_MMSG */
-	__u32 sys_kind;   /* enum inflight_kind */
-	__u32 sys_shape;  /* enum io_shape */
-	__u32 sys_flags;  /* SYS_* */
-	__u32 sys_waits;  /* waits() at enter: a write after a stall is a spin retry if unchanged */
+	/*
+	 * ...and the syscall in flight. Calls are counted at sys_exit, from the saved user registers
+	 * (which still hold the arguments); sys_enter only stamps the 1 call in time_sample that is timed.
+	 * The scheduler adds to call_offcpu_ns and call_waits while the thread is in a counted call.
+	 */
+	__u64 call_enter_ns;  /* sys_enter of the timed call in flight; 0: the call is not timed */
+	__u64 call_offcpu_ns; /* switched out inside the counted call in flight */
+	__u32 call_enter_nr;  /* the syscall that call_enter_ns stamped */
+	__u32 call_waits;     /* voluntary switches inside the counted call in flight */
+	__u32 call_flags;     /* CALL_* */
+	__u32 restart_nr;     /* a counted call interrupted to be continued by restart_syscall */
 	__u64 last_socket;       /* socket of the thread's latest socket read or write */
-	__u64 last_write_ns;     /* exit of the thread's latest socket write */
+	__u64 last_write_ns;     /* exit of the thread's latest socket write, if it was timed; else 0 */
 	__u64 last_write_offcpu; /* c.offcpu_ns then */
 	__u32 in_request; /* read a request, has not written or polled since */
 	__u32 woken_in_process; /* the pending wakeup is a handoff from one of the target's threads */

@@ -552,6 +552,7 @@ int capture_write(int fd, const struct capture_meta *meta, const struct snapshot
 	json_object_object_add(settings, "checkpoint_s", jseconds(meta->checkpoint_s));
 	json_object_object_add(settings, "max_threads", jint(meta->max_threads));
 	json_object_object_add(settings, "max_sockets", jint(meta->max_sockets));
+	json_object_object_add(settings, "time_sample", jint(meta->time_sample));
 	json_object_object_add(doc, "settings", settings);
 	json_object_object_add(doc, "histogram_buckets", json_object_new_string("log2"));
 

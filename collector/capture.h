@@ -11,7 +11,7 @@
 
 #include "spinscope.h"
 
-#define CAPTURE_SCHEMA 3
+#define CAPTURE_SCHEMA 4
 #define SPINSCOPE_VERSION "0.1.0"
 
 struct spinscope_bpf;
@@ -68,6 +68,7 @@ struct capture_meta {
 	double interval_s;
 	double checkpoint_s;
 	__u32 max_threads;
+	__u32 time_sample; /* 1 call in N timed (settings.time_sample) */
 	__u32 max_sockets;
 };
 

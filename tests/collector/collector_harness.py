@@ -80,10 +80,17 @@ class FixtureRun:
         return matches[0]
 
 
+# The fixtures' assertions on times hold every call timed; test_time_sample.py holds the sampled default.
+EVERY_CALL_TIMED = ("--time-sample", "1")
+
+
 def run_fixture(name: str, *args: str, tmp_path: Path, collector_args: tuple[str, ...] = ()) -> FixtureRun:
     """Start fixture NAME, attach the collector, let the fixture run, and read both accounts.
 
-    The collector stops by itself when the fixture exits, which also exercises that path."""
+    The collector stops by itself when the fixture exits, which also exercises that path. Every call is
+    timed unless collector_args say --time-sample."""
+    if "--time-sample" not in collector_args:
+        collector_args = (*EVERY_CALL_TIMED, *collector_args)
     output = tmp_path / f"{name}.json"
     fixture = subprocess.Popen([str(FIXTURES / name), *args], stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, text=True)

@@ -187,7 +187,8 @@ def test_request_still_open_at_the_end_is_counted(tmp_path):
 def test_capture_document_shape(tmp_path):
     run = run_fixture("reqserver", "3", "1", tmp_path=tmp_path, collector_args=("--interval", "0.2"))
     cap = run.capture
-    assert cap["schema"] == 3 and cap["format"] == "spinscope-capture"
+    assert cap["schema"] == 4 and cap["format"] == "spinscope-capture"
+    assert cap["settings"]["time_sample"] == 1  # the harness times every call
     assert cap["end_reason"] == "target-exited"
     assert cap["target"]["comm"] == "reqserver"
     assert cap["target"]["argc"] == 3 and cap["target"]["cmdline"] is None  # values only with --cmdline

@@ -20,7 +20,7 @@ import pandas as pd
 from spinscope.errors import SpinscopeError
 
 FORMAT = "spinscope-capture"
-SCHEMA = 3
+SCHEMA = 4
 
 # The counters every thread, `totals` and every interval carry (docs/capture-format.md, "Counters"), in
 # the collector's order: SPINSCOPE_COUNTERS in bpf/spinscope.h (a test holds the two equal).
@@ -68,7 +68,7 @@ LAYOUT = {
     "target": ("pid", "comm", "exe", "argc", "cmdline", "follow_children", "pids", "execs"),
     "target.execs[]": ("pid", "t_s", "count", "comm", "filename"),
     "host": ("kernel", "hostname", "ncpus"),
-    "settings": ("interval_s", "checkpoint_s", "max_threads", "max_sockets"),
+    "settings": ("interval_s", "checkpoint_s", "max_threads", "max_sockets", "time_sample"),
     "threads[]": ("tid", "pid", "comm", "alive", "first_seen_s", "exit_s", *COUNTERS, "poll_events_hist"),
     "totals": (*COUNTERS, "threads_seen", "threads_exited", "processes_created"),
     "wakeups[]": ("waker_tid", "wakee_tid", "mechanism", "count"),
@@ -112,7 +112,10 @@ MAX_CAPTURE_BYTES = int(os.environ.get("SPINSCOPE_MAX_CAPTURE_MB", "128")) * 2**
 # Schema 3: the executable and argument count instead of the arguments (now only with --cmdline, else
 # null), the processes that exec'd, the execs map's drops, the checkpoint period (end_reason "checkpoint":
 # the file a collector killed outright left); the hostname only with --hostname.
-ADDED_IN = {3: ("target.exe", "target.argc", "target.execs", "drops.execs", "settings.checkpoint_s")}
+# Schema 4: calls timed 1 in settings.time_sample (the on-CPU time of calls an estimate when above 1; the
+# off-CPU part of their wall time exact), and calls already in flight at attach counted when they return.
+ADDED_IN = {3: ("target.exe", "target.argc", "target.execs", "drops.execs", "settings.checkpoint_s"),
+            4: ("settings.time_sample",)}
 # What a waker was doing (wakeups[].mechanism); "unknown" in schema 1 captures.
 MECHANISMS = ("futex", "io", "mm", "exit", "other")
 
@@ -208,6 +211,12 @@ class Capture:
     @property
     def schema(self) -> int:
         return int(self.raw["schema"])
+
+    @property
+    def time_sample(self) -> int:
+        """1 call in N had its time measured (1: every call; captures before schema 4 timed every call).
+        Above 1, the on-CPU time of calls (and so every verdict's cost) is an estimate; counts are exact."""
+        return max(1, int(self.raw.get("settings", {}).get("time_sample", 1)))
 
     @property
     def costs_measured(self) -> bool:
