@@ -214,9 +214,10 @@ class Tracer:
     READY_GRACE_S = 2.0
 
 
-def spinscope_cmd(pid, work):
+def spinscope_cmd(pid, work, collector=None, *extra):
     # The collector's readiness line (docs: --ready-fd) on its otherwise unused stdout.
-    return [str(COLLECTOR), "--pid", str(pid), "-o", str(work / "capture.json"), "--ready-fd", "1"]
+    return [str(collector or COLLECTOR), "--pid", str(pid), "-o", str(work / "capture.json"), "--ready-fd", "1",
+            *extra]
 
 
 def bpftrace_cmd(pid, work):
@@ -225,8 +226,12 @@ def bpftrace_cmd(pid, work):
     return ["bpftrace", str(script), str(pid)]
 
 
+SPINSCOPE_READY = r'^\{"ready": true'
 TRACERS = [
-    Tracer("spinscope", spinscope_cmd, r'^\{"ready": true', "stdout"),
+    Tracer("spinscope", spinscope_cmd, SPINSCOPE_READY, "stdout"),
+    # Every call timed (the default times 1 in 16): what exact call times cost.
+    Tracer("spinscope --time-sample 1", lambda pid, w: spinscope_cmd(pid, w, None, "--time-sample", "1"),
+           SPINSCOPE_READY, "stdout"),
     Tracer("bpftrace", bpftrace_cmd, r"^ready", "stdout", available=lambda: shutil.which("bpftrace")),
     Tracer("perf trace -s", lambda pid, w: ["perf", "trace", "-s", "-p", str(pid), "-o", str(w / "perf.txt")],
            None, available=lambda: shutil.which("perf")),
@@ -414,7 +419,9 @@ def syscall_cost_once(mode: str, trace: str, tool: Tracer | None, calls: int,
 
 def per_event_cost(args) -> list:
     rows = []
-    tools = [t for t in TRACERS if t.name in ("spinscope", "bpftrace") and t.available()]
+    # syscount counts every syscall by number and nothing else: the floor of a syscall-tracepoint tool.
+    tools = [t for t in TRACERS if t.name.split()[0] in ("spinscope", "bpftrace", "syscount") and t.available()
+             and (not args.tools or t.name.split()[0] in args.tools)]
     for mode in ("epoll", "write"):
         base = [syscall_cost_once(mode, "none", None, args.calls) for _ in range(args.repeat)]
         for tool in tools:
@@ -429,15 +436,19 @@ def per_event_cost(args) -> list:
     return rows
 
 
+def spinscope_variants(args) -> list:
+    """The spinscope rows to compare program by program: the default, and --baseline's collector."""
+    return [t for t in TRACERS if t.name.startswith("spinscope") and "time-sample" not in t.name]
+
+
 def program_costs(args) -> list:
     """Per BPF program, with kernel.bpf_stats_enabled: runs per traced call and ns per run, for the
     target's calls and a bystander's, so each probe change's effect shows program by program. (The
     stats add two clock reads to every run: compare these figures with each other, not with the
     per-call cost above.)"""
     rows = []
-    tool = next(t for t in TRACERS if t.name == "spinscope")
-    for mode in ("epoll", "write"):
-        for trace in ("self", "other"):
+    for tool, mode, trace in [(tool, mode, trace) for tool in spinscope_variants(args)
+                              for mode in ("epoll", "write") for trace in ("self", "other")]:
             snapshots: list = []
             bpf_stats(True)
             try:
@@ -449,10 +460,48 @@ def program_costs(args) -> list:
                 runs = after[name][0] - before.get(name, (0, 0))[0]
                 if runs:
                     ns = (after[name][1] - before.get(name, (0, 0))[1]) / runs
-                    rows.append({"call": mode, "traced": "the target" if trace == "self" else "a bystander",
+                    rows.append({"tool": tool.name, "call": mode,
+                                 "traced": "the target" if trace == "self" else "a bystander",
                                  "program": name, "runs_per_call": runs / args.calls, "ns_per_run": ns})
-                    log(f"bench: {mode} ({rows[-1]['traced']}) {name}: {runs / args.calls:.2f} runs per call, "
-                        f"{ns:.0f} ns per run")
+                    log(f"bench: {tool.name} {mode} ({rows[-1]['traced']}) {name}: {runs / args.calls:.2f} runs "
+                        f"per call, {ns:.0f} ns per run")
+    return rows
+
+
+def load_program_costs(args) -> list:
+    """Per BPF program under a server's load (100 B responses): runs per request and ns per run, for each
+    spinscope variant, with the map memory its collector holds."""
+    rows = []
+    targets = {"event-loop": lambda: start_refserver("event-loop"), "nginx": start_nginx}
+    for target_name, start in targets.items():
+        if target_name == "nginx" and not shutil.which("nginx"):
+            continue
+        server = start()
+        try:
+            loadgen(server.port, "/bytes/100", 1.0)  # warm up
+            for tool in spinscope_variants(args):
+                with tempfile.TemporaryDirectory(prefix="spinscope-bench-") as work:
+                    bpf_stats(True)
+                    try:
+                        running = start_tracer(tool, server.pid, Path(work))
+                        maps = collector_map_bytes()
+                        before = collector_prog_stats()
+                        load = loadgen(server.port, "/bytes/100", args.seconds)
+                        after = collector_prog_stats()
+                        running.stop()
+                    finally:
+                        bpf_stats(False)
+                for name in sorted(after):
+                    runs = after[name][0] - before.get(name, (0, 0))[0]
+                    if runs and load["requests"]:
+                        ns = (after[name][1] - before.get(name, (0, 0))[1]) / runs
+                        rows.append({"target": target_name, "tool": tool.name, "program": name,
+                                     "runs_per_request": runs / load["requests"], "ns_per_run": ns,
+                                     "map_bytes": maps})
+                        log(f"bench: {target_name} {tool.name} {name}: {rows[-1]['runs_per_request']:.2f} runs per "
+                            f"request, {ns:.0f} ns per run")
+        finally:
+            server.stop()
     return rows
 
 
@@ -540,7 +589,8 @@ def collector_prog_stats() -> dict:
 
 def collector_map_bytes() -> int:
     maps = json.loads(subprocess.run(["bpftool", "map", "show", "-j"], capture_output=True, text=True).stdout)
-    ours = ("threads", "sockets", "requests", "wakeups", "child_pids", "execs", "spinscop.rodata", "spinscop.bss")
+    ours = ("threads", "sockets", "requests", "wakeups", "child_pids", "execs", "sample_state", "spinscop.rodata",
+            "spinscop.bss")
     return sum(m.get("bytes_memlock", 0) for m in maps if m.get("name") in ours)
 
 
@@ -621,10 +671,20 @@ def markdown(results: dict) -> str:
         out.append("")
     if results.get("programs"):
         out += ["## Cost per program (kernel.bpf_stats_enabled, which adds two clock reads per run)", "",
-                "| call | process traced | program | runs per call | ns per run |", "|---|---|---|---|---|"]
+                "| collector | call | process traced | program | runs per call | ns per run |",
+                "|---|---|---|---|---|---|"]
         for r in results["programs"]:
-            out.append(f"| {r['call']} | {r['traced']} | {r['program']} | {r['runs_per_call']:.2f} | "
-                       f"{r['ns_per_run']:.0f} |")
+            out.append(f"| {r.get('tool', 'spinscope')} | {r['call']} | {r['traced']} | {r['program']} | "
+                       f"{r['runs_per_call']:.2f} | {r['ns_per_run']:.0f} |")
+        out.append("")
+    if results.get("load_programs"):
+        out += ["## Cost per program under load (100 B responses, kernel.bpf_stats_enabled)", "",
+                "| target | collector | program | runs per request | ns per run | ns per request | map memory |",
+                "|---|---|---|---|---|---|---|"]
+        for r in results["load_programs"]:
+            out.append(f"| {r['target']} | {r['tool']} | {r['program']} | {r['runs_per_request']:.2f} | "
+                       f"{r['ns_per_run']:.0f} | {r['runs_per_request'] * r['ns_per_run']:.0f} | "
+                       f"{r['map_bytes'] / 2**20:.2f} MiB |")
         out.append("")
     if results.get("accuracy"):
         a = results["accuracy"]
@@ -646,7 +706,7 @@ def markdown(results: dict) -> str:
     return "\n".join(out)
 
 
-PARTS = ("overhead", "per_event", "programs", "accuracy", "scale")
+PARTS = ("overhead", "per_event", "programs", "load_programs", "accuracy", "scale")
 
 
 def main() -> int:
@@ -661,7 +721,14 @@ def main() -> int:
     parser.add_argument("--parts", nargs="*", default=list(PARTS), choices=PARTS,
                         help="run only these parts; the others' results in --out are kept")
     parser.add_argument("--out", type=Path, default=RESULTS / "overhead")
+    parser.add_argument("--baseline", type=Path, metavar="COLLECTOR",
+                        help="an earlier spinscope-collector binary, measured side by side as 'spinscope baseline' "
+                             "(e.g. one built from the previous release: before/after in one run)")
     args = parser.parse_args()
+    if args.baseline:
+        baseline = args.baseline.resolve()
+        TRACERS.insert(1, Tracer("spinscope baseline", lambda pid, w: spinscope_cmd(pid, w, baseline),
+                                 SPINSCOPE_READY, "stdout"))
     if args.quick:
         args.pairs, args.seconds, args.calls, args.repeat, args.requests = 2, 2.0, 500_000, 2, 1000
     if os.geteuid() != 0:
@@ -677,8 +744,8 @@ def main() -> int:
     if set(args.parts) != set(PARTS) and previous.exists():
         # Re-running some parts: keep the others' results (and the settings they were made with).
         results = json.loads(previous.read_text())
-    parts = {"overhead": overhead, "per_event": per_event_cost, "programs": program_costs, "accuracy": accuracy,
-             "scale": scale}
+    parts = {"overhead": overhead, "per_event": per_event_cost, "programs": program_costs,
+             "load_programs": load_program_costs, "accuracy": accuracy, "scale": scale}
     for name in args.parts:
         results[name] = parts[name](args)
         args.out.with_suffix(".json").write_text(json.dumps(results, indent=2))  # each part as it ends

@@ -360,6 +360,18 @@ def label_lines(comparison: Comparison) -> list:
     return lines
 
 
+def sampling_note(comparison: Comparison) -> str | None:
+    """How the two captures timed their calls, when either sampled (settings.time_sample)."""
+    before, after = comparison.before.capture.time_sample, comparison.after.capture.time_sample
+    if before == after == 1:
+        return None
+    if before == after:
+        return (f"call times sampled on both sides (1 call in {before} timed): the costs are estimates, "
+                "the counts exact")
+    return (f"call times sampled differently: 1 call in {before} timed before, 1 in {after} after; the costs "
+            "are estimates where sampled, the counts exact")
+
+
 def noise_note(comparison: Comparison) -> str:
     b, a = len(comparison.before.intervals), len(comparison.after.intervals)
     if not comparison.noise_judged:
@@ -386,7 +398,9 @@ def to_json(comparison: Comparison) -> dict:
                         for c in comparison.changes],
             "drops": {"before": comparison.before.capture.drops, "after": comparison.after.capture.drops,
                       "warning": comparison.drops_warning(), "effects": drop_lines(comparison)},
-            "noise": noise_note(comparison)}
+            "noise": noise_note(comparison),
+            "time_sample": {"before": comparison.before.capture.time_sample,
+                            "after": comparison.after.capture.time_sample, "note": sampling_note(comparison)}}
 
 
 def render_terminal(comparison: Comparison) -> None:
@@ -415,6 +429,8 @@ def render_terminal(comparison: Comparison) -> None:
         table.add_row(*map(plain, row), style=style)
     console.print(table)
     console.print(plain(noise_note(comparison)))
+    if sampling_note(comparison):
+        console.print(plain(sampling_note(comparison)))
 
 
 def render_html(comparison: Comparison) -> str:
@@ -433,6 +449,7 @@ def render_html(comparison: Comparison) -> str:
              htmlpage.heading("Metrics"),
              htmlpage.table(change_headers(comparison), change_rows(comparison)),
              htmlpage.paragraph(noise_note(comparison), "note"),
+             *([htmlpage.paragraph(sampling_note(comparison), "note")] if sampling_note(comparison) else []),
              htmlpage.figure(figures.metric_bars(comparison.before.process, comparison.after.process, per_request),
                              "per-request metrics before and after"),
              htmlpage.figure(figures.time_series({"before": comparison.before.intervals,

@@ -104,6 +104,11 @@ def exec_notes(target: dict) -> list:
     return notes
 
 
+def sampling_note(time_sample: int) -> str:
+    return (f"call times sampled: 1 call in {time_sample} timed (--time-sample), so the measured costs behind "
+            "the verdicts are estimates; counts are exact")
+
+
 def assess(analysis: Analysis) -> Assessment:
     notes = []
     cap = analysis.capture
@@ -120,6 +125,8 @@ def assess(analysis: Analysis) -> Assessment:
     notes += [f"the collector dropped events, a map being full: {drop_line(drop, count)}"
               for drop, count in dropped(cap.drops)]
     notes += exec_notes(cap.target)
+    if cap.time_sample > 1:
+        notes.append(sampling_note(cap.time_sample))
     if cap.raw.get("end_reason") == "checkpoint":
         notes.append(f"incomplete: the collector stopped without writing its final capture (killed?); this is "
                      f"its last checkpoint, {fixed(cap.duration_s, 1)} s into the recording")
