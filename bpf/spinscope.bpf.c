@@ -782,6 +782,7 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 		__u64 wall = call_now(&call) - t->call_enter_ns;
 
 		call.timed = true;
+		t->c.calls_timed++;
 		if (wall > t->call_offcpu_ns)
 			call.oncpu = (wall - t->call_offcpu_ns) * time_sample;
 	}

@@ -85,7 +85,8 @@
 	X(wakeup_wait_ns)      /* wake-to-run latency of handoffs received from the target's threads */ \
 	X(wakeups_external)                                                                        \
 	X(wakeups_irq)                                                                             \
-	X(threads_created)
+	X(threads_created)                                                                         \
+	X(calls_timed)         /* calls stamped for timing (1 in settings.time_sample, at random) */
 
 struct thread_counters {
 #define X(name) __u64 name;

@@ -36,8 +36,10 @@ COUNTERS = (
     "handoff_oncpu_ns", "cs_voluntary", "cs_involuntary", "oncpu_ns", "offcpu_ns", "runq_ns",
     "wakeups_sent", "wakeups_sent_futex", "wakeups_sent_io", "wakeups_sent_mm", "wakeups_sent_exit",
     "wakeups_received", "wakeup_wait_ns", "wakeups_external", "wakeups_irq",
-    "threads_created",
+    "threads_created", "calls_timed",
 )
+# Schema 4 added calls_timed (its captures before timed every counted call).
+SCHEMA4_COUNTERS = frozenset(("calls_timed",))
 # Schema 1 captures (collectors before the measured costs) lack these: loaded as 0, and
 # Capture.costs_measured is False so that no verdict is drawn from the zeros.
 SCHEMA2_COUNTERS = frozenset((
@@ -115,7 +117,8 @@ MAX_CAPTURE_BYTES = int(os.environ.get("SPINSCOPE_MAX_CAPTURE_MB", "128")) * 2**
 # Schema 4: calls timed 1 in settings.time_sample (the on-CPU time of calls an estimate when above 1; the
 # off-CPU part of their wall time exact), and calls already in flight at attach counted when they return.
 ADDED_IN = {3: ("target.exe", "target.argc", "target.execs", "drops.execs", "settings.checkpoint_s"),
-            4: ("settings.time_sample",)}
+            4: ("settings.time_sample", "threads[].calls_timed", "totals.calls_timed",
+                "intervals[].counters.calls_timed")}
 # What a waker was doing (wakeups[].mechanism); "unknown" in schema 1 captures.
 MECHANISMS = ("futex", "io", "mm", "exit", "other")
 
@@ -229,7 +232,9 @@ def load(path: str | Path) -> Capture:
     path = Path(path)
     doc = _read_json(path)
     _check_identity(path, doc)
-    optional = frozenset() if doc["schema"] >= 2 else SCHEMA2_COUNTERS | SCHEMA2_REQUEST_SUMS
+    optional = frozenset() if doc["schema"] >= 4 else SCHEMA4_COUNTERS
+    if doc["schema"] < 2:
+        optional |= SCHEMA2_COUNTERS | SCHEMA2_REQUEST_SUMS
     try:
         _check_kinds(doc)
         return _build(path, doc, optional)

@@ -104,9 +104,9 @@ def exec_notes(target: dict) -> list:
     return notes
 
 
-def sampling_note(time_sample: int) -> str:
-    return (f"call times sampled: 1 call in {time_sample} timed (--time-sample), so the measured costs behind "
-            "the verdicts are estimates; counts are exact")
+def sampling_note(time_sample: int, timed: int) -> str:
+    return (f"call times sampled: 1 call in {time_sample} timed ({timed:,} calls, --time-sample), so the "
+            "measured costs behind the verdicts are estimates; counts are exact")
 
 
 def assess(analysis: Analysis) -> Assessment:
@@ -126,7 +126,7 @@ def assess(analysis: Analysis) -> Assessment:
               for drop, count in dropped(cap.drops)]
     notes += exec_notes(cap.target)
     if cap.time_sample > 1:
-        notes.append(sampling_note(cap.time_sample))
+        notes.append(sampling_note(cap.time_sample, int(cap.totals["calls_timed"])))
     if cap.raw.get("end_reason") == "checkpoint":
         notes.append(f"incomplete: the collector stopped without writing its final capture (killed?); this is "
                      f"its last checkpoint, {fixed(cap.duration_s, 1)} s into the recording")
