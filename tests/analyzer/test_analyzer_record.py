@@ -33,6 +33,9 @@ def collector(tmp_path):
     (["-o", ""], "--output is empty: name the capture file"),
     (["-o", "."], "--output . is a directory: name the capture file"),
     (["--pid", "0"], "--pid must be a positive process id, not 0"),
+    (["--time-sample", "0"], "--time-sample must be a power of two from 1 to 65536, not 0"),
+    (["--time-sample", "12"], "--time-sample must be a power of two from 1 to 65536, not 12"),
+    (["--time-sample", "131072"], "--time-sample must be a power of two from 1 to 65536, not 131072"),
 ])
 def test_bad_options_are_refused_before_the_collector_starts(options, message, collector, cli):
     ran, env = collector
@@ -46,10 +49,10 @@ def test_good_options_reach_the_collector(collector, cli, tmp_path):
     ran, env = collector
     out = tmp_path / "capture.json"
     result = cli("record", "--pid", str(os.getpid()), "--max-threads", "64", "--duration", "1.5", "-o", out,
-                 env=env)
+                 "--time-sample", "4", env=env)
     assert result.returncode == 0, result.stderr
     assert ran.read_text().split()[:9] == ["--pid", str(os.getpid()), "--output", str(out), "--exit-with-parent",
                                            "--duration", "1.5", "--interval", "1"]
-    assert "--max-threads 64" in ran.read_text()
+    assert "--max-threads 64" in ran.read_text() and "--time-sample 4" in ran.read_text()
     # Its stderr is relayed as data: the target's name as written, no escape sequence.
     assert "attached to PID 1 ([/]\\x1b[31m)" in result.stderr and "\x1b" not in result.stderr

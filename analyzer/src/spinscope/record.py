@@ -45,6 +45,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="also trace processes it forks (process-per-connection, n-copy)")
     p.add_argument("--max-threads", type=int, help="threads the maps can hold (default 16384)")
     p.add_argument("--max-sockets", type=int, help="sockets with a request in flight (default 65536)")
+    p.add_argument("--time-sample", type=int, metavar="N",
+                   help="time 1 call in N (a power of two; default 16; 1: every call, at about twice the "
+                        "probes' cost per call): counts stay exact, the costs are estimates")
     p.add_argument("--cmdline", action="store_true",
                    help="keep the target's argument values in the capture (they may hold secrets; by default "
                    "only its executable and argument count)")
@@ -70,6 +73,8 @@ def collector_command(path: Path, args: argparse.Namespace, output: Path) -> lis
         cmd += ["--max-threads", str(args.max_threads)]
     if args.max_sockets:
         cmd += ["--max-sockets", str(args.max_sockets)]
+    if args.time_sample:
+        cmd += ["--time-sample", str(args.time_sample)]
     return cmd
 
 
@@ -92,6 +97,9 @@ def check_options(args: argparse.Namespace) -> None:
     for option, value in (("--max-threads", args.max_threads), ("--max-sockets", args.max_sockets)):
         if value is not None and value <= 0:
             raise usage(f"{option} must be a positive number of map entries, not {value}")
+    sample = args.time_sample
+    if sample is not None and (sample <= 0 or sample & (sample - 1) or sample > 65536):
+        raise usage(f"--time-sample must be a power of two from 1 to 65536, not {sample}")
     if args.output is not None:
         if not args.output:
             raise usage("--output is empty: name the capture file")
