@@ -271,6 +271,13 @@ struct exec_record {
 	char filename[EXEC_FILENAME_LEN];     /* the path it executed (truncated) */
 };
 
+/* The drops, one count per SPINSCOPE_DROPS name (the capture's `drops`, and each interval's). */
+struct drop_counts {
+#define X(name) __u64 name;
+	SPINSCOPE_DROPS(X)
+#undef X
+};
+
 /* Global, rarely-updated counters (the BPF side's .bss). */
 struct global_stats {
 	__u64 processes_created;
@@ -282,14 +289,16 @@ struct global_stats {
 /*
  * One entry of the capture's `intervals` series (the collector's snapshots every --interval), in
  * capture order. X(name, kind): kind is how the collector writes the field: seconds (a double), count
- * (an integer), counters (an object of SPINSCOPE_COUNTERS, the deltas over the interval).
+ * (an integer), counters (an object of SPINSCOPE_COUNTERS, the deltas over the interval), drops (an
+ * object of SPINSCOPE_DROPS, the drops during the interval: when a map filled up).
  */
 #define SPINSCOPE_INTERVAL_FIELDS(X)                                                               \
 	X(t_s, seconds)                   /* end of the interval, from the start of the capture */ \
 	X(duration_s, seconds)                                                                     \
 	X(requests, count)                /* requests finished in the interval */                  \
 	X(wakeups_in_process, count)      /* wakeups between the target's own threads */           \
-	X(counters, counters)
+	X(counters, counters)                                                                      \
+	X(drops, drops)
 
 /*
  * Bookkeeping shared by the BPF side (requests that end while traced) and the collector (requests

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -226,6 +227,12 @@ int intervals_add(struct intervals *iv, const struct snapshot *snap, __u64 now)
 #define X(name) it->counters.name = totals.name - iv->prev.name;
 	SPINSCOPE_COUNTERS(X)
 #undef X
+#define X(name) it->drops.name = snap->globals.drops_##name - iv->prev_drops.name;
+	SPINSCOPE_DROPS(X)
+#undef X
+#define X(name) iv->prev_drops.name = snap->globals.drops_##name;
+	SPINSCOPE_DROPS(X)
+#undef X
 	iv->prev = totals;
 	iv->prev_requests = snap->requests.sum.count;
 	iv->prev_wakeups = wakeups;
@@ -342,6 +349,16 @@ static json_object *jfield_counters(const struct thread_counters *c)
 	return jcounters(c);
 }
 
+static json_object *jfield_drops(const struct drop_counts *d)
+{
+	json_object *o = json_object_new_object();
+
+#define X(name) json_object_object_add(o, #name, jint(d->name));
+	SPINSCOPE_DROPS(X)
+#undef X
+	return o;
+}
+
 static json_object *jinterval(const struct interval *it)
 {
 	json_object *o = json_object_new_object();
@@ -391,6 +408,40 @@ static json_object *jthread(const struct capture_meta *meta, __u32 tid, const st
 #undef X
 	json_object_object_add(o, "poll_events_hist", jhist(s->poll_hist, POLL_HIST_BUCKETS));
 	return o;
+}
+
+/* The kernel memory a BPF map holds, from its fdinfo's memlock line (0 if unreadable). */
+static __u64 map_memlock(int fd)
+{
+	char path[64], line[128];
+	unsigned long long bytes = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "memlock: %llu", &bytes) == 1)
+			break;
+	fclose(f);
+	return bytes;
+}
+
+/* What the collector itself used so far: its CPU time, its peak resident memory, and the kernel memory
+ * its maps hold (a long capture's costs, in the capture). */
+static void jself_usage(json_object *tool, const struct capture_meta *meta)
+{
+	struct rusage ru = { 0 };
+	__u64 maps = 0;
+
+	getrusage(RUSAGE_SELF, &ru);
+	for (size_t i = 0; i < meta->nmaps; i++)
+		maps += map_memlock(meta->map_fds[i]);
+	json_object_object_add(tool, "cpu_s", jseconds(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+						       (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6));
+	json_object_object_add(tool, "max_rss_bytes", jint((__u64)ru.ru_maxrss * 1024));
+	json_object_object_add(tool, "map_bytes", jint(maps));
 }
 
 static const char *wake_mechanism_name(__u32 mechanism)
@@ -542,6 +593,7 @@ int capture_write(int fd, const struct capture_meta *meta, const struct snapshot
 	json_object_object_add(doc, "format", json_object_new_string("spinscope-capture"));
 	json_object_object_add(tool, "name", json_object_new_string("spinscope-collector"));
 	json_object_object_add(tool, "version", json_object_new_string(SPINSCOPE_VERSION));
+	jself_usage(tool, meta);
 	json_object_object_add(doc, "tool", tool);
 	json_object_object_add(doc, "target", jtarget(meta, snap));
 	json_object_object_add(doc, "host", jhost(meta));

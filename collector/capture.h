@@ -36,6 +36,7 @@ struct snapshot {
 #define INTERVAL_TYPE_seconds double
 #define INTERVAL_TYPE_count __u64
 #define INTERVAL_TYPE_counters struct thread_counters
+#define INTERVAL_TYPE_drops struct drop_counts
 struct interval {
 #define X(name, kind) INTERVAL_TYPE_##kind name;
 	SPINSCOPE_INTERVAL_FIELDS(X)
@@ -49,6 +50,7 @@ struct intervals {
 	__u64 start_ns; /* when the probes went live */
 	__u64 prev_ns;  /* the previous snapshot (start_ns at first) */
 	struct thread_counters prev;
+	struct drop_counts prev_drops;
 	__u64 prev_requests, prev_wakeups;
 };
 
@@ -70,6 +72,8 @@ struct capture_meta {
 	__u32 max_threads;
 	__u32 time_sample; /* 1 call in N timed (settings.time_sample) */
 	__u32 max_sockets;
+	int map_fds[16]; /* the BPF maps, for their memory (tool.map_bytes) */
+	size_t nmaps;
 };
 
 /* CLOCK_MONOTONIC in ns: the clock of bpf_ktime_get_ns. */

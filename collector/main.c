@@ -390,6 +390,9 @@ static int session_attach(struct session *s, const struct options *o)
 		s->skel->rodata->kernel_stack_size *= 2;
 	bpf_map__set_max_entries(s->skel->maps.threads, o->max_threads);
 	bpf_map__set_max_entries(s->skel->maps.sockets, o->max_sockets);
+	/* Waker -> wakee pairs grow with threads (a pool's workers are each woken by one or two): at least
+	 * 16384 (256 KiB of hash buckets), more with --max-threads. */
+	bpf_map__set_max_entries(s->skel->maps.wakeups, o->max_threads > 16384 ? o->max_threads : 16384);
 	ret = spinscope_bpf__load(s->skel);
 	if (ret)
 		return fail(s, ret, "cannot load the BPF programs: %s (run with -v for libbpf's log)",
@@ -459,6 +462,13 @@ static int session_start(struct session *s, const struct options *o)
 	s->meta.max_threads = o->max_threads;
 	s->meta.time_sample = o->time_sample;
 	s->meta.max_sockets = o->max_sockets;
+	{
+		struct bpf_map *map;
+
+		bpf_object__for_each_map(map, s->skel->obj)
+			if (s->meta.nmaps < sizeof(s->meta.map_fds) / sizeof(s->meta.map_fds[0]))
+				s->meta.map_fds[s->meta.nmaps++] = bpf_map__fd(map);
+	}
 	s->meta.keep_cmdline = o->keep_cmdline;
 	s->meta.keep_hostname = o->keep_hostname;
 	proc_comm(o->pid, s->meta.comm, sizeof(s->meta.comm));

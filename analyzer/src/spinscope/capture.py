@@ -59,14 +59,14 @@ BY_SIZE_KEYS = ("bytes_min", "bytes_max", *REQUEST_SUMS)
 # drops: SPINSCOPE_DROPS.
 DROP_KEYS = ("threads", "sockets", "wakeup_edges", "pids", "execs")
 # Each entry of intervals: SPINSCOPE_INTERVAL_FIELDS.
-INTERVAL_KEYS = ("t_s", "duration_s", "requests", "wakeups_in_process", "counters")
+INTERVAL_KEYS = ("t_s", "duration_s", "requests", "wakeups_in_process", "counters", "drops")
 
 # Every key the collector writes, by where it is in the document ("[]": each element of a list). The
 # tests hold this to bpf/spinscope.h's X-macros, to docs/capture-format.md and to fresh captures.
 LAYOUT = {
     "": ("schema", "format", "tool", "target", "host", "start_time", "duration_s", "end_reason", "settings",
          "histogram_buckets", "threads", "totals", "wakeups", "requests", "intervals", "drops"),
-    "tool": ("name", "version"),
+    "tool": ("name", "version", "cpu_s", "max_rss_bytes", "map_bytes"),
     "target": ("pid", "comm", "exe", "argc", "cmdline", "follow_children", "pids", "execs"),
     "target.execs[]": ("pid", "t_s", "count", "comm", "filename"),
     "host": ("kernel", "hostname", "ncpus"),
@@ -79,6 +79,7 @@ LAYOUT = {
     "requests.by_size[]": BY_SIZE_KEYS,
     "intervals[]": INTERVAL_KEYS,
     "intervals[].counters": COUNTERS,
+    "intervals[].drops": DROP_KEYS,
     "drops": DROP_KEYS,
 }
 # What each key's value must be, where it is not a count (a non-negative integer: every counter, sum,
@@ -91,7 +92,7 @@ KINDS = {
          "duration_s": SECONDS, "end_reason": TEXT, "settings": OBJECT, "histogram_buckets": TEXT,
          "threads": LIST, "totals": OBJECT, "wakeups": LIST, "requests": OBJECT, "intervals": LIST,
          "drops": OBJECT},
-    "tool": {"name": TEXT, "version": TEXT},
+    "tool": {"name": TEXT, "version": TEXT, "cpu_s": SECONDS},
     "target": {"comm": TEXT, "exe": TEXT_OR_NULL, "cmdline": TEXTS_OR_NULL, "follow_children": BOOL,
                "pids": COUNTS, "execs": LIST},
     "target.execs[]": {"t_s": SECONDS, "comm": TEXT, "filename": TEXT},
@@ -102,7 +103,7 @@ KINDS = {
     "wakeups[]": {"mechanism": TEXT},
     "requests": {"hist": OBJECT, "by_size": LIST},
     "requests.hist": {key: HISTOGRAM for key in REQUEST_HISTS},
-    "intervals[]": {"t_s": SECONDS, "duration_s": SECONDS, "counters": OBJECT},
+    "intervals[]": {"t_s": SECONDS, "duration_s": SECONDS, "counters": OBJECT, "drops": OBJECT},
 }
 MAX_COUNT = 2**63 - 1  # the frames are int64; the collector's u64 counters stay far below
 MAX_HISTOGRAM_BUCKETS = 64  # REQ_HIST_BUCKETS in bpf/spinscope.h, the largest the collector writes
@@ -118,7 +119,8 @@ MAX_CAPTURE_BYTES = int(os.environ.get("SPINSCOPE_MAX_CAPTURE_MB", "128")) * 2**
 # off-CPU part of their wall time exact), and calls already in flight at attach counted when they return.
 ADDED_IN = {3: ("target.exe", "target.argc", "target.execs", "drops.execs", "settings.checkpoint_s"),
             4: ("settings.time_sample", "threads[].calls_timed", "totals.calls_timed",
-                "intervals[].counters.calls_timed")}
+                "intervals[].counters.calls_timed", "intervals[].drops", "tool.cpu_s", "tool.max_rss_bytes",
+                "tool.map_bytes")}
 # What a waker was doing (wakeups[].mechanism); "unknown" in schema 1 captures.
 MECHANISMS = ("futex", "io", "mm", "exit", "other")
 
@@ -170,7 +172,8 @@ class Capture:
                write_bytes, cross_thread, unattributed_writes)
     request_hists  {name: list of log2 bucket counts} for the `requests.hist` histograms
     by_size    one row per response-size class
-    intervals  one row per snapshot: t_s, duration_s, requests, wakeups_in_process and the counters
+    intervals  one row per snapshot: t_s, duration_s, requests, wakeups_in_process, the counters and
+               `drops_<kind>` (the drops during the interval; 0 before schema 4)
     """
 
     path: Path
@@ -455,8 +458,13 @@ def _intervals_frame(rows: Any, optional: frozenset) -> pd.DataFrame:
         record["requests"] = int(_number(row, "requests", where))
         record["wakeups_in_process"] = int(_number(row, "wakeups_in_process", where))
         record.update(_counters(_dict(row, "counters", where), f"{where}.counters", optional))
+        drops = row.get("drops", {})  # schema 4
+        if not isinstance(drops, dict):
+            raise _Malformed(f"{where}.drops is not an object")
+        record.update({f"drops_{key}": int(_number(drops, key, f"{where}.drops")) if key in drops else 0
+                       for key in DROP_KEYS})
         records.append(record)
-    columns = ["t_s", "duration_s", "requests", "wakeups_in_process", *COUNTERS]
+    columns = ["t_s", "duration_s", "requests", "wakeups_in_process", *COUNTERS, *(f"drops_{k}" for k in DROP_KEYS)]
     return pd.DataFrame.from_records(records, columns=columns)
 
 

@@ -104,6 +104,15 @@ def exec_notes(target: dict) -> list:
     return notes
 
 
+def first_drop(intervals: pd.DataFrame, key: str) -> str:
+    """` from 12.0 s on`: when the capture's intervals (schema 4) say the first drop of this kind came."""
+    column = f"drops_{key}"
+    if intervals.empty or column not in intervals or not (intervals[column] > 0).any():
+        return ""
+    first = intervals[intervals[column] > 0].iloc[0]
+    return f" from {fixed(first['t_s'] - first['duration_s'], 1)} s on"
+
+
 def sampling_note(time_sample: int, timed: int) -> str:
     return (f"call times sampled: 1 call in {time_sample} timed ({timed:,} calls, --time-sample), so the "
             "measured costs behind the verdicts are estimates; counts are exact")
@@ -122,8 +131,8 @@ def assess(analysis: Analysis) -> Assessment:
     elif analysis.requests < MIN_REQUESTS:
         notes.append(f"only {analysis.requests} requests (< {MIN_REQUESTS}): too few to judge "
                      f"{TITLES[WRITE_SPIN]} or {TITLES[HANDOFF_OVERHEAD]}")
-    notes += [f"the collector dropped events, a map being full: {drop_line(drop, count)}"
-              for drop, count in dropped(cap.drops)]
+    notes += [f"the collector dropped events, a map being full{first_drop(cap.intervals, drop.key)}: "
+              f"{drop_line(drop, count)}" for drop, count in dropped(cap.drops)]
     notes += exec_notes(cap.target)
     if cap.time_sample > 1:
         notes.append(sampling_note(cap.time_sample, int(cap.totals["calls_timed"])))

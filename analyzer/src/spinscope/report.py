@@ -150,6 +150,17 @@ def lifecycle_line(analysis: Analysis) -> str | None:
     return f"threads created during the capture: {created:,} ({rate(created)}), none exited"
 
 
+def collector_line(analysis: Analysis) -> str | None:
+    """What the collector itself used (tool.cpu_s and friends, schema 4), or None for older captures."""
+    tool = analysis.capture.raw.get("tool", {})
+    if "cpu_s" not in tool:
+        return None
+    seconds = analysis.capture.duration_s
+    share = f" ({percent(tool['cpu_s'] / seconds)} of one CPU)" if seconds else ""
+    return (f"collector: {fixed(tool['cpu_s'], 3)} s CPU{share}, {tool.get('max_rss_bytes', 0) / 2**20:.1f} MiB "
+            f"resident at most, BPF maps {tool.get('map_bytes', 0) / 2**20:.2f} MiB")
+
+
 def to_json(analysis: Analysis, assessment: Assessment) -> dict:
     cap = analysis.capture
     threads = analysis.threads.drop(columns=["poll_events_hist"]).reset_index()
@@ -157,7 +168,9 @@ def to_json(analysis: Analysis, assessment: Assessment) -> dict:
         "capture": {"file": str(cap.path), "target": cap.target, "duration_s": cap.duration_s,
                     "end_reason": cap.raw.get("end_reason"), "requests": analysis.requests, "drops": cap.drops,
                     "threads_created": int(cap.raw.get("totals", {}).get("threads_created", 0)),
-                    "threads_exited": int(cap.raw.get("totals", {}).get("threads_exited", 0))},
+                    "threads_exited": int(cap.raw.get("totals", {}).get("threads_exited", 0)),
+                    "collector": {key: cap.raw.get("tool", {}).get(key) for key in ("cpu_s", "max_rss_bytes",
+                                                                                    "map_bytes")}},
         "metrics": {"process": analysis.process, "threads": threads.to_dict(orient="records"),
                     "roles": {role: [int(t) for t in analysis.threads.index[analysis.threads["role"] == role]]
                               for role in ROLES}},
@@ -199,6 +212,8 @@ def render_terminal(analysis: Analysis, assessment: Assessment, console: Console
     console.print(table)
     if len(analysis.threads) > MAX_THREAD_ROWS:
         console.print(f"... and {len(analysis.threads) - MAX_THREAD_ROWS} more threads")
+    if collector_line(analysis):
+        console.print(plain(collector_line(analysis), "dim"))
 
     requests = analysis.capture.requests
     console.print()
@@ -247,6 +262,7 @@ def render_html(analysis: Analysis, assessment: Assessment) -> str:
 
     body = [htmlpage.paragraph(headline(analysis)), htmlpage.paragraph(f"threads: {role_summary(analysis)}"),
             *([htmlpage.paragraph(lifecycle_line(analysis))] if lifecycle_line(analysis) else []),
+            *([htmlpage.paragraph(collector_line(analysis), "note")] if collector_line(analysis) else []),
             htmlpage.heading("Verdicts"), *verdict_blocks(assessment)]
     for label in assessment.labels:
         body.append(htmlpage.heading(f"Evidence: {label.title}"))
