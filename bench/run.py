@@ -243,6 +243,10 @@ TRACERS = [
 ]
 
 
+def tracer(name: str) -> Tracer:
+    return next(t for t in TRACERS if t.name == name)
+
+
 @dataclass
 class Running:
     tracer: Tracer
@@ -535,8 +539,8 @@ def accuracy(args) -> dict:
         usdt_lines = Lines(usdt.stdout)
         usdt_lines.wait_for("^ready", 60)
         # strace's window encloses spinscope's: spinscope can only see fewer calls, never more.
-        strace = start_tracer(TRACERS[3], server.pid, work)
-        spin = start_tracer(TRACERS[0], server.pid, work)
+        strace = start_tracer(tracer("strace -f -c"), server.pid, work)
+        spin = start_tracer(tracer("spinscope"), server.pid, work)
         load = json.loads(subprocess.run(
             pinned(LOAD_CPU, [str(BUILD / "loadgen"), "--port", str(server.port), "--mix",
                               "70:/bytes/100,30:/bytes/102400", "--concurrency", "8", "--requests",
@@ -606,7 +610,7 @@ def scale(args) -> list:
             server = start_refserver(arch)
             work = Path(tempfile.mkdtemp(prefix="spinscope-scale-"))
             try:
-                running = start_tracer(TRACERS[0], server.pid, work)
+                running = start_tracer(tracer("spinscope"), server.pid, work)
                 maps = collector_map_bytes()
                 before = collector_prog_stats()
                 load = loadgen(server.port, "/bytes/100", args.seconds, n)

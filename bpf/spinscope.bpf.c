@@ -10,8 +10,21 @@
  * Why the two raw syscall tracepoints rather than one syscalls/sys_enter_<name> tracepoint per
  * call: the per-call tracepoints go through perf's buffer machinery before BPF even runs, which
  * measured here +110 ns on every epoll_wait of every *other* process (the load generator too) and
- * +190 ns on the target's. A BTF raw tracepoint is a direct call; it fires for every syscall, but
- * a foreign thread costs one compare of its thread group with a constant in .rodata (bench/).
+ * +190 ns on the target's. A BTF raw tracepoint is a direct call; it fires for every syscall, and a
+ * syscall we do not count costs a table load, a foreign thread's counted one a compare more.
+ *
+ * The hot path, as measured (bench/results/overhead.md; 2-core AMD VM with retpolines and the SRSO
+ * safe-return mitigation, so every call and return is dear):
+ *   - any syscall tracepoint puts every task on the syscall slow path: empty programs on both raw
+ *     tracepoints add ~118 ns to every syscall of every process, one alone ~90 ns. That floor is the
+ *     kernel's, not the programs'; syscount pays it too.
+ *   - calls are counted at sys_exit, whose saved registers still hold the arguments: sys_enter does
+ *     nothing for most calls (close, and the poll calls whose timeout is in user memory, excepted);
+ *   - the clock (~30 ns) is read for 1 call in time_sample only (--time-sample, default 16) and where a
+ *     request starts or is answered; the time a call spent switched out comes from sched_switch;
+ *   - the remaining large cost is the thread lookup (~40 ns for the hash map). Task storage measured
+ *     ~24 ns less, but a nested access (a wakeup from an interrupt during one of our programs) fails
+ *     and would lose exact counts: not used.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -711,22 +724,26 @@ static __always_inline bool sample_this_call(void)
 }
 
 /*
- * sys_enter: a foreign thread costs one compare; for the target's counted calls, only close (its
+ * sys_enter: a syscall spinscope does not count costs a table load, a foreign thread's counted one a
+ * compare more; for the target's counted calls, only close (its
  * descriptor is gone at sys_exit), the poll calls whose timeout is in user memory, and the 1 call in
  * time_sample that is timed do anything here.
  */
 SEC("tp_btf/sys_enter")
 int BPF_PROG(on_sys_enter, struct pt_regs *regs, long nr)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
+	struct task_struct *task;
 	struct thread_stats *t;
 	bool timed, nowait_arg;
 	__u32 cls;
 
-	if (!is_target(task->tgid))
-		return 0;
+	/* The syscall first: a table load, where the task costs a helper call (dear on this CPU) that
+	 * every syscall spinscope does not count, of any process, is spared. */
 	cls = syscall_class_of(nr);
 	if (cls == SC_IGNORED)
+		return 0;
+	task = bpf_get_current_task_btf();
+	if (!is_target(task->tgid))
 		return 0;
 	if (cls == SC_CLOSE)
 		return close_enter(SC_ARG(regs, 0));
@@ -750,17 +767,17 @@ int BPF_PROG(on_sys_enter, struct pt_regs *regs, long nr)
 SEC("tp_btf/sys_exit")
 int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
+	struct task_struct *task;
 	struct call call = {};
 	struct thread_stats *t;
-	__u32 tid = task->pid, nr, cls;
+	__u32 tid, nr = SC_NR(regs), cls = syscall_class_of(nr);
 
+	if (!counted_at_exit(cls)) /* the syscall first, as at sys_enter */
+		return 0;
+	task = bpf_get_current_task_btf();
 	if (!is_target(task->tgid))
 		return 0;
-	nr = SC_NR(regs);
-	cls = syscall_class_of(nr);
-	if (!counted_at_exit(cls))
-		return 0;
+	tid = task->pid;
 	t = task_thread(task);
 	if (!t)
 		return 0;

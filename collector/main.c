@@ -376,6 +376,7 @@ static int fail(struct session *s, int err, const char *fmt, ...)
 static int session_attach(struct session *s, const struct options *o)
 {
 	struct seed_ctx seed;
+	struct bpf_map *map;
 	char err[256];
 	int ret;
 
@@ -397,6 +398,9 @@ static int session_attach(struct session *s, const struct options *o)
 	if (ret)
 		return fail(s, ret, "cannot load the BPF programs: %s (run with -v for libbpf's log)",
 			    strerror(-ret));
+	bpf_object__for_each_map(map, s->skel->obj) /* their memory goes in the capture (tool.map_bytes) */
+		if (s->meta.nmaps < sizeof(s->meta.map_fds) / sizeof(s->meta.map_fds[0]))
+			s->meta.map_fds[s->meta.nmaps++] = bpf_map__fd(map);
 
 	seed = (struct seed_ctx){ bpf_map__fd(s->skel->maps.threads), o->pid, monotonic_ns(),
 				  bpf_map__fd(s->skel->maps.child_pids) };
@@ -462,13 +466,6 @@ static int session_start(struct session *s, const struct options *o)
 	s->meta.max_threads = o->max_threads;
 	s->meta.time_sample = o->time_sample;
 	s->meta.max_sockets = o->max_sockets;
-	{
-		struct bpf_map *map;
-
-		bpf_object__for_each_map(map, s->skel->obj)
-			if (s->meta.nmaps < sizeof(s->meta.map_fds) / sizeof(s->meta.map_fds[0]))
-				s->meta.map_fds[s->meta.nmaps++] = bpf_map__fd(map);
-	}
 	s->meta.keep_cmdline = o->keep_cmdline;
 	s->meta.keep_hostname = o->keep_hostname;
 	proc_comm(o->pid, s->meta.comm, sizeof(s->meta.comm));

@@ -189,6 +189,10 @@ def test_capture_document_shape(tmp_path):
     cap = run.capture
     assert cap["schema"] == 4 and cap["format"] == "spinscope-capture"
     assert cap["settings"]["time_sample"] == 1  # the harness times every call
+    # What the collector itself used, and when maps filled (none here).
+    assert cap["tool"]["cpu_s"] > 0 and cap["tool"]["max_rss_bytes"] > 2**20
+    assert 0 < cap["tool"]["map_bytes"] < 4 * 2**20
+    assert cap["intervals"] and all(i["drops"] == dict.fromkeys(cap["drops"], 0) for i in cap["intervals"])
     assert cap["end_reason"] == "target-exited"
     assert cap["target"]["comm"] == "reqserver"
     assert cap["target"]["argc"] == 3 and cap["target"]["cmdline"] is None  # values only with --cmdline
