@@ -252,12 +252,13 @@ struct wakeup_edge {
 	__u32 mechanism; /* enum wake_mechanism */
 };
 
-/* What a full map cost (the capture's `drops`), in capture order: entries the probes could not create,
- * so the counts of what they would have held are lower bounds. X(name): field drops_<name>. */
+/* What a full map cost (the capture's `drops`), in capture order: events whose entry the probes could not
+ * create, counted per event (a thread without an entry drops each of its events), so the counts of what
+ * the entries would have held are lower bounds. X(name): field drops_<name>. */
 #define SPINSCOPE_DROPS(X)                                                                         \
-	X(threads)      /* threads never counted (the threads map was full) */                     \
-	X(sockets)      /* requests not followed (sockets map full) */                             \
-	X(wakeup_edges) /* waker -> wakee pairs not recorded (wakeups map full) */                 \
+	X(threads)      /* events of threads the threads map had no room for */                    \
+	X(sockets)      /* socket reads the sockets map had no room for: requests not followed */  \
+	X(wakeup_edges) /* wakeups whose waker -> wakee pair had no room (wakeups map full) */     \
 	X(pids)         /* forked children not followed (child_pids map full) */                   \
 	X(execs)        /* processes whose exec was not recorded (execs map full) */
 

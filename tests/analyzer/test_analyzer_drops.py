@@ -47,8 +47,8 @@ def test_diff_leads_with_the_drops_and_marks_the_metrics_they_touch(capture_file
     lines = result.stdout.splitlines()
     assert lines[0].startswith("WARNING: events dropped (after: 812 threads, 40 sockets): counts are lower "
                                "bounds, a change may be the drops' doing; after: ")
-    assert any("after: 812 threads never counted (every count is a lower bound" in line for line in lines)
-    assert any("after: 40 sockets whose requests were not followed" in line for line in lines)
+    assert any("after: 812 events of threads the threads map had no room for (every count is a lower bound" in line for line in lines)
+    assert any("after: 40 socket reads the sockets map had no room for" in line for line in lines)
     assert DROPS_HEADER in result.stdout
     rows = {line.split()[1]: line for line in lines if line.startswith("│")}
     assert "after: threads, sockets" in rows["writes_per_request"]  # a per-request metric: both
@@ -65,7 +65,7 @@ def test_diff_leads_with_the_drops_and_marks_the_metrics_they_touch(capture_file
     out = tmp_path / "diff.html"
     assert cli("diff", before, after, "--html", out).returncode == 0
     page = out.read_text()
-    assert "Dropped events" in page and "812 threads never counted" in page and DROPS_HEADER in page
+    assert "Dropped events" in page and "812 events of threads the threads map had no room for" in page and DROPS_HEADER in page
 
 
 def test_drops_on_both_sides_and_of_the_graph_only(capture_file):
@@ -78,9 +78,9 @@ def test_drops_on_both_sides_and_of_the_graph_only(capture_file):
 
 def test_report_notes_the_drops_and_what_they_touch(capture_file, cli):
     out = " ".join(cli("report", capture_file(faster(**DROPPED))).stdout.split())  # unwrapped
-    assert "note: the collector dropped events, a map being full: 812 threads never counted" in out
+    assert "note: the collector dropped events, a map being full: 812 events of threads the threads map had no room for" in out
     assert "record again with a larger --max-threads" in out
-    assert "40 sockets whose requests were not followed" in out
+    assert "40 socket reads the sockets map had no room for" in out
     doc = json.loads(cli("report", "--json", capture_file(faster(**DROPPED))).stdout)
     assert doc["capture"]["drops"] == DROPPED
-    assert any("812 threads never counted" in note for note in doc["notes"])
+    assert any("812 events of threads the threads map had no room for" in note for note in doc["notes"])

@@ -47,7 +47,7 @@ def test_drop_note_says_when_the_map_filled(tmp_path):
     doc["intervals"][8]["drops"]["threads"] = 2
     cap = capture_module.load(write(tmp_path, doc))
     [note] = [note for note in assess(analyze(cap)).notes if "dropped" in note]
-    assert note.startswith("the collector dropped events, a map being full from 3.0 s on: 7 threads")
+    assert note.startswith("the collector dropped events, a map being full from 3.0 s on: 7 events of threads")
 
 
 def test_collector_usage_line(tmp_path):

@@ -13,7 +13,7 @@ table write a metric's values the same way (`Change.value_text`), in the same un
 (+41%, ×12) only of a base that is meaningfully above zero (`Change.floor`, RELATIVE_MIN_BASE): from a zero
 or near-zero base a change reads `0 → 0.46 ms per request`.
 
-A capture whose collector dropped events (a full map: threads never counted, requests not followed) has
+A capture whose collector dropped events (a full map: threads or requests not followed) has
 counts that are lower bounds, and a change between it and another capture may be the drops' doing. Such
 a comparison is qualified everywhere it is written: the verdict starts with a warning naming the drops,
 the drops and what each touches are listed, and the table marks every metric they touch.
@@ -347,7 +347,8 @@ def change_headers(comparison: Comparison) -> tuple:
 
 
 def drop_lines(comparison: Comparison) -> list:
-    """`after: 812 threads never counted (every count is a lower bound, ...); ...` per side and kind."""
+    """`after: 812 events of threads the threads map had no room for (every count is a lower bound, ...); ...`
+    per side and kind."""
     return [f"{side}: {drop_line(drop, count)}" for side, drop, count in comparison.drops]
 
 

@@ -92,7 +92,7 @@ class Drop:
     docs/capture-format.md), and what its absence does to the numbers."""
 
     key: str  # drops.<key>
-    lost: str  # what was not recorded, after the count: "812 threads never counted"
+    lost: str  # what was not recorded, after the count: "812 events of threads the threads map had no room for"
     effect: str  # what that does to the numbers
     metrics: tuple  # the METRICS it makes unreliable
     remedy: str = ""
@@ -100,12 +100,12 @@ class Drop:
 
 REQUEST_METRICS = (*(m.name for m in METRICS if m.kind == PER_REQUEST), "cross_thread_share", "requests_per_s")
 DROPS = (
-    Drop("threads", "threads never counted", "every count is a lower bound, and every metric may be off",
+    Drop("threads", "events of threads the threads map had no room for", "every count is a lower bound, and every metric may be off",
          tuple(METRIC_BY_NAME), "record again with a larger --max-threads"),
-    Drop("sockets", "sockets whose requests were not followed",
+    Drop("sockets", "socket reads the sockets map had no room for (their requests not followed)",
          "the request count is a lower bound, and the per-request metrics may be too high", REQUEST_METRICS,
          "record again with a larger --max-sockets"),
-    Drop("wakeup_edges", "waker/wakee pairs not recorded",
+    Drop("wakeup_edges", "wakeups whose waker/wakee pair the wakeups map had no room for",
          "the handoff graph, who woke whom, is incomplete; the handoff counts are whole", ()),
     Drop("pids", "forked children not followed", "their threads are missing from every count, and every "
          "metric may be off", tuple(METRIC_BY_NAME)),
@@ -120,7 +120,8 @@ def dropped(drops: Mapping[str, int]) -> list:
 
 
 def drop_line(drop: Drop, count: int) -> str:
-    """`812 threads never counted (every count is a lower bound, ...); record again with ...`."""
+    """`812 events of threads the threads map had no room for (every count is a lower bound, ...); record
+    again with ...`."""
     return f"{count:,} {drop.lost} ({drop.effect})" + (f"; {drop.remedy}" if drop.remedy else "")
 
 
