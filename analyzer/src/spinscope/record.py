@@ -105,8 +105,7 @@ def run(args: argparse.Namespace) -> int:
     check_options(args)
     path = collector.find()
     if path is None:
-        looked = ", ".join(str(c) for c in collector.candidates()) or "PATH"
-        raise SpinscopeError(f"collector not found (looked in {looked}); build it with `make`")
+        raise SpinscopeError(collector.not_found_message())
     output = Path(args.output) if args.output else default_output(args.pid)
     from rich.console import Console
 
