@@ -1,5 +1,6 @@
 # spinscope: `make` builds everything, `make test` sets up and runs the test suite,
-# `make demo` records and reports a bundled reference server, `make bench` measures overhead.
+# `make demo` records and reports a bundled reference server, `make bench` measures overhead,
+# `make dist` builds what installs on a machine without clang or a checkout (build/dist/).
 
 BUILD      := $(abspath build)
 CLANG      ?= clang
@@ -9,6 +10,8 @@ ARCH       := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
 CFLAGS     ?= -O2 -g
 WARN       := -Wall -Wextra
 PYTHON     ?= python3
+VERSION    := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+MACHINE    := $(shell uname -m)
 # Extra flags for the BPF object, for experiments: make BUILD=/tmp/x BPF_CFLAGS=-DSOMETHING
 BPF_CFLAGS ?=
 
@@ -19,7 +22,7 @@ COLLECTOR_HDRS := $(wildcard collector/*.h)
 FIXTURE_SRCS := $(wildcard tests/fixtures/*.c)
 FIXTURES   := $(patsubst tests/fixtures/%.c,$(BUILD)/fixtures/%,$(FIXTURE_SRCS))
 
-.PHONY: all collector refservers fixtures setup test unit demo bench clean
+.PHONY: all collector refservers fixtures dist setup test unit demo bench clean
 
 all: collector refservers fixtures
 
@@ -44,6 +47,32 @@ $(BUILD)/spinscope-collector: $(COLLECTOR_SRCS) $(COLLECTOR_HDRS) $(BPF_HDRS) $(
 	$(CC) $(CFLAGS) $(WARN) -I$(BUILD) -Ibpf -Icollector $(COLLECTOR_SRCS) -o $@ \
 		$(shell pkg-config --libs libbpf json-c) -lelf -lz
 
+# `make dist`: build/dist/spinscope-collector, a collector that runs on any x86-64 Linux with a BTF kernel and
+# nothing installed (copy it to a host where Python is not wanted: record there, analyse elsewhere), and
+# build/dist/spinscope-VERSION-py3-none-linux_MACHINE.whl, the Python package with that collector inside
+# (spinscope/_bin/spinscope-collector; setup.py), tagged for this platform since it carries native code.
+# The collector is linked fully static: libbpf, libelf, zlib, json-c and glibc too (libelf here needs no
+# zstd; the collector calls nothing of glibc that needs NSS or dlopen, so static glibc links without a
+# warning), `ldd` says "not a dynamic executable". The BPF object is inside it (the skeleton), as in
+# every build. Building the wheel fetches setuptools from PyPI (pip's build isolation).
+DIST  := $(BUILD)/dist
+WHEEL := $(DIST)/spinscope-$(VERSION)-py3-none-linux_$(MACHINE).whl
+PY_SRCS := $(shell find analyzer/src/spinscope -name '*.py')
+
+dist: $(DIST)/spinscope-collector $(WHEEL)
+
+$(DIST)/spinscope-collector: $(COLLECTOR_SRCS) $(COLLECTOR_HDRS) $(BPF_HDRS) $(BUILD)/spinscope.skel.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(WARN) -I$(BUILD) -Ibpf -Icollector $(COLLECTOR_SRCS) -o $@.tmp -static -s \
+		$(shell pkg-config --static --libs libbpf json-c) -lelf -lz
+	mv $@.tmp $@
+
+$(WHEEL): $(DIST)/spinscope-collector $(PY_SRCS) pyproject.toml setup.py
+	rm -rf $(BUILD)/setuptools $(DIST)/*.whl
+	SPINSCOPE_BUNDLE_COLLECTOR=$(DIST)/spinscope-collector \
+		$(PYTHON) -m pip wheel --no-deps --disable-pip-version-check -q -w $(DIST) .
+	@test -f $@ || { echo "make dist: pip built $$(ls $(DIST)/*.whl), not $@" >&2; exit 1; }
+
 refservers: | $(BUILD)
 	$(MAKE) -C reference-servers BUILD=$(BUILD)
 
@@ -56,8 +85,9 @@ $(BUILD)/fixtures/%: tests/fixtures/%.c $(wildcard tests/fixtures/*.h)
 setup:
 	bash scripts/setup.sh
 
+# CI's command (.ci/run). It builds dist too: tests/install installs that wheel in a fresh venv.
 test: setup
-	$(MAKE) all
+	$(MAKE) all dist
 	$(PYTHON) -m pytest -q tests
 
 # The quick loop: every test not marked `root` (tests/conftest.py), i.e. the analyzer's on synthetic and

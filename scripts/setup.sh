@@ -4,8 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The -dev packages hold the static libraries (libbpf.a, libelf.a, libz.a, libjson-c.a, and libc.a in
+# libc6-dev) that `make dist` links into the standalone collector.
 APT_PACKAGES=(
-    make gcc clang llvm pkg-config
+    make gcc libc6-dev clang llvm pkg-config
     libbpf-dev bpftool libelf-dev zlib1g-dev libjson-c-dev systemtap-sdt-dev
     iproute2 procps strace memcached
 )

@@ -52,10 +52,11 @@ class LineReader:
         return self.seen
 
 
-def start_collector(pid: int, output: Path, *extra: str) -> tuple[subprocess.Popen, LineReader]:
-    """The collector on pid, returned once its probes are live (its --ready-fd line)."""
-    started = collector.start([COLLECTOR, "--pid", pid, "-o", output, *extra], stdin=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True)
+def start_collector(pid: int, output: Path, *extra: str, program: Path = COLLECTOR,
+                    env: dict | None = None) -> tuple[subprocess.Popen, LineReader]:
+    """The collector (program) on pid, returned once its probes are live (its --ready-fd line)."""
+    started = collector.start([program, "--pid", pid, "-o", output, *extra], stdin=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True, env=env)
     err = LineReader(started.proc.stderr)
     try:
         started.wait_ready(timeout=30)
@@ -84,8 +85,10 @@ class FixtureRun:
 EVERY_CALL_TIMED = ("--time-sample", "1")
 
 
-def run_fixture(name: str, *args: str, tmp_path: Path, collector_args: tuple[str, ...] = ()) -> FixtureRun:
-    """Start fixture NAME, attach the collector, let the fixture run, and read both accounts.
+def run_fixture(name: str, *args: str, tmp_path: Path, collector_args: tuple[str, ...] = (),
+                program: Path = COLLECTOR, env: dict | None = None) -> FixtureRun:
+    """Start fixture NAME, attach the collector (program, run with env), let the fixture run, and read
+    both accounts.
 
     The collector stops by itself when the fixture exits, which also exercises that path. Every call is
     timed unless collector_args say --time-sample."""
@@ -98,7 +101,7 @@ def run_fixture(name: str, *args: str, tmp_path: Path, collector_args: tuple[str
     try:
         out = LineReader(fixture.stdout)
         pid = int(out.wait_for(lambda line: line.startswith("ready")).split()[1])
-        collector, err = start_collector(pid, output, *collector_args)
+        collector, err = start_collector(pid, output, *collector_args, program=program, env=env)
         fixture.stdin.write("go\n")
         fixture.stdin.flush()
         out.wait_for(lambda line: line == "done", timeout=60)

@@ -2,8 +2,14 @@
 and what its host checks found. Everything that runs the collector (record, doctor, the lab's sweeps,
 bench/ and the tests) goes through here.
 
-Lookup: $SPINSCOPE_COLLECTOR alone when set; else the checkout's build/spinscope-collector (the package
-is installed editable from analyzer/src); else spinscope-collector on PATH.
+Lookup, first executable wins (candidates(); `spinscope doctor` names the one found and where from):
+  1. $SPINSCOPE_COLLECTOR, alone when set (nothing else is tried: a wrong value is an error, not a fallback);
+  2. the checkout's build/spinscope-collector, when this package runs from a checkout (an editable install,
+     or PYTHONPATH=analyzer/src): there `make` has just rebuilt it, and it is the one matching the source;
+  3. the collector bundled in the package, spinscope/_bin/spinscope-collector (a wheel from `make dist`);
+  4. spinscope-collector on PATH (the standalone binary copied to a host, or a pure-Python install).
+2 before 3: a wheel installed in site-packages has no checkout, so it always uses its own collector; a
+checkout only has a bundled one if someone copied it into the source tree, and then the fresh build wins.
 
 Readiness: the collector is given `--ready-fd N`, the write end of a pipe. Once its probes are live it
 writes one JSON line there ({"ready": true, "pid": ..., "probes": ..., "attach_s": ...}) and closes it;
@@ -27,29 +33,73 @@ COLLECTOR_NAME = "spinscope-collector"
 READY_TIMEOUT_S = 60.0  # loading and attaching takes ~0.1 s; a verifier on a slow kernel, seconds
 
 
+PACKAGE_DIR = Path(__file__).resolve().parent
+BUNDLED_DIR = "_bin"  # in the package; setup.py puts the collector there when `make dist` builds the wheel
+
+
 def repo_root() -> Path:
     """The repository checkout this package runs from (analyzer/src/spinscope/collector.py -> root)."""
     return Path(__file__).resolve().parents[3]
 
 
-def candidates() -> list[Path]:
-    """The places find() looks, in order."""
+def checkout_root() -> Path | None:
+    """repo_root() when the package really runs from a checkout (analyzer/src/spinscope beside the project's
+    pyproject.toml), None when it is installed (site-packages/spinscope)."""
+    root = repo_root()
+    if PACKAGE_DIR == root / "analyzer" / "src" / "spinscope" and (root / "pyproject.toml").is_file():
+        return root
+    return None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A place the collector may be, and what that place is (said by doctor and in errors)."""
+
+    path: Path
+    source: str
+
+    def __str__(self) -> str:
+        return f"{self.path} ({self.source})"
+
+
+def candidates() -> list[Candidate]:
+    """The places find() looks, in order (the module docstring says why this order)."""
     override = os.environ.get(COLLECTOR_ENV)
     if override:
-        return [Path(override)]
-    places = [repo_root() / "build" / COLLECTOR_NAME]
+        return [Candidate(Path(override), f"${COLLECTOR_ENV}")]
+    places = []
+    checkout = checkout_root()
+    if checkout is not None:
+        places.append(Candidate(checkout / "build" / COLLECTOR_NAME, "the checkout's build"))
+    places.append(Candidate(PACKAGE_DIR / BUNDLED_DIR / COLLECTOR_NAME, "bundled with the package"))
     on_path = shutil.which(COLLECTOR_NAME)
     if on_path:
-        places.append(Path(on_path))
+        places.append(Candidate(Path(on_path), "PATH"))
     return places
+
+
+def locate() -> Candidate | None:
+    """The first of candidates() that is an executable file, or None."""
+    for candidate in candidates():
+        if candidate.path.is_file() and os.access(candidate.path, os.X_OK):
+            return candidate
+    return None
 
 
 def find() -> Path | None:
     """The collector executable to run, or None when none of candidates() is executable."""
-    for candidate in candidates():
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return candidate
-    return None
+    found = locate()
+    return found.path if found else None
+
+
+def not_found_message() -> str:
+    """One line: where find() looked, and how to get a collector."""
+    looked = ", ".join(str(c) for c in candidates())
+    if os.environ.get(COLLECTOR_ENV):
+        return f"collector not found: {looked} is not an executable file (fix or unset ${COLLECTOR_ENV})"
+    return (f"collector not found (looked at {looked}, and PATH has no {COLLECTOR_NAME}); install the wheel "
+            f"from `make dist`, put {COLLECTOR_NAME} on PATH or in ${COLLECTOR_ENV}, or build it in a checkout "
+            f"with `make`")
 
 
 class NotReady(Exception):

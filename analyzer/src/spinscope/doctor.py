@@ -2,7 +2,8 @@
 
 The checks are the collector's own (`spinscope-collector --check --json`: privileges, kernel BTF,
 tracefs, the tracepoints, loading and attaching the probes), so doctor and the collector cannot
-disagree; doctor adds only finding the collector, and renders each check as ok, missing or skipped
+disagree; doctor adds only finding the collector (which one, and from where: $SPINSCOPE_COLLECTOR, the
+checkout's build, the one bundled with the package, or PATH), and renders each check as ok, missing or skipped
 with a remedy a user can act on. Exit code 0 when all pass, 1 otherwise.
 """
 
@@ -64,12 +65,14 @@ def all_checks() -> list[Check]:
 
 
 def check_collector() -> Check:
-    path = collector.find()
-    if path:
-        return Check("collector", True, str(path))
-    looked = ", ".join(str(p) for p in collector.candidates()) or "build/spinscope-collector"
+    """Which collector record would run, and where it was found (the lookup order: spinscope.collector)."""
+    found = collector.locate()
+    if found:
+        return Check("collector", True, str(found))
+    looked = ", ".join(str(p) for p in collector.candidates())
     if os.environ.get(collector.COLLECTOR_ENV):
         remedy = f"point {collector.COLLECTOR_ENV} at an executable spinscope-collector, or unset it"
     else:
-        remedy = "build it: make collector (run scripts/setup.sh first for the toolchain)"
-    return Check("collector", False, f"not found (looked at {looked})", remedy)
+        remedy = ("install the wheel from `make dist` (it carries the collector), put spinscope-collector on "
+                  "PATH, or in a checkout build it: make collector (scripts/setup.sh installs the toolchain)")
+    return Check("collector", False, f"not found (looked at {looked}, and on PATH)", remedy)

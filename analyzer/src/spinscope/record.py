@@ -34,6 +34,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "(JSON) when the duration ends, on Ctrl-C, or when the process exits.",
     )
     p.add_argument("--pid", "-p", type=int, required=True, help="process to trace")
+    p.add_argument("--pid-ns", metavar="NS",
+                   help="--pid is as seen in this PID namespace (a container's): /proc/X/ns/pid of any process X "
+                   "in it, or X; it is translated to this host's PID (said on stderr, not kept in the capture)")
     p.add_argument("--duration", "-d", type=float, default=0.0,
                    help="seconds to record (default: until Ctrl-C or the process exits)")
     p.add_argument("--output", "-o",
@@ -105,6 +108,8 @@ def check_options(args: argparse.Namespace) -> None:
             raise usage("--output is empty: name the capture file")
         if Path(args.output).is_dir():
             raise usage(f"--output {args.output} is a directory: name the capture file")
+    if args.pid_ns is not None and not args.pid_ns:
+        raise usage("--pid-ns is empty: name a PID namespace file (/proc/PID/ns/pid) or a PID in it")
     if args.ready_fd is not None and not _is_open(args.ready_fd):
         raise usage(f"--ready-fd {args.ready_fd} is not an open file descriptor")
 
@@ -113,14 +118,19 @@ def run(args: argparse.Namespace) -> int:
     check_options(args)
     path = collector.find()
     if path is None:
-        looked = ", ".join(str(c) for c in collector.candidates()) or "PATH"
-        raise SpinscopeError(f"collector not found (looked in {looked}); build it with `make`")
-    output = Path(args.output) if args.output else default_output(args.pid)
+        raise SpinscopeError(collector.not_found_message())
     from rich.console import Console
 
     from spinscope.output import plain
 
     console = Console(stderr=True, quiet=args.quiet)
+    if args.pid_ns is not None:
+        from spinscope import pidns
+
+        translated = pidns.translate(args.pid, args.pid_ns)
+        console.print(plain(f"spinscope record: {translated.describe()}"))
+        args = argparse.Namespace(**{**vars(args), "pid": translated.host_pid})
+    output = Path(args.output) if args.output else default_output(args.pid)
     started = collector.start(collector_command(path, args, output), stdin=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True, errors="replace", bufsize=1)
     proc = started.proc
