@@ -12,6 +12,10 @@
  * measured here +110 ns on every epoll_wait of every *other* process (the load generator too) and
  * +190 ns on the target's. A BTF raw tracepoint is a direct call; it fires for every syscall, but
  * a foreign thread costs one compare of its thread group with a constant in .rodata (bench/).
+ *
+ * Two ways to choose the target, fixed before load: a PID (and its forked children with --children),
+ * or a cgroup v2 (--cgroup: every thread whose cgroup is it or a descendant, whenever it entered). The
+ * mode is a constant the verifier resolves: a PID-mode program holds no cgroup code at all.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -49,8 +53,11 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define MAX_IOV 16 /* iovecs / mmsghdrs summed per call; more are rare and left out of `asked` */
 
 /* Settings, fixed by the collector before load. */
-const volatile __u32 targ_tgid = 0;
+const volatile __u32 targ_tgid = 0; /* PID mode: the process */
 const volatile bool follow_children = false;
+const volatile __u64 targ_cgroup_id = 0;   /* cgroup mode when not 0: the cgroup's kernfs id (its inode) */
+const volatile __u32 targ_cgroup_level = 0; /* ...and its depth in the hierarchy (0: the root) */
+const volatile __u32 collector_tgid = 0;   /* cgroup mode: the collector itself is never traced */
 const volatile __u64 kernel_stack_size = 16384; /* THREAD_SIZE: x86-64, doubled under KASAN */
 const volatile __u8 syscall_class[SYSCALL_TABLE_SIZE] = {}; /* enum syscall_class by number */
 const volatile __u8 wake_mechanism[SYSCALL_TABLE_SIZE] = {}; /* enum wake_mechanism by number */
@@ -132,11 +139,48 @@ struct {
 
 static const struct thread_stats zero_thread;
 
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
+
 /* ---------------------------------------------------------------------------------------- */
 /* Helpers                                                                                    */
 
-static __always_inline bool is_target(__u32 tgid)
+/*
+ * Is the task in the target cgroup or one of its descendants? As bpf_task_under_cgroup() decides, but
+ * with direct BTF loads, no helper call: the task's cgroup on the default hierarchy (cgroup v2), and its
+ * ancestor at the target's level (a cgroup is its own ancestor at its level), compared by kernfs id. A
+ * task moved into the cgroup is in from that moment; one moved out, out.
+ */
+static __always_inline bool in_target_cgroup(struct task_struct *task)
 {
+	struct css_set *cset = task->cgroups;
+	struct cgroup *cgrp, *ancestor, **slot;
+
+	if (!cset)
+		return false;
+	cgrp = cset->dfl_cgrp;
+	if (!cgrp || cgrp->level < (int)targ_cgroup_level)
+		return false;
+	/* ancestors[] is a flexible array of pointers, which the verifier's BTF walk does not type: the slot
+	 * is read as untrusted memory and the pointer in it typed again (bpf_rdonly_cast is inlined to a
+	 * move, no call; the loads are fault-safe). */
+	slot = bpf_rdonly_cast(&cgrp->ancestors[targ_cgroup_level], 0);
+	if (!*slot)
+		return false;
+	ancestor = bpf_rdonly_cast(*slot, bpf_core_type_id_kernel(struct cgroup));
+	return ancestor->kn->id == targ_cgroup_id;
+}
+
+/*
+ * Is the task one of the target's? Run for every syscall of every thread on the machine: a foreign
+ * thread in PID mode costs one compare of its thread group with a constant. targ_cgroup_id and
+ * follow_children are constants the verifier resolves, so each mode's program holds only its own test.
+ */
+static __always_inline bool is_target(struct task_struct *task)
+{
+	__u32 tgid = task->tgid;
+
+	if (targ_cgroup_id)
+		return in_target_cgroup(task) && tgid != collector_tgid;
 	if (tgid == targ_tgid)
 		return true;
 	if (!follow_children) /* constant: the verifier drops the lookup below */
@@ -175,7 +219,6 @@ static __always_inline struct thread_stats *task_thread(struct task_struct *task
 	return thread_create(tid, task->tgid, task);
 }
 
-extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
 
 /*
  * The struct socket behind fd in the current process, or 0 if fd is not a socket. The walk uses
@@ -723,7 +766,7 @@ int BPF_PROG(on_sys_enter, struct pt_regs *regs, long nr)
 	bool timed, nowait_arg;
 	__u32 cls;
 
-	if (!is_target(task->tgid))
+	if (!is_target(task))
 		return 0;
 	cls = syscall_class_of(nr);
 	if (cls == SC_IGNORED)
@@ -755,7 +798,7 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 	struct thread_stats *t;
 	__u32 tid = task->pid, nr, cls;
 
-	if (!is_target(task->tgid))
+	if (!is_target(task))
 		return 0;
 	nr = SC_NR(regs);
 	cls = syscall_class_of(nr);
@@ -828,7 +871,7 @@ SEC("tp_btf/sched_switch")
 int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
 {
-	bool prev_ours = is_target(prev->tgid), next_ours = is_target(next->tgid);
+	bool prev_ours = is_target(prev), next_ours = is_target(next);
 	struct thread_stats *t;
 	__u64 now;
 
@@ -936,7 +979,7 @@ int BPF_PROG(on_sched_waking, struct task_struct *p)
 	__u32 mechanism;
 	long waker_nr;
 
-	if (!is_target(p->tgid))
+	if (!is_target(p))
 		return 0;
 	wakee = task_thread(p);
 	if (!wakee)
@@ -947,7 +990,7 @@ int BPF_PROG(on_sched_waking, struct task_struct *p)
 		__sync_fetch_and_add(&wakee->c.wakeups_irq, 1);
 		return 0;
 	}
-	if (!is_target(current->tgid)) {
+	if (!is_target(current)) {
 		__sync_fetch_and_add(&wakee->c.wakeups_external, 1);
 		return 0;
 	}
@@ -993,12 +1036,18 @@ int BPF_PROG(on_sched_process_fork, struct task_struct *parent, struct task_stru
 	__u32 child_tgid = child->tgid;
 	__u8 one = 1;
 
-	if (!is_target(parent->tgid))
+	if (!is_target(parent))
 		return 0;
 	t = task_thread(bpf_get_current_task_btf());
 	if (t)
 		t->c.threads_created++;
-	if (child_tgid == (__u32)parent->tgid || !follow_children)
+	if (child_tgid == (__u32)parent->tgid)
+		return 0;
+	if (targ_cgroup_id) { /* a child starts in its parent's cgroup: traced as the cgroup's */
+		__sync_fetch_and_add(&globals.processes_created, 1);
+		return 0;
+	}
+	if (!follow_children)
 		return 0;
 	__sync_fetch_and_add(&globals.processes_created, 1);
 	if (bpf_map_update_elem(&child_pids, &child_tgid, &one, BPF_ANY))
@@ -1011,7 +1060,7 @@ int BPF_PROG(on_sched_process_exit, struct task_struct *p)
 {
 	struct thread_stats *t;
 
-	if (!is_target(p->tgid))
+	if (!is_target(p))
 		return 0;
 	t = task_thread(p);
 	if (!t)
@@ -1030,7 +1079,7 @@ int BPF_PROG(on_sched_process_exec, struct task_struct *p, pid_t old_pid, struct
 	__u32 pid = p->tgid;
 	struct exec_record *e;
 
-	if (!is_target(pid))
+	if (!is_target(p))
 		return 0;
 	e = bpf_map_lookup_elem(&execs, &pid);
 	if (!e) {
