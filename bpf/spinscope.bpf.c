@@ -53,11 +53,11 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define MAX_IOV 16 /* iovecs / mmsghdrs summed per call; more are rare and left out of `asked` */
 
 /* Settings, fixed by the collector before load. */
-const volatile __u32 targ_tgid = 0; /* PID mode: the process */
-const volatile bool follow_children = false;
-const volatile __u64 targ_cgroup_id = 0;   /* cgroup mode when not 0: the cgroup's kernfs id (its inode) */
+const volatile __u32 targ_tgid = 0; /* the process (TARGET_NO_PID with TARGET_CGROUP) */
+const volatile __u32 targ_more = 0;        /* TARGET_* (spinscope.h) */
+const volatile __u64 targ_cgroup_id = 0;   /* TARGET_CGROUP: the cgroup's kernfs id (its inode number) */
 const volatile __u32 targ_cgroup_level = 0; /* ...and its depth in the hierarchy (0: the root) */
-const volatile __u32 collector_tgid = 0;   /* cgroup mode: the collector itself is never traced */
+const volatile __u32 collector_tgid = 0;   /* TARGET_CGROUP: the collector itself is never traced */
 const volatile __u64 kernel_stack_size = 16384; /* THREAD_SIZE: x86-64, doubled under KASAN */
 const volatile __u8 syscall_class[SYSCALL_TABLE_SIZE] = {}; /* enum syscall_class by number */
 const volatile __u8 wake_mechanism[SYSCALL_TABLE_SIZE] = {}; /* enum wake_mechanism by number */
@@ -172,19 +172,20 @@ static __always_inline bool in_target_cgroup(struct task_struct *task)
 
 /*
  * Is the task one of the target's? Run for every syscall of every thread on the machine: a foreign
- * thread in PID mode costs one compare of its thread group with a constant. targ_cgroup_id and
- * follow_children are constants the verifier resolves, so each mode's program holds only its own test.
+ * thread costs one compare of its thread group with a constant in PID mode. targ_more is a constant the
+ * verifier resolves: with a PID alone, the code below its test is gone (xlated: no lookup, no cgroup
+ * load), and the PID mode's foreign thread costs what it did before the cgroup mode existed.
  */
 static __always_inline bool is_target(struct task_struct *task)
 {
 	__u32 tgid = task->tgid;
 
-	if (targ_cgroup_id)
-		return in_target_cgroup(task) && tgid != collector_tgid;
 	if (tgid == targ_tgid)
 		return true;
-	if (!follow_children) /* constant: the verifier drops the lookup below */
+	if (!targ_more)
 		return false;
+	if (targ_more & TARGET_CGROUP)
+		return in_target_cgroup(task) && tgid != collector_tgid;
 	return bpf_map_lookup_elem(&child_pids, &tgid) != NULL;
 }
 
@@ -1043,11 +1044,11 @@ int BPF_PROG(on_sched_process_fork, struct task_struct *parent, struct task_stru
 		t->c.threads_created++;
 	if (child_tgid == (__u32)parent->tgid)
 		return 0;
-	if (targ_cgroup_id) { /* a child starts in its parent's cgroup: traced as the cgroup's */
+	if (targ_more & TARGET_CGROUP) { /* a child starts in its parent's cgroup: traced as the cgroup's */
 		__sync_fetch_and_add(&globals.processes_created, 1);
 		return 0;
 	}
-	if (!follow_children)
+	if (!(targ_more & TARGET_CHILDREN))
 		return 0;
 	__sync_fetch_and_add(&globals.processes_created, 1);
 	if (bpf_map_update_elem(&child_pids, &child_tgid, &one, BPF_ANY))

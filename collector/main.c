@@ -425,8 +425,10 @@ static int session_attach(struct session *s, const struct options *o)
 	if (!s->skel)
 		return fail(s, -errno, "cannot open the BPF object: %s", strerror(errno));
 	s->skel->rodata->targ_tgid = o->pid;
-	s->skel->rodata->follow_children = o->follow_children;
+	s->skel->rodata->targ_more = o->follow_children ? TARGET_CHILDREN : 0;
 	if (o->cgroup_arg) {
+		s->skel->rodata->targ_tgid = TARGET_NO_PID;
+		s->skel->rodata->targ_more = TARGET_CGROUP;
 		s->skel->rodata->targ_cgroup_id = o->cgroup.id;
 		s->skel->rodata->targ_cgroup_level = o->cgroup.level;
 		s->skel->rodata->collector_tgid = getpid();
