@@ -464,10 +464,11 @@ static json_object *jexecs(const struct capture_meta *meta, const struct snapsho
 	return list;
 }
 
-/* The target's arguments: their values only when asked (--cmdline), for they may hold secrets. */
+/* The target's arguments: their values only when asked (--cmdline), for they may hold secrets. A cgroup has
+ * none (argc 0, cmdline null). */
 static void jcmdline(json_object *target, const struct capture_meta *meta)
 {
-	json_object *argv = meta->keep_cmdline ? json_object_new_array() : NULL;
+	json_object *argv = meta->keep_cmdline && !meta->cgroup ? json_object_new_array() : NULL;
 	size_t argc = 0;
 
 	for (size_t off = 0; meta->cmdline && off < meta->cmdline_len; off += strlen(meta->cmdline + off) + 1) {
