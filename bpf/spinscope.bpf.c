@@ -220,7 +220,6 @@ static __always_inline struct thread_stats *task_thread(struct task_struct *task
 	return thread_create(tid, task->tgid, task);
 }
 
-
 /*
  * The struct socket behind fd in the current process, or 0 if fd is not a socket. The walk uses
  * direct (fault-safe) loads through BTF-typed pointers: one helper call instead of one per field.

@@ -248,10 +248,14 @@ static void parse_options(int argc, char **argv, struct options *o)
 		fprintf(stderr, PROG ": error: --json goes with --check\n");
 		exit(2);
 	}
-	if (o->cgroup_arg && (o->pid || o->follow_children || o->check)) {
+	if (o->cgroup_arg && o->check) {
+		fprintf(stderr, PROG ": error: --check checks this host and takes no --cgroup\n");
+		exit(2);
+	}
+	if (o->cgroup_arg && (o->pid || o->follow_children)) {
 		/* A cgroup's processes' children start in it (and a PID's cgroup may hold others): one target. */
 		fprintf(stderr, PROG ": error: --cgroup goes without %s: it traces every process in the cgroup, "
-			"children included\n", o->pid ? "--pid" : o->follow_children ? "--children" : "--check");
+			"children included\n", o->pid ? "--pid" : "--children");
 		exit(2);
 	}
 	if (!o->pid && !o->cgroup_arg && !o->check) {
