@@ -195,3 +195,11 @@ def test_cgroup_goes_alone(extra, tmp_path):
     assert result.stderr.strip().splitlines() == [
         f"spinscope-collector: error: --cgroup goes without {extra[0]}: it traces every process in the cgroup, "
         "children included"]
+
+
+def test_check_takes_no_cgroup():
+    result = subprocess.run([str(COLLECTOR), "--check", "--cgroup", UNIFIED], capture_output=True, text=True,
+                            timeout=20)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == ["spinscope-collector: error: --check checks this host and takes "
+                                                  "no --cgroup"]
