@@ -13,6 +13,7 @@
 #include <json-c/json.h>
 
 #include "capture.h"
+#include "cgroup.h"
 #include "procfs.h"
 #include "spinscope.skel.h"
 
@@ -514,10 +515,11 @@ static json_object *jexecs(const struct capture_meta *meta, const struct snapsho
 	return list;
 }
 
-/* The target's arguments: their values only when asked (--cmdline), for they may hold secrets. */
+/* The target's arguments: their values only when asked (--cmdline), for they may hold secrets. A cgroup has
+ * none (argc 0, cmdline null). */
 static void jcmdline(json_object *target, const struct capture_meta *meta)
 {
-	json_object *argv = meta->keep_cmdline ? json_object_new_array() : NULL;
+	json_object *argv = meta->keep_cmdline && !meta->cgroup ? json_object_new_array() : NULL;
 	size_t argc = 0;
 
 	for (size_t off = 0; meta->cmdline && off < meta->cmdline_len; off += strlen(meta->cmdline + off) + 1) {
@@ -536,11 +538,12 @@ static json_object *jtarget(const struct capture_meta *meta, const struct snapsh
 	size_t npids = 0;
 	__u32 *seen = calloc(snap->nthreads + 1, sizeof(*seen));
 
-	/* Every process that had a thread traced, target first. */
-	json_object_array_add(pids, jint(meta->pid));
+	/* Every process that had a thread traced, the target first (in PID mode). */
+	if (meta->pid)
+		json_object_array_add(pids, jint(meta->pid));
 	for (size_t i = 0; seen && i < snap->nthreads; i++) {
 		__u32 pid = snap->threads[i].pid;
-		bool dup = pid == (__u32)meta->pid;
+		bool dup = meta->pid && pid == (__u32)meta->pid;
 
 		for (size_t j = 0; j < npids && !dup; j++)
 			dup = seen[j] == pid;
@@ -551,6 +554,15 @@ static json_object *jtarget(const struct capture_meta *meta, const struct snapsh
 	}
 	free(seen);
 	json_object_object_add(o, "pid", jint(meta->pid));
+	if (meta->cgroup) {
+		json_object *cgroup = json_object_new_object();
+
+		json_object_object_add(cgroup, "path", jtext(meta->cgroup->path));
+		json_object_object_add(cgroup, "id", jint(meta->cgroup->id));
+		json_object_object_add(o, "cgroup", cgroup);
+	} else {
+		json_object_object_add(o, "cgroup", NULL);
+	}
 	json_object_object_add(o, "comm", jtext(meta->comm));
 	json_object_object_add(o, "exe", meta->exe[0] ? jtext(meta->exe) : NULL);
 	jcmdline(o, meta);

@@ -54,10 +54,13 @@ struct intervals {
 	__u64 prev_requests, prev_wakeups;
 };
 
+struct cgroup_target;
+
 struct capture_meta {
-	int pid;
+	int pid;                            /* 0 in cgroup mode */
+	const struct cgroup_target *cgroup; /* the target cgroup (--cgroup), or NULL */
 	bool follow_children;
-	char comm[64];
+	char comm[256]; /* the process's name; in cgroup mode, the cgroup's */
 	char exe[4096];       /* the executable's path at attach ("" if unreadable) */
 	char *cmdline;        /* NUL-separated arguments */
 	size_t cmdline_len;

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * spinscope-collector: attach spinscope's BPF programs to one process (and optionally its forked
- * children), let the kernel aggregate, and write one capture when the capture ends: at --duration,
- * on SIGINT/SIGTERM/SIGHUP, or when the target exits. Once the probes are attached, every way out
+ * children) or to a cgroup v2 (every process in it, whenever it entered), let the kernel aggregate, and
+ * write one capture when the capture ends: at --duration, on SIGINT/SIGTERM/SIGHUP, or when the target
+ * exits (the process, or the cgroup is removed). Once the probes are attached, every way out
  * writes the capture; --ready-fd tells a parent the moment they are.
  *
  * main() is a session: start (host checks, target, output, load, attach), record, write, end; every
@@ -33,6 +34,7 @@
 #include <bpf/libbpf.h>
 
 #include "capture.h"
+#include "cgroup.h"
 #include "checks.h"
 #include "probes.h"
 #include "procfs.h"
@@ -44,6 +46,8 @@
 
 struct options {
 	int pid;
+	const char *cgroup_arg; /* --cgroup, as given */
+	struct cgroup_target cgroup; /* resolved, when cgroup_arg */
 	bool follow_children;
 	double duration_s; /* 0: until a signal or the target exits */
 	double interval_s; /* 0: no interval snapshots */
@@ -67,6 +71,7 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: " PROG " --pid PID [options]\n"
+		"       " PROG " --cgroup PATH [options]\n"
 		"       " PROG " --check\n"
 		"\n"
 		"Count what a process's threads do with sockets, poll calls, futexes and the scheduler,\n"
@@ -75,11 +80,15 @@ static void usage(FILE *out)
 		"  -p, --pid PID          process to trace (all its threads, also those created later)\n"
 		"  -c, --children         also trace its child processes, those running at attach and those\n"
 		"                         forked later (pre-forked workers, process-per-connection, n-copy)\n"
+		"      --cgroup PATH      instead of --pid: every process in this cgroup v2 and its descendants,\n"
+		"                         also those that enter it later (a systemd unit, a pod); PATH is a\n"
+		"                         directory of the cgroup2 mount, absolute or below it. The capture ends\n"
+		"                         when the cgroup is removed (an empty cgroup is not an end)\n"
 		"  -d, --duration SEC     stop after SEC seconds (default: until Ctrl-C or the target exits)\n"
 		"  -i, --interval SEC     record a snapshot of the counters every SEC seconds\n"
 		"      --checkpoint SEC   rewrite the capture so far every SEC seconds (default 10; 0: only at\n"
 		"                         the end), so a collector killed outright loses at most SEC seconds\n"
-		"  -o, --output FILE      capture file (default: spinscope-PID.json)\n"
+		"  -o, --output FILE      capture file (default: spinscope-PID.json, spinscope-cgroup-ID.json)\n"
 		"      --cmdline          keep the target's argument values in the capture (they may hold\n"
 		"                         secrets; by default only the executable and the argument count)\n"
 		"      --hostname         keep this host's name in the capture (by default left out)\n"
@@ -129,10 +138,11 @@ static long parse_count(const char *s, const char *what, long min, long max)
 static void parse_options(int argc, char **argv, struct options *o)
 {
 	enum { OPT_MAX_THREADS = 256, OPT_MAX_SOCKETS, OPT_CHECK, OPT_JSON, OPT_READY_FD, OPT_CMDLINE,
-	       OPT_HOSTNAME, OPT_EXIT_WITH_PARENT, OPT_CHECKPOINT, OPT_TIME_SAMPLE };
+	       OPT_HOSTNAME, OPT_EXIT_WITH_PARENT, OPT_CHECKPOINT, OPT_TIME_SAMPLE, OPT_CGROUP };
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "children", no_argument, NULL, 'c' },
+		{ "cgroup", required_argument, NULL, OPT_CGROUP },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "interval", required_argument, NULL, 'i' },
 		{ "output", required_argument, NULL, 'o' },
@@ -162,6 +172,9 @@ static void parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'c':
 			o->follow_children = true;
+			break;
+		case OPT_CGROUP:
+			o->cgroup_arg = optarg;
 			break;
 		case 'd':
 			o->duration_s = parse_seconds(optarg, "--duration");
@@ -235,10 +248,28 @@ static void parse_options(int argc, char **argv, struct options *o)
 		fprintf(stderr, PROG ": error: --json goes with --check\n");
 		exit(2);
 	}
-	if (!o->pid && !o->check) {
-		fprintf(stderr, PROG ": error: --pid PID is required (or --check)\n");
+	if (o->cgroup_arg && o->check) {
+		fprintf(stderr, PROG ": error: --check checks this host and takes no --cgroup\n");
+		exit(2);
+	}
+	if (o->cgroup_arg && (o->pid || o->follow_children)) {
+		/* A cgroup's processes' children start in it (and a PID's cgroup may hold others): one target. */
+		fprintf(stderr, PROG ": error: --cgroup goes without %s: it traces every process in the cgroup, "
+			"children included\n", o->pid ? "--pid" : "--children");
+		exit(2);
+	}
+	if (!o->pid && !o->cgroup_arg && !o->check) {
+		fprintf(stderr, PROG ": error: --pid PID or --cgroup PATH is required (or --check)\n");
 		usage(stderr);
 		exit(2);
+	}
+	if (o->cgroup_arg) {
+		char err[PATH_MAX + 256];
+
+		if (cgroup_resolve(o->cgroup_arg, &o->cgroup, err, sizeof(err)) != 0) {
+			fprintf(stderr, PROG ": error: %s\n", err);
+			exit(2);
+		}
 	}
 	if (o->output && !*o->output) {
 		fprintf(stderr, PROG ": error: --output must name a file, not ''\n");
@@ -285,14 +316,29 @@ struct seed_ctx {
 	int children_fd;
 };
 
+static void seed_process_thread(int pid, int tid, struct seed_ctx *ctx)
+{
+	struct thread_stats s = { .pid = pid, .first_seen_ns = ctx->now };
+	__u32 key = tid;
+
+	proc_thread_comm(pid, tid, s.comm, sizeof(s.comm));
+	bpf_map_update_elem(ctx->map_fd, &key, &s, BPF_NOEXIST);
+}
+
 static void seed_thread(int tid, void *arg)
 {
 	struct seed_ctx *ctx = arg;
-	struct thread_stats s = { .pid = ctx->pid, .first_seen_ns = ctx->now };
-	__u32 key = tid;
 
-	proc_thread_comm(ctx->pid, tid, s.comm, sizeof(s.comm));
-	bpf_map_update_elem(ctx->map_fd, &key, &s, BPF_NOEXIST);
+	seed_process_thread(ctx->pid, tid, ctx);
+}
+
+/* cgroup mode: every thread in the cgroup and its descendants, but the collector's own (ctx->pid). */
+static void seed_cgroup_thread(int pid, int tid, void *arg)
+{
+	struct seed_ctx *ctx = arg;
+
+	if (pid != ctx->pid)
+		seed_process_thread(pid, tid, ctx);
 }
 
 static void adopt_child(int pid, void *arg)
@@ -384,7 +430,14 @@ static int session_attach(struct session *s, const struct options *o)
 	if (!s->skel)
 		return fail(s, -errno, "cannot open the BPF object: %s", strerror(errno));
 	s->skel->rodata->targ_tgid = o->pid;
-	s->skel->rodata->follow_children = o->follow_children;
+	s->skel->rodata->targ_more = o->follow_children ? TARGET_CHILDREN : 0;
+	if (o->cgroup_arg) {
+		s->skel->rodata->targ_tgid = TARGET_NO_PID;
+		s->skel->rodata->targ_more = TARGET_CGROUP;
+		s->skel->rodata->targ_cgroup_id = o->cgroup.id;
+		s->skel->rodata->targ_cgroup_level = o->cgroup.level;
+		s->skel->rodata->collector_tgid = getpid();
+	}
 	s->skel->rodata->time_sample = o->time_sample;
 	probes_configure(s->skel);
 	if (kernel_config_enabled("CONFIG_KASAN") == 1)
@@ -404,7 +457,13 @@ static int session_attach(struct session *s, const struct options *o)
 
 	seed = (struct seed_ctx){ bpf_map__fd(s->skel->maps.threads), o->pid, monotonic_ns(),
 				  bpf_map__fd(s->skel->maps.child_pids) };
-	proc_for_each_thread(o->pid, seed_thread, &seed);
+	if (o->cgroup_arg) {
+		/* Every thread in the cgroup now; those that enter it later are added at their first event. */
+		seed.pid = getpid();
+		cgroup_for_each_thread(o->cgroup.dir, seed_cgroup_thread, &seed);
+	} else {
+		proc_for_each_thread(o->pid, seed_thread, &seed);
+	}
 	/* Children forked before we attached (pre-forked workers, n-copy loops) are followed too; those
 	 * forked later are added by the fork probe. */
 	if (o->follow_children)
@@ -430,14 +489,16 @@ static int session_start(struct session *s, const struct options *o)
 
 	if (failed)
 		return fail(s, -EPERM, "%s; %s", failed->detail, failed->remedy);
-	if (kill(o->pid, 0) != 0 && errno == ESRCH)
-		return fail(s, -ESRCH, "no process with PID %d", o->pid);
-	if (proc_kind(o->pid, &kind) != 0)
-		kind = PROC_USER; /* it may have exited just now: watching it will say so */
-	if (kind == PROC_KERNEL_THREAD)
-		return fail(s, -EINVAL, "PID %d is a kernel thread: spinscope traces user processes", o->pid);
-	if (kind == PROC_EXITED)
-		return fail(s, -ESRCH, "PID %d has exited (a zombie, not yet reaped by its parent)", o->pid);
+	if (!o->cgroup_arg) {
+		if (kill(o->pid, 0) != 0 && errno == ESRCH)
+			return fail(s, -ESRCH, "no process with PID %d", o->pid);
+		if (proc_kind(o->pid, &kind) != 0)
+			kind = PROC_USER; /* it may have exited just now: watching it will say so */
+		if (kind == PROC_KERNEL_THREAD)
+			return fail(s, -EINVAL, "PID %d is a kernel thread: spinscope traces user processes", o->pid);
+		if (kind == PROC_EXITED)
+			return fail(s, -ESRCH, "PID %d has exited (a zombie, not yet reaped by its parent)", o->pid);
+	}
 	if (stat(o->output, &st) == 0 && S_ISDIR(st.st_mode))
 		return fail(s, -EISDIR, "cannot write %s: it is a directory (name a file)", o->output);
 
@@ -454,10 +515,19 @@ static int session_start(struct session *s, const struct options *o)
 	 * the capture like any other. If it died before this line, ours is now someone else's child. */
 	if (o->exit_with_parent && (prctl(PR_SET_PDEATHSIG, SIGHUP) != 0 || getppid() != o->parent))
 		return fail(s, -ESRCH, "the process that started the collector has exited");
-	s->target_fd = pidfd_open(o->pid);
-	if (s->target_fd < 0)
-		return fail(s, -errno, "cannot watch process %d: %s", o->pid,
-			    errno == ESRCH ? "it exited before the probes were attached" : strerror(errno));
+	if (o->cgroup_arg) {
+		/* The capture ends when the cgroup is removed; an empty cgroup is not an end (processes may come). */
+		s->target_fd = cgroup_watch(o->cgroup.dir);
+		if (s->target_fd < 0)
+			return fail(s, s->target_fd, "cannot watch cgroup %s: %s", o->cgroup.path,
+				    s->target_fd == -ENOENT ? "it was removed before the probes were attached"
+							    : strerror(-s->target_fd));
+	} else {
+		s->target_fd = pidfd_open(o->pid);
+		if (s->target_fd < 0)
+			return fail(s, -errno, "cannot watch process %d: %s", o->pid,
+				    errno == ESRCH ? "it exited before the probes were attached" : strerror(errno));
+	}
 
 	s->meta.pid = o->pid;
 	s->meta.follow_children = o->follow_children;
@@ -468,9 +538,15 @@ static int session_start(struct session *s, const struct options *o)
 	s->meta.max_sockets = o->max_sockets;
 	s->meta.keep_cmdline = o->keep_cmdline;
 	s->meta.keep_hostname = o->keep_hostname;
-	proc_comm(o->pid, s->meta.comm, sizeof(s->meta.comm));
-	proc_exe(o->pid, s->meta.exe, sizeof(s->meta.exe));
-	s->meta.cmdline = proc_cmdline(o->pid, &s->meta.cmdline_len);
+	if (o->cgroup_arg) {
+		/* No one process: named after the cgroup, no executable, no arguments. */
+		s->meta.cgroup = &o->cgroup;
+		snprintf(s->meta.comm, sizeof(s->meta.comm), "%s", o->cgroup.name);
+	} else {
+		proc_comm(o->pid, s->meta.comm, sizeof(s->meta.comm));
+		proc_exe(o->pid, s->meta.exe, sizeof(s->meta.exe));
+		s->meta.cmdline = proc_cmdline(o->pid, &s->meta.cmdline_len);
+	}
 
 	/* Whether the output can be written is known now, not after the capture: a temporary file is
 	 * made and removed. The real one is made at the end, so a collector killed outright leaves none. */
@@ -552,7 +628,8 @@ static void session_record(struct session *s, const struct options *o)
 	if (every)
 		next_checkpoint = start + every;
 	for (;;) {
-		struct pollfd fds[2] = { { s->signal_fd, POLLIN, 0 }, { s->target_fd, POLLIN, 0 } };
+		struct pollfd fds[2] = { { s->signal_fd, POLLIN, 0 },
+					 { s->target_fd, o->cgroup_arg ? POLLPRI : POLLIN, 0 } };
 		__u64 now = monotonic_ns(), wake = deadline;
 		int timeout_ms = -1;
 
@@ -586,7 +663,8 @@ static void session_record(struct session *s, const struct options *o)
 			s->meta.end_reason = "signal";
 			return;
 		}
-		if (fds[1].revents & POLLIN) {
+		/* The process exited; or the cgroup changed (populated or emptied: go on) or was removed. */
+		if (fds[1].revents && (!o->cgroup_arg || cgroup_removed(s->target_fd))) {
 			s->meta.end_reason = "target-exited";
 			return;
 		}
@@ -617,10 +695,14 @@ static int session_write(struct session *s, const struct options *o)
 static void report_written(const struct session *s, const struct options *o)
 {
 	const struct global_stats *g = &s->final.globals;
+	char path[256];
 
 	if (o->quiet)
 		return;
-	if (!strcmp(s->meta.end_reason, "target-exited"))
+	if (!strcmp(s->meta.end_reason, "target-exited") && o->cgroup_arg)
+		fprintf(stderr, PROG ": target cgroup %s was removed after %.1f s\n",
+			printable(o->cgroup.path, path, sizeof(path)), s->meta.duration_s);
+	else if (!strcmp(s->meta.end_reason, "target-exited"))
 		fprintf(stderr, PROG ": target PID %d exited after %.1f s\n", o->pid, s->meta.duration_s);
 	if (0
 #define X(name) || g->drops_##name
@@ -715,7 +797,7 @@ int main(int argc, char **argv)
 {
 	__u64 launched = monotonic_ns();
 	struct session s = { .signal_fd = -1, .target_fd = -1, .out_fd = -1 };
-	char default_out[64], comm[64];
+	char default_out[64], comm[256];
 	struct options o;
 	int ret;
 
@@ -724,17 +806,23 @@ int main(int argc, char **argv)
 	libbpf_set_print(libbpf_print);
 	if (o.check)
 		return run_check(&o);
-	if (!o.output) {
+	if (!o.output && o.cgroup_arg)
+		snprintf(default_out, sizeof(default_out), "spinscope-cgroup-%llu.json", (unsigned long long)o.cgroup.id);
+	else if (!o.output)
 		snprintf(default_out, sizeof(default_out), "spinscope-%d.json", o.pid);
+	if (!o.output)
 		o.output = default_out;
-	}
 
 	ret = session_start(&s, &o);
 	if (ret == 0) {
 		s.meta.start_mono_ns = monotonic_ns();
 		iso_now(s.meta.start_time, sizeof(s.meta.start_time));
 		intervals_init(&s.intervals, s.meta.start_mono_ns);
-		if (!o.quiet)
+		if (!o.quiet && o.cgroup_arg)
+			fprintf(stderr, PROG ": attached to cgroup %s (id %llu): %zu probes live in %.3f s\n",
+				printable(o.cgroup.path, comm, sizeof(comm)), (unsigned long long)o.cgroup.id,
+				s.nlinks, (s.meta.start_mono_ns - launched) / 1e9);
+		else if (!o.quiet)
 			fprintf(stderr, PROG ": attached to PID %d (%s): %zu probes live in %.3f s\n", o.pid,
 				printable(s.meta.comm, comm, sizeof(comm)), s.nlinks,
 				(s.meta.start_mono_ns - launched) / 1e9);

@@ -78,6 +78,23 @@ char *proc_cmdline(int pid, size_t *len)
 	return buf;
 }
 
+int proc_tgid(int tid)
+{
+	char path[64], line[256];
+	int tgid = -ENOENT;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", tid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Tgid: %d", &tgid) == 1)
+			break;
+	fclose(f);
+	return tgid;
+}
+
 int proc_exe(int pid, char *buf, size_t len)
 {
 	char path[64];

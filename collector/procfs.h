@@ -9,6 +9,9 @@
 int proc_comm(int pid, char *buf, size_t len);
 int proc_thread_comm(int pid, int tid, char *buf, size_t len);
 
+/* The process (thread group) of thread tid, from /proc/TID/status; or -errno. */
+int proc_tgid(int tid);
+
 /* The path of the process's executable (readlink /proc/PID/exe). 0, or -errno. */
 int proc_exe(int pid, char *buf, size_t len);
 

@@ -67,7 +67,8 @@ LAYOUT = {
     "": ("schema", "format", "tool", "target", "host", "start_time", "duration_s", "end_reason", "settings",
          "histogram_buckets", "threads", "totals", "wakeups", "requests", "intervals", "drops"),
     "tool": ("name", "version", "cpu_s", "max_rss_bytes", "map_bytes"),
-    "target": ("pid", "comm", "exe", "argc", "cmdline", "follow_children", "pids", "execs"),
+    "target": ("pid", "cgroup", "comm", "exe", "argc", "cmdline", "follow_children", "pids", "execs"),
+    "target.cgroup": ("path", "id"),
     "target.execs[]": ("pid", "t_s", "count", "comm", "filename"),
     "host": ("kernel", "hostname", "ncpus"),
     "settings": ("interval_s", "checkpoint_s", "max_threads", "max_sockets", "time_sample"),
@@ -84,17 +85,18 @@ LAYOUT = {
 }
 # What each key's value must be, where it is not a count (a non-negative integer: every counter, sum,
 # drop and id). The loader checks every key a document has against this before reading it.
-COUNT, SECONDS, SECONDS_OR_NULL, TEXT, TEXT_OR_NULL, TEXTS_OR_NULL, BOOL, OBJECT, LIST, HISTOGRAM, COUNTS = (
-    "count", "seconds", "seconds or null", "text", "text or null", "list of text or null", "boolean", "object",
-    "list", "histogram", "list of counts")
+(COUNT, SECONDS, SECONDS_OR_NULL, TEXT, TEXT_OR_NULL, TEXTS_OR_NULL, BOOL, OBJECT, OBJECT_OR_NULL, LIST, HISTOGRAM,
+ COUNTS) = ("count", "seconds", "seconds or null", "text", "text or null", "list of text or null", "boolean",
+            "object", "object or null", "list", "histogram", "list of counts")
 KINDS = {
     "": {"schema": COUNT, "format": TEXT, "tool": OBJECT, "target": OBJECT, "host": OBJECT, "start_time": TEXT,
          "duration_s": SECONDS, "end_reason": TEXT, "settings": OBJECT, "histogram_buckets": TEXT,
          "threads": LIST, "totals": OBJECT, "wakeups": LIST, "requests": OBJECT, "intervals": LIST,
          "drops": OBJECT},
     "tool": {"name": TEXT, "version": TEXT, "cpu_s": SECONDS},
-    "target": {"comm": TEXT, "exe": TEXT_OR_NULL, "cmdline": TEXTS_OR_NULL, "follow_children": BOOL,
-               "pids": COUNTS, "execs": LIST},
+    "target": {"cgroup": OBJECT_OR_NULL, "comm": TEXT, "exe": TEXT_OR_NULL, "cmdline": TEXTS_OR_NULL,
+               "follow_children": BOOL, "pids": COUNTS, "execs": LIST},
+    "target.cgroup": {"path": TEXT},
     "target.execs[]": {"t_s": SECONDS, "comm": TEXT, "filename": TEXT},
     "host": {"kernel": TEXT, "hostname": TEXT_OR_NULL},
     "settings": {"interval_s": SECONDS, "checkpoint_s": SECONDS},
@@ -116,11 +118,12 @@ MAX_CAPTURE_BYTES = int(os.environ.get("SPINSCOPE_MAX_CAPTURE_MB", "128")) * 2**
 # null), the processes that exec'd, the execs map's drops, the checkpoint period (end_reason "checkpoint":
 # the file a collector killed outright left); the hostname only with --hostname.
 # Schema 4: calls timed 1 in settings.time_sample (the on-CPU time of calls an estimate when above 1; the
-# off-CPU part of their wall time exact), and calls already in flight at attach counted when they return.
+# off-CPU part of their wall time exact), and calls already in flight at attach counted when they return;
+# a cgroup as the target (--cgroup: target.cgroup, else null; target.pid 0 then).
 ADDED_IN = {3: ("target.exe", "target.argc", "target.execs", "drops.execs", "settings.checkpoint_s"),
             4: ("settings.time_sample", "threads[].calls_timed", "totals.calls_timed",
                 "intervals[].counters.calls_timed", "intervals[].drops", "tool.cpu_s", "tool.max_rss_bytes",
-                "tool.map_bytes")}
+                "tool.map_bytes", "target.cgroup")}
 # What a waker was doing (wakeups[].mechanism); "unknown" in schema 1 captures.
 MECHANISMS = ("futex", "io", "mm", "exit", "other")
 
@@ -132,9 +135,12 @@ def layout_differences(doc: Any) -> list:
     schema = doc.get("schema", SCHEMA) if isinstance(doc, dict) else SCHEMA
     newer = {key for version, keys in ADDED_IN.items() if version > schema for key in keys}
     found: dict = {}
+    null: set = set()  # blocks that are null here (target.cgroup of a PID's capture)
 
     def walk(value: Any, path: str) -> None:
-        if isinstance(value, dict):
+        if value is None:
+            null.add(path)
+        elif isinstance(value, dict):
             found.setdefault(path, set()).update(value)
             for key, child in value.items():
                 walk(child, f"{path}.{key}" if path else key)
@@ -147,7 +153,7 @@ def layout_differences(doc: Any) -> list:
     for path in sorted(set(LAYOUT) | set(found)):
         expected = {key for key in LAYOUT.get(path, ()) if f"{path}.{key}" not in newer}
         keys = found.get(path)
-        if keys is None and ("[]" in path or path in newer):
+        if keys is None and ("[]" in path or path in newer or path in null):
             continue
         if keys != expected:
             keys = keys or set()
@@ -200,9 +206,17 @@ class Capture:
         return self.raw.get("target", {})
 
     @property
+    def cgroup(self) -> dict | None:
+        """The target cgroup of a capture made with --cgroup ({"path": ..., "id": ...}), else None."""
+        value = self.target.get("cgroup")
+        return value if isinstance(value, dict) else None
+
+    @property
     def name(self) -> str:
-        """A short human name for the captured process: `comm (pid N)`."""
+        """A short human name for what was captured: `comm (pid N)`, or `cgroup PATH`."""
         target = self.target
+        if self.cgroup is not None:
+            return f"cgroup {self.cgroup.get('path') or '?'}"
         comm = target.get("comm") or "?"
         return f"{comm} (pid {target.get('pid', '?')})"
 
@@ -338,8 +352,8 @@ def _is_kind(value: Any, kind: str) -> bool:
         return value is None or isinstance(value, list) and all(_is_text(v) for v in value)
     if kind == BOOL:
         return isinstance(value, bool)
-    if kind == OBJECT:
-        return isinstance(value, dict)
+    if kind in (OBJECT, OBJECT_OR_NULL):
+        return isinstance(value, dict) or (value is None and kind == OBJECT_OR_NULL)
     if kind == LIST:
         return isinstance(value, list)
     if kind in (HISTOGRAM, COUNTS):

@@ -18,7 +18,7 @@ from spinscope import __version__
 from spinscope.errors import SpinscopeError
 
 VERBS = {  # verb: (module, help line)
-    "record": ("spinscope.record", "attach to a running process and write a capture"),
+    "record": ("spinscope.record", "attach to a running process (or a cgroup) and write a capture"),
     "report": ("spinscope.report", "name the problems in a capture and show the evidence"),
     "diff": ("spinscope.diff", "compare two captures of the same service"),
     "doctor": ("spinscope.doctor", "check that this host can run the collector"),

@@ -1,4 +1,5 @@
-"""`spinscope record`: run the collector against a PID and show progress until the capture is written.
+"""`spinscope record`: run the collector against a PID or a cgroup and show progress until the capture is
+written.
 
 The collector (C, libbpf) does the work; this wrapper picks a capture name, shows a progress bar on
 long captures once the collector says its probes are live, and makes sure Ctrl-C ends the capture the
@@ -14,6 +15,7 @@ import datetime
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -29,14 +31,18 @@ DEFAULT_INTERVAL_S = 1.0
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "record",
-        help="attach to a running process and write a capture",
-        description="Attach spinscope's probes to a running process and write a capture "
-        "(JSON) when the duration ends, on Ctrl-C, or when the process exits.",
+        help="attach to a running process (or a cgroup) and write a capture",
+        description="Attach spinscope's probes to a running process, or to every process in a cgroup, and "
+        "write a capture (JSON) when the duration ends, on Ctrl-C, or when the process exits (the cgroup is "
+        "removed).",
     )
-    p.add_argument("--pid", "-p", type=int, required=True, help="process to trace")
+    p.add_argument("--pid", "-p", type=int, help="process to trace")
     p.add_argument("--pid-ns", metavar="NS",
                    help="--pid is as seen in this PID namespace (a container's): /proc/X/ns/pid of any process X "
                    "in it, or X; it is translated to this host's PID (said on stderr, not kept in the capture)")
+    p.add_argument("--cgroup", metavar="PATH",
+                   help="instead of --pid: every process in this cgroup v2 and its descendants, also those that "
+                   "enter it later (a systemd unit, a pod); a directory of the cgroup2 mount, absolute or below it")
     p.add_argument("--duration", "-d", type=float, default=0.0,
                    help="seconds to record (default: until Ctrl-C or the process exits)")
     p.add_argument("--output", "-o",
@@ -64,7 +70,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def collector_command(path: Path, args: argparse.Namespace, output: Path) -> list[str]:
     # The collector ends the capture (and writes it) if this wrapper is killed outright.
-    cmd = [str(path), "--pid", str(args.pid), "--output", str(output), "--exit-with-parent"]
+    target = ["--cgroup", str(args.cgroup)] if args.cgroup is not None else ["--pid", str(args.pid)]
+    cmd = [str(path), *target, "--output", str(output), "--exit-with-parent"]
     if args.duration:
         cmd += ["--duration", f"{args.duration:g}"]
     if args.interval:
@@ -81,9 +88,64 @@ def collector_command(path: Path, args: argparse.Namespace, output: Path) -> lis
     return cmd
 
 
-def default_output(pid: int) -> Path:
+def default_output(args: argparse.Namespace) -> Path:
+    """spinscope-PID-TIME.json, or spinscope-cgroup-NAME-TIME.json (its last component, in safe letters)."""
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Path(f"spinscope-{pid}-{stamp}.json")
+    if args.cgroup is not None:
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(args.cgroup).name).strip("._") or "root"
+        return Path(f"spinscope-cgroup-{name[:64]}-{stamp}.json")
+    return Path(f"spinscope-{args.pid}-{stamp}.json")
+
+
+def _unescape_mountinfo(field: str) -> str:
+    return re.sub(r"\\([0-3][0-7]{2})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def _mounts(mountinfo: Path = Path("/proc/self/mountinfo")) -> list[tuple[str, str]]:
+    """(mount point, file system type) of each mount of this process's namespace."""
+    mounts = []
+    try:
+        lines = mountinfo.read_text().splitlines()
+    except OSError:
+        return mounts
+    for line in lines:
+        before, _, after = line.partition(" - ")
+        fields = before.split(" ")
+        if len(fields) >= 5 and after:
+            mounts.append((_unescape_mountinfo(fields[4]), after.split(" ")[0]))
+    return mounts
+
+
+def cgroup_dir(arg: str, mountinfo: Path = Path("/proc/self/mountinfo")) -> Path:
+    """The directory --cgroup names, as the collector resolves it: a path on this host (/sys/fs/cgroup/a),
+    a path below the cgroup2 mount (a), or the cgroup's path in its hierarchy as /proc/PID/cgroup shows it
+    (/a). Raises SpinscopeError (exit 2) unless it is a directory of a cgroup v2 hierarchy."""
+    def usage(message: str) -> SpinscopeError:
+        return SpinscopeError(message, exit_code=2)
+
+    if not arg:
+        raise usage("--cgroup must name a cgroup v2 directory, not ''")
+    mounts = _mounts(mountinfo)
+    unified = [point for point, fstype in mounts if fstype == "cgroup2"]
+    if not unified:
+        raise usage(f"--cgroup {arg}: no cgroup v2 hierarchy is mounted on this host")
+    candidate = Path(arg)
+    if not candidate.is_absolute() or not candidate.exists():
+        candidate = Path(unified[0]) / arg.lstrip("/")
+    if not candidate.exists():
+        raise usage(f"--cgroup {arg}: no such cgroup")
+    resolved = Path(os.path.realpath(candidate))
+    under = [(point, fstype) for point, fstype in mounts
+             if point == "/" or resolved == Path(point) or Path(point) in resolved.parents]
+    fstype = max(under, key=lambda mount: len(mount[0]))[1] if under else ""
+    if fstype == "cgroup":
+        raise usage(f"--cgroup {arg} is in a cgroup v1 hierarchy: spinscope follows cgroup v2 (the unified "
+                    f"hierarchy, mounted at {unified[0]})")
+    if fstype != "cgroup2":
+        raise usage(f"--cgroup {arg} is not in a cgroup v2 hierarchy (mounted at {unified[0]})")
+    if not resolved.is_dir():
+        raise usage(f"--cgroup {arg} is a file, not a cgroup directory")
+    return resolved
 
 
 def check_options(args: argparse.Namespace) -> None:
@@ -92,7 +154,12 @@ def check_options(args: argparse.Namespace) -> None:
     def usage(message: str) -> SpinscopeError:
         return SpinscopeError(message, exit_code=2)
 
-    if args.pid <= 0:
+    if args.pid is None and args.cgroup is None:
+        raise usage("--pid PID or --cgroup PATH is required")
+    if args.cgroup is not None and (args.pid is not None or args.children):
+        raise usage(f"--cgroup goes without {'--pid' if args.pid is not None else '--children'}: it traces every "
+                    "process in the cgroup, children included")
+    if args.pid is not None and args.pid <= 0:
         raise usage(f"--pid must be a positive process id, not {args.pid}")
     for option, value in (("--duration", args.duration), ("--interval", args.interval)):
         if not math.isfinite(value) or value < 0:
@@ -110,8 +177,12 @@ def check_options(args: argparse.Namespace) -> None:
             raise usage(f"--output {args.output} is a directory: name the capture file")
     if args.pid_ns is not None and not args.pid_ns:
         raise usage("--pid-ns is empty: name a PID namespace file (/proc/PID/ns/pid) or a PID in it")
+    if args.pid_ns is not None and args.pid is None:
+        raise usage("--pid-ns goes with --pid: it says which namespace the PID is seen in")
     if args.ready_fd is not None and not _is_open(args.ready_fd):
         raise usage(f"--ready-fd {args.ready_fd} is not an open file descriptor")
+    if args.cgroup is not None:
+        args.cgroup = str(cgroup_dir(args.cgroup))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -130,7 +201,7 @@ def run(args: argparse.Namespace) -> int:
         translated = pidns.translate(args.pid, args.pid_ns)
         console.print(plain(f"spinscope record: {translated.describe()}"))
         args = argparse.Namespace(**{**vars(args), "pid": translated.host_pid})
-    output = Path(args.output) if args.output else default_output(args.pid)
+    output = Path(args.output) if args.output else default_output(args)
     started = collector.start(collector_command(path, args, output), stdin=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True, errors="replace", bufsize=1)
     proc = started.proc
