@@ -81,6 +81,7 @@ class LiveCollector:
         finally:
             os.close(write_fd)
         self.proc = self._started.proc
+        self._reader: threading.Thread | None = None
         self._stream = os.fdopen(read_fd, "rb")
         self._err_thread = threading.Thread(target=self._drain_stderr, daemon=True)
         self._err_thread.start()
@@ -94,7 +95,8 @@ class LiveCollector:
             self.stop()
             self._err_thread.join(timeout=2)
             raise SpinscopeError(self.error() or str(exc)) from None
-        threading.Thread(target=self._read_stream, daemon=True).start()
+        self._reader = threading.Thread(target=self._read_stream, daemon=True)
+        self._reader.start()
         return ready
 
     def error(self) -> str:
@@ -110,7 +112,10 @@ class LiveCollector:
 
     def _read_stream(self) -> None:
         while True:
-            data = self._stream.readline(MAX_CAPTURE_BYTES + 1)
+            try:
+                data = self._stream.readline(MAX_CAPTURE_BYTES + 1)
+            except (OSError, ValueError):  # closed under us
+                break
             if not data:
                 break
             if not data.endswith(b"\n"):  # longer than any capture is read, or cut short by an exit
@@ -140,8 +145,10 @@ class LiveCollector:
         return returncode
 
     def close(self) -> None:
-        """Stop, and close our end of the stream."""
+        """Stop, and close our end of the stream (once the reader has seen it end)."""
         self.stop()
+        if self._reader is not None:
+            self._reader.join(timeout=STOP_TIMEOUT_S)
         try:
             self._stream.close()
         except OSError:
