@@ -281,9 +281,17 @@ def processes(proc: Path = Path("/proc")) -> dict:
             continue
         try:
             stat = (entry / "stat").read_text(errors="replace")
-            exe = os.readlink(entry / "exe")
-        except OSError:  # exited, a kernel thread (no exe), or not ours to read
+        except OSError:  # exited
             continue
+        try:
+            exe = os.readlink(entry / "exe")
+        except OSError:  # a kernel thread (no exe; left out), exited, or not ours to read (no CAP_SYS_PTRACE)
+            exe = ""
+            try:
+                if not (entry / "cmdline").read_bytes():
+                    continue
+            except OSError:
+                continue
         comm = stat[stat.index("(") + 1: stat.rindex(")")]
         fields = stat[stat.rindex(")") + 2:].split()
         if fields[0] == "Z":
