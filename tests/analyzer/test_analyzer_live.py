@@ -238,3 +238,20 @@ def test_exporter_refuses_bad_options():
     assert main(["exporter"]) == 2
     assert main(["exporter", "--pid", "1", "--port", "70000"]) == 2
     assert main(["exporter", "--comm", "a-name-longer-than-15"]) == 2
+
+
+def test_duty_cycle_scales_each_finished_cycle(spin):
+    import argparse
+
+    assert exporter.duty_cycle("10/60") == (10.0, 60.0)
+    for bad in ("60/10", "1/60", "10", "a/b", "10/5000"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            exporter.duty_cycle(bad)
+    cycle = exporter.view_of(spin, "--pid 1", [], sampled=0.25)
+    once = exporter.scaled(None, cycle, 4.0)
+    twice = exporter.scaled(once, cycle, 4.0)
+    assert once.requests["count"] == 4 * spin.request_count and twice.requests["count"] == 8 * spin.request_count
+    assert twice.requests["hist"]["write_calls"] == [8 * n for n in spin.request_hists["write_calls"]]
+    assert twice.traced_s == pytest.approx(2 * spin.duration_s)  # the time traced is not scaled
+    assert twice.groups[0][3]["oncpu_ns"] == 8 * spin.totals["oncpu_ns"]
+    assert twice.sampled == 0.25

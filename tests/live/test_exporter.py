@@ -198,3 +198,20 @@ def test_a_pid_that_exits_does_not_come_back():
     finally:
         exporter.stop()
         stop(target)
+
+
+def test_duty_cycle_samples_and_says_so():
+    target = subprocess.Popen(["sleep", "60"])
+    exporter = Exporter("--pid", str(target.pid), "--duty", "2/3")
+    try:
+        exporter.said(rf"tracing PID {target.pid} \(sleep\), 2 s every 3 s")
+        # Two cycles: the probes were live about 4 s of about 5.
+        traced = wait_until(lambda: (sample(exporter.metrics(), "spinscope_traced_seconds_total") or 0) > 3.5
+                            and sample(exporter.metrics(), "spinscope_traced_seconds_total"), 15, "two cycles")
+        assert traced < 4.5
+        assert sample(exporter.metrics(), "spinscope_sampled_ratio") == pytest.approx(2 / 3)
+        stop(target)  # exits while sampled: dropped at its cycle's end or start
+        exporter.said(rf"PID {target.pid} (exited|ended)", timeout=10)
+    finally:
+        exporter.stop()
+        stop(target)

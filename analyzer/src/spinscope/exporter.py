@@ -122,8 +122,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="address to serve on (default 127.0.0.1; 0.0.0.0 for every interface)")
     p.add_argument("--window", type=float, default=DEFAULT_WINDOW_S,
                    help=f"seconds the labels are judged over (default {DEFAULT_WINDOW_S:g})")
+    p.add_argument("--duty", type=duty_cycle, metavar="ON/EVERY",
+                   help="sample instead of tracing continuously: probes live ON seconds every EVERY seconds "
+                   "(e.g. 10/60); counters are scaled by EVERY/ON and spinscope_sampled_ratio says ON/EVERY")
     p.add_argument("--quiet", "-q", action="store_true", help="only print errors")
     p.set_defaults(func=run)
+
+
+def duty_cycle(text: str) -> tuple:
+    """`ON/EVERY` seconds, 2 <= ON < EVERY <= 3600."""
+    try:
+        on, every = (float(part) for part in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not ON/EVERY seconds (e.g. 10/60)") from None
+    if not (math.isfinite(on) and math.isfinite(every) and 2 <= on < every <= 3600):
+        raise argparse.ArgumentTypeError(f"{text!r}: need 2 <= ON < EVERY <= 3600 seconds")
+    return on, every
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -162,6 +176,28 @@ def view_of(cap, selector: str, labels: list, sampled: float = 1.0) -> View:
                 selector=selector, traced_s=cap.duration_s, sampled=sampled,
                 requests={**cap.raw["requests"], "hist": cap.request_hists}, drops=cap.drops, groups=groups,
                 labels=labels)
+
+
+def scaled(base: View | None, cur: View, factor: float) -> View:
+    """base + cur x factor: a duty-cycled target's counters, every finished cycle's counts scaled to the
+    whole period they stand for (the probes were live `1 / factor` of it). traced_s is not scaled."""
+    def add(a, b):
+        if isinstance(b, dict):
+            return {k: add(a.get(k, 0) if isinstance(a, dict) else 0, v) for k, v in b.items()}
+        if isinstance(b, list):
+            a = a if isinstance(a, list) else []
+            return [add(a[i] if i < len(a) else 0, v) for i, v in enumerate(b)] + a[len(b):]
+        return (a or 0) + b * factor if isinstance(b, (int, float)) and not isinstance(b, bool) else b
+
+    groups = {(comm, role): (0, counters) for comm, role, _, counters in (base.groups if base else [])}
+    for comm, role, alive, counters in cur.groups:
+        groups[(comm, role)] = (alive, add(groups.get((comm, role), (0, {}))[1], counters))
+    requests = {k: v for k, v in cur.requests.items() if k != "by_size"}
+    return View(pid=cur.pid, process=cur.process, exe=cur.exe, selector=cur.selector,
+                traced_s=(base.traced_s if base else 0.0) + cur.traced_s, sampled=cur.sampled,
+                requests=add(base.requests if base else {}, requests), drops=add(base.drops if base else {}, cur.drops),
+                groups=[(comm, role, alive, counters) for (comm, role), (alive, counters) in sorted(groups.items())],
+                labels=cur.labels)
 
 
 def judge(span) -> list:
@@ -287,6 +323,9 @@ class Tracked:
     history: object  # live.History
     judged: float = 0.0
     labels: list = field(default_factory=list)
+    base: View | None = None  # --duty: the finished cycles, scaled
+    last: View | None = None  # --duty: the running cycle's latest view, unscaled
+    next_start: float = 0.0  # --duty: when the next cycle starts (live is None until then)
 
 
 class Exporter:
@@ -346,21 +385,46 @@ class Exporter:
             seen += 1
         return False
 
+    def _start(self, pid: int, children: bool):
+        from spinscope import live
+
+        on = self.args.duty[0] if self.args.duty else None
+        stream = live.LiveCollector(["--pid", str(pid)] + (["--children"] if children else []), duration=on,
+                                    extra=("--quiet",))
+        stream.wait_ready()
+        return stream
+
     def attach(self, selector, pid: int, proc) -> None:
         from spinscope import live
 
-        target = ["--pid", str(pid)] + (["--children"] if selector.children else [])
         try:
-            stream = live.LiveCollector(target, extra=("--quiet",))
-            stream.wait_ready()
+            stream = self._start(pid, selector.children)
         except SpinscopeError as exc:
             self.say(f"{selector.text}: PID {pid} not traced: {exc}")
             self.done.add(pid)
             return
         name = proc.comm if proc else "?"
-        self.say(f"{selector.text}: tracing PID {pid} ({name})")
+        duty = f", {self.args.duty[0]:g} s every {self.args.duty[1]:g} s" if self.args.duty else ""
+        self.say(f"{selector.text}: tracing PID {pid} ({name}){duty}")
         self.attached.add(selector.text)
-        self.tracked[pid] = Tracked(selector.text, pid, stream, live.History(self.args.window))
+        self.tracked[pid] = Tracked(selector.text, pid, stream, live.History(self.args.window),
+                                    next_start=time.monotonic() + (self.args.duty[1] if self.args.duty else 0))
+
+    def cycle(self) -> None:
+        """--duty: start the next cycle of the targets whose probes are off, once it is time."""
+        from spinscope import live
+
+        now = time.monotonic()
+        for t in list(self.tracked.values()):
+            if t.live is not None or now < t.next_start:
+                continue
+            try:
+                t.live = self._start(t.pid, self.args.children)
+            except SpinscopeError as exc:
+                self.drop(t, live.Ended(1, None, [f"x: error: {exc}"]))
+                continue
+            t.history = live.History(self.args.window)
+            t.next_start = now + self.args.duty[1]
 
     def pump(self) -> None:
         """Take the lines that arrived: new views, labels every JUDGE_EVERY_S, ended targets dropped."""
@@ -370,10 +434,23 @@ class Exporter:
 
         for pid, t in list(self.tracked.items()):
             latest = None
-            while True:
+            while t.live is not None:
                 try:
                     item = t.live.lines.get_nowait()
                 except queue.Empty:
+                    break
+                if isinstance(item, Ended) and self.args.duty and item.end_reason == "duration":
+                    t.live.close()  # the cycle's probes are off until t.next_start
+                    t.live = None
+                    on, period = self.args.duty
+                    if latest is not None:  # the cycle's final line
+                        t.last = view_of(latest.capture, t.selector, t.labels, sampled=on / period)
+                        latest = None
+                    if t.last is not None:
+                        t.base = scaled(t.base, t.last, period / on)
+                        t.last = None
+                        with self.lock:
+                            self.views[pid] = t.base
                     break
                 if isinstance(item, Ended):
                     self.drop(t, item)
@@ -389,6 +466,11 @@ class Exporter:
                 t.labels = judge(span) if span is not None else []
                 t.judged = now
             view = view_of(latest.capture, t.selector, t.labels)
+            if self.args.duty:
+                on, period = self.args.duty
+                view.sampled = on / period
+                t.last = view
+                view = scaled(t.base, view, period / on)
             with self.lock:
                 self.views[pid] = view
 
@@ -396,7 +478,8 @@ class Exporter:
         reason = {"target-exited": "exited"}.get(ended.end_reason or "", f"ended ({ended.end_reason or 'collector failed'})")
         error = next((line.split(": error: ", 1)[1] for line in reversed(ended.stderr) if ": error: " in line), "")
         self.say(f"{t.selector}: PID {t.pid} {reason}{': ' + error if error else ''}; its series are dropped")
-        t.live.close()
+        if t.live is not None:
+            t.live.close()
         with self.lock:
             self.tracked.pop(t.pid, None)
             self.views.pop(t.pid, None)
@@ -404,7 +487,8 @@ class Exporter:
 
     def stop(self) -> None:
         for t in list(self.tracked.values()):
-            t.live.close()
+            if t.live is not None:
+                t.live.close()
         self.tracked.clear()
 
 
@@ -462,6 +546,8 @@ def run(args: argparse.Namespace) -> int:
                 exporter.scan()
                 next_scan = time.monotonic() + SCAN_EVERY_S
             exporter.pump()
+            if args.duty:
+                exporter.cycle()
             stop.wait(0.2)
     finally:
         for s, handler in previous.items():

@@ -37,11 +37,11 @@ class Column:
 
 COLUMNS = (
     Column("requests_per_s", "req/s", ",.0f"),
-    Column("writes_per_request", "writes/req", ".2f"),
-    Column("eagain_per_request", "EAGAIN/req", ".2f"),
-    Column("spin_retries_per_request", "spin/req", ".2f"),
+    Column("writes_per_request", "writes/req", ",.2f"),
+    Column("eagain_per_request", "EAGAIN/req", ",.2f"),
+    Column("spin_retries_per_request", "spin/req", ",.2f"),
     Column("empty_polls_per_s", "empty polls/s", ",.0f"),
-    Column("handoffs_per_request", "handoffs/req", ".2f"),
+    Column("handoffs_per_request", "handoffs/req", ",.2f"),
     Column("futex_ms_per_s", "futex ms/s", ",.1f"),
     Column("cpu_percent", "CPU %", ".1f"),
 )
