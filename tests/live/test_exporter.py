@@ -115,6 +115,7 @@ def test_prometheus_scrapes_the_request_count(tmp_path):
             after = time.time()
             span = max(1, round(after - before + 1))
             increase = prom.scalar(f"{selector} - {selector} offset {span}s", at=after)
+            print(f"Prometheus: +{increase:.0f} requests, loadgen: {sent['requests']}")
             assert increase == pytest.approx(sent["requests"], rel=0.05)
             # The same from increase(), which extrapolates to the range's edges.
             extrapolated = prom.scalar(f"increase({selector}[{span + 2}s])", at=after)
