@@ -187,18 +187,25 @@ def test_a_target_that_exits_and_returns(tmp_path):
             stop(proc)
 
 
-def test_a_pid_that_exits_does_not_come_back():
-    target = subprocess.Popen(["sleep", "60"])
-    exporter = Exporter("--pid", str(target.pid))
+def test_several_pids_and_a_pid_that_exits_does_not_come_back():
+    target, other = subprocess.Popen(["sleep", "60"]), subprocess.Popen(["sleep", "60"])
+    exporter = Exporter("--pid", str(target.pid), "--pid", str(other.pid))
     try:
         exporter.said(rf"tracing PID {target.pid}")
+        exporter.said(rf"tracing PID {other.pid}")
+        wait_until(lambda: sample(exporter.metrics(), "spinscope_targets") == 2, 10, "two targets")
         stop(target)
         exporter.said(rf"PID {target.pid} exited")
         exporter.said(r"a PID does not come back")
+        text = wait_until(lambda: sample(exporter.metrics(), "spinscope_targets") == 1 and exporter.metrics(), 10,
+                          "one target left")
+        assert sample(text, "spinscope_target_info", pid=other.pid) == 1
+        assert sample(text, "spinscope_selector_matches", selector=f"--pid {target.pid}") == 0
         assert exporter.proc.poll() is None
     finally:
         exporter.stop()
         stop(target)
+        stop(other)
 
 
 def test_duty_cycle_samples_and_says_so():

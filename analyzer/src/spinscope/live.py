@@ -19,7 +19,7 @@ import subprocess
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from spinscope import collector
@@ -311,14 +311,3 @@ def matches(selector: Selector, procs: dict) -> list:
         return p.comm == selector.value if selector.kind == "comm" else p.exe == selector.value
 
     return sorted(pid for pid, p in procs.items() if hit(p) and not (p.ppid in procs and hit(procs[p.ppid])))
-
-
-@dataclass
-class Target:
-    """One process being streamed."""
-
-    selector: Selector
-    pid: int
-    live: LiveCollector
-    history: History
-    started: float = field(default_factory=time.monotonic)

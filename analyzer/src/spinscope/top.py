@@ -15,6 +15,7 @@ import math
 import os
 import queue
 import select
+import signal
 import sys
 import termios
 import time
@@ -325,8 +326,11 @@ def _screen(args, stream, history, state) -> int:
 
     console = Console()
     keys = Keys()
-    if len(history.lines) == 0 and not args.roles:
-        pass
+
+    def leave(signum, _frame):  # SIGTERM, or the terminal hung up: leave the screen as q does
+        raise KeyboardInterrupt
+
+    previous = {s: signal.signal(s, leave) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
         with Live(Text("spinscope top: waiting for the first second of data..."), console=console, screen=True,
                   auto_refresh=False, transient=True) as view:
@@ -358,6 +362,8 @@ def _screen(args, stream, history, state) -> int:
         return 0
     finally:
         keys.restore()
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def _batch(args, stream, history, state) -> int:
