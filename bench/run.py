@@ -707,6 +707,11 @@ def markdown(results: dict) -> str:
             out.append(f"| {r['server']} | {r['scale']} | {r['threads_seen']} | {ns} | "
                        f"{r['map_bytes'] / 2**20:.1f} MiB | {drops} |")
         out.append("")
+    # The reading of these numbers, written by hand: kept beside this script so a regeneration keeps it.
+    notes = Path(__file__).with_name("overhead_notes.md")
+    if notes.exists():
+        out.append(notes.read_text().rstrip())
+        out.append("")
     return "\n".join(out)
 
 

@@ -586,8 +586,9 @@ static json_object *jhost(const struct capture_meta *meta)
 	return o;
 }
 
-int capture_write(int fd, const struct capture_meta *meta, const struct snapshot *snap,
-		  const struct intervals *intervals)
+/* The capture document (json_object_put() it). */
+static json_object *capture_doc(const struct capture_meta *meta, const struct snapshot *snap,
+				const struct intervals *intervals)
 {
 	json_object *doc = json_object_new_object();
 	json_object *tool = json_object_new_object();
@@ -599,7 +600,6 @@ int capture_write(int fd, const struct capture_meta *meta, const struct snapshot
 	json_object *totals;
 	struct thread_counters sum;
 	__u64 exited = 0;
-	int err = 0;
 
 	json_object_object_add(doc, "schema", jint(CAPTURE_SCHEMA));
 	json_object_object_add(doc, "format", json_object_new_string("spinscope-capture"));
@@ -654,10 +654,50 @@ int capture_write(int fd, const struct capture_meta *meta, const struct snapshot
 	SPINSCOPE_DROPS(X)
 #undef X
 	json_object_object_add(doc, "drops", drops);
+	return doc;
+}
+
+int capture_write(int fd, const struct capture_meta *meta, const struct snapshot *snap,
+		  const struct intervals *intervals)
+{
+	json_object *doc = capture_doc(meta, snap, intervals);
+	int err = 0;
 
 	if (json_object_to_fd(fd, doc, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
 					       JSON_C_TO_STRING_NOSLASHESCAPE) < 0)
 		err = errno ? -errno : -EIO;
 	json_object_put(doc);
+	return err;
+}
+
+int capture_write_line(int fd, const struct capture_meta *meta, const struct snapshot *snap,
+		       const struct intervals *intervals)
+{
+	json_object *doc = capture_doc(meta, snap, intervals);
+	size_t len = 0, done = 0;
+	const char *text = json_object_to_json_string_length(doc, JSON_C_TO_STRING_PLAIN |
+							     JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+	char *line = text ? malloc(len + 1) : NULL;
+	int err = 0;
+
+	if (!line) {
+		json_object_put(doc);
+		return -ENOMEM;
+	}
+	memcpy(line, text, len);
+	line[len++] = '\n'; /* json-c escapes newlines inside strings: this is the only one */
+	json_object_put(doc);
+	while (done < len) {
+		ssize_t n = write(fd, line + done, len - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			err = -errno;
+			break;
+		}
+		done += n;
+	}
+	free(line);
 	return err;
 }

@@ -98,4 +98,9 @@ void intervals_free(struct intervals *iv);
 int capture_write(int fd, const struct capture_meta *meta, const struct snapshot *snap,
 		  const struct intervals *intervals);
 
+/* Write the capture as one line of JSON (compact, ending in a newline) to fd, all of it unless the write
+ * fails: --stream. 0 or -errno (-EPIPE: the reader has gone). */
+int capture_write_line(int fd, const struct capture_meta *meta, const struct snapshot *snap,
+		       const struct intervals *intervals);
+
 #endif

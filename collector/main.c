@@ -63,6 +63,7 @@ struct options {
 	bool check;
 	bool json;    /* --check: the checks as JSON on stdout */
 	int ready_fd; /* -1, or where to say "ready" once the probes are live */
+	int stream_fd; /* -1, or where to write the capture so far as a line after each interval (--stream) */
 	bool verbose;
 	bool quiet;
 };
@@ -100,6 +101,9 @@ static void usage(FILE *out)
 		"                         stay exact, the on-CPU time of calls is an estimate (docs/labels.md)\n"
 		"      --ready-fd N       once the probes are live, write one JSON line to file descriptor N\n"
 		"                         ({\"ready\": true, ...}) and close it; closed without it on failure\n"
+		"      --stream N         after each --interval snapshot, write the capture so far as one line\n"
+		"                         of JSON to file descriptor N (the latest interval only); a reader that\n"
+		"                         closes it ends the capture. Without --output no file is written\n"
 		"      --check            check this host: privileges, BTF, tracefs, tracepoints, and load and\n"
 		"                         attach the probes (to this process); exit 0 if all pass\n"
 		"      --json             with --check: print the checks as JSON on stdout\n"
@@ -138,7 +142,7 @@ static long parse_count(const char *s, const char *what, long min, long max)
 static void parse_options(int argc, char **argv, struct options *o)
 {
 	enum { OPT_MAX_THREADS = 256, OPT_MAX_SOCKETS, OPT_CHECK, OPT_JSON, OPT_READY_FD, OPT_CMDLINE,
-	       OPT_HOSTNAME, OPT_EXIT_WITH_PARENT, OPT_CHECKPOINT, OPT_TIME_SAMPLE, OPT_CGROUP };
+	       OPT_HOSTNAME, OPT_EXIT_WITH_PARENT, OPT_CHECKPOINT, OPT_TIME_SAMPLE, OPT_CGROUP, OPT_STREAM };
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "children", no_argument, NULL, 'c' },
@@ -156,6 +160,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 		{ "check", no_argument, NULL, OPT_CHECK },
 		{ "json", no_argument, NULL, OPT_JSON },
 		{ "ready-fd", required_argument, NULL, OPT_READY_FD },
+		{ "stream", required_argument, NULL, OPT_STREAM },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -163,8 +168,8 @@ static void parse_options(int argc, char **argv, struct options *o)
 	};
 	int c;
 
-	*o = (struct options){ .max_threads = 16384, .max_sockets = 65536, .ready_fd = -1, .checkpoint_s = 10,
-			       .time_sample = DEFAULT_TIME_SAMPLE };
+	*o = (struct options){ .max_threads = 16384, .max_sockets = 65536, .ready_fd = -1, .stream_fd = -1,
+			       .checkpoint_s = 10, .time_sample = DEFAULT_TIME_SAMPLE };
 	while ((c = getopt_long(argc, argv, "p:cd:i:o:qvh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
@@ -222,6 +227,14 @@ static void parse_options(int argc, char **argv, struct options *o)
 			if (fcntl(o->ready_fd, F_GETFD) < 0) {
 				fprintf(stderr, PROG ": error: --ready-fd %d is not an open file descriptor\n",
 					o->ready_fd);
+				exit(2);
+			}
+			break;
+		case OPT_STREAM:
+			o->stream_fd = parse_count(optarg, "--stream", 0, INT_MAX);
+			if (fcntl(o->stream_fd, F_GETFD) < 0) {
+				fprintf(stderr, PROG ": error: --stream %d is not an open file descriptor\n",
+					o->stream_fd);
 				exit(2);
 			}
 			break;
@@ -283,6 +296,12 @@ static void parse_options(int argc, char **argv, struct options *o)
 		fprintf(stderr, PROG ": error: --interval must be at least 0.01 s\n");
 		exit(2);
 	}
+	if (o->stream_fd >= 0 && o->interval_s <= 0) {
+		fprintf(stderr, PROG ": error: --stream needs --interval SEC (a line per interval)\n");
+		exit(2);
+	}
+	if (o->stream_fd >= 0 && !o->output)
+		o->checkpoint_s = 0; /* the stream is the only output: no file to checkpoint */
 }
 
 static bool verbose_libbpf;
@@ -499,7 +518,7 @@ static int session_start(struct session *s, const struct options *o)
 		if (kind == PROC_EXITED)
 			return fail(s, -ESRCH, "PID %d has exited (a zombie, not yet reaped by its parent)", o->pid);
 	}
-	if (stat(o->output, &st) == 0 && S_ISDIR(st.st_mode))
+	if (o->output && stat(o->output, &st) == 0 && S_ISDIR(st.st_mode))
 		return fail(s, -EISDIR, "cannot write %s: it is a directory (name a file)", o->output);
 
 	/* From here on SIGINT/SIGTERM/SIGHUP are read from a signalfd: they end the capture cleanly. */
@@ -548,6 +567,8 @@ static int session_start(struct session *s, const struct options *o)
 		s->meta.cmdline = proc_cmdline(o->pid, &s->meta.cmdline_len);
 	}
 
+	if (!o->output) /* --stream alone: no file */
+		return session_attach(s, o);
 	/* Whether the output can be written is known now, not after the capture: a temporary file is
 	 * made and removed. The real one is made at the end, so a collector killed outright leaves none. */
 	s->out_fd = open_temp_output(o->output, s->tmp, sizeof(s->tmp));
@@ -615,6 +636,26 @@ static void checkpoint(struct session *s, const struct options *o, __u64 now)
 	s->error[0] = '\0';
 }
 
+/*
+ * --stream: snap as one line with only the latest interval. Without --output the series is not kept
+ * (nothing will write it): the collector's memory stays flat however long it streams. A reader that has
+ * gone (EPIPE) gives -EPIPE: the capture ends, and nothing more is written to the stream.
+ */
+static int stream_line(struct session *s, const struct options *o, const struct snapshot *snap)
+{
+	struct intervals latest = s->intervals;
+	int ret;
+
+	if (latest.n > 1) {
+		latest.items += latest.n - 1;
+		latest.n = 1;
+	}
+	ret = capture_write_line(o->stream_fd, &s->meta, snap, &latest);
+	if (!o->output)
+		s->intervals.n = 0;
+	return ret;
+}
+
 /* Count until the duration ends, a signal comes or the target exits, with interval snapshots. */
 static void session_record(struct session *s, const struct options *o)
 {
@@ -628,8 +669,10 @@ static void session_record(struct session *s, const struct options *o)
 	if (every)
 		next_checkpoint = start + every;
 	for (;;) {
-		struct pollfd fds[2] = { { s->signal_fd, POLLIN, 0 },
-					 { s->target_fd, o->cgroup_arg ? POLLPRI : POLLIN, 0 } };
+		/* The stream's write end reports POLLERR once its reader has closed it. */
+		struct pollfd fds[3] = { { s->signal_fd, POLLIN, 0 },
+					 { s->target_fd, o->cgroup_arg ? POLLPRI : POLLIN, 0 },
+					 { o->stream_fd, 0, 0 } };
 		__u64 now = monotonic_ns(), wake = deadline;
 		int timeout_ms = -1;
 
@@ -644,10 +687,25 @@ static void session_record(struct session *s, const struct options *o)
 		if (next_tick && now >= next_tick) {
 			struct snapshot snap;
 
-			if (snapshot_read(s->skel, &snap, false) == 0 && intervals_add(&s->intervals, &snap, now))
+			int ret = snapshot_read(s->skel, &snap, false);
+
+			if (ret == 0 && intervals_add(&s->intervals, &snap, now))
 				fprintf(stderr, PROG ": warning: out of memory: interval at %.1f s not kept\n",
 					(now - start) / 1e9);
+			if (ret == 0 && o->stream_fd >= 0) {
+				s->meta.duration_s = (now - start) / 1e9;
+				s->meta.end_reason = "live";
+				ret = stream_line(s, o, &snap);
+				s->meta.end_reason = "duration";
+			}
 			snapshot_free(&snap);
+			if (ret == -EPIPE) {
+				s->meta.end_reason = "stream-closed";
+				return;
+			}
+			if (ret && o->stream_fd >= 0)
+				fprintf(stderr, PROG ": warning: --stream: line at %.1f s not written: %s\n",
+					(now - start) / 1e9, strerror(-ret));
 			next_tick += tick;
 			continue;
 		}
@@ -657,7 +715,7 @@ static void session_record(struct session *s, const struct options *o)
 			wake = next_checkpoint;
 		if (wake)
 			timeout_ms = (wake - now + 999999) / 1000000;
-		if (poll(fds, 2, timeout_ms) < 0 && errno != EINTR)
+		if (poll(fds, o->stream_fd >= 0 ? 3 : 2, timeout_ms) < 0 && errno != EINTR)
 			return;
 		if (fds[0].revents & POLLIN) {
 			s->meta.end_reason = "signal";
@@ -666,6 +724,10 @@ static void session_record(struct session *s, const struct options *o)
 		/* The process exited; or the cgroup changed (populated or emptied: go on) or was removed. */
 		if (fds[1].revents && (!o->cgroup_arg || cgroup_removed(s->target_fd))) {
 			s->meta.end_reason = "target-exited";
+			return;
+		}
+		if (fds[2].revents & (POLLERR | POLLHUP | POLLNVAL)) {
+			s->meta.end_reason = "stream-closed";
 			return;
 		}
 	}
@@ -688,8 +750,11 @@ static int session_write(struct session *s, const struct options *o)
 	/* The last, shorter interval (at least one interval whenever --interval was given). */
 	if (o->interval_s > 0 && (s->intervals.n == 0 || now > s->intervals.prev_ns + 1000000))
 		intervals_add(&s->intervals, &s->final, now);
-
-	return write_atomically(s, o, &s->final);
+	/* The stream's last line is the final capture, unless its reader has gone. */
+	if (o->stream_fd >= 0 && strcmp(s->meta.end_reason, "stream-closed") != 0 &&
+	    stream_line(s, o, &s->final) != 0)
+		fprintf(stderr, PROG ": warning: --stream: final line not written\n");
+	return o->output ? write_atomically(s, o, &s->final) : 0;
 }
 
 static void report_written(const struct session *s, const struct options *o)
@@ -715,7 +780,8 @@ static void report_written(const struct session *s, const struct options *o)
 #undef X
 		fputc('\n', stderr);
 	}
-	fprintf(stderr, PROG ": wrote %s: %zu threads, %llu requests, %.1f s (%s)\n", o->output,
+	fprintf(stderr, PROG ": %s%s: %zu threads, %llu requests, %.1f s (%s)\n", o->output ? "wrote " : "",
+		o->output ? o->output : "streamed",
 		s->final.nthreads, (unsigned long long)s->final.requests.sum.count, s->meta.duration_s,
 		s->meta.end_reason);
 }
@@ -806,12 +872,16 @@ int main(int argc, char **argv)
 	libbpf_set_print(libbpf_print);
 	if (o.check)
 		return run_check(&o);
-	if (!o.output && o.cgroup_arg)
-		snprintf(default_out, sizeof(default_out), "spinscope-cgroup-%llu.json", (unsigned long long)o.cgroup.id);
-	else if (!o.output)
-		snprintf(default_out, sizeof(default_out), "spinscope-%d.json", o.pid);
-	if (!o.output)
+	if (o.stream_fd >= 0)
+		signal(SIGPIPE, SIG_IGN); /* a reader gone is EPIPE, which ends the capture cleanly */
+	if (!o.output && o.stream_fd < 0) { /* with --stream and no --output, no file is written */
+		if (o.cgroup_arg)
+			snprintf(default_out, sizeof(default_out), "spinscope-cgroup-%llu.json",
+				 (unsigned long long)o.cgroup.id);
+		else
+			snprintf(default_out, sizeof(default_out), "spinscope-%d.json", o.pid);
 		o.output = default_out;
+	}
 
 	ret = session_start(&s, &o);
 	if (ret == 0) {

@@ -15,7 +15,8 @@ APT_PACKAGES=(
 # tests/realservers run (with redis-benchmark), and Chromium for the analyzer's HTML rendering test.
 if [[ "${SPINSCOPE_SETUP_EXTRAS:-1}" == 1 ]]; then
     APT_PACKAGES+=(chromium nginx-light lighttpd wrk bpftrace linux-perf libbpf-tools
-                   apache2 redis-server redis-tools)
+                   apache2 redis-server redis-tools
+                   tmux prometheus)  # tests/live: `top` in tmux, the exporter scraped by Prometheus
     # Node.js: Debian's nodejs unless a node is installed already (e.g. from NodeSource).
     [[ -x /usr/bin/node ]] || APT_PACKAGES+=(nodejs)
 fi
@@ -32,7 +33,7 @@ if ((${#missing[@]})); then
 fi
 
 # The server packages start system services; spinscope starts its own instances.
-for svc in nginx lighttpd apache2 redis-server memcached; do
+for svc in nginx lighttpd apache2 redis-server memcached prometheus; do
     if command -v systemctl >/dev/null && systemctl is-active --quiet "$svc" 2>/dev/null; then
         systemctl stop "$svc" || true
         systemctl disable "$svc" >/dev/null 2>&1 || true

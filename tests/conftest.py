@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 TESTS = Path(__file__).resolve().parent
-PRIVILEGED = ("collector", "fanout", "install", "realservers", "refservers", "sweep")
+PRIVILEGED = ("collector", "fanout", "install", "live", "realservers", "refservers", "sweep")
 NOT_ROOT = pytest.mark.skip(reason="needs root (BPF, network namespaces, servers under load): run as root, "
                                    "or `make unit` for the tests that do not")
 

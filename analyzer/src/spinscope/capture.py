@@ -247,7 +247,24 @@ class Capture:
 def load(path: str | Path) -> Capture:
     """Read and validate a capture file; raise SpinscopeError with one line on any problem."""
     path = Path(path)
-    doc = _read_json(path)
+    return _validated(path, _read_json(path))
+
+
+def loads(data: bytes, name: str = "stream") -> Capture:
+    """Validate a capture held in memory (a line of the collector's --stream, docs/live.md) as load()
+    does a file: the same size bound, the same checks, one SpinscopeError line naming `name`."""
+    if len(data) > MAX_CAPTURE_BYTES:
+        raise SpinscopeError(f"{name}: {len(data) / 2**20:,.0f} MiB is larger than a capture is read "
+                             f"({MAX_CAPTURE_BYTES // 2**20} MiB; SPINSCOPE_MAX_CAPTURE_MB raises it)")
+    return _validated(Path(name), _parse_json(data, name))
+
+
+def from_document(doc: Any, name: str = "stream") -> Capture:
+    """Validate a capture document already parsed (or made, as live.window does) as load() does."""
+    return _validated(Path(name), doc)
+
+
+def _validated(path: Path, doc: Any) -> Capture:
     _check_identity(path, doc)
     optional = frozenset() if doc["schema"] >= 4 else SCHEMA4_COUNTERS
     if doc["schema"] < 2:
@@ -272,6 +289,10 @@ def _read_json(path: Path) -> Any:
         raise SpinscopeError(f"{path}: is a directory, not a capture file") from None
     except OSError as exc:
         raise SpinscopeError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return _parse_json(data, name)
+
+
+def _parse_json(data: bytes, name: str) -> Any:
     if not data.strip():
         raise SpinscopeError(f"{name}: not a spinscope capture (empty file)")
     try:

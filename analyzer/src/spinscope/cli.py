@@ -22,6 +22,8 @@ VERBS = {  # verb: (module, help line)
     "report": ("spinscope.report", "name the problems in a capture and show the evidence"),
     "diff": ("spinscope.diff", "compare two captures of the same service"),
     "doctor": ("spinscope.doctor", "check that this host can run the collector"),
+    "top": ("spinscope.top", "watch a running server's threads live"),
+    "exporter": ("spinscope.exporter", "serve live metrics of running servers to Prometheus"),
     "sweep": ("spinscope.lab.sweep", "run reference servers over a matrix of settings and record every cell"),
     "sweep-report": ("spinscope.lab.sweep_report", "compare a sweep's results with the published claims"),
 }

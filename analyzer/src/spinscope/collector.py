@@ -142,10 +142,12 @@ class Collector:
 
 
 def start(argv: list[str], **popen_kwargs) -> Collector:
-    """Start the collector (argv[0] is its path) with a ready descriptor; popen_kwargs go to Popen."""
+    """Start the collector (argv[0] is its path) with a ready descriptor; popen_kwargs go to Popen
+    (pass_fds are passed on with the ready descriptor)."""
     read_fd, write_fd = os.pipe()
+    pass_fds = (write_fd, *popen_kwargs.pop("pass_fds", ()))  # the caller's own (a --stream pipe)
     try:
-        proc = subprocess.Popen([*map(str, argv), "--ready-fd", str(write_fd)], pass_fds=(write_fd,),
+        proc = subprocess.Popen([*map(str, argv), "--ready-fd", str(write_fd)], pass_fds=pass_fds,
                                 **popen_kwargs)
     except BaseException:
         os.close(read_fd)

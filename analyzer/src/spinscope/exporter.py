@@ -1,0 +1,558 @@
+"""`spinscope exporter`: spinscope's signals of running servers, served to Prometheus.
+
+One collector per target streams a line a second (spinscope.live, docs/live.md); the exporter keeps the
+latest line of each and, at each scrape, writes what it holds in Prometheus's exposition format through
+prometheus_client (a custom collector: nothing is counted twice, nothing kept per scrape). Names follow
+Prometheus's conventions: the prefix `spinscope_`, base units (seconds, bytes), `_total` on counters. No
+series is per thread id: threads are summed by target, thread name and role, so a pool of 500 workers is
+one series per signal. The per-request histograms are the kernel's log2 buckets as Prometheus buckets
+(`le` = 2^k - 1). The labels (write-spin, spurious select, handoff overhead) are judged every few seconds
+over the last `--window` seconds and exported as a gauge with their name and severity.
+
+Targets: `--pid` (repeatable) once; `--comm NAME` and `--exe PATH` every process that matches, now and
+later (a server that restarts is picked up again). A target that exits is dropped: its series go.
+`METRICS` lists every family the exporter writes; the dashboard and alert rules in deploy/ are tested
+against it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+from spinscope.errors import SpinscopeError
+
+DEFAULT_PORT = 9863
+DEFAULT_WINDOW_S = 30.0
+JUDGE_EVERY_S = 5.0
+SCAN_EVERY_S = 2.0
+WRITES_LE_MAX = 20  # writes per request buckets: le = 0, 1, 3, ..., 2^20 - 1, +Inf
+DURATION_K = range(10, 37)  # request-time buckets: le = (2^k - 1) ns for k in 10..36 (1 us to 69 s), +Inf
+
+PROCESS = ("pid", "process")
+GROUP = ("pid", "process", "thread", "role")
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str  # without _total for counters (prometheus_client adds it)
+    kind: str  # counter, gauge, histogram
+    help: str
+    labels: tuple
+
+
+METRICS = (
+    Family("spinscope_targets", "gauge", "Processes being traced.", ()),
+    Family("spinscope_selector_matches", "gauge", "Processes a target option matches now.", ("selector",)),
+    Family("spinscope_target_info", "gauge", "A traced process: its executable and the option that selected it.",
+           (*PROCESS, "exe", "selector")),
+    Family("spinscope_traced_seconds", "counter", "Seconds the probes have been live on the target.", PROCESS),
+    Family("spinscope_sampled_ratio", "gauge", "Share of the time the probes are live (1: continuous).", PROCESS),
+    Family("spinscope_requests", "counter", "Requests answered (a read burst, then at least one write).", PROCESS),
+    Family("spinscope_request_writes", "histogram", "Socket write calls per request.", PROCESS),
+    Family("spinscope_request_duration_seconds", "histogram",
+           "Request time: first read returned to last write returned.", PROCESS),
+    Family("spinscope_drops", "counter", "Entries the probes could not record, a map being full.", (*PROCESS, "kind")),
+    Family("spinscope_label", "gauge", "A verdict over the last window: 1 while it holds.",
+           (*PROCESS, "label", "severity")),
+    Family("spinscope_label_cost_ratio", "gauge",
+           "A verdict's measured cost: share of the involved threads' CPU (or of request time).", (*PROCESS, "label")),
+    Family("spinscope_threads", "gauge", "Live threads in the group.", GROUP),
+    Family("spinscope_responses", "counter", "Requests whose first response write the group made.", GROUP),
+    Family("spinscope_socket_writes", "counter", "Socket write calls by result.", (*GROUP, "result")),
+    Family("spinscope_socket_write_bytes", "counter", "Bytes socket writes moved.", GROUP),
+    Family("spinscope_socket_reads", "counter", "Socket read calls by result.", (*GROUP, "result")),
+    Family("spinscope_socket_read_bytes", "counter", "Bytes socket reads moved.", GROUP),
+    Family("spinscope_write_spin_retries", "counter",
+           "Writes retried after a stalled write without waiting for writability.", GROUP),
+    Family("spinscope_write_spin_cpu_seconds", "counter", "On-CPU time of the spin retries' cycles.", GROUP),
+    Family("spinscope_polls", "counter", "Poll-family calls (epoll_wait, poll, select) by outcome.",
+           (*GROUP, "outcome")),
+    Family("spinscope_poll_nowait_calls", "counter", "Poll calls with a zero timeout (checks, not waits).", GROUP),
+    Family("spinscope_empty_poll_cpu_seconds", "counter",
+           "On-CPU time in polls that returned nothing and in reads that returned EAGAIN.", GROUP),
+    Family("spinscope_futex_waits", "counter", "futex wait calls.", GROUP),
+    Family("spinscope_futex_wait_seconds", "counter", "Time spent in futex waits (wall).", GROUP),
+    Family("spinscope_context_switches", "counter", "Context switches away from the group's threads.",
+           (*GROUP, "kind")),
+    Family("spinscope_wakeups", "counter",
+           "Wakeups of the target's own threads the group made, by mechanism (handoffs: all but mm and exit).",
+           (*GROUP, "mechanism")),
+    Family("spinscope_handoff_wait_seconds", "counter", "Wake-to-run latency of the handoffs the group received.",
+           GROUP),
+    Family("spinscope_handoff_cpu_seconds", "counter", "On-CPU time in the calls that hand off or are handed to.",
+           GROUP),
+    Family("spinscope_runqueue_wait_seconds", "counter", "Time runnable but waiting for a CPU.", GROUP),
+    Family("spinscope_cpu_seconds", "counter", "Time on CPU while traced.", GROUP),
+)
+FAMILIES = {family.name: family for family in METRICS}
+
+
+def sample_names() -> set:
+    """Every sample name the exposition can hold (counters' _total, histograms' _bucket/_sum/_count)."""
+    names = set()
+    for family in METRICS:
+        if family.kind == "counter":
+            names.add(family.name + "_total")
+        elif family.kind == "histogram":
+            names |= {family.name + suffix for suffix in ("_bucket", "_sum", "_count")}
+        else:
+            names.add(family.name)
+    return names
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("exporter", help="serve live metrics of running servers to Prometheus",
+                       description="Trace running servers and serve their spinscope signals to Prometheus "
+                       "(http://ADDRESS:PORT/metrics). Targets: --pid (once), --comm and --exe (every process "
+                       "that matches, also later: restarts are picked up). Repeat them for several targets.")
+    p.add_argument("--pid", "-p", type=int, action="append", default=[], help="a process to trace (repeatable)")
+    p.add_argument("--comm", action="append", default=[], metavar="NAME",
+                   help="every process named NAME (its /proc comm), now and later (repeatable)")
+    p.add_argument("--exe", action="append", default=[], metavar="PATH",
+                   help="every process running the executable PATH, now and later (repeatable)")
+    p.add_argument("--children", "-c", action="store_true", help="also trace the processes targets fork")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port to serve on (default {DEFAULT_PORT})")
+    p.add_argument("--address", default="127.0.0.1",
+                   help="address to serve on (default 127.0.0.1; 0.0.0.0 for every interface)")
+    p.add_argument("--window", type=float, default=DEFAULT_WINDOW_S,
+                   help=f"seconds the labels are judged over (default {DEFAULT_WINDOW_S:g})")
+    p.add_argument("--duty", type=duty_cycle, metavar="ON/EVERY",
+                   help="sample instead of tracing continuously: probes live ON seconds every EVERY seconds "
+                   "(e.g. 10/60); counters are scaled by EVERY/ON and spinscope_sampled_ratio says ON/EVERY")
+    p.add_argument("--quiet", "-q", action="store_true", help="only print errors")
+    p.set_defaults(func=run)
+
+
+def duty_cycle(text: str) -> tuple:
+    """`ON/EVERY` seconds, 2 <= ON < EVERY <= 3600."""
+    try:
+        on, every = (float(part) for part in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not ON/EVERY seconds (e.g. 10/60)") from None
+    if not (math.isfinite(on) and math.isfinite(every) and 2 <= on < every <= 3600):
+        raise argparse.ArgumentTypeError(f"{text!r}: need 2 <= ON < EVERY <= 3600 seconds")
+    return on, every
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What a target's latest line says, ready for a scrape
+
+
+@dataclass
+class View:
+    """A target as the next scrape shows it: computed when a line arrives, read by the scrape thread."""
+
+    pid: int
+    process: str
+    exe: str
+    selector: str
+    traced_s: float
+    sampled: float
+    requests: dict  # the requests block
+    drops: dict
+    groups: list  # [(thread name, role, live threads, {counter: value})]
+    labels: list = field(default_factory=list)  # [(name, severity, cost share or None)]
+
+
+def view_of(cap, selector: str, labels: list, sampled: float = 1.0) -> View:
+    """The View of a capture (the stream's latest line): threads summed by name and role."""
+    from spinscope.capture import COUNTERS
+    from spinscope.roles import infer_roles
+
+    threads = cap.threads.copy()
+    threads["role"] = infer_roles(threads, cap.request_count)
+    groups = []
+    for (comm, role), group in threads.groupby(["comm", "role"], sort=True):
+        sums = {key: int(group[key].sum()) for key in COUNTERS}
+        groups.append((comm, role, int(group["alive"].sum()), sums))
+    target = cap.target
+    return View(pid=int(target.get("pid", 0)), process=str(target.get("comm", "")), exe=str(target.get("exe") or ""),
+                selector=selector, traced_s=cap.duration_s, sampled=sampled,
+                requests={**cap.raw["requests"], "hist": cap.request_hists}, drops=cap.drops, groups=groups,
+                labels=labels)
+
+
+def scaled(base: View | None, cur: View, factor: float) -> View:
+    """base + cur x factor: a duty-cycled target's counters, every finished cycle's counts scaled to the
+    whole period they stand for (the probes were live `1 / factor` of it). traced_s is not scaled."""
+    def add(a, b):
+        if isinstance(b, dict):
+            return {k: add(a.get(k, 0) if isinstance(a, dict) else 0, v) for k, v in b.items()}
+        if isinstance(b, list):
+            a = a if isinstance(a, list) else []
+            return [add(a[i] if i < len(a) else 0, v) for i, v in enumerate(b)] + a[len(b):]
+        return (a or 0) + b * factor if isinstance(b, (int, float)) and not isinstance(b, bool) else b
+
+    groups = {(comm, role): (0, counters) for comm, role, _, counters in (base.groups if base else [])}
+    for comm, role, alive, counters in cur.groups:
+        groups[(comm, role)] = (alive, add(groups.get((comm, role), (0, {}))[1], counters))
+    requests = {k: v for k, v in cur.requests.items() if k != "by_size"}
+    return View(pid=cur.pid, process=cur.process, exe=cur.exe, selector=cur.selector,
+                traced_s=(base.traced_s if base else 0.0) + cur.traced_s, sampled=cur.sampled,
+                requests=add(base.requests if base else {}, requests), drops=add(base.drops if base else {}, cur.drops),
+                groups=[(comm, role, alive, counters) for (comm, role), (alive, counters) in sorted(groups.items())],
+                labels=cur.labels)
+
+
+def judge(span) -> list:
+    """[(label name, severity, cost share)] over a window capture."""
+    from spinscope.labels import assess
+    from spinscope.metrics import analyze
+
+    return [(label.name, label.severity, label.cpu_share) for label in assess(analyze(span)).labels]
+
+
+def _log2_buckets(hist: list, ks, scale: float = 1.0) -> list:
+    """Cumulative Prometheus buckets from a log2 histogram (bucket 0: value 0; bucket k: [2^(k-1), 2^k - 1]):
+    one per k in ks with le = (2^k - 1) * scale, then +Inf."""
+    out, running, i = [], 0, 0
+    for k in ks:
+        while i <= k and i < len(hist):
+            running += hist[i]
+            i += 1
+        out.append((_le((2**k - 1) * scale), running))
+    out.append(("+Inf", sum(hist)))
+    return out
+
+
+def _le(value: float) -> str:
+    return f"{int(value)}.0" if value == int(value) else format(value, ".10g")
+
+
+def families(views: list, selectors: dict):
+    """The metric families for the current views; `selectors`: {selector text: processes matched now}."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+    made = {}
+    for family in METRICS:
+        cls = {"counter": CounterMetricFamily, "gauge": GaugeMetricFamily, "histogram": HistogramMetricFamily}[family.kind]
+        made[family.name] = cls(family.name, family.help, labels=list(family.labels))
+
+    def add(name: str, labels: tuple, value: float) -> None:
+        made[name].add_metric([str(v) for v in labels], value)
+
+    add("spinscope_targets", (), len(views))
+    for text, count in selectors.items():
+        add("spinscope_selector_matches", (text,), count)
+    for v in views:
+        proc = (v.pid, v.process)
+        add("spinscope_target_info", (*proc, v.exe, v.selector), 1)
+        add("spinscope_traced_seconds", proc, v.traced_s)
+        add("spinscope_sampled_ratio", proc, v.sampled)
+        add("spinscope_requests", proc, v.requests["count"])
+        hist = v.requests["hist"]
+        made["spinscope_request_writes"].add_metric(
+            [str(x) for x in proc], _log2_buckets(hist["write_calls"], range(0, WRITES_LE_MAX + 1)),
+            sum_value=v.requests["write_calls"])
+        made["spinscope_request_duration_seconds"].add_metric(
+            [str(x) for x in proc], _log2_buckets(hist["duration_ns"], DURATION_K, 1e-9),
+            sum_value=v.requests["duration_ns"] / 1e9)
+        for kind, count in v.drops.items():
+            add("spinscope_drops", (*proc, kind), count)
+        for name, severity, share in v.labels:
+            add("spinscope_label", (*proc, name, severity), 1)
+            if share is not None:
+                add("spinscope_label_cost_ratio", (*proc, name), share)
+        for comm, role, alive, c in v.groups:
+            g = (*proc, comm, role)
+            add("spinscope_threads", g, alive)
+            add("spinscope_responses", g, c["responses_written"])
+            writes_ok = c["write_calls"] - c["write_eagain"] - c["write_partial"] - c["write_errors"]
+            for result, value in (("ok", writes_ok), ("eagain", c["write_eagain"]), ("partial", c["write_partial"]),
+                                  ("error", c["write_errors"])):
+                add("spinscope_socket_writes", (*g, result), max(0, value))
+            add("spinscope_socket_write_bytes", g, c["write_bytes"])
+            reads_ok = c["read_calls"] - c["read_eagain"] - c["read_eof"] - c["read_errors"]
+            for result, value in (("ok", reads_ok), ("eagain", c["read_eagain"]), ("eof", c["read_eof"]),
+                                  ("error", c["read_errors"])):
+                add("spinscope_socket_reads", (*g, result), max(0, value))
+            add("spinscope_socket_read_bytes", g, c["read_bytes"])
+            add("spinscope_write_spin_retries", g, c["write_spin_retries"])
+            add("spinscope_write_spin_cpu_seconds", g, c["write_spin_ns"] / 1e9)
+            polls_events = c["poll_calls"] - c["poll_zero"] - c["poll_errors"]
+            for outcome, value in (("events", polls_events), ("empty", c["poll_zero"]), ("error", c["poll_errors"])):
+                add("spinscope_polls", (*g, outcome), max(0, value))
+            add("spinscope_poll_nowait_calls", g, c["poll_nowait"])
+            add("spinscope_empty_poll_cpu_seconds", g,
+                (c["poll_zero_nowait_ns"] + c["poll_zero_wait_ns"] + c["read_eagain_ns"]) / 1e9)
+            add("spinscope_futex_waits", g, c["futex_waits"])
+            add("spinscope_futex_wait_seconds", g, c["futex_wait_ns"] / 1e9)
+            add("spinscope_context_switches", (*g, "voluntary"), c["cs_voluntary"])
+            add("spinscope_context_switches", (*g, "involuntary"), c["cs_involuntary"])
+            named = 0
+            for mechanism in ("futex", "io", "mm", "exit"):
+                add("spinscope_wakeups", (*g, mechanism), c[f"wakeups_sent_{mechanism}"])
+                named += c[f"wakeups_sent_{mechanism}"]
+            add("spinscope_wakeups", (*g, "other"), max(0, c["wakeups_sent"] - named))
+            add("spinscope_handoff_wait_seconds", g, c["wakeup_wait_ns"] / 1e9)
+            add("spinscope_handoff_cpu_seconds", g, c["handoff_oncpu_ns"] / 1e9)
+            add("spinscope_runqueue_wait_seconds", g, c["runq_ns"] / 1e9)
+            add("spinscope_cpu_seconds", g, c["oncpu_ns"] / 1e9)
+    return list(made.values())
+
+
+class ViewsCollector:
+    """prometheus_client's custom collector: the exporter's views at the moment of the scrape."""
+
+    def __init__(self, exporter: "Exporter"):
+        self.exporter = exporter
+
+    def describe(self):
+        return []  # nothing to check at registration: the families depend on the targets
+
+    def collect(self):
+        views, selectors = self.exporter.snapshot()
+        return families(views, selectors)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Targets coming and going
+
+
+@dataclass
+class Tracked:
+    selector: str
+    pid: int
+    live: object  # live.LiveCollector
+    history: object  # live.History
+    judged: float = 0.0
+    labels: list = field(default_factory=list)
+    base: View | None = None  # --duty: the finished cycles, scaled
+    last: View | None = None  # --duty: the running cycle's latest view, unscaled
+    next_start: float = 0.0  # --duty: when the next cycle starts (live is None until then)
+
+
+class Exporter:
+    def __init__(self, args: argparse.Namespace, say):
+        from spinscope.live import Selector
+
+        self.args = args
+        self.say = say
+        self.selectors = ([Selector("pid", str(pid), args.children) for pid in args.pid]
+                          + [Selector("comm", name, args.children) for name in args.comm]
+                          + [Selector("exe", path, args.children) for path in args.exe])
+        self.tracked: dict = {}  # pid -> Tracked
+        self.views: dict = {}  # pid -> View
+        self.matched: dict = {s.text: 0 for s in self.selectors}
+        self.done: set = set()  # pids that ended or failed: not attached again while they exist
+        self.waiting: set = set()  # selectors we have said match nothing
+        self.attached: set = set()  # selectors that have had a target
+        self.lock = threading.Lock()
+        self.stopping = False
+
+    def snapshot(self) -> tuple:
+        with self.lock:
+            return list(self.views.values()), dict(self.matched)
+
+    def scan(self) -> None:
+        from spinscope import live
+
+        procs = live.processes()
+        self.done &= set(procs)  # a pid that is gone may be reused by a new match
+        for selector in self.selectors:
+            pids = live.matches(selector, procs)
+            owned = [pid for pid, t in self.tracked.items() if t.selector == selector.text]
+            with self.lock:
+                self.matched[selector.text] = len(set(pids) | set(owned))
+            fresh = [pid for pid in pids if pid not in self.tracked and pid not in self.done
+                     and not self._inside_target(pid, procs)]
+            if not pids and not owned:
+                if selector.text not in self.waiting:
+                    self.say(f"{selector.text}: its process has exited, and a PID does not come back (--comm or "
+                             "--exe follow restarts)" if selector.text in self.attached and not selector.can_return
+                             else f"{selector.text} matches no process; waiting for one")
+                    self.waiting.add(selector.text)
+                continue
+            self.waiting.discard(selector.text)
+            for pid in fresh:
+                self.attach(selector, pid, procs.get(pid))
+
+    def _inside_target(self, pid: int, procs: dict) -> bool:
+        """Whether pid descends from a target traced with --children (its threads are counted there)."""
+        if not self.args.children:
+            return False
+        seen = 0
+        while pid in procs and seen < 64:
+            pid = procs[pid].ppid
+            if pid in self.tracked:
+                return True
+            seen += 1
+        return False
+
+    def _start(self, pid: int, children: bool):
+        from spinscope import live
+
+        on = self.args.duty[0] if self.args.duty else None
+        stream = live.LiveCollector(["--pid", str(pid)] + (["--children"] if children else []), duration=on,
+                                    extra=("--quiet",))
+        stream.wait_ready()
+        return stream
+
+    def attach(self, selector, pid: int, proc) -> None:
+        from spinscope import live
+
+        try:
+            stream = self._start(pid, selector.children)
+        except SpinscopeError as exc:
+            self.say(f"{selector.text}: PID {pid} not traced: {exc}")
+            self.done.add(pid)
+            return
+        name = proc.comm if proc else "?"
+        duty = f", {self.args.duty[0]:g} s every {self.args.duty[1]:g} s" if self.args.duty else ""
+        self.say(f"{selector.text}: tracing PID {pid} ({name}){duty}")
+        self.attached.add(selector.text)
+        self.tracked[pid] = Tracked(selector.text, pid, stream, live.History(self.args.window),
+                                    next_start=time.monotonic() + (self.args.duty[1] if self.args.duty else 0))
+
+    def cycle(self) -> None:
+        """--duty: start the next cycle of the targets whose probes are off, once it is time."""
+        from spinscope import live
+
+        now = time.monotonic()
+        for t in list(self.tracked.values()):
+            if t.live is not None or now < t.next_start:
+                continue
+            try:
+                t.live = self._start(t.pid, self.args.children)
+            except SpinscopeError as exc:
+                self.drop(t, live.Ended(1, None, [f"x: error: {exc}"]))
+                continue
+            t.history = live.History(self.args.window)
+            t.next_start = now + self.args.duty[1]
+
+    def pump(self) -> None:
+        """Take the lines that arrived: new views, labels every JUDGE_EVERY_S, ended targets dropped."""
+        import queue
+
+        from spinscope.live import Ended
+
+        for pid, t in list(self.tracked.items()):
+            latest = None
+            while t.live is not None:
+                try:
+                    item = t.live.lines.get_nowait()
+                except queue.Empty:
+                    break
+                if isinstance(item, Ended) and self.args.duty and item.end_reason == "duration":
+                    t.live.close()  # the cycle's probes are off until t.next_start
+                    t.live = None
+                    on, period = self.args.duty
+                    if latest is not None:  # the cycle's final line
+                        t.last = view_of(latest.capture, t.selector, t.labels, sampled=on / period)
+                        latest = None
+                    if t.last is not None:
+                        t.base = scaled(t.base, t.last, period / on)
+                        t.last = None
+                        with self.lock:
+                            self.views[pid] = t.base
+                    break
+                if isinstance(item, Ended):
+                    self.drop(t, item)
+                    latest = None
+                    break
+                t.history.add(item)
+                latest = item
+            if latest is None:
+                continue
+            now = time.monotonic()
+            if now - t.judged >= JUDGE_EVERY_S:
+                span = t.history.span()
+                t.labels = judge(span) if span is not None else []
+                t.judged = now
+            view = view_of(latest.capture, t.selector, t.labels)
+            if self.args.duty:
+                on, period = self.args.duty
+                view.sampled = on / period
+                t.last = view
+                view = scaled(t.base, view, period / on)
+            with self.lock:
+                self.views[pid] = view
+
+    def drop(self, t: Tracked, ended) -> None:
+        reason = {"target-exited": "exited"}.get(ended.end_reason or "", f"ended ({ended.end_reason or 'collector failed'})")
+        error = next((line.split(": error: ", 1)[1] for line in reversed(ended.stderr) if ": error: " in line), "")
+        self.say(f"{t.selector}: PID {t.pid} {reason}{': ' + error if error else ''}; its series are dropped")
+        if t.live is not None:
+            t.live.close()
+        with self.lock:
+            self.tracked.pop(t.pid, None)
+            self.views.pop(t.pid, None)
+        self.done.add(t.pid)
+
+    def stop(self) -> None:
+        for t in list(self.tracked.values()):
+            if t.live is not None:
+                t.live.close()
+        self.tracked.clear()
+
+
+def check_options(args: argparse.Namespace) -> None:
+    def usage(message: str) -> SpinscopeError:
+        return SpinscopeError(message, exit_code=2)
+
+    if not (args.pid or args.comm or args.exe):
+        raise usage("name a target: --pid PID, --comm NAME or --exe PATH (each repeatable)")
+    for pid in args.pid:
+        if pid <= 0:
+            raise usage(f"--pid must be a positive process id, not {pid}")
+    if not 0 < args.port < 65536:
+        raise usage(f"--port must be in 1..65535, not {args.port}")
+    if not math.isfinite(args.window) or args.window < 2:
+        raise usage(f"--window must be at least 2 seconds, not {args.window:g}")
+    for name in args.comm:
+        if not name or len(name.encode()) > 15:
+            raise usage(f"--comm {name!r}: a process name is 1 to 15 bytes (Linux's comm)")
+
+
+def run(args: argparse.Namespace) -> int:
+    check_options(args)
+    from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
+
+    from spinscope import collector
+
+    def say(message: str) -> None:
+        if not args.quiet:
+            print(f"spinscope exporter: {message}", file=sys.stderr, flush=True)
+
+    if collector.find() is None:
+        raise SpinscopeError("collector not found; build it with `make`")
+    exporter = Exporter(args, say)
+    registry = CollectorRegistry()
+    registry.register(ViewsCollector(exporter))
+    ProcessCollector(registry=registry)  # the exporter's own CPU and memory, as process_*
+    try:  # before anything is attached: a port in use is the whole error
+        server, _thread = start_http_server(args.port, addr=args.address, registry=registry)
+    except OSError as exc:
+        raise SpinscopeError(f"cannot serve on {args.address}:{args.port}: {exc.strerror or exc}") from None
+    host = f"[{args.address}]" if ":" in args.address else args.address
+    say(f"serving http://{host}:{args.port}/metrics")
+
+    stop = threading.Event()
+
+    def on_signal(signum, _frame):
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        next_scan = 0.0
+        while not stop.is_set():
+            if time.monotonic() >= next_scan:
+                exporter.scan()
+                next_scan = time.monotonic() + SCAN_EVERY_S
+            exporter.pump()
+            if args.duty:
+                exporter.cycle()
+            stop.wait(0.2)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        exporter.stop()
+        server.shutdown()
+        say("stopped")
+    return 0

@@ -1,0 +1,313 @@
+"""Live data: the collector's --stream lines as captures, and what happened between two of them.
+
+`spinscope top` and `spinscope exporter` start the collector with `--interval 1 --stream FD` (docs/live.md):
+after each interval snapshot it writes the capture so far as one line of JSON, every key the documented
+schema (docs/capture-format.md), with only the latest interval. Each line is loaded with the capture
+loader (capture.loads: the same checks and size bound as a file). Rates come from differencing two
+lines: `window(older, newer)` is itself a capture, of what happened between them, so the metrics, roles
+and labels of a file apply to the last second or the last minute unchanged.
+
+Also here: finding processes by name or executable (`--comm`, `--exe`), for targets that come and go.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+from spinscope import collector
+from spinscope.capture import (COUNTERS, DROP_KEYS, MAX_CAPTURE_BYTES, REQUEST_HISTS, REQUEST_SUMS, Capture,
+                               from_document, loads)
+from spinscope.errors import SpinscopeError
+
+STREAM_INTERVAL_S = 1.0
+STOP_TIMEOUT_S = 10.0
+
+
+@dataclass
+class Line:
+    """One stream line, loaded: the capture so far and when it arrived (time.monotonic())."""
+
+    capture: Capture
+    received: float
+
+
+@dataclass
+class Ended:
+    """The stream ended: the collector's exit status, the end_reason of its last line (None if it wrote
+    none) and its last stderr lines (its one-line error when it failed)."""
+
+    returncode: int
+    end_reason: str | None
+    stderr: list
+
+
+class LiveCollector:
+    """A collector streaming to us. `target_args` select what it traces (`--pid N [--children]`);
+    `output`: also write the final capture there (the collector's --output). Lines arrive on `lines`
+    (a queue of Line, then one Ended)."""
+
+    def __init__(self, target_args: list, output: Path | None = None, interval: float = STREAM_INTERVAL_S,
+                 duration: float | None = None, extra: tuple = ()):
+        path = collector.find()
+        if path is None:
+            looked = ", ".join(str(c) for c in collector.candidates()) or "PATH"
+            raise SpinscopeError(f"collector not found (looked in {looked}); build it with `make`")
+        self.lines: queue.Queue = queue.Queue()
+        self.stderr: deque = deque(maxlen=20)
+        self.last_reason: str | None = None
+        read_fd, write_fd = os.pipe()
+        cmd = [path, *map(str, target_args), "--interval", f"{interval:g}", "--stream", str(write_fd),
+               "--exit-with-parent", *extra]
+        if output is not None:
+            cmd += ["--output", str(output), "--checkpoint", "0"]
+        if duration:
+            cmd += ["--duration", f"{duration:g}"]
+        try:
+            # Its own session: a Ctrl-C in our terminal is ours to handle (we end it with SIGTERM).
+            self._started = collector.start(cmd, pass_fds=(write_fd,), stdin=subprocess.DEVNULL,
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                            start_new_session=True)
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)
+        self.proc = self._started.proc
+        self._reader: threading.Thread | None = None
+        self._stream = os.fdopen(read_fd, "rb")
+        self._err_thread = threading.Thread(target=self._drain_stderr, daemon=True)
+        self._err_thread.start()
+
+    def wait_ready(self, timeout: float = collector.READY_TIMEOUT_S) -> dict:
+        """The ready line once the probes are live; SpinscopeError with the collector's own error if it
+        failed. Then lines start arriving on `lines`."""
+        try:
+            ready = self._started.wait_ready(timeout)
+        except (collector.NotReady, TimeoutError) as exc:
+            self.stop()
+            self._err_thread.join(timeout=2)
+            raise SpinscopeError(self.error() or str(exc)) from None
+        self._reader = threading.Thread(target=self._read_stream, daemon=True)
+        self._reader.start()
+        return ready
+
+    def error(self) -> str:
+        """The collector's one-line error (its `error:` line), or ''."""
+        for line in reversed(self.stderr):
+            if ": error: " in line:
+                return line.split(": error: ", 1)[1]
+        return ""
+
+    def _drain_stderr(self) -> None:
+        for raw in self.proc.stderr:
+            self.stderr.append(raw.decode(errors="replace").rstrip("\n"))
+
+    def _read_stream(self) -> None:
+        while True:
+            try:
+                data = self._stream.readline(MAX_CAPTURE_BYTES + 1)
+            except (OSError, ValueError):  # closed under us
+                break
+            if not data:
+                break
+            if not data.endswith(b"\n"):  # longer than any capture is read, or cut short by an exit
+                continue
+            try:
+                cap = loads(data, "stream line")
+            except SpinscopeError as exc:
+                self.stderr.append(f"spinscope: {exc}")
+                continue
+            self.last_reason = cap.raw.get("end_reason")
+            self.lines.put(Line(cap, time.monotonic()))
+        returncode = self.proc.wait()
+        self._err_thread.join(timeout=2)
+        self.lines.put(Ended(returncode, self.last_reason, list(self.stderr)))
+
+    def stop(self, timeout: float = STOP_TIMEOUT_S) -> int:
+        """End the capture the way the collector expects (SIGTERM: it writes its final line and --output,
+        then detaches) and wait for it; kill it if it does not end in time. Its exit status."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            returncode = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            returncode = self.proc.wait()
+        self._started.close()
+        return returncode
+
+    def close(self) -> None:
+        """Stop, and close our end of the stream (once the reader has seen it end)."""
+        self.stop()
+        if self._reader is not None:
+            self._reader.join(timeout=STOP_TIMEOUT_S)
+        try:
+            self._stream.close()
+        except OSError:
+            pass
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What happened between two lines
+
+
+def _minus(new: int, old: int) -> int:
+    return new - old if new >= old else new  # a counter that went back started again (a tid reused)
+
+
+def _hist_minus(new: list, old: list) -> list:
+    out = [_minus(n, old[i] if i < len(old) else 0) for i, n in enumerate(new)]
+    while out and out[-1] == 0:
+        out.pop()
+    return out
+
+
+def window(older: Capture, newer: Capture) -> Capture:
+    """The capture of what happened between two lines of one stream (older first): every counter, sum,
+    histogram and wakeup edge the difference, duration_s the time between them, no intervals. A thread
+    that newer has and older has not (or under another pid) counts whole: it is new."""
+    old, new = older.raw, newer.raw
+    doc = {key: value for key, value in new.items()}
+    doc["duration_s"] = max(0.0, float(new["duration_s"]) - float(old["duration_s"]))
+    doc["intervals"] = []
+
+    before = {row["tid"]: row for row in old["threads"]}
+    threads = []
+    for row in new["threads"]:
+        prev = before.get(row["tid"])
+        row = dict(row)
+        if prev is not None and prev["pid"] == row["pid"]:
+            for key in COUNTERS:
+                row[key] = _minus(row[key], prev[key])
+            row["poll_events_hist"] = _hist_minus(row["poll_events_hist"], prev["poll_events_hist"])
+        threads.append(row)
+    doc["threads"] = threads
+
+    doc["totals"] = {**new["totals"], **{key: _minus(new["totals"][key], old["totals"][key]) for key in COUNTERS}}
+
+    edges = {(e["waker_tid"], e["wakee_tid"], e["mechanism"]): e["count"] for e in old["wakeups"]}
+    doc["wakeups"] = [dict(e, count=_minus(e["count"], edges.get((e["waker_tid"], e["wakee_tid"], e["mechanism"]), 0)))
+                      for e in new["wakeups"]]
+
+    req_old, req_new = old["requests"], new["requests"]
+    requests = dict(req_new)
+    for key in (*REQUEST_SUMS, "unattributed_writes"):
+        requests[key] = _minus(req_new[key], req_old[key])
+    requests["hist"] = {key: _hist_minus(req_new["hist"][key], req_old["hist"].get(key, [])) for key in REQUEST_HISTS}
+    classes = {row["bytes_min"]: row for row in req_old["by_size"]}
+    by_size = []
+    for row in req_new["by_size"]:
+        prev = classes.get(row["bytes_min"], {})
+        row = dict(row, **{key: _minus(row[key], prev.get(key, 0)) for key in REQUEST_SUMS})
+        if row["count"]:
+            by_size.append(row)
+    requests["by_size"] = by_size
+    doc["requests"] = requests
+    doc["drops"] = {key: _minus(new["drops"].get(key, 0), old["drops"].get(key, 0)) for key in DROP_KEYS}
+    return from_document(doc, "window")
+
+
+class History:
+    """The recent lines of one stream, to difference the newest with the one about `seconds` before it."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.lines: deque = deque()
+
+    def add(self, line: Line) -> None:
+        self.lines.append(line)
+        newest = line.capture.duration_s
+        # Keep the newest line at least `seconds` old (the window's start), none older.
+        while len(self.lines) > 2 and newest - self.lines[1].capture.duration_s >= self.seconds:
+            self.lines.popleft()
+
+    @property
+    def newest(self) -> Line | None:
+        return self.lines[-1] if self.lines else None
+
+    def last(self) -> Capture | None:
+        """What happened since the line before the newest (about one interval), or None before two lines."""
+        return window(self.lines[-2].capture, self.lines[-1].capture) if len(self.lines) >= 2 else None
+
+    def span(self) -> Capture | None:
+        """What happened over about `seconds` (less until the stream is that old)."""
+        return window(self.lines[0].capture, self.lines[-1].capture) if len(self.lines) >= 2 else None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Processes by name or executable
+
+
+@dataclass(frozen=True)
+class Selector:
+    """What a target option matches: a PID (once), or every process whose name (comm) or executable
+    path is the one given (they may come and go)."""
+
+    kind: str  # "pid", "comm" or "exe"
+    value: str
+    children: bool = False
+
+    @property
+    def text(self) -> str:
+        return f"--{self.kind} {self.value}"
+
+    @property
+    def can_return(self) -> bool:
+        """Whether a process exiting can be matched again (by another process): not a PID."""
+        return self.kind != "pid"
+
+
+@dataclass
+class Proc:
+    pid: int
+    ppid: int
+    comm: str
+    exe: str
+
+
+def processes(proc: Path = Path("/proc")) -> dict:
+    """{pid: Proc} of the user processes now running (kernel threads and zombies left out)."""
+    found = {}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text(errors="replace")
+        except OSError:  # exited
+            continue
+        try:
+            exe = os.readlink(entry / "exe")
+        except OSError:  # a kernel thread (no exe; left out), exited, or not ours to read (no CAP_SYS_PTRACE)
+            exe = ""
+            try:
+                if not (entry / "cmdline").read_bytes():
+                    continue
+            except OSError:
+                continue
+        comm = stat[stat.index("(") + 1: stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        if fields[0] == "Z":
+            continue
+        found[int(entry.name)] = Proc(int(entry.name), int(fields[1]), comm, exe.removesuffix(" (deleted)"))
+    return found
+
+
+def matches(selector: Selector, procs: dict) -> list:
+    """The PIDs selector matches now, in order. With --comm/--exe, a process whose parent matches too is
+    left out (nginx's workers share their master's name: the master is the target, with --children)."""
+    if selector.kind == "pid":
+        pid = int(selector.value)
+        return [pid] if pid in procs else []
+
+    def hit(p: Proc) -> bool:
+        return p.comm == selector.value if selector.kind == "comm" else p.exe == selector.value
+
+    return sorted(pid for pid, p in procs.items() if hit(p) and not (p.ppid in procs and hit(procs[p.ppid])))

@@ -1,0 +1,257 @@
+"""The live pieces that need no collector: windows between two stream lines, the rows `top` shows, the
+exporter's exposition from a capture, the Prometheus buckets from log2 ones, process selectors, and the
+fleet files in deploy/ (every metric the dashboard and the alert rules query is one the exporter writes)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from spinscope import capture, exporter, live, top
+from spinscope.errors import SpinscopeError
+
+ROOT = Path(__file__).resolve().parents[2]
+CAPTURES = ROOT / "tests" / "data" / "captures"
+DEPLOY = ROOT / "deploy"
+
+
+def zeroed(doc: dict) -> dict:
+    """The same capture at its start: every count 0, the same threads."""
+    doc = copy.deepcopy(doc)
+    doc["duration_s"] = 0.0
+    for row in doc["threads"]:
+        row.update({key: 0 for key in capture.COUNTERS}, poll_events_hist=[])
+    doc["totals"].update({key: 0 for key in capture.COUNTERS})
+    for edge in doc["wakeups"]:
+        edge["count"] = 0
+    doc["requests"].update({key: 0 for key in (*capture.REQUEST_SUMS, "unattributed_writes")},
+                           hist={key: [] for key in capture.REQUEST_HISTS}, by_size=[])
+    doc["drops"] = {key: 0 for key in capture.DROP_KEYS}
+    return doc
+
+
+@pytest.fixture(scope="module")
+def spin():
+    return capture.load(CAPTURES / "event-loop-spin-100k.json")
+
+
+@pytest.fixture(scope="module")
+def split():
+    return capture.load(CAPTURES / "reactor-split.json")
+
+
+def test_a_window_from_the_start_is_the_whole_capture(split):
+    start = capture.from_document(zeroed(split.raw))
+    whole = live.window(start, split)
+    assert whole.duration_s == pytest.approx(split.duration_s)
+    assert whole.totals.equals(split.totals)
+    assert whole.requests.equals(split.requests)
+    assert whole.request_hists == split.request_hists
+    assert whole.threads[list(capture.COUNTERS)].equals(split.threads[list(capture.COUNTERS)])
+    assert whole.wakeups["count"].sum() == split.wakeups["count"].sum()
+    assert whole.intervals.empty
+
+
+def test_a_window_of_nothing_counts_nothing(split):
+    nothing = live.window(split, split)
+    assert nothing.duration_s == 0
+    assert nothing.totals[list(capture.COUNTERS)].sum() == 0
+    assert nothing.request_count == 0 and nothing.by_size.empty
+    assert all(hist == [] for hist in nothing.request_hists.values())
+
+
+def test_a_reused_tid_counts_whole(split):
+    older = copy.deepcopy(split.raw)
+    tid = older["threads"][0]["tid"]
+    older["threads"][0]["pid"] += 1  # another process had that tid before
+    got = live.window(capture.from_document(older), split)
+    assert got.threads.loc[tid, "oncpu_ns"] == split.threads.loc[tid, "oncpu_ns"]
+
+
+def test_history_keeps_a_window():
+    def line(t):
+        doc = json.loads((CAPTURES / "event-loop-clean.json").read_text())
+        doc["duration_s"] = t
+        return live.Line(capture.from_document(doc), t)
+
+    history = live.History(3)
+    assert history.last() is None and history.span() is None
+    for t in range(10):
+        history.add(line(float(t)))
+    assert history.newest.capture.duration_s == 9
+    assert history.lines[0].capture.duration_s == 6  # the window's start: 3 s before the newest
+    assert history.last().duration_s == 1 and history.span().duration_s == 3
+
+
+def test_loads_checks_a_line_as_load_does_a_file(spin, monkeypatch):
+    data = json.dumps(spin.raw).encode()
+    assert capture.loads(data).request_count == spin.request_count
+    with pytest.raises(SpinscopeError, match="stream line: not a spinscope capture"):
+        capture.loads(b'{"format": "x"}', "stream line")
+    with pytest.raises(SpinscopeError, match="truncated JSON"):
+        capture.loads(data[:100])
+    monkeypatch.setattr(capture, "MAX_CAPTURE_BYTES", 10)
+    with pytest.raises(SpinscopeError, match="larger than a capture is read"):
+        capture.loads(data)
+
+
+def test_top_rows_per_thread_and_per_role(split):
+    process, rows = top.rows(split, split, by_role=False)
+    assert len(rows) == len(split.threads)
+    assert process["requests_per_s"] == pytest.approx(split.request_count / split.duration_s)
+    assert sum(r["cpu_percent"] for r in rows) == pytest.approx(process["cpu_percent"])
+    assert process["handoffs_per_request"] > 1.5  # the reactor hands every request over and back
+    _, roles = top.rows(split, split, by_role=True)
+    assert {r["name"] for r in roles} == {r["role"] for r in rows}
+    assert sum(r["threads"] for r in roles) == len(rows)
+    ordered = top.sort_rows(rows, "cpu_percent", reverse=False)
+    assert [r["cpu_percent"] for r in ordered] == sorted((r["cpu_percent"] for r in rows), reverse=True)
+
+
+def test_top_screen_shows_labels_and_rows(spin):
+    from rich.console import Console
+
+    process, rows = top.rows(spin, spin, by_role=False)
+    labels, notes = top.judge(spin)
+    assert [label.title for label in labels] == ["write-spin"]
+    console = Console(width=160, record=True, file=open("/dev/null", "w"))
+    console.print(top.render(top.ViewState(), {"name": spin.name, "elapsed": 3.0, "window": 3.0}, process, rows,
+                             labels, notes, height=40))
+    text = console.export_text()
+    assert "CRITICAL write-spin" in text
+    assert re.search(r"\b%d\s+event-loop\s+refserver" % rows[0]["tid"], text)
+    assert "process" in text and "q quit" in text
+
+
+def test_log2_buckets_become_cumulative_prometheus_buckets():
+    # bucket 0: value 0 (1 request); bucket 1: 1 (2); bucket 2: 2..3 (3); bucket 4: 8..15 (4)
+    got = exporter._log2_buckets([1, 2, 3, 0, 4], range(0, 5))
+    assert got == [("0.0", 1), ("1.0", 3), ("3.0", 6), ("7.0", 6), ("15.0", 10), ("+Inf", 10)]
+    seconds = exporter._log2_buckets([0] * 11 + [5], range(10, 12), 1e-9)
+    assert seconds == [("1.023e-06", 0), ("2.047e-06", 5), ("+Inf", 5)]
+
+
+def exposition(cap, labels=()) -> str:
+    view = exporter.view_of(cap, f"--pid {cap.target['pid']}", list(labels))
+    registry = CollectorRegistry()
+
+    class Fixed:
+        def collect(self):
+            return exporter.families([view], {f"--pid {cap.target['pid']}": 1})
+
+    registry.register(Fixed())
+    return generate_latest(registry).decode()
+
+
+def test_exposition_of_a_capture(spin):
+    labels = exporter.judge(spin)
+    text = exposition(spin, labels)
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    samples = {s.name for f in families.values() for s in f.samples}
+    assert samples == exporter.sample_names()  # every family written, nothing else
+    def value(name, **match):
+        return sum(s.value for s in families[name].samples if s.name == name + "_total" or s.name == name
+                   if all(s.labels.get(k) == v for k, v in match.items()))
+    assert value("spinscope_requests") == spin.request_count
+    assert value("spinscope_socket_writes") == spin.totals["write_calls"]
+    assert value("spinscope_socket_writes", result="eagain") == spin.totals["write_eagain"]
+    assert value("spinscope_cpu_seconds") == pytest.approx(spin.totals["oncpu_ns"] / 1e9)
+    assert value("spinscope_label", label="write-spin", severity="critical") == 1
+    buckets = [s for s in families["spinscope_request_writes"].samples if s.name.endswith("_bucket")]
+    assert [s.value for s in buckets] == sorted(s.value for s in buckets)
+    assert buckets[-1].labels["le"] == "+Inf" and buckets[-1].value == spin.request_count
+    assert all("tid" not in s.labels for f in families.values() for s in f.samples)
+
+
+@pytest.mark.skipif(not shutil.which("promtool"), reason="promtool (Debian's prometheus package) not installed")
+def test_exposition_passes_promtool(spin):
+    result = subprocess.run(["promtool", "check", "metrics"], input=exposition(spin, exporter.judge(spin)),
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def queried_metrics(expr: str) -> set:
+    """The metric names a PromQL expression reads (label names and functions are not spinscope_*)."""
+    return set(re.findall(r"\bspinscope_[a-z0-9_]+", expr))
+
+
+def fleet_exprs() -> list:
+    dashboard = json.loads((DEPLOY / "grafana" / "spinscope-dashboard.json").read_text())
+    exprs = [(f"panel {p['title']!r}", t["expr"]) for p in dashboard["panels"] for t in p.get("targets", ())]
+    exprs += [(f"variable {v['name']}", v["definition"]) for v in dashboard["templating"]["list"] if "definition" in v]
+    rules = yaml.safe_load((DEPLOY / "prometheus" / "spinscope-rules.yml").read_text())
+    exprs += [(f"rule {r['alert']}", r["expr"]) for g in rules["groups"] for r in g["rules"]]
+    return exprs
+
+
+def test_every_metric_the_dashboard_and_rules_query_is_exported():
+    exprs = fleet_exprs()
+    assert len(exprs) > 30
+    unknown = {(where, name) for where, expr in exprs for name in queried_metrics(expr)
+               if name not in exporter.sample_names()}
+    assert unknown == set()
+    assert all(queried_metrics(expr) for _, expr in exprs), "an expression that queries no spinscope metric"
+    # Each of the three signals has its panels.
+    titles = " ".join(where for where, _ in exprs)
+    for word in ("Spin retries", "Poll calls", "Handoffs per request", "Labels"):
+        assert word in titles
+
+
+@pytest.mark.skipif(not shutil.which("promtool"), reason="promtool (Debian's prometheus package) not installed")
+def test_rules_pass_promtool():
+    result = subprocess.run(["promtool", "check", "rules", str(DEPLOY / "prometheus" / "spinscope-rules.yml")],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_daemonset_grants_what_the_collector_needs():
+    spec = yaml.safe_load((DEPLOY / "kubernetes" / "daemonset.yaml").read_text())["spec"]["template"]["spec"]
+    assert spec["hostPID"] is True
+    container = spec["containers"][0]
+    assert {"BPF", "PERFMON"} <= set(container["securityContext"]["capabilities"]["add"])
+    assert container["args"][0] == "exporter"
+
+
+def test_selectors_match_by_pid_name_and_executable():
+    procs = {1: live.Proc(1, 0, "init", "/sbin/init"), 10: live.Proc(10, 1, "nginx", "/usr/sbin/nginx"),
+             11: live.Proc(11, 10, "nginx", "/usr/sbin/nginx"), 20: live.Proc(20, 1, "nginx", "/opt/nginx")}
+    assert live.matches(live.Selector("pid", "11"), procs) == [11]
+    assert live.matches(live.Selector("pid", "99"), procs) == []
+    # A worker whose parent matches too is its master's: only the masters are targets.
+    assert live.matches(live.Selector("comm", "nginx"), procs) == [10, 20]
+    assert live.matches(live.Selector("exe", "/opt/nginx"), procs) == [20]
+    assert not live.Selector("pid", "11").can_return and live.Selector("comm", "nginx").can_return
+
+
+def test_exporter_refuses_bad_options():
+    from spinscope.cli import main
+
+    assert main(["exporter"]) == 2
+    assert main(["exporter", "--pid", "1", "--port", "70000"]) == 2
+    assert main(["exporter", "--comm", "a-name-longer-than-15"]) == 2
+
+
+def test_duty_cycle_scales_each_finished_cycle(spin):
+    import argparse
+
+    assert exporter.duty_cycle("10/60") == (10.0, 60.0)
+    for bad in ("60/10", "1/60", "10", "a/b", "10/5000"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            exporter.duty_cycle(bad)
+    cycle = exporter.view_of(spin, "--pid 1", [], sampled=0.25)
+    once = exporter.scaled(None, cycle, 4.0)
+    twice = exporter.scaled(once, cycle, 4.0)
+    assert once.requests["count"] == 4 * spin.request_count and twice.requests["count"] == 8 * spin.request_count
+    assert twice.requests["hist"]["write_calls"] == [8 * n for n in spin.request_hists["write_calls"]]
+    assert twice.traced_s == pytest.approx(2 * spin.duration_s)  # the time traced is not scaled
+    assert twice.groups[0][3]["oncpu_ns"] == 8 * spin.totals["oncpu_ns"]
+    assert twice.sampled == 0.25

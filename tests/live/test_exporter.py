@@ -1,0 +1,225 @@
+"""`spinscope exporter` scraped by a real Prometheus (Debian's package, its own storage and port): the
+request counter's increase agrees with the load generator's count; the exposition passes promtool; every
+dashboard and alert expression evaluates; bad input (a port in use, a selector matching nothing) and a
+target that exits and returns."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from live_harness import LOADGEN, REFSERVER, env, free_port, load_lock, spinscope, stop, wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+PROMETHEUS = shutil.which("prometheus")
+
+
+class Exporter:
+    def __init__(self, *args: str):
+        self.port = free_port()
+        self.proc = subprocess.Popen(spinscope("exporter", "--port", str(self.port), *args), env=env(),
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     text=True)
+        self.lines: list = []
+        threading.Thread(target=lambda: self.lines.extend(self.proc.stderr), daemon=True).start()
+
+    def said(self, pattern: str, timeout: float = 20.0) -> str:
+        return wait_until(lambda: next((l for l in self.lines if re.search(pattern, l)), None), timeout,
+                          f"exporter to say {pattern!r}; it said {self.lines!r}")
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
+            return r.read().decode()
+
+    def stop(self) -> int:
+        stop(self.proc)
+        return self.proc.returncode
+
+
+def start_server(*args: str, program=REFSERVER) -> tuple:
+    proc = subprocess.Popen([program, "--arch", "thread-pool", "--port", "0", "--workers", "4", *args],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    port = int(re.search(r"listening on \S+:(\d+)", proc.stderr.readline()).group(1))
+    return proc, port
+
+
+def sample(text: str, name: str, **labels) -> float | None:
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            if all(f'{k}="{v}"' in line for k, v in labels.items()):
+                return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+class Prometheus:
+    def __init__(self, tmp: Path, target_port: int):
+        self.port = free_port()
+        config = tmp / "prometheus.yml"
+        config.write_text(f"""
+global: {{scrape_interval: 1s, evaluation_interval: 1s}}
+rule_files: [{ROOT / 'deploy' / 'prometheus' / 'spinscope-rules.yml'}]
+scrape_configs:
+  - job_name: spinscope
+    static_configs: [{{targets: ["127.0.0.1:{target_port}"]}}]
+""")
+        self.proc = subprocess.Popen([PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp / 'tsdb'}",
+                                      f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
+                                     stdout=subprocess.DEVNULL, stderr=open(tmp / "prometheus.log", "w"))
+
+    def query(self, expr: str, at: float | None = None) -> list:
+        params = {"query": expr, **({"time": f"{at:.3f}"} if at else {})}
+        url = f"http://127.0.0.1:{self.port}/api/v1/query?{urllib.parse.urlencode(params)}"
+        with urllib.request.urlopen(url, timeout=5) as r:
+            doc = json.load(r)
+        assert doc["status"] == "success", doc
+        return doc["data"]["result"]
+
+    def scalar(self, expr: str, at: float | None = None) -> float | None:
+        try:
+            result = self.query(expr, at)
+        except OSError:
+            return None
+        return float(result[0]["value"][1]) if result else None
+
+
+@pytest.mark.skipif(not PROMETHEUS, reason="prometheus not installed (apt-get install prometheus)")
+def test_prometheus_scrapes_the_request_count(tmp_path):
+    server = exporter = prom = None
+    try:
+        with load_lock():
+            server, port = start_server()
+            exporter = Exporter("--pid", str(server.pid))
+            exporter.said(rf"tracing PID {server.pid}")
+            prom = Prometheus(tmp_path, exporter.port)
+            selector = f'spinscope_requests_total{{pid="{server.pid}"}}'
+            wait_until(lambda: prom.scalar(selector) is not None, 30, "Prometheus to scrape the exporter")
+            time.sleep(2.5)  # a few scrapes of the idle counter
+            before = time.time()
+            result = subprocess.run([LOADGEN, "--port", str(port), "--concurrency", "4", "--requests", "20000",
+                                     "--path", "/bytes/1000", "--warmup", "0", "--json"],
+                                    capture_output=True, text=True, timeout=60, check=True)
+            sent = json.loads(result.stdout)
+            assert sent["errors"] == 0 and sent["requests"] == 20000
+            time.sleep(3.5)  # the last requests close with the connections: a line, then a scrape
+            after = time.time()
+            span = max(1, round(after - before + 1))
+            increase = prom.scalar(f"{selector} - {selector} offset {span}s", at=after)
+            print(f"Prometheus: +{increase:.0f} requests, loadgen: {sent['requests']}")
+            assert increase == pytest.approx(sent["requests"], rel=0.05)
+            # The same from increase(), which extrapolates to the range's edges.
+            extrapolated = prom.scalar(f"increase({selector}[{span + 2}s])", at=after)
+            assert extrapolated == pytest.approx(sent["requests"], rel=0.25)
+            text = exporter.metrics()
+        check = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
+        assert check.returncode == 0, check.stdout + check.stderr
+        # Every expression the dashboard and the alert rules hold evaluates against the real exposition.
+        sys.path.insert(0, str(ROOT / "tests" / "analyzer"))
+        from test_analyzer_live import fleet_exprs
+
+        for where, expr in fleet_exprs():
+            expr = (expr.replace("$__rate_interval", "5s").replace('"$instance"', '".*"')
+                    .replace('"$process"', '".*"'))
+            if expr.startswith("label_values"):
+                continue
+            prom.query(expr)  # asserts success
+        assert prom.scalar(f'sum(spinscope_cpu_seconds_total{{pid="{server.pid}"}})') > 0
+        assert exporter.stop() == 0
+        assert any("stopped" in line for line in exporter.lines)
+    finally:
+        for proc in (prom and prom.proc, exporter and exporter.proc, server):
+            stop(proc)
+
+
+def test_port_in_use_is_one_line_before_attaching():
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = subprocess.run(spinscope("exporter", "--pid", "1", "--port", str(port)), env=env(),
+                                capture_output=True, text=True, timeout=30)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"spinscope exporter: error: cannot serve on 127.0.0.1:{port}: Address already in use"]
+
+
+def test_a_target_that_exits_and_returns(tmp_path):
+    # A server under a name of its own, so that --comm matches only it.
+    name = f"ssr{time.monotonic_ns() % 10**8}"
+    program = tmp_path / name
+    shutil.copy(REFSERVER, program)
+    exporter = first = second = None
+    try:
+        exporter = Exporter("--comm", name, "--exe", str(tmp_path / "nothing"))
+        exporter.said(rf"--comm {name} matches no process; waiting for one")
+        exporter.said(r"--exe \S+/nothing matches no process; waiting for one")
+        text = wait_until(lambda: sample(exporter.metrics(), "spinscope_targets") == 0 and exporter.metrics(), 10,
+                          "the exposition")
+        assert sample(text, "spinscope_selector_matches", selector=f"--comm {name}") == 0
+        assert exporter.proc.poll() is None  # it waits
+
+        first, _ = start_server(program=program)
+        exporter.said(rf"--comm {name}: tracing PID {first.pid}")
+        wait_until(lambda: sample(exporter.metrics(), "spinscope_target_info", pid=first.pid) == 1, 10, "first target")
+        stop(first)
+        exporter.said(rf"PID {first.pid} exited; its series are dropped")
+        wait_until(lambda: sample(exporter.metrics(), "spinscope_targets") == 0, 10, "the target dropped")
+        assert sample(exporter.metrics(), "spinscope_target_info", pid=first.pid) is None
+
+        second, _ = start_server(program=program)
+        exporter.said(rf"--comm {name}: tracing PID {second.pid}")
+        text = wait_until(lambda: sample(exporter.metrics(), "spinscope_target_info", pid=second.pid) == 1
+                          and exporter.metrics(), 10, "the returning target")
+        assert sample(text, "spinscope_targets") == 1
+        assert exporter.stop() == 0
+    finally:
+        for proc in (exporter and exporter.proc, first, second):
+            stop(proc)
+
+
+def test_several_pids_and_a_pid_that_exits_does_not_come_back():
+    target, other = subprocess.Popen(["sleep", "60"]), subprocess.Popen(["sleep", "60"])
+    exporter = Exporter("--pid", str(target.pid), "--pid", str(other.pid))
+    try:
+        exporter.said(rf"tracing PID {target.pid}")
+        exporter.said(rf"tracing PID {other.pid}")
+        wait_until(lambda: sample(exporter.metrics(), "spinscope_targets") == 2, 10, "two targets")
+        stop(target)
+        exporter.said(rf"PID {target.pid} exited")
+        exporter.said(r"a PID does not come back")
+        text = wait_until(lambda: sample(exporter.metrics(), "spinscope_targets") == 1 and exporter.metrics(), 10,
+                          "one target left")
+        assert sample(text, "spinscope_target_info", pid=other.pid) == 1
+        assert sample(text, "spinscope_selector_matches", selector=f"--pid {target.pid}") == 0
+        assert exporter.proc.poll() is None
+    finally:
+        exporter.stop()
+        stop(target)
+        stop(other)
+
+
+def test_duty_cycle_samples_and_says_so():
+    target = subprocess.Popen(["sleep", "60"])
+    exporter = Exporter("--pid", str(target.pid), "--duty", "2/3")
+    try:
+        exporter.said(rf"tracing PID {target.pid} \(sleep\), 2 s every 3 s")
+        # Two cycles: the probes were live about 4 s of about 5.
+        traced = wait_until(lambda: (sample(exporter.metrics(), "spinscope_traced_seconds_total") or 0) > 3.5
+                            and sample(exporter.metrics(), "spinscope_traced_seconds_total"), 15, "two cycles")
+        assert traced < 4.5
+        assert sample(exporter.metrics(), "spinscope_sampled_ratio") == pytest.approx(2 / 3)
+        stop(target)  # exits while sampled: dropped at its cycle's end or start
+        exporter.said(rf"PID {target.pid} (exited|ended)", timeout=10)
+    finally:
+        exporter.stop()
+        stop(target)
