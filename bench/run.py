@@ -348,7 +348,9 @@ def overhead(args) -> list:
         if target_name == "nginx" and not shutil.which("nginx"):
             log("bench: nginx not installed; skipping it")
             continue
-        for path in ("/bytes/100", "/bytes/102400"):
+        if args.targets and target_name not in args.targets:
+            continue
+        for path in [p for p in ("/bytes/100", "/bytes/102400") if not args.paths or p in args.paths]:
             cases = {tool.name: Case(target_name, path, tool.name) for tool in tools}
             server = start()
             try:
@@ -488,10 +490,10 @@ def load_program_costs(args) -> list:
                     bpf_stats(True)
                     try:
                         running = start_tracer(tool, server.pid, Path(work))
-                        maps = collector_map_bytes()
                         before = collector_prog_stats()
                         load = loadgen(server.port, "/bytes/100", args.seconds)
                         after = collector_prog_stats()
+                        maps = collector_map_bytes(running.proc.pid)  # after the load: the maps grow with use
                         running.stop()
                     finally:
                         bpf_stats(False)
@@ -591,11 +593,18 @@ def collector_prog_stats() -> dict:
             if p.get("name", "").startswith(("on_sys", "on_sched"))}
 
 
-def collector_map_bytes() -> int:
-    maps = json.loads(subprocess.run(["bpftool", "map", "show", "-j"], capture_output=True, text=True).stdout)
-    ours = ("threads", "sockets", "requests", "wakeups", "child_pids", "execs", "sample_state", "spinscop.rodata",
-            "spinscop.bss")
-    return sum(m.get("bytes_memlock", 0) for m in maps if m.get("name") in ours)
+def collector_map_bytes(pid: int) -> int:
+    """The kernel memory of the BPF maps the collector process `pid` holds: the memlock line of each of its
+    map descriptors' fdinfo (by process, so another collector running meanwhile is not counted)."""
+    total = 0
+    for info in Path(f"/proc/{pid}/fdinfo").iterdir():
+        try:
+            text = info.read_text()
+        except OSError:
+            continue
+        if "map_type:" in text:
+            total += int(re.search(r"^memlock:\s*(\d+)", text, re.M).group(1))
+    return total
 
 
 def scale(args) -> list:
@@ -611,10 +620,10 @@ def scale(args) -> list:
             work = Path(tempfile.mkdtemp(prefix="spinscope-scale-"))
             try:
                 running = start_tracer(tracer("spinscope"), server.pid, work)
-                maps = collector_map_bytes()
                 before = collector_prog_stats()
                 load = loadgen(server.port, "/bytes/100", args.seconds, n)
                 after = collector_prog_stats()
+                maps = collector_map_bytes(running.proc.pid)  # after the load: the maps grow with use
                 running.stop()
                 cap = json.loads((work / "capture.json").read_text())
             finally:
@@ -729,6 +738,9 @@ def main() -> int:
     parser.add_argument("--tools", nargs="*", help="only these tools (first word: spinscope bpftrace perf strace syscount)")
     parser.add_argument("--parts", nargs="*", default=list(PARTS), choices=PARTS,
                         help="run only these parts; the others' results in --out are kept")
+    parser.add_argument("--targets", nargs="*", choices=("event-loop", "nginx"), help="overhead: only these servers")
+    parser.add_argument("--paths", nargs="*", choices=("/bytes/100", "/bytes/102400"),
+                        help="overhead: only these response sizes")
     parser.add_argument("--out", type=Path, default=RESULTS / "overhead")
     parser.add_argument("--baseline", type=Path, metavar="COLLECTOR",
                         help="an earlier spinscope-collector binary, measured side by side as 'spinscope baseline' "
@@ -756,7 +768,16 @@ def main() -> int:
     parts = {"overhead": overhead, "per_event": per_event_cost, "programs": program_costs,
              "load_programs": load_program_costs, "accuracy": accuracy, "scale": scale}
     for name in args.parts:
-        results[name] = parts[name](args)
+        rows = parts[name](args)
+        if name == "overhead" and (args.targets or args.paths or args.tools) and results.get(name):
+            # A partial re-run replaces its own rows and keeps the rest (other tools, targets, sizes).
+            key = lambda r: (r["target"], r["path"], r["tool"])  # noqa: E731
+            fresh = {key(r) for r in rows}
+            rows = [r for r in results[name] if key(r) not in fresh] + rows
+            tools = [t.name for t in TRACERS]
+            rows.sort(key=lambda r: (r["target"] != "event-loop", r["path"] != "/bytes/100",
+                                     tools.index(r["tool"]) if r["tool"] in tools else len(tools)))
+        results[name] = rows
         args.out.with_suffix(".json").write_text(json.dumps(results, indent=2))  # each part as it ends
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(results, indent=2))

@@ -92,8 +92,8 @@ const volatile __u32 time_sample = 1; /* a power of two: 1 call in time_sample i
 struct global_stats globals = {};
 
 /*
- * The hash maps allocate their entries as they are created (BPF_F_NO_PREALLOC): memory follows the
- * target's threads, sockets and edges, not the maps' sizes. Preallocated, the threads map alone took
+ * The hash maps allocate their entries as they are created (BPF_F_NO_PREALLOC), but the wakeup edges
+ * (below): memory follows the target's threads and sockets, not the maps' sizes. Preallocated, the threads map alone took
  * 12.6 MiB at the default --max-threads whatever the target; now a 1-thread target's maps take 1.6 MiB,
  * most of it the sockets map's buckets. Lookups cost the same; an insertion allocates (once per thread,
  * socket or edge).
@@ -124,10 +124,15 @@ struct {
 	__type(value, struct request_stats);
 } requests SEC(".maps");
 
+/*
+ * Wakeup edges, preallocated: an edge is created inside sched_waking, with interrupts off, and a burst of
+ * new edges (512 threads started at once) drained the allocator's per-CPU cache faster than it refills:
+ * hundreds of edges dropped in 1 run of 4 without preallocation. Sized by the collector (--max-threads / 4,
+ * at least 4096: ~0.3 MiB).
+ */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 4096);
 	__type(key, struct wakeup_edge);
 	__type(value, __u64);
 } wakeups SEC(".maps");

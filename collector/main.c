@@ -463,9 +463,9 @@ static int session_attach(struct session *s, const struct options *o)
 		s->skel->rodata->kernel_stack_size *= 2;
 	bpf_map__set_max_entries(s->skel->maps.threads, o->max_threads);
 	bpf_map__set_max_entries(s->skel->maps.sockets, o->max_sockets);
-	/* Waker -> wakee pairs grow with threads (a pool's workers are each woken by one or two): at least
-	 * 16384 (256 KiB of hash buckets), more with --max-threads. */
-	bpf_map__set_max_entries(s->skel->maps.wakeups, o->max_threads > 16384 ? o->max_threads : 16384);
+	/* Waker -> wakee pairs grow with threads (a pool's workers are each woken by one or two): a quarter
+	 * of --max-threads, at least 4096 (preallocated: ~0.3 MiB). */
+	bpf_map__set_max_entries(s->skel->maps.wakeups, o->max_threads / 4 > 4096 ? o->max_threads / 4 : 4096);
 	ret = spinscope_bpf__load(s->skel);
 	if (ret)
 		return fail(s, ret, "cannot load the BPF programs: %s (run with -v for libbpf's log)",
