@@ -46,6 +46,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define S_IFMT 00170000
 #define S_IFSOCK 0140000
 #define TASK_RUNNING 0
+#define TASK_DEAD 0x80
 #define AF_INET 2
 #define AF_INET6 10
 
@@ -99,7 +100,7 @@ struct global_stats globals = {};
  * socket or edge).
  */
 
-/* Thread stats, keyed by tid. Entries of exited threads stay until the capture is written. */
+/* Thread stats of live threads, keyed by tid (a thread that is gone moves to `exited`). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384); /* --max-threads */
@@ -107,6 +108,20 @@ struct {
 	__type(key, __u32);
 	__type(value, struct thread_stats);
 } threads SEC(".maps");
+
+/*
+ * Threads that have run their last, moved here from `threads` at their final switch-out and drained by
+ * the collector every 0.1 s (it folds their counts into the capture): `threads` holds live threads only,
+ * so its size bounds the threads alive at once, not the threads ever seen, and a reused tid starts a new
+ * entry instead of adding to a dead thread's.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct thread_key);
+	__type(value, struct thread_stats);
+} exited SEC(".maps");
 
 /* Request state per socket, keyed by struct socket *; removed on close. */
 struct {
@@ -223,8 +238,23 @@ static __noinline struct thread_stats *thread_create(__u32 tid, __u32 tgid, stru
 		return t;
 	t->pid = tgid;
 	t->first_seen_ns = bpf_ktime_get_ns();
+	t->start_ns = task->start_time;
 	bpf_probe_read_kernel_str(t->comm, sizeof(t->comm), task->comm);
 	return t;
+}
+
+/*
+ * A thread that has run its last: its entry moves to the exited map, keyed by tid and start time. If
+ * that map is full the entry stays (marked exited) for the collector to find at its next read, unless
+ * the tid is reused first (see task_thread): then its counts are lost, and said (drops.exited).
+ */
+static __noinline void thread_retire(__u32 tid, struct thread_stats *t)
+{
+	struct thread_key key = { .tid = tid, .start_ns = t->start_ns };
+
+	t->flags |= THREAD_EXITED;
+	if (bpf_map_update_elem(&exited, &key, t, BPF_NOEXIST) == 0)
+		bpf_map_delete_elem(&threads, &tid);
 }
 
 /* Stats of a task (the current one or another), created on first sight. */
@@ -233,8 +263,17 @@ static __always_inline struct thread_stats *task_thread(struct task_struct *task
 	__u32 tid = task->pid;
 	struct thread_stats *t = bpf_map_lookup_elem(&threads, &tid);
 
-	if (t)
+	if (t && t->start_ns == task->start_time)
 		return t;
+	if (t && !t->start_ns) { /* seeded by the collector at attach */
+		t->start_ns = task->start_time;
+		return t;
+	}
+	if (t) { /* the entry of a gone thread whose tid is reused: retire it, start afresh */
+		thread_retire(tid, t);
+		if (bpf_map_delete_elem(&threads, &tid) == 0) /* the retirement could not move it */
+			__sync_fetch_and_add(&globals.drops_exited, 1);
+	}
 	return thread_create(tid, task->tgid, task);
 }
 
@@ -913,6 +952,8 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 			t->c.oncpu_ns += now - t->switch_in_ns;
 		t->switch_in_ns = 0;
 		t->switch_out_ns = now;
+		if (prev_state & TASK_DEAD) /* its last switch-out: nothing of it runs after this */
+			thread_retire(prev->pid, t);
 	}
 	if (next_ours && (t = task_thread(next))) {
 		if (t->switch_out_ns) {

@@ -151,6 +151,14 @@ enum io_shape {
 
 #define THREAD_EXITED 0x1
 
+/* A thread that has run its last (its final switch-out), in the exited map until the collector drains
+ * it: a tid is reused by the kernel, a tid with its start time names one thread. */
+struct thread_key {
+	__u32 tid;
+	__u32 pad;
+	__u64 start_ns; /* task->start_time: CLOCK_MONOTONIC at its creation */
+};
+
 struct thread_stats {
 	struct thread_counters c;
 	__u64 poll_hist[POLL_HIST_BUCKETS];
@@ -158,6 +166,7 @@ struct thread_stats {
 	__u32 flags;
 	__u64 first_seen_ns; /* CLOCK_MONOTONIC */
 	__u64 exit_ns;
+	__u64 start_ns; /* task->start_time: with the tid, which thread this is (0: seeded, not yet seen) */
 	char comm[SPINSCOPE_COMM_LEN];
 
 	/* Private to the BPF side: scheduler bookkeeping... */
@@ -266,6 +275,7 @@ struct wakeup_edge {
 	X(sockets)      /* socket reads the sockets map had no room for: requests not followed */  \
 	X(wakeup_edges) /* wakeups whose waker -> wakee pair had no room (wakeups map full) */     \
 	X(pids)         /* forked children not followed (child_pids map full) */                   \
+	X(exited)       /* exited threads whose counts were lost (exited map full, tid reused) */  \
 	X(execs)        /* processes whose exec was not recorded (execs map full) */
 
 /* A traced process that replaced its program (execve), keyed by its pid: from the latest exec on, its

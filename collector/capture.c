@@ -86,6 +86,244 @@ static int read_threads(int fd, __u32 max_entries, struct snapshot *snap)
 	return err;
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* Threads that are gone                                                                      */
+
+int retired_init(struct retired *r, size_t keep)
+{
+	memset(r, 0, sizeof(*r));
+	r->keep = keep;
+	r->index_size = 64;
+	while (r->index_size < 2 * keep + 2)
+		r->index_size *= 2;
+	r->index = calloc(r->index_size, sizeof(*r->index));
+	r->groups = calloc(MAX_FOLDED_GROUPS, sizeof(*r->groups));
+	return r->index && r->groups ? 0 : -ENOMEM;
+}
+
+void retired_free(struct retired *r)
+{
+	free(r->edges);
+	free(r->edge_counts);
+	free(r->keys);
+	free(r->threads);
+	free(r->index);
+	free(r->groups);
+	memset(r, 0, sizeof(*r));
+}
+
+/* The index slot of tid: its row's (+ 1), or the empty slot where it would go. */
+static __u32 *index_slot(const struct retired *r, __u32 tid)
+{
+	size_t mask = r->index_size - 1, i = (tid * 2654435761u) & mask;
+
+	while (r->index[i] && r->keys[r->index[i] - 1].tid != tid)
+		i = (i + 1) & mask;
+	return &r->index[i];
+}
+
+static void add_counters(struct thread_counters *sum, const struct thread_counters *c)
+{
+#define X(name) sum->name += c->name;
+	SPINSCOPE_COUNTERS(X)
+#undef X
+}
+
+/* Fold thread t into its process-and-name group of groups[0..*n). */
+static void fold_thread(struct folded_group *groups, size_t *n, const struct thread_stats *t)
+{
+	struct folded_group *g = NULL;
+
+	for (size_t i = 0; i < *n && !g; i++)
+		if (groups[i].pid == t->pid && !memcmp(groups[i].comm, t->comm, SPINSCOPE_COMM_LEN))
+			g = &groups[i];
+	if (!g && *n < MAX_FOLDED_GROUPS) {
+		g = &groups[(*n)++];
+		g->pid = t->pid;
+		memcpy(g->comm, t->comm, SPINSCOPE_COMM_LEN);
+		g->sum.first_seen_ns = t->first_seen_ns;
+	} else if (!g) { /* a target making thousands of names: the last group takes the rest */
+		g = &groups[MAX_FOLDED_GROUPS - 1];
+		g->pid = 0;
+		memset(g->comm, 0, SPINSCOPE_COMM_LEN);
+		snprintf(g->comm, SPINSCOPE_COMM_LEN, "(other names)");
+	}
+	g->threads++;
+	add_counters(&g->sum.c, &t->c);
+	for (int i = 0; i < POLL_HIST_BUCKETS; i++)
+		g->sum.poll_hist[i] += t->poll_hist[i];
+	if (t->first_seen_ns < g->sum.first_seen_ns)
+		g->sum.first_seen_ns = t->first_seen_ns;
+	if (t->exit_ns > g->sum.exit_ns)
+		g->sum.exit_ns = t->exit_ns;
+}
+
+static int retire(struct retired *r, const struct thread_key *key, const struct thread_stats *t)
+{
+	__u32 *slot = index_slot(r, key->tid);
+
+	r->count++;
+	add_counters(&r->sum, &t->c);
+	if (*slot) { /* the kernel reused the tid: the older thread is folded, the newer keeps the row */
+		size_t i = *slot - 1;
+
+		if (r->keys[i].start_ns > key->start_ns) {
+			fold_thread(r->groups, &r->ngroups, t);
+			return 0;
+		}
+		fold_thread(r->groups, &r->ngroups, &r->threads[i]);
+		r->keys[i] = *key;
+		r->threads[i] = *t;
+		return 0;
+	}
+	if (r->n >= r->keep) {
+		fold_thread(r->groups, &r->ngroups, t);
+		return 0;
+	}
+	if (r->n == r->cap) {
+		size_t cap = r->cap ? r->cap * 2 : 64;
+		struct thread_key *keys = realloc(r->keys, cap * sizeof(*keys));
+		struct thread_stats *threads;
+
+		if (!keys)
+			return -ENOMEM;
+		r->keys = keys;
+		threads = realloc(r->threads, cap * sizeof(*threads));
+		if (!threads)
+			return -ENOMEM;
+		r->threads = threads;
+		r->cap = cap;
+	}
+	r->keys[r->n] = *key;
+	r->threads[r->n] = *t;
+	*slot = ++r->n;
+	return 0;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	__u32 x = *(const __u32 *)a, y = *(const __u32 *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void retired_edge_add(struct retired *r, struct wakeup_edge e, __u64 count, const __u32 *gone, size_t ngone)
+{
+	size_t i;
+
+	r->edges_sum += count;
+	if (r->nedges >= 4 * r->keep) { /* full: name the gone side 0, which keeps one edge per live side */
+		if (bsearch(&e.waker_tid, gone, ngone, sizeof(*gone), cmp_u32))
+			e.waker_tid = 0;
+		if (bsearch(&e.wakee_tid, gone, ngone, sizeof(*gone), cmp_u32))
+			e.wakee_tid = 0;
+	}
+	for (i = 0; i < r->nedges; i++) /* linear: edges move out at most once per thread gone */
+		if (!memcmp(&r->edges[i], &e, sizeof(e)))
+			break;
+	if (i == r->nedges) {
+		if (r->nedges == r->edges_cap) {
+			size_t cap = r->edges_cap ? 2 * r->edges_cap : 64;
+			struct wakeup_edge *edges = realloc(r->edges, cap * sizeof(*edges));
+			__u64 *counts = edges ? realloc(r->edge_counts, cap * sizeof(*counts)) : NULL;
+
+			if (edges)
+				r->edges = edges;
+			if (!counts)
+				return; /* out of memory: the count is in edges_sum, the edge is lost */
+			r->edge_counts = counts;
+			r->edges_cap = cap;
+		}
+		r->edges[i] = e;
+		r->edge_counts[i] = 0;
+		r->nedges++;
+	}
+	r->edge_counts[i] += count;
+}
+
+int retired_edges(struct retired *r, int wakeups_fd, __u32 max_entries, const struct thread_key *keys, size_t n)
+{
+	struct wakeup_edge *edges;
+	__u32 *gone;
+	__u64 *counts;
+	size_t nedges;
+	int err;
+
+	if (!n)
+		return 0;
+	gone = malloc(n * sizeof(*gone));
+	if (!gone)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		gone[i] = keys[i].tid;
+	qsort(gone, n, sizeof(*gone), cmp_u32);
+	err = map_dump(wakeups_fd, sizeof(*edges), sizeof(*counts), max_entries, (void **)&edges, (void **)&counts,
+		       &nedges);
+	for (size_t i = 0; !err && i < nedges; i++) {
+		if (!bsearch(&edges[i].waker_tid, gone, n, sizeof(*gone), cmp_u32) &&
+		    !bsearch(&edges[i].wakee_tid, gone, n, sizeof(*gone), cmp_u32))
+			continue;
+		/* A thread gone makes no more wakeups, nor gets any: its edges are final. */
+		if (bpf_map_delete_elem(wakeups_fd, &edges[i]) == 0)
+			retired_edge_add(r, edges[i], counts[i], gone, n);
+	}
+	free(edges);
+	free(counts);
+	free(gone);
+	return err;
+}
+
+#define DRAIN_BATCH 128
+
+int retired_drain(struct retired *r, int exited_fd, struct thread_key **drained, size_t *ndrained)
+{
+	struct thread_key *keys = malloc(DRAIN_BATCH * sizeof(*keys));
+	struct thread_stats *values = malloc(DRAIN_BATCH * sizeof(*values));
+	__u64 token = 0;
+	bool first = true;
+	int err = 0;
+
+	if (ndrained)
+		*ndrained = 0;
+	if (drained)
+		*drained = NULL;
+	if (!keys || !values) {
+		free(keys);
+		free(values);
+		return -ENOMEM;
+	}
+	for (;;) {
+		__u32 count = DRAIN_BATCH;
+		int ret = bpf_map_lookup_and_delete_batch(exited_fd, first ? NULL : &token, &token, keys, values,
+							  &count, NULL);
+
+		ret = ret ? -errno : 0;
+		first = false;
+		for (__u32 i = 0; i < count && !err; i++) {
+			err = retire(r, &keys[i], &values[i]);
+			if (!err && drained) {
+				struct thread_key *grown = realloc(*drained, (*ndrained + 1) * sizeof(**drained));
+
+				if (!grown) {
+					err = -ENOMEM;
+					break;
+				}
+				*drained = grown;
+				grown[(*ndrained)++] = keys[i];
+			}
+		}
+		if (err || ret == -ENOENT) /* ENOENT: the walk is complete */
+			break;
+		if (ret) {
+			err = ret;
+			break;
+		}
+	}
+	free(keys);
+	free(values);
+	return err;
+}
+
 static void add_request_stats(struct request_stats *sum, const struct request_stats *r)
 {
 	/* request_stats is all __u64: add it element-wise. */
@@ -137,14 +375,41 @@ static int read_open_requests(int fd, __u32 max_entries, struct snapshot *snap)
 	return err;
 }
 
-int snapshot_read(struct spinscope_bpf *skel, struct snapshot *snap, bool final)
+/* The live threads read, less those the drain just found gone: a thread that retired between the two reads
+ * is counted once, from its final copy. */
+static void drop_drained(struct snapshot *snap, const struct thread_key *drained, size_t n)
+{
+	for (size_t k = 0; k < n; k++) {
+		for (size_t i = 0; i < snap->nthreads; i++) {
+			if (snap->tids[i] != drained[k].tid || snap->threads[i].start_ns != drained[k].start_ns)
+				continue;
+			snap->nthreads--;
+			snap->tids[i] = snap->tids[snap->nthreads];
+			snap->threads[i] = snap->threads[snap->nthreads];
+			break;
+		}
+	}
+}
+
+int snapshot_read(struct spinscope_bpf *skel, struct retired *retired, struct snapshot *snap, bool final)
 {
 	struct bpf_map *threads = skel->maps.threads, *wakeups = skel->maps.wakeups, *sockets = skel->maps.sockets;
+	struct thread_key *drained = NULL;
+	size_t ndrained = 0;
 	int err;
 
 	memset(snap, 0, sizeof(*snap));
+	snap->retired = retired;
 	snap->globals = skel->bss->globals;
+	/* Live threads first, then the ones gone: a thread retiring in between is in both, and counted once. */
 	err = read_threads(bpf_map__fd(threads), bpf_map__max_entries(threads), snap);
+	if (!err)
+		err = retired_drain(retired, bpf_map__fd(skel->maps.exited), &drained, &ndrained);
+	if (!err)
+		drop_drained(snap, drained, ndrained);
+	if (!err)
+		err = retired_edges(retired, bpf_map__fd(wakeups), bpf_map__max_entries(wakeups), drained, ndrained);
+	free(drained);
 	if (!err)
 		err = map_dump(bpf_map__fd(wakeups), sizeof(*snap->edges), sizeof(*snap->edge_counts),
 			       bpf_map__max_entries(wakeups), (void **)&snap->edges, (void **)&snap->edge_counts,
@@ -179,12 +444,10 @@ void snapshot_free(struct snapshot *snap)
 void snapshot_totals(const struct snapshot *snap, struct thread_counters *totals)
 {
 	memset(totals, 0, sizeof(*totals));
-	for (size_t i = 0; i < snap->nthreads; i++) {
-		const struct thread_counters *c = &snap->threads[i].c;
-#define X(name) totals->name += c->name;
-		SPINSCOPE_COUNTERS(X)
-#undef X
-	}
+	for (size_t i = 0; i < snap->nthreads; i++)
+		add_counters(totals, &snap->threads[i].c);
+	if (snap->retired)
+		add_counters(totals, &snap->retired->sum);
 }
 
 __u64 snapshot_wakeups(const struct snapshot *snap)
@@ -193,6 +456,8 @@ __u64 snapshot_wakeups(const struct snapshot *snap)
 
 	for (size_t i = 0; i < snap->nedges; i++)
 		sum += snap->edge_counts[i];
+	if (snap->retired)
+		sum += snap->retired->edges_sum;
 	return sum;
 }
 
@@ -445,6 +710,64 @@ static void jself_usage(json_object *tool, const struct capture_meta *meta)
 	json_object_object_add(tool, "map_bytes", jint(maps));
 }
 
+static json_object *jfolded(const struct capture_meta *meta, const struct folded_group *g)
+{
+	json_object *o = json_object_new_object();
+	char comm[SPINSCOPE_COMM_LEN + 1] = { 0 };
+
+	memcpy(comm, g->comm, SPINSCOPE_COMM_LEN);
+	json_object_object_add(o, "pid", jint(g->pid));
+	json_object_object_add(o, "comm", jtext(comm));
+	json_object_object_add(o, "threads", jint(g->threads));
+	json_object_object_add(o, "first_seen_s", jseconds(since_start(meta, g->sum.first_seen_ns)));
+	json_object_object_add(o, "last_exit_s", jseconds(since_start(meta, g->sum.exit_ns)));
+#define X(name) json_object_object_add(o, #name, jint(g->sum.c.name));
+	SPINSCOPE_COUNTERS(X)
+#undef X
+	json_object_object_add(o, "poll_events_hist", jhist(g->sum.poll_hist, POLL_HIST_BUCKETS));
+	return o;
+}
+
+/*
+ * The threads that are gone: a row each for those kept, and the folded groups. A kept thread whose tid a
+ * live thread has taken since is folded here too (on a copy of the groups), so a tid names one row.
+ */
+static void jretired(const struct capture_meta *meta, const struct snapshot *snap, json_object *threads,
+		     json_object *folded)
+{
+	const struct retired *r = snap->retired;
+	struct folded_group *groups;
+	size_t ngroups;
+	bool *taken;
+
+	if (!r)
+		return;
+	groups = malloc(MAX_FOLDED_GROUPS * sizeof(*groups));
+	taken = calloc(r->n + 1, sizeof(*taken));
+	if (!groups || !taken) {
+		free(groups);
+		free(taken);
+		return;
+	}
+	memcpy(groups, r->groups, r->ngroups * sizeof(*groups));
+	ngroups = r->ngroups;
+	for (size_t i = 0; i < snap->nthreads; i++) {
+		__u32 row = *index_slot(r, snap->tids[i]);
+
+		if (row && !taken[row - 1]) {
+			taken[row - 1] = true;
+			fold_thread(groups, &ngroups, &r->threads[row - 1]);
+		}
+	}
+	for (size_t i = 0; i < r->n; i++)
+		if (!taken[i])
+			json_object_array_add(threads, jthread(meta, r->keys[i].tid, &r->threads[i]));
+	for (size_t i = 0; i < ngroups; i++)
+		json_object_array_add(folded, jfolded(meta, &groups[i]));
+	free(groups);
+	free(taken);
+}
+
 static const char *wake_mechanism_name(__u32 mechanism)
 {
 	static const char *const names[WAKE_MECHANISMS] = {
@@ -535,15 +858,19 @@ static json_object *jtarget(const struct capture_meta *meta, const struct snapsh
 {
 	json_object *o = json_object_new_object();
 	json_object *pids = json_object_new_array();
-	size_t npids = 0;
-	__u32 *seen = calloc(snap->nthreads + 1, sizeof(*seen));
+	const struct retired *r = snap->retired;
+	size_t nretired = r ? r->n : 0, ngroups = r ? r->ngroups : 0, npids = 0;
+	size_t total = snap->nthreads + nretired + ngroups;
+	__u32 *seen = calloc(total + 1, sizeof(*seen));
 
-	/* Every process that had a thread traced, the target first (in PID mode). */
+	/* Every process that had a thread traced, the target first (in PID mode); threads gone included. */
 	if (meta->pid)
 		json_object_array_add(pids, jint(meta->pid));
-	for (size_t i = 0; seen && i < snap->nthreads; i++) {
-		__u32 pid = snap->threads[i].pid;
-		bool dup = meta->pid && pid == (__u32)meta->pid;
+	for (size_t i = 0; seen && i < total; i++) {
+		__u32 pid = i < snap->nthreads ? snap->threads[i].pid
+			    : i < snap->nthreads + nretired ? r->threads[i - snap->nthreads].pid
+							     : r->groups[i - snap->nthreads - nretired].pid;
+		bool dup = !pid || (meta->pid && pid == (__u32)meta->pid);
 
 		for (size_t j = 0; j < npids && !dup; j++)
 			dup = seen[j] == pid;
@@ -597,6 +924,8 @@ static json_object *capture_doc(const struct capture_meta *meta, const struct sn
 	json_object *edges = json_object_new_array();
 	json_object *ivs = json_object_new_array();
 	json_object *drops = json_object_new_object();
+	json_object *folded = json_object_new_array();
+	const struct retired *r = snap->retired;
 	json_object *totals;
 	struct thread_counters sum;
 	__u64 exited = 0;
@@ -624,23 +953,26 @@ static json_object *capture_doc(const struct capture_meta *meta, const struct sn
 		json_object_array_add(threads, jthread(meta, snap->tids[i], &snap->threads[i]));
 		exited += !!(snap->threads[i].flags & THREAD_EXITED);
 	}
+	jretired(meta, snap, threads, folded);
 	json_object_object_add(doc, "threads", threads);
+	json_object_object_add(doc, "threads_folded", folded);
 
 	snapshot_totals(snap, &sum);
 	totals = jcounters(&sum);
-	json_object_object_add(totals, "threads_seen", jint(snap->nthreads));
-	json_object_object_add(totals, "threads_exited", jint(exited));
+	json_object_object_add(totals, "threads_seen", jint(snap->nthreads + (r ? r->count : 0)));
+	json_object_object_add(totals, "threads_exited", jint(exited + (r ? r->count : 0)));
 	json_object_object_add(totals, "processes_created", jint(snap->globals.processes_created));
 	json_object_object_add(doc, "totals", totals);
 
-	for (size_t i = 0; i < snap->nedges; i++) {
+	for (size_t i = 0; i < snap->nedges + (r ? r->nedges : 0); i++) {
+		bool live = i < snap->nedges; /* then the edges of threads gone */
+		const struct wakeup_edge *edge = live ? &snap->edges[i] : &r->edges[i - snap->nedges];
 		json_object *e = json_object_new_object();
 
-		json_object_object_add(e, "waker_tid", jint(snap->edges[i].waker_tid));
-		json_object_object_add(e, "wakee_tid", jint(snap->edges[i].wakee_tid));
-		json_object_object_add(e, "mechanism", json_object_new_string(
-			wake_mechanism_name(snap->edges[i].mechanism)));
-		json_object_object_add(e, "count", jint(snap->edge_counts[i]));
+		json_object_object_add(e, "waker_tid", jint(edge->waker_tid));
+		json_object_object_add(e, "wakee_tid", jint(edge->wakee_tid));
+		json_object_object_add(e, "mechanism", json_object_new_string(wake_mechanism_name(edge->mechanism)));
+		json_object_object_add(e, "count", jint(live ? snap->edge_counts[i] : r->edge_counts[i - snap->nedges]));
 		json_object_array_add(edges, e);
 	}
 	json_object_object_add(doc, "wakeups", edges);

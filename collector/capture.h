@@ -16,8 +16,50 @@
 
 struct spinscope_bpf;
 
+/*
+ * Threads that have run their last, drained from the exited map (retired_drain): each kept as its own
+ * row up to `keep` (--max-threads), then folded into one row per process and name (threads_folded), so
+ * the collector's memory is bounded however many threads a long capture sees. A tid appears in one row
+ * at most: when the kernel reuses a tid, the older thread's row is folded.
+ */
+#define MAX_FOLDED_GROUPS 1024 /* process-and-name groups; beyond, one "(other names)" group */
+struct folded_group {
+	__u32 pid;
+	char comm[SPINSCOPE_COMM_LEN];
+	__u64 threads;
+	struct thread_stats sum; /* counters and poll histogram summed, first_seen_ns min, exit_ns max */
+};
+
+struct retired {
+	struct thread_key *keys;
+	struct thread_stats *threads;
+	size_t n, cap, keep;
+	__u32 *index; /* open addressing, tid -> row + 1 (0: empty); size a power of two > 2 * keep */
+	size_t index_size;
+	struct folded_group *groups;
+	size_t ngroups;
+	struct thread_counters sum; /* of every thread retired, kept or folded */
+	__u64 count;                /* threads retired */
+	/* Wakeup edges of threads gone, moved out of the wakeups map so it holds live threads' only: up to
+	 * 4 * keep edges as they were; past that, the gone side's tid becomes 0 (one edge per live thread
+	 * and mechanism). */
+	struct wakeup_edge *edges;
+	__u64 *edge_counts;
+	size_t nedges, edges_cap;
+	__u64 edges_sum;
+};
+
+int retired_init(struct retired *r, size_t keep);
+/* Move what the exited map holds into r; the keys drained are returned in *keys (malloc'd, *n of them)
+ * when keys is not NULL. 0 or -errno. */
+int retired_drain(struct retired *r, int exited_fd, struct thread_key **keys, size_t *n);
+/* Move the wakeup edges that name a drained tid (keys[0..n)) out of the wakeups map into r. */
+int retired_edges(struct retired *r, int wakeups_fd, __u32 max_entries, const struct thread_key *keys, size_t n);
+void retired_free(struct retired *r);
+
 /* Everything the maps hold at one instant: each map as parallel arrays of its keys and values. */
 struct snapshot {
+	const struct retired *retired; /* the threads gone so far (not owned) */
 	__u32 *tids;
 	struct thread_stats *threads;
 	size_t nthreads;
@@ -83,7 +125,7 @@ struct capture_meta {
 __u64 monotonic_ns(void);
 
 /* Read the maps. With final set, requests still open on sockets are counted too. 0 or -errno. */
-int snapshot_read(struct spinscope_bpf *skel, struct snapshot *snap, bool final);
+int snapshot_read(struct spinscope_bpf *skel, struct retired *retired, struct snapshot *snap, bool final);
 void snapshot_free(struct snapshot *snap);
 void snapshot_totals(const struct snapshot *snap, struct thread_counters *totals);
 __u64 snapshot_wakeups(const struct snapshot *snap);

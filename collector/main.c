@@ -43,6 +43,8 @@
 #define PROG "spinscope-collector"
 /* 1 call in 16 timed: the clock costs ~30 ns per read here, and a counted call read it twice (bench/) */
 #define DEFAULT_TIME_SAMPLE 16
+/* How often the exited threads are drained into the capture: at 1,000 exits a second, ~100 a time. */
+#define DRAIN_EVERY_NS 100000000ULL
 
 struct options {
 	int pid;
@@ -418,6 +420,7 @@ struct session {
 	char tmp[PATH_MAX + 32];
 	struct capture_meta meta;
 	struct intervals intervals;
+	struct retired retired; /* the threads gone, drained from the exited map */
 	struct snapshot final;
 	char error[512]; /* why the session failed, one line */
 };
@@ -553,6 +556,8 @@ static int session_start(struct session *s, const struct options *o)
 	s->meta.interval_s = o->interval_s;
 	s->meta.checkpoint_s = o->checkpoint_s;
 	s->meta.max_threads = o->max_threads;
+	if (retired_init(&s->retired, o->max_threads))
+		return fail(s, -ENOMEM, "out of memory");
 	s->meta.time_sample = o->time_sample;
 	s->meta.max_sockets = o->max_sockets;
 	s->meta.keep_cmdline = o->keep_cmdline;
@@ -629,7 +634,7 @@ static void checkpoint(struct session *s, const struct options *o, __u64 now)
 
 	s->meta.duration_s = (now - s->meta.start_mono_ns) / 1e9;
 	s->meta.end_reason = "checkpoint";
-	if (snapshot_read(s->skel, &snap, true) != 0 || write_atomically(s, o, &snap) != 0)
+	if (snapshot_read(s->skel, &s->retired, &snap, true) != 0 || write_atomically(s, o, &snap) != 0)
 		fprintf(stderr, PROG ": warning: checkpoint at %.1f s not written%s%s\n", s->meta.duration_s,
 			s->error[0] ? ": " : "", s->error);
 	snapshot_free(&snap);
@@ -660,7 +665,7 @@ static int stream_line(struct session *s, const struct options *o, const struct 
 static void session_record(struct session *s, const struct options *o)
 {
 	__u64 start = s->meta.start_mono_ns, deadline = 0, next_tick = 0, tick = o->interval_s * 1e9;
-	__u64 next_checkpoint = 0, every = o->checkpoint_s * 1e9;
+	__u64 next_checkpoint = 0, every = o->checkpoint_s * 1e9, next_drain = start + DRAIN_EVERY_NS;
 
 	if (o->duration_s > 0)
 		deadline = start + (__u64)(o->duration_s * 1e9);
@@ -679,6 +684,18 @@ static void session_record(struct session *s, const struct options *o)
 		s->meta.end_reason = "duration";
 		if (deadline && now >= deadline)
 			return;
+		if (now >= next_drain) { /* the threads gone since, and their edges: so no map fills */
+			struct bpf_map *wakeups = s->skel->maps.wakeups;
+			struct thread_key *gone = NULL;
+			size_t ngone = 0;
+
+			if (retired_drain(&s->retired, bpf_map__fd(s->skel->maps.exited), &gone, &ngone) ||
+			    retired_edges(&s->retired, bpf_map__fd(wakeups), bpf_map__max_entries(wakeups), gone,
+					  ngone))
+				fprintf(stderr, PROG ": warning: out of memory folding exited threads\n");
+			free(gone);
+			next_drain = now + DRAIN_EVERY_NS;
+		}
 		if (next_checkpoint && now >= next_checkpoint && (!next_tick || now < next_tick)) {
 			checkpoint(s, o, now);
 			next_checkpoint += every;
@@ -687,7 +704,7 @@ static void session_record(struct session *s, const struct options *o)
 		if (next_tick && now >= next_tick) {
 			struct snapshot snap;
 
-			int ret = snapshot_read(s->skel, &snap, false);
+			int ret = snapshot_read(s->skel, &s->retired, &snap, false);
 
 			if (ret == 0 && intervals_add(&s->intervals, &snap, now))
 				fprintf(stderr, PROG ": warning: out of memory: interval at %.1f s not kept\n",
@@ -713,6 +730,8 @@ static void session_record(struct session *s, const struct options *o)
 			wake = next_tick;
 		if (next_checkpoint && (!wake || next_checkpoint < wake))
 			wake = next_checkpoint;
+		if (!wake || next_drain < wake)
+			wake = next_drain;
 		if (wake)
 			timeout_ms = (wake - now + 999999) / 1000000;
 		if (poll(fds, o->stream_fd >= 0 ? 3 : 2, timeout_ms) < 0 && errno != EINTR)
@@ -744,7 +763,7 @@ static int session_write(struct session *s, const struct options *o)
 	int ret;
 
 	s->meta.duration_s = (now - s->meta.start_mono_ns) / 1e9;
-	ret = snapshot_read(s->skel, &s->final, true);
+	ret = snapshot_read(s->skel, &s->retired, &s->final, true);
 	if (ret)
 		return fail(s, ret, "cannot read the BPF maps: %s", strerror(-ret));
 	/* The last, shorter interval (at least one interval whenever --interval was given). */
@@ -802,6 +821,7 @@ static void session_end(struct session *s)
 		close(s->target_fd);
 	snapshot_free(&s->final);
 	intervals_free(&s->intervals);
+	retired_free(&s->retired);
 	free(s->links);
 	free(s->meta.cmdline);
 }

@@ -57,7 +57,7 @@ SCHEMA2_REQUEST_SUMS = frozenset(("spin_retries", "spin_eagain", "write_waited",
 REQUEST_HISTS = ("write_calls", "write_eagain", "write_bytes", "duration_ns")
 BY_SIZE_KEYS = ("bytes_min", "bytes_max", *REQUEST_SUMS)
 # drops: SPINSCOPE_DROPS.
-DROP_KEYS = ("threads", "sockets", "wakeup_edges", "pids", "execs")
+DROP_KEYS = ("threads", "sockets", "wakeup_edges", "pids", "exited", "execs")
 # Each entry of intervals: SPINSCOPE_INTERVAL_FIELDS.
 INTERVAL_KEYS = ("t_s", "duration_s", "requests", "wakeups_in_process", "counters", "drops")
 
@@ -65,7 +65,7 @@ INTERVAL_KEYS = ("t_s", "duration_s", "requests", "wakeups_in_process", "counter
 # tests hold this to bpf/spinscope.h's X-macros, to docs/capture-format.md and to fresh captures.
 LAYOUT = {
     "": ("schema", "format", "tool", "target", "host", "start_time", "duration_s", "end_reason", "settings",
-         "histogram_buckets", "threads", "totals", "wakeups", "requests", "intervals", "drops"),
+         "histogram_buckets", "threads", "threads_folded", "totals", "wakeups", "requests", "intervals", "drops"),
     "tool": ("name", "version", "cpu_s", "max_rss_bytes", "map_bytes"),
     "target": ("pid", "cgroup", "comm", "exe", "argc", "cmdline", "follow_children", "pids", "execs"),
     "target.cgroup": ("path", "id"),
@@ -73,6 +73,7 @@ LAYOUT = {
     "host": ("kernel", "hostname", "ncpus"),
     "settings": ("interval_s", "checkpoint_s", "max_threads", "max_sockets", "time_sample"),
     "threads[]": ("tid", "pid", "comm", "alive", "first_seen_s", "exit_s", *COUNTERS, "poll_events_hist"),
+    "threads_folded[]": ("pid", "comm", "threads", "first_seen_s", "last_exit_s", *COUNTERS, "poll_events_hist"),
     "totals": (*COUNTERS, "threads_seen", "threads_exited", "processes_created"),
     "wakeups[]": ("waker_tid", "wakee_tid", "mechanism", "count"),
     "requests": (*REQUEST_SUMS, "unattributed_writes", "open_at_end", "hist", "by_size"),
@@ -91,7 +92,8 @@ LAYOUT = {
 KINDS = {
     "": {"schema": COUNT, "format": TEXT, "tool": OBJECT, "target": OBJECT, "host": OBJECT, "start_time": TEXT,
          "duration_s": SECONDS, "end_reason": TEXT, "settings": OBJECT, "histogram_buckets": TEXT,
-         "threads": LIST, "totals": OBJECT, "wakeups": LIST, "requests": OBJECT, "intervals": LIST,
+         "threads": LIST, "threads_folded": LIST, "totals": OBJECT, "wakeups": LIST, "requests": OBJECT,
+         "intervals": LIST,
          "drops": OBJECT},
     "tool": {"name": TEXT, "version": TEXT, "cpu_s": SECONDS},
     "target": {"cgroup": OBJECT_OR_NULL, "comm": TEXT, "exe": TEXT_OR_NULL, "cmdline": TEXTS_OR_NULL,
@@ -102,6 +104,7 @@ KINDS = {
     "settings": {"interval_s": SECONDS, "checkpoint_s": SECONDS},
     "threads[]": {"comm": TEXT, "alive": BOOL, "first_seen_s": SECONDS, "exit_s": SECONDS_OR_NULL,
                   "poll_events_hist": HISTOGRAM},
+    "threads_folded[]": {"comm": TEXT, "first_seen_s": SECONDS, "last_exit_s": SECONDS, "poll_events_hist": HISTOGRAM},
     "wakeups[]": {"mechanism": TEXT},
     "requests": {"hist": OBJECT, "by_size": LIST},
     "requests.hist": {key: HISTOGRAM for key in REQUEST_HISTS},
@@ -123,7 +126,7 @@ MAX_CAPTURE_BYTES = int(os.environ.get("SPINSCOPE_MAX_CAPTURE_MB", "128")) * 2**
 ADDED_IN = {3: ("target.exe", "target.argc", "target.execs", "drops.execs", "settings.checkpoint_s"),
             4: ("settings.time_sample", "threads[].calls_timed", "totals.calls_timed",
                 "intervals[].counters.calls_timed", "intervals[].drops", "tool.cpu_s", "tool.max_rss_bytes",
-                "tool.map_bytes", "target.cgroup")}
+                "tool.map_bytes", "target.cgroup", "threads_folded", "drops.exited")}
 # What a waker was doing (wakeups[].mechanism); "unknown" in schema 1 captures.
 MECHANISMS = ("futex", "io", "mm", "exit", "other")
 
@@ -151,7 +154,7 @@ def layout_differences(doc: Any) -> list:
     walk(doc, "")
     differences = []
     for path in sorted(set(LAYOUT) | set(found)):
-        expected = {key for key in LAYOUT.get(path, ()) if f"{path}.{key}" not in newer}
+        expected = {key for key in LAYOUT.get(path, ()) if (f"{path}.{key}" if path else key) not in newer}
         keys = found.get(path)
         if keys is None and ("[]" in path or path in newer or path in null):
             continue

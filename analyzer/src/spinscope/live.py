@@ -185,13 +185,14 @@ def window(older: Capture, newer: Capture) -> Capture:
         prev = before.get(row["tid"])
         row = dict(row)
         if prev is not None and prev["pid"] == row["pid"]:
-            for key in COUNTERS:
-                row[key] = _minus(row[key], prev[key])
+            for key in COUNTERS:  # .get: a counter an older schema lacks is 0
+                row[key] = _minus(row.get(key, 0), prev.get(key, 0))
             row["poll_events_hist"] = _hist_minus(row["poll_events_hist"], prev["poll_events_hist"])
         threads.append(row)
     doc["threads"] = threads
 
-    doc["totals"] = {**new["totals"], **{key: _minus(new["totals"][key], old["totals"][key]) for key in COUNTERS}}
+    doc["totals"] = {**new["totals"], **{key: _minus(new["totals"].get(key, 0), old["totals"].get(key, 0))
+                                         for key in COUNTERS}}
 
     edges = {(e["waker_tid"], e["wakee_tid"], e["mechanism"]): e["count"] for e in old["wakeups"]}
     doc["wakeups"] = [dict(e, count=_minus(e["count"], edges.get((e["waker_tid"], e["wakee_tid"], e["mechanism"]), 0)))
