@@ -946,6 +946,7 @@ static json_object *capture_doc(const struct capture_meta *meta, const struct sn
 	json_object_object_add(settings, "max_threads", jint(meta->max_threads));
 	json_object_object_add(settings, "max_sockets", jint(meta->max_sockets));
 	json_object_object_add(settings, "time_sample", jint(meta->time_sample));
+	json_object_object_add(settings, "exited_rows", jint(meta->exited_rows));
 	json_object_object_add(doc, "settings", settings);
 	json_object_object_add(doc, "histogram_buckets", json_object_new_string("log2"));
 
@@ -1002,34 +1003,50 @@ int capture_write(int fd, const struct capture_meta *meta, const struct snapshot
 	return err;
 }
 
-int capture_write_line(int fd, const struct capture_meta *meta, const struct snapshot *snap,
-		       const struct intervals *intervals)
+/* All of text to fd, through short writes and signals. 0 or -errno. */
+static int write_all(int fd, const char *text, size_t len)
 {
-	json_object *doc = capture_doc(meta, snap, intervals);
-	size_t len = 0, done = 0;
-	const char *text = json_object_to_json_string_length(doc, JSON_C_TO_STRING_PLAIN |
-							     JSON_C_TO_STRING_NOSLASHESCAPE, &len);
-	char *line = text ? malloc(len + 1) : NULL;
-	int err = 0;
+	size_t done = 0;
 
-	if (!line) {
-		json_object_put(doc);
-		return -ENOMEM;
-	}
-	memcpy(line, text, len);
-	line[len++] = '\n'; /* json-c escapes newlines inside strings: this is the only one */
-	json_object_put(doc);
 	while (done < len) {
-		ssize_t n = write(fd, line + done, len - done);
+		ssize_t n = write(fd, text + done, len - done);
 
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0) {
-			err = -errno;
-			break;
-		}
+		if (n < 0)
+			return -errno;
 		done += n;
 	}
-	free(line);
+	return 0;
+}
+
+/* o as one line of JSON on fd (json-c escapes newlines inside strings: the line's is the only one), in
+ * one write: a line is whole or, the writer killed mid-way, cut short. Puts o. 0 or -errno. */
+static int write_json_line(int fd, json_object *o)
+{
+	size_t len = 0;
+	const char *text = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN |
+							      JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+	char *line = text ? malloc(len + 1) : NULL;
+	int err = line ? 0 : -ENOMEM;
+
+	if (line) {
+		memcpy(line, text, len);
+		line[len] = '\n';
+		err = write_all(fd, line, len + 1);
+		free(line);
+	}
+	json_object_put(o);
 	return err;
+}
+
+int capture_interval_line(int fd, const struct interval *it)
+{
+	return write_json_line(fd, jinterval(it));
+}
+
+int capture_write_line(int fd, const struct capture_meta *meta, const struct snapshot *snap,
+		       const struct intervals *intervals)
+{
+	return write_json_line(fd, capture_doc(meta, snap, intervals));
 }

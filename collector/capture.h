@@ -18,7 +18,7 @@ struct spinscope_bpf;
 
 /*
  * Threads that have run their last, drained from the exited map (retired_drain): each kept as its own
- * row up to `keep` (--max-threads), then folded into one row per process and name (threads_folded), so
+ * row up to `keep` (--exited-rows), then folded into one row per process and name (threads_folded), so
  * the collector's memory is bounded however many threads a long capture sees. A tid appears in one row
  * at most: when the kernel reuses a tid, the older thread's row is folded.
  */
@@ -116,6 +116,7 @@ struct capture_meta {
 	double checkpoint_s;
 	__u32 max_threads;
 	__u32 time_sample; /* 1 call in N timed (settings.time_sample) */
+	__u32 exited_rows; /* threads gone kept as rows (settings.exited_rows) */
 	__u32 max_sockets;
 	int map_fds[16]; /* the BPF maps, for their memory (tool.map_bytes) */
 	size_t nmaps;
@@ -142,6 +143,8 @@ int capture_write(int fd, const struct capture_meta *meta, const struct snapshot
 
 /* Write the capture as one line of JSON (compact, ending in a newline) to fd, all of it unless the write
  * fails: --stream. 0 or -errno (-EPIPE: the reader has gone). */
+/* Append one interval to fd as a JSON line (the interval journal). 0 or -errno. */
+int capture_interval_line(int fd, const struct interval *it);
 int capture_write_line(int fd, const struct capture_meta *meta, const struct snapshot *snap,
 		       const struct intervals *intervals);
 

@@ -57,6 +57,7 @@ struct options {
 	const char *output;
 	__u32 max_threads;
 	__u32 time_sample; /* 1 call in N is timed */
+	__u32 exited_rows; /* threads gone kept as rows (--exited-rows) */
 	__u32 max_sockets;
 	bool exit_with_parent; /* --exit-with-parent */
 	pid_t parent;          /* the process that started us */
@@ -99,6 +100,8 @@ static void usage(FILE *out)
 		"                         collector dies, as when `spinscope record` is killed\n"
 		"      --max-threads N    threads the maps can hold (default 16384)\n"
 		"      --max-sockets N    sockets with a request in flight (default 65536)\n"
+		"      --exited-rows N    threads gone kept as rows of their own (default 1024); the rest are\n"
+		"                         folded by process and name (threads_folded)\n"
 		"      --time-sample N    time 1 call in N (a power of two, default 16; 1: every call): counts\n"
 		"                         stay exact, the on-CPU time of calls is an estimate (docs/labels.md)\n"
 		"      --ready-fd N       once the probes are live, write one JSON line to file descriptor N\n"
@@ -141,10 +144,23 @@ static long parse_count(const char *s, const char *what, long min, long max)
 	return v;
 }
 
+/* A file descriptor given by the process that started us: it must be open. */
+static int parse_fd(const char *s, const char *what)
+{
+	int fd = parse_count(s, what, 0, INT_MAX);
+
+	if (fcntl(fd, F_GETFD) < 0) {
+		fprintf(stderr, PROG ": error: %s %d is not an open file descriptor\n", what, fd);
+		exit(2);
+	}
+	return fd;
+}
+
 static void parse_options(int argc, char **argv, struct options *o)
 {
 	enum { OPT_MAX_THREADS = 256, OPT_MAX_SOCKETS, OPT_CHECK, OPT_JSON, OPT_READY_FD, OPT_CMDLINE,
-	       OPT_HOSTNAME, OPT_EXIT_WITH_PARENT, OPT_CHECKPOINT, OPT_TIME_SAMPLE, OPT_CGROUP, OPT_STREAM };
+	       OPT_HOSTNAME, OPT_EXIT_WITH_PARENT, OPT_CHECKPOINT, OPT_TIME_SAMPLE, OPT_CGROUP, OPT_STREAM,
+	       OPT_EXITED_ROWS };
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "children", no_argument, NULL, 'c' },
@@ -159,6 +175,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 		{ "exit-with-parent", no_argument, NULL, OPT_EXIT_WITH_PARENT },
 		{ "checkpoint", required_argument, NULL, OPT_CHECKPOINT },
 		{ "time-sample", required_argument, NULL, OPT_TIME_SAMPLE },
+		{ "exited-rows", required_argument, NULL, OPT_EXITED_ROWS },
 		{ "check", no_argument, NULL, OPT_CHECK },
 		{ "json", no_argument, NULL, OPT_JSON },
 		{ "ready-fd", required_argument, NULL, OPT_READY_FD },
@@ -171,7 +188,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 	int c;
 
 	*o = (struct options){ .max_threads = 16384, .max_sockets = 65536, .ready_fd = -1, .stream_fd = -1,
-			       .checkpoint_s = 10, .time_sample = DEFAULT_TIME_SAMPLE };
+			       .checkpoint_s = 10, .time_sample = DEFAULT_TIME_SAMPLE, .exited_rows = 1024 };
 	while ((c = getopt_long(argc, argv, "p:cd:i:o:qvh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
@@ -216,6 +233,9 @@ static void parse_options(int argc, char **argv, struct options *o)
 		case OPT_CHECKPOINT:
 			o->checkpoint_s = parse_seconds(optarg, "--checkpoint");
 			break;
+		case OPT_EXITED_ROWS:
+			o->exited_rows = parse_count(optarg, "--exited-rows", 0, 1 << 22);
+			break;
 		case OPT_TIME_SAMPLE:
 			o->time_sample = parse_count(optarg, "--time-sample", 1, 1 << 16);
 			if (o->time_sample & (o->time_sample - 1)) {
@@ -225,20 +245,10 @@ static void parse_options(int argc, char **argv, struct options *o)
 			}
 			break;
 		case OPT_READY_FD:
-			o->ready_fd = parse_count(optarg, "--ready-fd", 0, INT_MAX);
-			if (fcntl(o->ready_fd, F_GETFD) < 0) {
-				fprintf(stderr, PROG ": error: --ready-fd %d is not an open file descriptor\n",
-					o->ready_fd);
-				exit(2);
-			}
+			o->ready_fd = parse_fd(optarg, "--ready-fd");
 			break;
 		case OPT_STREAM:
-			o->stream_fd = parse_count(optarg, "--stream", 0, INT_MAX);
-			if (fcntl(o->stream_fd, F_GETFD) < 0) {
-				fprintf(stderr, PROG ": error: --stream %d is not an open file descriptor\n",
-					o->stream_fd);
-				exit(2);
-			}
+			o->stream_fd = parse_fd(optarg, "--stream");
 			break;
 		case 'q':
 			o->quiet = true;
@@ -418,6 +428,9 @@ struct session {
 	int signal_fd, target_fd; /* the signals that end a capture; the target's pidfd */
 	int out_fd;               /* the temporary output, until it is renamed over the output */
 	char tmp[PATH_MAX + 32];
+	int journal_fd;           /* the intervals since the last checkpoint, a line each (-1: none) */
+	bool checkpointed;        /* a checkpoint is on disk: the journal continues it */
+	char journal[PATH_MAX + 32];
 	struct capture_meta meta;
 	struct intervals intervals;
 	struct retired retired; /* the threads gone, drained from the exited map */
@@ -556,7 +569,8 @@ static int session_start(struct session *s, const struct options *o)
 	s->meta.interval_s = o->interval_s;
 	s->meta.checkpoint_s = o->checkpoint_s;
 	s->meta.max_threads = o->max_threads;
-	if (retired_init(&s->retired, o->max_threads))
+	s->meta.exited_rows = o->exited_rows;
+	if (retired_init(&s->retired, o->exited_rows))
 		return fail(s, -ENOMEM, "out of memory");
 	s->meta.time_sample = o->time_sample;
 	s->meta.max_sockets = o->max_sockets;
@@ -603,6 +617,27 @@ static void announce_ready(int fd, const struct session *s, double attach_s)
 
 /* The capture of snap, written to a temporary file beside the output and renamed over it: a reader never
  * sees half a file. 0, or fail(). */
+/*
+ * The interval journal, OUTPUT.intervals.jsonl: each interval appended as a line when it is taken, emptied
+ * at each checkpoint (the checkpoint holds them), removed with the final capture. A collector killed
+ * outright leaves its last checkpoint and the intervals after it: `spinscope report` reads both, so at
+ * most one interval is lost. (Written, not synced: the page cache outlives a killed process.)
+ */
+static void journal_append(struct session *s, const struct options *o)
+{
+	if (!o->output || s->intervals.n == 0 || !s->checkpointed) /* before it, a kill leaves no file */
+		return;
+	if (s->journal_fd < 0 && !s->journal[0]) {
+		snprintf(s->journal, sizeof(s->journal), "%s.intervals.jsonl", o->output);
+		s->journal_fd = open(s->journal, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
+		if (s->journal_fd < 0)
+			fprintf(stderr, PROG ": warning: cannot write %s: %s (a killed collector loses up to a "
+				"checkpoint period)\n", s->journal, strerror(errno));
+	}
+	if (s->journal_fd >= 0 && capture_interval_line(s->journal_fd, &s->intervals.items[s->intervals.n - 1]))
+		fprintf(stderr, PROG ": warning: interval not journaled: %s\n", strerror(errno));
+}
+
 static int write_atomically(struct session *s, const struct options *o, const struct snapshot *snap)
 {
 	int ret;
@@ -637,6 +672,10 @@ static void checkpoint(struct session *s, const struct options *o, __u64 now)
 	if (snapshot_read(s->skel, &s->retired, &snap, true) != 0 || write_atomically(s, o, &snap) != 0)
 		fprintf(stderr, PROG ": warning: checkpoint at %.1f s not written%s%s\n", s->meta.duration_s,
 			s->error[0] ? ": " : "", s->error);
+	else if (s->journal_fd >= 0 && ftruncate(s->journal_fd, 0) != 0) /* the checkpoint holds them */
+		fprintf(stderr, PROG ": warning: cannot empty %s: %s\n", s->journal, strerror(errno));
+	else
+		s->checkpointed = true;
 	snapshot_free(&snap);
 	s->error[0] = '\0';
 }
@@ -709,6 +748,8 @@ static void session_record(struct session *s, const struct options *o)
 			if (ret == 0 && intervals_add(&s->intervals, &snap, now))
 				fprintf(stderr, PROG ": warning: out of memory: interval at %.1f s not kept\n",
 					(now - start) / 1e9);
+			else if (ret == 0 && every)
+				journal_append(s, o);
 			if (ret == 0 && o->stream_fd >= 0) {
 				s->meta.duration_s = (now - start) / 1e9;
 				s->meta.end_reason = "live";
@@ -773,7 +814,12 @@ static int session_write(struct session *s, const struct options *o)
 	if (o->stream_fd >= 0 && strcmp(s->meta.end_reason, "stream-closed") != 0 &&
 	    stream_line(s, o, &s->final) != 0)
 		fprintf(stderr, PROG ": warning: --stream: final line not written\n");
-	return o->output ? write_atomically(s, o, &s->final) : 0;
+	if (!o->output)
+		return 0;
+	ret = write_atomically(s, o, &s->final);
+	if (ret == 0 && s->journal[0]) /* the capture holds every interval: the journal has served */
+		unlink(s->journal);
+	return ret;
 }
 
 static void report_written(const struct session *s, const struct options *o)
@@ -815,6 +861,8 @@ static void session_end(struct session *s)
 		close(s->out_fd);
 	if (s->tmp[0])
 		unlink(s->tmp);
+	if (s->journal_fd >= 0)
+		close(s->journal_fd);
 	if (s->signal_fd >= 0)
 		close(s->signal_fd);
 	if (s->target_fd >= 0)
@@ -831,7 +879,7 @@ static int run_check(struct options *o)
 {
 	struct check checks[HOST_CHECKS + 2];
 	struct check *load = &checks[HOST_CHECKS], *attach = &checks[HOST_CHECKS + 1];
-	struct session s = { .signal_fd = -1, .target_fd = -1, .out_fd = -1 };
+	struct session s = { .signal_fd = -1, .target_fd = -1, .out_fd = -1, .journal_fd = -1 };
 	const struct check *failed = host_checks(checks);
 	size_t n = HOST_CHECKS + 2;
 	__u64 begin = monotonic_ns();
@@ -882,7 +930,7 @@ static int run_check(struct options *o)
 int main(int argc, char **argv)
 {
 	__u64 launched = monotonic_ns();
-	struct session s = { .signal_fd = -1, .target_fd = -1, .out_fd = -1 };
+	struct session s = { .signal_fd = -1, .target_fd = -1, .out_fd = -1, .journal_fd = -1 };
 	char default_out[64], comm[256];
 	struct options o;
 	int ret;

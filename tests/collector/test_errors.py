@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from spinscope import collector
+from spinscope import capture, collector
 from spinscope.untrusted import printable
 
 from collector_harness import COLLECTOR, ROOT, LineReader, run_fixture, start_collector
@@ -368,19 +368,26 @@ def test_killed_record_still_writes_the_capture(sleeper, tmp_path):
 
 def test_killed_collector_leaves_its_last_checkpoint(sleeper, tmp_path):
     """SIGKILL of the collector itself: what it had at its last checkpoint is a complete capture, marked
-    as such, and `report` says it is incomplete. Killed before the first checkpoint, it leaves no file."""
+    as such, and the intervals taken since are in its journal: `report` reads both and says it is
+    incomplete, so at most one interval is lost. Killed before the first checkpoint, it leaves no file."""
     out = tmp_path / "x.json"
     proc, _ = start_collector(sleeper.pid, out, "--interval", "0.1", "--checkpoint", "0.5")
-    time.sleep(1.3)
+    time.sleep(1.35)
     proc.kill()
     proc.wait()
-    assert [p.name for p in tmp_path.iterdir()] == ["x.json"]  # no temporary file left
+    # No temporary file left; the journal holds the intervals after the checkpoint at 1.0 s.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.json", "x.json.intervals.jsonl"]
     cap = json.loads(out.read_text())
     assert cap["end_reason"] == "checkpoint" and cap["settings"]["checkpoint_s"] == 0.5
     assert 0.9 <= cap["duration_s"] < 1.3 and len(cap["intervals"]) >= 8
+    loaded = capture.load(out)
+    assert loaded.journaled >= 2
+    assert loaded.intervals["t_s"].is_monotonic_increasing and len(loaded.intervals) == len(cap["intervals"]) + loaded.journaled
+    assert loaded.intervals["t_s"].iloc[-1] >= 1.15  # killed at 1.35 s: at most the interval being taken is lost
     report = subprocess.run([sys.executable, "-m", "spinscope", "report", out], capture_output=True, text=True,
                             cwd=ROOT)
     assert report.returncode == 0 and "incomplete: the collector stopped without writing its final" in report.stdout
+    assert "from its journal" in report.stdout
 
     early = tmp_path / "early"
     early.mkdir()
@@ -393,8 +400,8 @@ def test_killed_collector_leaves_its_last_checkpoint(sleeper, tmp_path):
 
 def test_a_finished_capture_replaces_the_checkpoints(sleeper, tmp_path):
     out = tmp_path / "x.json"
-    proc, _ = start_collector(sleeper.pid, out, "--duration", "1.2", "--checkpoint", "0.3")
+    proc, _ = start_collector(sleeper.pid, out, "--duration", "1.2", "--checkpoint", "0.3", "--interval", "0.1")
     assert proc.wait(timeout=10) == 0
     cap = json.loads(out.read_text())
     assert cap["end_reason"] == "duration" and cap["duration_s"] >= 1.2
-    assert [p.name for p in tmp_path.iterdir()] == ["x.json"]
+    assert [p.name for p in tmp_path.iterdir()] == ["x.json"]  # the journal is gone with the checkpoints

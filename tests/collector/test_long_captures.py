@@ -46,11 +46,11 @@ def check_whole(run, n: int) -> None:
 
 def test_churn_with_a_small_map_drops_nothing(tmp_path):
     """3,000 threads through a threads map of 256: gone threads leave the map within 0.1 s."""
-    run = run_fixture("churn", "3000", tmp_path=tmp_path, collector_args=("--max-threads", "256",
-                                                                          "--interval", "0.2"))
+    run = run_fixture("churn", "3000", tmp_path=tmp_path, collector_args=("--max-threads", "256", "--exited-rows",
+                                                                          "256", "--interval", "0.2"))
     check_whole(run, 3000)
     cap = run.capture
-    # The first 256 threads gone are kept as rows (--max-threads), each a worker with its one write; the
+    # The first 256 threads gone are kept as rows (--exited-rows), each a worker with its one write; the
     # rest, the churner last, are folded by process and name (the workers inherit the churner's name).
     assert len(cap["threads"]) == 256 and {t["write_calls"] for t in cap["threads"]} == {1}
     [group] = cap["threads_folded"]

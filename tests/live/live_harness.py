@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import re
@@ -13,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+from machine_lock import load_lock  # noqa: F401 (the live tests take it from here)
+
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "build"
 COLLECTOR = BUILD / "spinscope-collector"
@@ -20,7 +20,6 @@ FIXTURES = BUILD / "fixtures"
 LOADGEN = BUILD / "loadgen"
 REFSERVER = BUILD / "refserver"
 ANALYZER = ROOT / "analyzer" / "src"
-LOCK = "/tmp/spinscope-load.lock"
 
 
 def env() -> dict:
@@ -36,17 +35,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def load_lock():
-    """The machine-wide lock every test that drives a server under load holds."""
-    with open(LOCK, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def wait_until(predicate, timeout: float, what: str, every: float = 0.1):

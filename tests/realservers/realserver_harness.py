@@ -20,7 +20,6 @@ Other suites' helpers are imported by their module names (unique on purpose; con
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import importlib.util
 import json
 import os
@@ -36,11 +35,12 @@ from pathlib import Path
 import pytest
 
 TESTS = Path(__file__).resolve().parents[1]
-for _suite in ("refservers", "collector"):
+for _suite in ("", "refservers", "collector"):  # survey.py runs this outside pytest too
     if str(TESTS / _suite) not in sys.path:
         sys.path.insert(0, str(TESTS / _suite))
 
 from collector_harness import start_collector  # noqa: E402
+from machine_lock import LOAD_LOCK, load_lock  # noqa: E402,F401
 from refserver_harness import ROOT, ensure_built, expected_body, raise_nofile, run_loadgen  # noqa: E402
 
 
@@ -61,7 +61,6 @@ wait_listening = _shards_module().wait_listening
 HERE = Path(__file__).resolve().parent
 NODE_SERVER = HERE / "bytes_server.js"
 APACHE_MODULES = Path("/usr/lib/apache2/modules")
-LOAD_LOCK = Path("/tmp/spinscope-load.lock")
 SETTLE_S = 0.5  # after the load, for the server to read its clients' closes before the probes go
 SIZES = (100, 102400)
 
@@ -312,17 +311,6 @@ def docroot():
 
 
 # ------------------------------------------------------------------ loads
-
-
-@contextlib.contextmanager
-def load_lock():
-    """Exclusive use of the machine for one load run (shared with manual runs via flock(1))."""
-    with open(LOAD_LOCK, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 class LoadgenLoad:

@@ -71,7 +71,7 @@ LAYOUT = {
     "target.cgroup": ("path", "id"),
     "target.execs[]": ("pid", "t_s", "count", "comm", "filename"),
     "host": ("kernel", "hostname", "ncpus"),
-    "settings": ("interval_s", "checkpoint_s", "max_threads", "max_sockets", "time_sample"),
+    "settings": ("interval_s", "checkpoint_s", "max_threads", "max_sockets", "time_sample", "exited_rows"),
     "threads[]": ("tid", "pid", "comm", "alive", "first_seen_s", "exit_s", *COUNTERS, "poll_events_hist"),
     "threads_folded[]": ("pid", "comm", "threads", "first_seen_s", "last_exit_s", *COUNTERS, "poll_events_hist"),
     "totals": (*COUNTERS, "threads_seen", "threads_exited", "processes_created"),
@@ -126,7 +126,7 @@ MAX_CAPTURE_BYTES = int(os.environ.get("SPINSCOPE_MAX_CAPTURE_MB", "128")) * 2**
 ADDED_IN = {3: ("target.exe", "target.argc", "target.execs", "drops.execs", "settings.checkpoint_s"),
             4: ("settings.time_sample", "threads[].calls_timed", "totals.calls_timed",
                 "intervals[].counters.calls_timed", "intervals[].drops", "tool.cpu_s", "tool.max_rss_bytes",
-                "tool.map_bytes", "target.cgroup", "threads_folded", "drops.exited")}
+                "tool.map_bytes", "target.cgroup", "threads_folded", "drops.exited", "settings.exited_rows")}
 # What a waker was doing (wakeups[].mechanism); "unknown" in schema 1 captures.
 MECHANISMS = ("futex", "io", "mm", "exit", "other")
 
@@ -194,6 +194,7 @@ class Capture:
     request_hists: dict
     by_size: pd.DataFrame
     intervals: pd.DataFrame
+    journaled: int = 0  # intervals read from the journal beside a checkpoint (docs/capture-format.md)
 
     @property
     def duration_s(self) -> float:
@@ -248,9 +249,48 @@ class Capture:
 
 
 def load(path: str | Path) -> Capture:
-    """Read and validate a capture file; raise SpinscopeError with one line on any problem."""
+    """Read and validate a capture file; raise SpinscopeError with one line on any problem. A checkpoint
+    (what a collector killed outright left) gets the intervals its journal holds after it."""
     path = Path(path)
-    return _validated(path, _read_json(path))
+    doc = _read_json(path)
+    journaled = _journal_intervals(path, doc)
+    cap = _validated(path, doc)
+    cap.journaled = journaled
+    return cap
+
+
+JOURNAL_SUFFIX = ".intervals.jsonl"
+
+
+def _journal_intervals(path: Path, doc: Any) -> int:
+    """Append to a checkpoint's intervals those of its journal (PATH.intervals.jsonl: the collector appends
+    each interval there and empties it at each checkpoint) that came after it; how many. The journal's
+    last line may be cut (the collector killed while writing it): reading stops at the first line that is
+    not a whole JSON object. What is read is validated with the rest of the document."""
+    journal = path.with_name(path.name + JOURNAL_SUFFIX)
+    if not isinstance(doc, dict) or doc.get("end_reason") != "checkpoint" or not isinstance(doc.get("intervals"), list):
+        return 0
+    try:
+        if journal.stat().st_size > MAX_CAPTURE_BYTES:
+            return 0
+        lines = journal.read_bytes().splitlines()
+    except OSError:
+        return 0
+    last = max((row.get("t_s", 0) for row in doc["intervals"] if isinstance(row, dict)
+                and _is_number(row.get("t_s"))), default=0.0)
+    added = 0
+    for line in lines:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            break
+        if not isinstance(row, dict):
+            break
+        if _is_number(row.get("t_s")) and row["t_s"] > last:
+            doc["intervals"].append(row)
+            last = row["t_s"]
+            added += 1
+    return added
 
 
 def loads(data: bytes, name: str = "stream") -> Capture:

@@ -137,8 +137,13 @@ def assess(analysis: Analysis) -> Assessment:
     if cap.time_sample > 1:
         notes.append(sampling_note(cap.time_sample, int(cap.totals["calls_timed"])))
     if cap.raw.get("end_reason") == "checkpoint":
+        journaled = ""
+        if cap.journaled:
+            journaled = (f", and {cap.journaled} interval{'s' if cap.journaled > 1 else ''} after it up to "
+                         f"{fixed(cap.intervals['t_s'].iloc[-1], 1)} s from its journal (the totals and verdicts "
+                         "end at the checkpoint)")
         notes.append(f"incomplete: the collector stopped without writing its final capture (killed?); this is "
-                     f"its last checkpoint, {fixed(cap.duration_s, 1)} s into the recording")
+                     f"its last checkpoint, {fixed(cap.duration_s, 1)} s into the recording{journaled}")
     detectors = (write_spin, spurious_select, handoff_overhead)
     labels = [label for label in (detect(analysis) for detect in detectors) if label]
     return Assessment(labels=labels, notes=notes)

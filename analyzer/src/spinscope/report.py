@@ -147,7 +147,7 @@ def lifecycle_line(analysis: Analysis) -> str | None:
     folded = [g for g in cap.raw.get("threads_folded") or () if isinstance(g, dict)]
     kept = (f"; {sum(int(g.get('threads', 0)) for g in folded):,} of the exited are folded into "
             f"{len(folded):,} row{'s' if len(folded) != 1 else ''} by process and name (the threads table "
-            "keeps --max-threads of them)") if folded else ""
+            "keeps --exited-rows of them)") if folded else ""
     if exited:
         return (f"thread churn: {created:,} threads created and {exited:,} exited during the capture "
                 f"({rate(created)} created, {rate(exited)} exited){kept}")
