@@ -28,7 +28,12 @@ RESULTS = ROOT / "bench" / "results"
 
 
 def rss_bytes(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+    """VmRSS of pid, 0 once it has exited."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    for line in status.splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     return 0
@@ -61,8 +66,11 @@ def main() -> int:
     samples = []
     while churn.poll() is None:
         time.sleep(10)
+        rss = rss_bytes(collector.pid) if collector.poll() is None else 0
+        if not rss:  # the target has ended and the collector with it: its last figures are in the capture
+            break
         size = output.stat().st_size if output.exists() else 0
-        samples.append((time.monotonic() - start, rss_bytes(collector.pid), size))
+        samples.append((time.monotonic() - start, rss, size))
         print(f"long_capture: {samples[-1][0]:.0f} s: collector {samples[-1][1] / 2**20:.1f} MiB resident, "
               f"checkpoint {size / 2**20:.2f} MiB", file=sys.stderr)
     truth = json.loads(next(line for line in churn.stdout.read().splitlines() if line.startswith("{")))
@@ -94,7 +102,7 @@ def main() -> int:
         f"For an hour at this rate, **extrapolated** (not measured) from the growth over the last half of this "
         f"run: collector about {hour_rss / 2**20:.0f} MiB resident, capture about {hour_size / 2**20:.1f} MiB. "
         "What grows is the interval series (one entry per 10 s) and the folded rows' counts; the thread rows "
-        "stop at --max-threads and the maps hold live threads only.", "",
+        "stop at --exited-rows and the maps hold live threads only.", "",
     ]
     args.out.write_text("\n".join(lines))
     print("\n".join(lines))
