@@ -248,13 +248,15 @@ static __noinline struct thread_stats *thread_create(__u32 tid, __u32 tgid, stru
  * that map is full the entry stays (marked exited) for the collector to find at its next read, unless
  * the tid is reused first (see task_thread): then its counts are lost, and said (drops.exited).
  */
-static __noinline void thread_retire(__u32 tid, struct thread_stats *t)
+static __noinline bool thread_retire(__u32 tid, struct thread_stats *t)
 {
 	struct thread_key key = { .tid = tid, .start_ns = t->start_ns };
 
 	t->flags |= THREAD_EXITED;
-	if (bpf_map_update_elem(&exited, &key, t, BPF_NOEXIST) == 0)
-		bpf_map_delete_elem(&threads, &tid);
+	if (bpf_map_update_elem(&exited, &key, t, BPF_NOEXIST))
+		return false;
+	bpf_map_delete_elem(&threads, &tid);
+	return true;
 }
 
 /* Stats of a task (the current one or another), created on first sight. */
@@ -269,10 +271,11 @@ static __always_inline struct thread_stats *task_thread(struct task_struct *task
 		t->start_ns = task->start_time;
 		return t;
 	}
-	if (t) { /* the entry of a gone thread whose tid is reused: retire it, start afresh */
-		thread_retire(tid, t);
-		if (bpf_map_delete_elem(&threads, &tid) == 0) /* the retirement could not move it */
-			__sync_fetch_and_add(&globals.drops_exited, 1);
+	/* The entry of a gone thread whose tid is reused: retire it (or, the exited map full, lose it and
+	 * say so), and start afresh. */
+	if (t && !thread_retire(tid, t)) {
+		bpf_map_delete_elem(&threads, &tid);
+		__sync_fetch_and_add(&globals.drops_exited, 1);
 	}
 	return thread_create(tid, task->tgid, task);
 }
@@ -940,13 +943,14 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 		return 0;
 	now = bpf_ktime_get_ns();
 	if (prev_ours && (t = task_thread(prev))) {
+		/* Read once, at switch-out: a thread's syscall does not change while it is switched out. */
+		t->out_in_call = in_counted_call(prev);
 		if (preempt || prev_state == TASK_RUNNING) {
 			t->c.cs_involuntary++;
 			t->runnable_since_ns = now;
 		} else {
 			t->c.cs_voluntary++;
-			if (in_counted_call(prev))
-				t->call_waits++;
+			t->call_waits += t->out_in_call;
 		}
 		if (t->switch_in_ns)
 			t->c.oncpu_ns += now - t->switch_in_ns;
@@ -958,7 +962,7 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	if (next_ours && (t = task_thread(next))) {
 		if (t->switch_out_ns) {
 			t->c.offcpu_ns += now - t->switch_out_ns;
-			if (in_counted_call(next))
+			if (t->out_in_call)
 				t->call_offcpu_ns += now - t->switch_out_ns;
 		}
 		if (t->runnable_since_ns) {

@@ -189,6 +189,8 @@ struct thread_stats {
 	__u64 last_write_offcpu; /* c.offcpu_ns then */
 	__u32 in_request; /* read a request, has not written or polled since */
 	__u32 woken_in_process; /* the pending wakeup is a handoff from one of the target's threads */
+	__u32 out_in_call; /* switched out inside a counted call (its off-CPU time goes to call_offcpu_ns) */
+	__u32 pad;
 };
 
 /* How many times the thread has waited (a poll call or a voluntary sleep): a write retried after a
