@@ -22,9 +22,9 @@ COLLECTOR_HDRS := $(wildcard collector/*.h)
 FIXTURE_SRCS := $(wildcard tests/fixtures/*.c)
 FIXTURES   := $(patsubst tests/fixtures/%.c,$(BUILD)/fixtures/%,$(FIXTURE_SRCS))
 
-.PHONY: all collector refservers fixtures dist setup test unit demo bench clean
+.PHONY: all collector refservers fixtures ctests dist setup test unit demo bench clean
 
-all: collector refservers fixtures
+all: collector refservers fixtures ctests
 
 collector: $(BUILD)/spinscope-collector
 
@@ -45,6 +45,17 @@ $(BUILD)/spinscope.skel.h: $(BUILD)/spinscope.bpf.o
 
 $(BUILD)/spinscope-collector: $(COLLECTOR_SRCS) $(COLLECTOR_HDRS) $(BPF_HDRS) $(BUILD)/spinscope.skel.h
 	$(CC) $(CFLAGS) $(WARN) -I$(BUILD) -Ibpf -Icollector $(COLLECTOR_SRCS) -o $@ \
+		$(shell pkg-config --libs libbpf json-c) -lelf -lz
+
+# The collector's C units tested on their own (tests/c/*_test.c, run by tests/collector/test_c_units.py):
+# each links with the collector's sources but its own main().
+CTEST_SRCS := $(wildcard tests/c/*_test.c)
+CTESTS     := $(patsubst tests/c/%.c,$(BUILD)/ctests/%,$(CTEST_SRCS))
+ctests: $(CTESTS)
+
+$(BUILD)/ctests/%: tests/c/%.c $(filter-out collector/main.c,$(COLLECTOR_SRCS)) $(COLLECTOR_HDRS) $(BPF_HDRS) $(BUILD)/spinscope.skel.h
+	mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(WARN) -I$(BUILD) -Ibpf -Icollector $< $(filter-out collector/main.c,$(COLLECTOR_SRCS)) -o $@ \
 		$(shell pkg-config --libs libbpf json-c) -lelf -lz
 
 # `make dist`: build/dist/spinscope-collector, a collector that runs on any x86-64 Linux with a BTF kernel and

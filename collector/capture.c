@@ -489,8 +489,19 @@ int intervals_add(struct intervals *iv, const struct snapshot *snap, __u64 now)
 	it->t_s = (now - iv->start_ns) / 1e9;
 	it->duration_s = (now - iv->prev_ns) / 1e9;
 	it->requests = snap->requests.sum.count - iv->prev_requests;
-	it->wakeups_in_process = wakeups - iv->prev_wakeups;
-#define X(name) it->counters.name = totals.name - iv->prev.name;
+	it->wakeups_in_process = wakeups > iv->prev_wakeups ? wakeups - iv->prev_wakeups : 0;
+	/*
+	 * A counter's total never falls, but a read can make it look as if it did: the probes update a
+	 * thread's times while the kernel copies its entry, so a copy can hold a slice already added and
+	 * its start still set, and close_open_slices() then adds the slice twice (CI once saw a 17 ms dip in
+	 * offcpu_ns between two intervals). Take each total as the largest seen so far: the
+	 * interval after a dip gets the change from that largest value, and the intervals add up to the
+	 * largest total read.
+	 */
+#define X(name)                                                                                    \
+	it->counters.name = totals.name > iv->prev.name ? totals.name - iv->prev.name : 0;          \
+	if (totals.name < iv->prev.name)                                                            \
+		totals.name = iv->prev.name;
 	SPINSCOPE_COUNTERS(X)
 #undef X
 #define X(name) it->drops.name = snap->globals.drops_##name - iv->prev_drops.name;
@@ -501,7 +512,8 @@ int intervals_add(struct intervals *iv, const struct snapshot *snap, __u64 now)
 #undef X
 	iv->prev = totals;
 	iv->prev_requests = snap->requests.sum.count;
-	iv->prev_wakeups = wakeups;
+	if (wakeups > iv->prev_wakeups)
+		iv->prev_wakeups = wakeups;
 	iv->prev_ns = now;
 	return 0;
 }

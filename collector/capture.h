@@ -141,10 +141,10 @@ void intervals_free(struct intervals *iv);
 int capture_write(int fd, const struct capture_meta *meta, const struct snapshot *snap,
 		  const struct intervals *intervals);
 
-/* Write the capture as one line of JSON (compact, ending in a newline) to fd, all of it unless the write
- * fails: --stream. 0 or -errno (-EPIPE: the reader has gone). */
 /* Append one interval to fd as a JSON line (the interval journal). 0 or -errno. */
 int capture_interval_line(int fd, const struct interval *it);
+/* Write the capture as one line of JSON (compact, ending in a newline) to fd, all of it unless the write
+ * fails: --stream. 0 or -errno (-EPIPE: the reader has gone). */
 int capture_write_line(int fd, const struct capture_meta *meta, const struct snapshot *snap,
 		       const struct intervals *intervals);
 
