@@ -41,7 +41,12 @@ def check_whole(run, n: int) -> None:
     for key in ("write_calls", "threads_created", "oncpu_ns"):
         deltas = [iv["counters"][key] for iv in cap["intervals"]]
         assert all(0 <= d <= totals[key] for d in deltas), key
-        assert sum(deltas) == totals[key], key
+        if key == "oncpu_ns":
+            # A time read while the probes update it can count an open slice twice (tests/c/intervals_test.c):
+            # the series then adds up to that larger read, a slice more than the final total.
+            assert totals[key] <= sum(deltas) <= totals[key] * 1.05, key
+        else:
+            assert sum(deltas) == totals[key], key
 
 
 def test_churn_with_a_small_map_drops_nothing(tmp_path):
@@ -64,6 +69,11 @@ def test_reused_tids_are_new_threads(tmp_path):
     """More threads than pid_max: the kernel hands out tids again, and each is a new row or group member,
     never a second write on a dead thread's row."""
     n = PID_MAX + 4000
-    run = run_fixture("churn", str(n), tmp_path=tmp_path, collector_args=("--interval", "0.5"))
+    # Paced at 5,000 threads/s (7 s): each thread leaves about two wakeup edges, and the collector moves a
+    # gone thread's edges out of the map (at least 4,096 entries) every 0.1 s, so about 1,000 edges wait per
+    # drain, room for a drain 0.3 s late. Unpaced, a CI run with other loads on the machine once delayed
+    # the drains enough to fill the map (drops.wakeup_edges 1,765: said in the capture, as it should be,
+    # but not what this test is about).
+    run = run_fixture("churn", str(n), "5000", tmp_path=tmp_path, collector_args=("--interval", "0.5"))
     assert run.truth["churner"]["reused_tids"] > 0  # the test did exercise reuse
     check_whole(run, n)

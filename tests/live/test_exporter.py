@@ -6,6 +6,7 @@ target that exits and returns."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import socket
@@ -223,3 +224,74 @@ def test_duty_cycle_samples_and_says_so():
     finally:
         exporter.stop()
         stop(target)
+
+
+def _cgroup2_mount() -> Path | None:
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        before, _, after = line.partition(" - ")
+        if after.split(" ")[0] == "cgroup2":
+            return Path(before.split(" ")[4])
+    return None
+
+
+def _empty_and_remove(cgroup: Path) -> None:
+    if not cgroup.exists():
+        return
+    for pid in (cgroup / "cgroup.procs").read_text().split():
+        subprocess.run(["kill", "-9", pid], capture_output=True)
+    wait_until(lambda: not (cgroup / "cgroup.procs").read_text().split(), 10, f"{cgroup} to empty")
+    cgroup.rmdir()
+
+
+@pytest.mark.skipif(_cgroup2_mount() is None, reason="no cgroup v2 hierarchy mounted")
+def test_a_cgroup_target_counts_exactly_and_is_followed_when_it_is_made_again():
+    """--cgroup before the cgroup exists: it waits; made, it is traced by one collector, every process that
+    enters counted under the cgroup's name (no pid label) with the load generator's exact request count;
+    removed, its series go; made again, it is traced again."""
+    name = f"spinscope-exporter-test-{time.monotonic_ns() % 10**8}"
+    cgroup = _cgroup2_mount() / name
+    exporter = server = None
+
+    def enter() -> None:
+        (cgroup / "cgroup.procs").write_text(str(os.getpid()))
+
+    try:
+        exporter = Exporter("--cgroup", str(cgroup))
+        exporter.said(rf"--cgroup {cgroup}: no such cgroup; waiting for it")
+        assert sample(exporter.metrics(), "spinscope_targets") == 0
+        cgroup.mkdir()
+        exporter.said(rf"--cgroup {cgroup}: tracing cgroup {cgroup}")
+        with load_lock():
+            server = subprocess.Popen([REFSERVER, "--arch", "thread-pool", "--port", "0", "--workers", "4"],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=enter)
+            port = int(re.search(r"listening on \S+:(\d+)", server.stderr.readline()).group(1))
+            result = subprocess.run([LOADGEN, "--port", str(port), "--concurrency", "4", "--requests", "3000",
+                                     "--path", "/bytes/1000", "--warmup", "0", "--json"],
+                                    capture_output=True, text=True, timeout=60, check=True)
+        sent = json.loads(result.stdout)
+        assert sent["errors"] == 0 and sent["requests"] == 3000
+        labels = {"pid": "", "process": name}
+        # The connections close after the last response: within a line or two, every request is counted.
+        wait_until(lambda: sample(exporter.metrics(), "spinscope_requests_total", **labels) == 3000, 10,
+                   "the exporter to count the 3000 requests")
+        text = exporter.metrics()
+        assert sample(text, "spinscope_target_info", **labels, selector=f"--cgroup {cgroup}") == 1
+        threads = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith("spinscope_threads{") and 'pid=""' in line and f'process="{name}"' in line]
+        assert sum(threads) == 5  # the server's main thread and its 4 workers, summed over roles
+        assert sample(text, "spinscope_selector_matches", selector=f"--cgroup {cgroup}") == 1
+
+        stop(server)
+        _empty_and_remove(cgroup)
+        exporter.said(rf"cgroup {cgroup} was removed; its series are dropped")
+        wait_until(lambda: sample(exporter.metrics(), "spinscope_targets") == 0, 10, "the target dropped")
+        exporter.said(rf"--cgroup {cgroup}: no such cgroup any more; waiting for it")
+        cgroup.mkdir()
+        wait_until(lambda: sum(f"tracing cgroup {cgroup}" in line for line in exporter.lines) == 2, 20,
+                   "the cgroup traced again")
+        wait_until(lambda: sample(exporter.metrics(), "spinscope_targets") == 1, 10, "the target back")
+        assert exporter.stop() == 0
+    finally:
+        stop(exporter and exporter.proc)
+        stop(server)
+        _empty_and_remove(cgroup)

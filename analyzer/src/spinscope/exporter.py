@@ -10,7 +10,10 @@ one series per signal. The per-request histograms are the kernel's log2 buckets 
 over the last `--window` seconds and exported as a gauge with their name and severity.
 
 Targets: `--pid` (repeatable) once; `--comm NAME` and `--exe PATH` every process that matches, now and
-later (a server that restarts is picked up again). A target that exits is dropped: its series go.
+later (a server that restarts is picked up again), one collector each; `--cgroup PATH` every process in a
+cgroup v2 (a systemd unit, a pod) by one collector, its series labelled with the cgroup's name and no pid,
+waiting for the cgroup while it does not exist. A target that exits (a cgroup removed) is dropped: its
+series go.
 `METRICS` lists every family the exporter writes; the dashboard and alert rules in deploy/ are tested
 against it.
 """
@@ -24,8 +27,10 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from spinscope.errors import SpinscopeError
+from spinscope.record import cgroup_dir
 
 DEFAULT_PORT = 9863
 DEFAULT_WINDOW_S = 30.0
@@ -110,13 +115,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("exporter", help="serve live metrics of running servers to Prometheus",
                        description="Trace running servers and serve their spinscope signals to Prometheus "
                        "(http://ADDRESS:PORT/metrics). Targets: --pid (once), --comm and --exe (every process "
-                       "that matches, also later: restarts are picked up). Repeat them for several targets.")
+                       "that matches, also later: restarts are picked up), --cgroup (every process in it). Repeat "
+                       "them for several targets.")
     p.add_argument("--pid", "-p", type=int, action="append", default=[], help="a process to trace (repeatable)")
     p.add_argument("--comm", action="append", default=[], metavar="NAME",
                    help="every process named NAME (its /proc comm), now and later (repeatable)")
     p.add_argument("--exe", action="append", default=[], metavar="PATH",
                    help="every process running the executable PATH, now and later (repeatable)")
-    p.add_argument("--children", "-c", action="store_true", help="also trace the processes targets fork")
+    p.add_argument("--cgroup", action="append", default=[], metavar="PATH",
+                   help="every process in this cgroup v2 (and those that enter it later), as one target with one "
+                   "collector; waits for the cgroup if it does not exist yet (repeatable)")
+    p.add_argument("--children", "-c", action="store_true",
+                   help="also trace the processes --pid, --comm and --exe targets fork")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port to serve on (default {DEFAULT_PORT})")
     p.add_argument("--address", default="127.0.0.1",
                    help="address to serve on (default 127.0.0.1; 0.0.0.0 for every interface)")
@@ -148,7 +158,7 @@ def duty_cycle(text: str) -> tuple:
 class View:
     """A target as the next scrape shows it: computed when a line arrives, read by the scrape thread."""
 
-    pid: int
+    pid: int  # 0 for a cgroup target (its processes are summed; `process` is the cgroup's name)
     process: str
     exe: str
     selector: str
@@ -241,7 +251,7 @@ def families(views: list, selectors: dict):
     for text, count in selectors.items():
         add("spinscope_selector_matches", (text,), count)
     for v in views:
-        proc = (v.pid, v.process)
+        proc = (v.pid or "", v.process)
         add("spinscope_target_info", (*proc, v.exe, v.selector), 1)
         add("spinscope_traced_seconds", proc, v.traced_s)
         add("spinscope_sampled_ratio", proc, v.sampled)
@@ -317,8 +327,10 @@ class ViewsCollector:
 
 @dataclass
 class Tracked:
-    selector: str
-    pid: int
+    selector: object  # live.Selector
+    key: object  # the PID it traces, or the cgroup selector's text
+    what: str  # "PID 123" or "cgroup /sys/fs/cgroup/x", for messages
+    target_args: list  # the collector's target options
     live: object  # live.LiveCollector
     history: object  # live.History
     judged: float = 0.0
@@ -336,11 +348,12 @@ class Exporter:
         self.say = say
         self.selectors = ([Selector("pid", str(pid), args.children) for pid in args.pid]
                           + [Selector("comm", name, args.children) for name in args.comm]
-                          + [Selector("exe", path, args.children) for path in args.exe])
-        self.tracked: dict = {}  # pid -> Tracked
-        self.views: dict = {}  # pid -> View
+                          + [Selector("exe", path, args.children) for path in args.exe]
+                          + [Selector("cgroup", str(path)) for path in args.cgroup])
+        self.tracked: dict = {}  # key (a PID, or a cgroup selector's text) -> Tracked
+        self.views: dict = {}  # key -> View
         self.matched: dict = {s.text: 0 for s in self.selectors}
-        self.done: set = set()  # pids that ended or failed: not attached again while they exist
+        self.done: set = set()  # keys that ended or failed: not attached again while they exist
         self.waiting: set = set()  # selectors we have said match nothing
         self.attached: set = set()  # selectors that have had a target
         self.lock = threading.Lock()
@@ -354,10 +367,14 @@ class Exporter:
         from spinscope import live
 
         procs = live.processes()
-        self.done &= set(procs)  # a pid that is gone may be reused by a new match
+        cgroups = {s.text for s in self.selectors if s.kind == "cgroup" and Path(s.value).is_dir()}
+        self.done &= set(procs) | cgroups  # a pid that is gone may be reused by a new match, a cgroup made again
         for selector in self.selectors:
+            if selector.kind == "cgroup":
+                self._scan_cgroup(selector, selector.text in cgroups)
+                continue
             pids = live.matches(selector, procs)
-            owned = [pid for pid, t in self.tracked.items() if t.selector == selector.text]
+            owned = [pid for pid, t in self.tracked.items() if t.selector.text == selector.text]
             with self.lock:
                 self.matched[selector.text] = len(set(pids) | set(owned))
             fresh = [pid for pid in pids if pid not in self.tracked and pid not in self.done
@@ -371,7 +388,21 @@ class Exporter:
                 continue
             self.waiting.discard(selector.text)
             for pid in fresh:
-                self.attach(selector, pid, procs.get(pid))
+                proc = procs.get(pid)
+                self.attach(selector, pid, f"PID {pid}", f" ({proc.comm if proc else '?'})")
+
+    def _scan_cgroup(self, selector, exists: bool) -> None:
+        key = selector.text
+        with self.lock:
+            self.matched[key] = int(exists or key in self.tracked)
+        if not exists and key not in self.tracked:
+            if key not in self.waiting:
+                self.say(f"{key}: no such cgroup{' any more' if key in self.attached else ''}; waiting for it")
+                self.waiting.add(key)
+            return
+        self.waiting.discard(key)
+        if exists and key not in self.tracked and key not in self.done:
+            self.attach(selector, key, f"cgroup {selector.value}", "")
 
     def _inside_target(self, pid: int, procs: dict) -> bool:
         """Whether pid descends from a target traced with --children (its threads are counted there)."""
@@ -385,29 +416,28 @@ class Exporter:
             seen += 1
         return False
 
-    def _start(self, pid: int, children: bool):
+    def _start(self, target_args: list):
         from spinscope import live
 
         on = self.args.duty[0] if self.args.duty else None
-        stream = live.LiveCollector(["--pid", str(pid)] + (["--children"] if children else []), duration=on,
-                                    extra=("--quiet",))
+        stream = live.LiveCollector(target_args, duration=on, extra=("--quiet",))
         stream.wait_ready()
         return stream
 
-    def attach(self, selector, pid: int, proc) -> None:
+    def attach(self, selector, key, what: str, detail: str) -> None:
         from spinscope import live
 
+        target_args = selector.collector_args(key if selector.kind != "cgroup" else None)
         try:
-            stream = self._start(pid, selector.children)
+            stream = self._start(target_args)
         except SpinscopeError as exc:
-            self.say(f"{selector.text}: PID {pid} not traced: {exc}")
-            self.done.add(pid)
+            self.say(f"{selector.text}: {what} not traced: {exc}")
+            self.done.add(key)
             return
-        name = proc.comm if proc else "?"
         duty = f", {self.args.duty[0]:g} s every {self.args.duty[1]:g} s" if self.args.duty else ""
-        self.say(f"{selector.text}: tracing PID {pid} ({name}){duty}")
+        self.say(f"{selector.text}: tracing {what}{detail}{duty}")
         self.attached.add(selector.text)
-        self.tracked[pid] = Tracked(selector.text, pid, stream, live.History(self.args.window),
+        self.tracked[key] = Tracked(selector, key, what, target_args, stream, live.History(self.args.window),
                                     next_start=time.monotonic() + (self.args.duty[1] if self.args.duty else 0))
 
     def cycle(self) -> None:
@@ -419,7 +449,7 @@ class Exporter:
             if t.live is not None or now < t.next_start:
                 continue
             try:
-                t.live = self._start(t.pid, self.args.children)
+                t.live = self._start(t.target_args)
             except SpinscopeError as exc:
                 self.drop(t, live.Ended(1, None, [f"x: error: {exc}"]))
                 continue
@@ -432,7 +462,7 @@ class Exporter:
 
         from spinscope.live import Ended
 
-        for pid, t in list(self.tracked.items()):
+        for key, t in list(self.tracked.items()):
             latest = None
             while t.live is not None:
                 try:
@@ -444,13 +474,13 @@ class Exporter:
                     t.live = None
                     on, period = self.args.duty
                     if latest is not None:  # the cycle's final line
-                        t.last = view_of(latest.capture, t.selector, t.labels, sampled=on / period)
+                        t.last = view_of(latest.capture, t.selector.text, t.labels, sampled=on / period)
                         latest = None
                     if t.last is not None:
                         t.base = scaled(t.base, t.last, period / on)
                         t.last = None
                         with self.lock:
-                            self.views[pid] = t.base
+                            self.views[key] = t.base
                     break
                 if isinstance(item, Ended):
                     self.drop(t, item)
@@ -465,25 +495,26 @@ class Exporter:
                 span = t.history.span()
                 t.labels = judge(span) if span is not None else []
                 t.judged = now
-            view = view_of(latest.capture, t.selector, t.labels)
+            view = view_of(latest.capture, t.selector.text, t.labels)
             if self.args.duty:
                 on, period = self.args.duty
                 view.sampled = on / period
                 t.last = view
                 view = scaled(t.base, view, period / on)
             with self.lock:
-                self.views[pid] = view
+                self.views[key] = view
 
     def drop(self, t: Tracked, ended) -> None:
-        reason = {"target-exited": "exited"}.get(ended.end_reason or "", f"ended ({ended.end_reason or 'collector failed'})")
+        reason = {"target-exited": "was removed" if t.selector.kind == "cgroup" else "exited"}.get(
+            ended.end_reason or "", f"ended ({ended.end_reason or 'collector failed'})")
         error = next((line.split(": error: ", 1)[1] for line in reversed(ended.stderr) if ": error: " in line), "")
-        self.say(f"{t.selector}: PID {t.pid} {reason}{': ' + error if error else ''}; its series are dropped")
+        self.say(f"{t.selector.text}: {t.what} {reason}{': ' + error if error else ''}; its series are dropped")
         if t.live is not None:
             t.live.close()
         with self.lock:
-            self.tracked.pop(t.pid, None)
-            self.views.pop(t.pid, None)
-        self.done.add(t.pid)
+            self.tracked.pop(t.key, None)
+            self.views.pop(t.key, None)
+        self.done.add(t.key)
 
     def stop(self) -> None:
         for t in list(self.tracked.values()):
@@ -496,8 +527,9 @@ def check_options(args: argparse.Namespace) -> None:
     def usage(message: str) -> SpinscopeError:
         return SpinscopeError(message, exit_code=2)
 
-    if not (args.pid or args.comm or args.exe):
-        raise usage("name a target: --pid PID, --comm NAME or --exe PATH (each repeatable)")
+    if not (args.pid or args.comm or args.exe or args.cgroup):
+        raise usage("name a target: --pid PID, --comm NAME, --exe PATH or --cgroup PATH (each repeatable)")
+    args.cgroup = [cgroup_dir(path, must_exist=False) for path in args.cgroup]
     for pid in args.pid:
         if pid <= 0:
             raise usage(f"--pid must be a positive process id, not {pid}")

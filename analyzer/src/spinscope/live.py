@@ -249,10 +249,11 @@ class History:
 
 @dataclass(frozen=True)
 class Selector:
-    """What a target option matches: a PID (once), or every process whose name (comm) or executable
-    path is the one given (they may come and go)."""
+    """What a target option matches: a PID (once), every process whose name (comm) or executable path is
+    the one given (they may come and go), or a cgroup v2 directory (one target: every process in it, traced
+    by one collector; the cgroup may be removed and made again, as a pod's is)."""
 
-    kind: str  # "pid", "comm" or "exe"
+    kind: str  # "pid", "comm", "exe" or "cgroup"
     value: str
     children: bool = False
 
@@ -262,8 +263,14 @@ class Selector:
 
     @property
     def can_return(self) -> bool:
-        """Whether a process exiting can be matched again (by another process): not a PID."""
+        """Whether a target that ends can be matched again: not a PID."""
         return self.kind != "pid"
+
+    def collector_args(self, pid: int | None = None) -> list:
+        """What selects the target on the collector's command line (pid: the process matched)."""
+        if self.kind == "cgroup":
+            return ["--cgroup", self.value]
+        return ["--pid", str(pid)] + (["--children"] if self.children else [])
 
 
 @dataclass

@@ -116,10 +116,12 @@ def _mounts(mountinfo: Path = Path("/proc/self/mountinfo")) -> list[tuple[str, s
     return mounts
 
 
-def cgroup_dir(arg: str, mountinfo: Path = Path("/proc/self/mountinfo")) -> Path:
+def cgroup_dir(arg: str, mountinfo: Path = Path("/proc/self/mountinfo"), must_exist: bool = True) -> Path:
     """The directory --cgroup names, as the collector resolves it: a path on this host (/sys/fs/cgroup/a),
     a path below the cgroup2 mount (a), or the cgroup's path in its hierarchy as /proc/PID/cgroup shows it
-    (/a). Raises SpinscopeError (exit 2) unless it is a directory of a cgroup v2 hierarchy."""
+    (/a). Raises SpinscopeError (exit 2) unless it is a directory of a cgroup v2 hierarchy. With
+    must_exist=False (the exporter waits for a cgroup made later) a path that does not exist yet is
+    returned as it will be: below the cgroup2 mount, unless it is already a path there."""
     def usage(message: str) -> SpinscopeError:
         return SpinscopeError(message, exit_code=2)
 
@@ -133,7 +135,12 @@ def cgroup_dir(arg: str, mountinfo: Path = Path("/proc/self/mountinfo")) -> Path
     if not candidate.is_absolute() or not candidate.exists():
         candidate = Path(unified[0]) / arg.lstrip("/")
     if not candidate.exists():
-        raise usage(f"--cgroup {arg}: no such cgroup")
+        if must_exist:
+            raise usage(f"--cgroup {arg}: no such cgroup")
+        path = Path(arg)
+        if not any(path.is_absolute() and Path(point) in path.parents for point in unified):
+            path = Path(unified[0]) / arg.lstrip("/")
+        return Path(os.path.normpath(path))
     resolved = Path(os.path.realpath(candidate))
     under = [(point, fstype) for point, fstype in mounts
              if point == "/" or resolved == Path(point) or Path(point) in resolved.parents]

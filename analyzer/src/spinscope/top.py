@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spinscope.errors import SpinscopeError
+from spinscope.record import cgroup_dir
 
 DEFAULT_WINDOW_S = 10.0
 ROLE_VIEW_THREADS = 64  # more threads than this: start in the role view
@@ -52,12 +53,16 @@ SORT_KEYS = ("cpu_percent", "requests_per_s", "writes_per_request", "eagain_per_
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("top", help="watch a running server's threads live",
-                       description="Attach to a running process and show its threads live, every second: "
+                       description="Attach to a running process (or every process in a cgroup) and show its "
+                       "threads live, every second: "
                        "requests, writes, EAGAINs and spin retries per request, empty polls, handoffs, futex "
                        "wait, CPU, and the labels of the last seconds. Keys: s/S sort, r reverse, g threads or "
                        "roles, q quit.")
-    p.add_argument("--pid", "-p", type=int, required=True, help="process to watch")
-    p.add_argument("--children", "-c", action="store_true", help="also trace processes it forks")
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--pid", "-p", type=int, help="process to watch")
+    target.add_argument("--cgroup", metavar="PATH",
+                        help="instead of --pid: every process in this cgroup v2, also those that enter it later")
+    p.add_argument("--children", "-c", action="store_true", help="also trace processes it forks (with --pid)")
     p.add_argument("--output", "-o", help="also write what was seen as a capture file, on exit")
     p.add_argument("--window", type=float, default=DEFAULT_WINDOW_S,
                    help=f"seconds the labels are judged over (default {DEFAULT_WINDOW_S:g})")
@@ -222,8 +227,12 @@ def check_options(args: argparse.Namespace) -> None:
     def usage(message: str) -> SpinscopeError:
         return SpinscopeError(message, exit_code=2)
 
-    if args.pid <= 0:
+    if args.pid is not None and args.pid <= 0:
         raise usage(f"--pid must be a positive process id, not {args.pid}")
+    if args.cgroup is not None:
+        if args.children:
+            raise usage("--cgroup goes without --children: it traces every process in the cgroup")
+        args.cgroup = str(cgroup_dir(args.cgroup))
     for option, value in (("--window", args.window), ("--interval", args.interval)):
         if not math.isfinite(value) or value <= 0:
             raise usage(f"{option} must be a number of seconds > 0, not {value:g}")
@@ -258,7 +267,10 @@ def run(args: argparse.Namespace) -> int:
 
     from spinscope import live
 
-    target = ["--pid", str(args.pid)] + (["--children"] if args.children else [])
+    if args.cgroup is not None:
+        target = ["--cgroup", args.cgroup]
+    else:
+        target = ["--pid", str(args.pid)] + (["--children"] if args.children else [])
     stream = live.LiveCollector(target, output=Path(args.output) if args.output else None, interval=args.interval)
     err = Console(stderr=True)
     try:
