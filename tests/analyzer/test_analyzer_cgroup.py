@@ -121,6 +121,14 @@ def test_cgroup_paths_resolve_as_the_collector_resolves_them(hierarchy):
     assert cgroup_dir(".", mountinfo) == unified  # the root
 
 
+def test_a_cgroup_not_made_yet_resolves_below_the_mount_for_the_exporter(hierarchy):
+    unified, _, _, mountinfo = hierarchy
+    for arg in ("pod/x", "/pod/x", str(unified / "pod" / "x")):
+        assert cgroup_dir(arg, mountinfo, must_exist=False) == unified / "pod" / "x"
+        with pytest.raises(SpinscopeError, match="no such cgroup"):
+            cgroup_dir(arg, mountinfo)
+
+
 @pytest.mark.parametrize("which, message", [
     (lambda u, v, p: "", "--cgroup must name a cgroup v2 directory, not ''"),
     (lambda u, v, p: "/no/such", "--cgroup /no/such: no such cgroup"),

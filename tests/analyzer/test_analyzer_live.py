@@ -230,6 +230,11 @@ def test_selectors_match_by_pid_name_and_executable():
     assert live.matches(live.Selector("comm", "nginx"), procs) == [10, 20]
     assert live.matches(live.Selector("exe", "/opt/nginx"), procs) == [20]
     assert not live.Selector("pid", "11").can_return and live.Selector("comm", "nginx").can_return
+    # What each asks of the collector: a cgroup is one target whatever --children says.
+    assert live.Selector("pid", "11", children=True).collector_args(11) == ["--pid", "11", "--children"]
+    assert live.Selector("comm", "nginx").collector_args(10) == ["--pid", "10"]
+    assert live.Selector("cgroup", "/sys/fs/cgroup/pod").collector_args() == ["--cgroup", "/sys/fs/cgroup/pod"]
+    assert live.Selector("cgroup", "/sys/fs/cgroup/pod").can_return
 
 
 def test_exporter_refuses_bad_options():
