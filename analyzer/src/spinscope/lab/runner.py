@@ -23,8 +23,9 @@ from pathlib import Path
 
 from spinscope.errors import SpinscopeError
 from spinscope.lab import netcond, refserver
+from spinscope.lab import shards as shardset
 from spinscope.lab.matrix import Cell
-from spinscope.lab.results import analyze_capture, timestamp
+from spinscope.lab.results import analyze_capture, fanout_figures, timestamp
 from spinscope import collector
 from spinscope.collector import repo_root
 
@@ -250,10 +251,12 @@ class Runner:
         self.procs = Processes(sweep_tag(outdir))
         self.ns: netcond.Namespace | None = None
         self.current_capture: Path | None = None
+        self.shards = shardset.ShardSet(self.procs.popen_kwargs())  # memcached for `shards = N` cells
 
     def close(self) -> None:
         """Kill what still runs, drop the unfinished cell's capture, remove the namespace."""
         self.procs.kill_all()
+        self.shards.stop()  # the fanout cells' memcached shards live for the sweep
         if self.current_capture is not None:
             self.current_capture.unlink(missing_ok=True)
             self.current_capture = None
@@ -277,6 +280,11 @@ class Runner:
                 cmd += [flag, str(p[key])]
         if p["server_args"]:
             cmd += shlex.split(p["server_args"])
+        if p.get("shards"):  # fanout tier: the sweep's own memcached shards, started and loaded on demand
+            try:
+                cmd += ["--shards", self.shards.ensure(p["shards"])]
+            except shardset.ShardsUnavailable as exc:
+                raise CellFailed(str(exc)) from None
         if p["server_cpus"] is not None:
             cmd = ["taskset", "-c", p["server_cpus"], *cmd]
         if p["net"] == "veth":
@@ -372,4 +380,8 @@ class Runner:
             raise CellFailed(f"no request completed ({out['loadgen'].get('errors', 0)} errors)")
         out["capture"] = str(capture.relative_to(self.outdir))
         out["analysis"] = analyze_capture(capture)
+        if p["arch"].startswith("fanout-"):  # per-HTTP-request and per-loop figures (fanout claims)
+            out["analysis"]["fanout"] = fanout_figures(capture)
+        if p.get("shards"):
+            out["shards"] = {"count": p["shards"], "spec": self.shards.spec, "pids": self.shards.pids}
         return out
