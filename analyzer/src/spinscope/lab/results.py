@@ -141,6 +141,12 @@ def row_of(result: dict) -> dict:
     for name in LABEL_NAMES:
         row["label_" + name.replace("-", "_")] = next((lab["severity"] for lab in labels if lab["name"] == name), None)
     row["by_size_json"] = json.dumps(a["by_size"]) if a.get("by_size") else None
+    disk = result.get("disk") or {}  # disk-bound cells: dk_* (runner: cgroup, /proc/PID/io)
+    requests = lg.get("requests") or 0
+    row["dk_read_mb"] = disk["read_bytes"] / 2**20 if "read_bytes" in disk else None
+    row["dk_read_kb_per_request"] = disk["read_bytes"] / 1024 / requests if "read_bytes" in disk and requests else None
+    row["dk_cache_mb"] = disk["file"] / 2**20 if "file" in disk else None
+    row["dk_max_events"] = disk.get("max_events")
     fanout = a.get("fanout") or {}  # fanout tier: fo_* (fanout_figures), empty for other servers
     for key in FANOUT_COLUMNS:
         row["fo_" + key] = fanout.get(key)
