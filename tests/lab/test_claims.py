@@ -366,3 +366,41 @@ def test_fanout_cells_tell_backend_loops_apart():
     d = criteria.tagged(fanout_tables(), "fanout_tables")
     assert len(d[d["arch"] == "fanout-split"]) == 3
 # ============================================================================ end of the fanout tier
+
+
+# ==================================================================== disk-bound comparison (compare_arch_disk)
+
+def compare_disk(bound, cached=(20000, 20000, 20000, 20000), read_kb=100.0):
+    """bound/cached: req/s of event-loop, n-copy, thread-per-conn, pipeline (None: not measured)."""
+    rows = []
+    for arch, b, c in zip(("event-loop", "n-copy", "thread-per-conn", "pipeline"), bound, cached):
+        workers = 2 if arch in ("n-copy", "pipeline") else None
+        if b is not None:
+            rows.append(cell("compare_arch_disk", arch=arch, workers=workers, path="/file/*", file_set="2048x128K",
+                             memory_max="48M", lg_throughput=b, lat_p99_ms=10.0, dk_read_kb_per_request=read_kb))
+        if c is not None:
+            rows.append(cell("compare_arch_disk", arch=arch, workers=workers, path="/file/*", file_set="256x128K",
+                             lg_throughput=c, lat_p99_ms=2.0, dk_read_kb_per_request=0.0))
+    return table(*rows)
+
+
+def test_compare_arch_disk():
+    found = judge("compare_arch_disk", compare_disk((2000, 5000, 4000, 5200)))
+    assert found.verdict == REPRODUCED, found.why
+    assert found.ours.startswith("disk-bound req/s SPED 2")
+    # measured here: thread-per-conn ahead, n-copy no better than the single loop
+    measured = judge("compare_arch_disk", compare_disk((3184, 3034, 5636, 4650), (24661, 23431, 20559, 20571)))
+    assert measured.verdict == NOT_REPRODUCED and "n-copy ahead of thread-per-conn" in measured.why
+    # no page-cache misses: the cells did not test the disk
+    assert judge("compare_arch_disk", compare_disk((2000, 5000, 4000, 5200), read_kb=0.0)).verdict == NOT_MEASURED
+    assert judge("compare_arch_disk", compare_disk((None,) * 4)).verdict == NOT_MEASURED  # cached cells only
+
+
+def test_compare_arch_ignores_file_cells():
+    """compare_arch's n-copy vs event-loop uses the in-memory cells only, not the disk-bound ones."""
+    rows = [cell("compare_arch", arch="n-copy", lg_throughput=200), cell("compare_arch", arch="event-loop", lg_throughput=100),
+            cell("compare_arch", arch="n-copy", path="/file/*", file_set="2048x128K", memory_max="48M", lg_throughput=1),
+            cell("compare_arch", arch="event-loop", path="/file/*", file_set="2048x128K", memory_max="48M",
+                 lg_throughput=1000)]
+    assert judge("compare_arch", table(*rows)).verdict == REPRODUCED
+# ================================================================================ end of the disk comparison
