@@ -1,10 +1,13 @@
 #include "conn.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/sdt.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "net.h"
@@ -22,7 +25,18 @@ struct rs_conn *conn_new(int fd)
 		return NULL;
 	}
 	c->fd = fd;
+	c->file_fd = -1;
 	return c;
+}
+
+const char *rs_docroot;
+
+static void file_close(struct rs_conn *c)
+{
+	if (c->file_fd >= 0)
+		close(c->file_fd);
+	c->file_fd = -1;
+	c->file_off = c->file_len = 0;
 }
 
 void conn_free(struct rs_conn *c)
@@ -30,6 +44,7 @@ void conn_free(struct rs_conn *c)
 	if (!c)
 		return;
 	close(c->fd);
+	file_close(c);
 	free(c->out);
 	free(c);
 }
@@ -68,7 +83,7 @@ static void set_response(struct rs_conn *c, int status, const char *reason, cons
 	int hlen = snprintf(head, sizeof head,
 			    "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s\r\n",
 			    status, reason,
-			    c->req.kind == RS_REQ_BYTES || c->req.kind == RS_REQ_FANOUT
+			    c->req.kind == RS_REQ_BYTES || c->req.kind == RS_REQ_FANOUT || c->req.kind == RS_REQ_FILE
 				    ? "application/octet-stream" : "text/plain",
 			    body_len, connection);
 
@@ -125,12 +140,52 @@ enum rs_parse conn_parse(struct rs_conn *c)
 	return r;
 }
 
+/* /file/NAME: open the file, the header into out[], the body left to sendfile (conn_write). */
+static void file_response(struct rs_conn *c)
+{
+	char path[4096];
+	struct stat st;
+	int fd = -1;
+
+	file_close(c);
+	if (rs_docroot && snprintf(path, sizeof path, "%s/%s", rs_docroot, c->req.name) < (int)sizeof path)
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+		close(fd);
+		fd = -1;
+	}
+	if (fd < 0) {
+		set_response(c, 404, "Not Found", "not found\n", 10);
+		return;
+	}
+	set_response(c, 200, "OK", "", 0);          /* header only, with Content-Length 0 ... */
+	char head[256];
+	const char *connection = c->close_after ? "Connection: close\r\n"
+				 : c->req.http10 ? "Connection: keep-alive\r\n" : "";
+	int hlen = snprintf(head, sizeof head,     /* ... rewritten with the file's length */
+			    "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
+			    "Content-Length: %lld\r\n%s\r\n", (long long)st.st_size, connection);
+	if (c->out_len == 0 || !out_reserve(c, (size_t)hlen)) { /* the 503 path of set_response */
+		close(fd);
+		return;
+	}
+	memcpy(c->out, head, (size_t)hlen);
+	c->out_len = (size_t)hlen;
+	c->body_len = (size_t)st.st_size;
+	c->file_fd = fd;
+	c->file_off = 0;
+	c->file_len = st.st_size;
+}
+
 void conn_respond(struct rs_conn *c)
 {
 	char tmp[32];
 	int n;
 
 	switch (c->req.kind) {
+	case RS_REQ_FILE:
+		file_response(c);
+		break;
 	case RS_REQ_BYTES:
 		set_response(c, 200, "OK", NULL, c->req.arg);
 		break;
@@ -174,6 +229,19 @@ enum rs_io conn_write(struct rs_conn *c)
 {
 	ssize_t n;
 
+	if (c->out_off == c->out_len && c->file_off < c->file_len) { /* a file's body */
+		do {
+			c->write_calls++;
+			n = sendfile(c->fd, c->file_fd, &c->file_off, (size_t)(c->file_len - c->file_off));
+		} while (n < 0 && errno == EINTR);
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			c->saw_eagain = true;
+			return RS_IO_AGAIN;
+		}
+		if (n <= 0) /* an error, or the file shrank under us: the response cannot be completed */
+			return RS_IO_ERROR;
+		return c->file_off == c->file_len ? RS_IO_DONE : RS_IO_PARTIAL;
+	}
 	do {
 		c->write_calls++;
 		n = write(c->fd, c->out + c->out_off, c->out_len - c->out_off);
@@ -185,7 +253,7 @@ enum rs_io conn_write(struct rs_conn *c)
 	if (n < 0)
 		return RS_IO_ERROR;
 	c->out_off += (size_t)n;
-	return c->out_off == c->out_len ? RS_IO_DONE : RS_IO_PARTIAL;
+	return !conn_pending_output(c) ? RS_IO_DONE : RS_IO_PARTIAL;
 }
 
 bool conn_response_done(struct rs_conn *c)
@@ -194,6 +262,7 @@ bool conn_response_done(struct rs_conn *c)
 		DTRACE_PROBE3(refserver, request__done, c->fd, c->body_len, c->write_calls);
 	c->traced = false;
 	c->out_len = c->out_off = 0;
+	file_close(c);
 	if (c->out_cap > OUT_KEEP_MAX) {
 		free(c->out);
 		c->out = NULL;

@@ -34,6 +34,8 @@ struct rs_conn {
 	size_t out_len, out_off, out_cap, body_len;
 	unsigned write_calls;
 	bool saw_eagain;            /* some write() for this response returned EAGAIN */
+	int file_fd;                /* /file/NAME: the open file (-1: none); out[] holds the header only */
+	off_t file_off, file_len;   /* its bytes sent so far (sendfile), its size */
 
 	/* Owned by the architecture (queue links, registered epoll events, state machine). */
 	struct rs_conn *next;
@@ -68,10 +70,14 @@ enum rs_parse conn_next_request(struct rs_conn *c);
 
 static inline bool conn_pending_output(const struct rs_conn *c)
 {
-	return c->out_off < c->out_len;
+	return c->out_off < c->out_len || c->file_off < c->file_len;
 }
 
-/* Exactly one write() of the unsent part of the response (retried only on EINTR). */
+/* The directory /file/NAME is served from (--docroot); NULL: /file/ answers 404. */
+extern const char *rs_docroot;
+
+/* Exactly one write() of the unsent part of the response (retried only on EINTR); for a file
+ * response, the header by write() and then the body by sendfile(2), one call each time. */
 enum rs_io conn_write(struct rs_conn *c);
 
 /* The response is fully written: fire request__done, reset for the next request.

@@ -71,6 +71,20 @@ static bool route(const char *t, size_t n, struct rs_request *req)
 			return false;
 		req->size = size;
 		req->kind = RS_REQ_FANOUT;
+	} else if (has_prefix(t, n, "/file/", &pl)) {
+		size_t nlen = n - pl;
+		bool ok = nlen > 0 && nlen < sizeof req->name && t[pl] != '.';
+
+		for (size_t i = 0; ok && i < nlen; i++) {
+			char ch = t[pl + i];
+			ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+			     ch == '.' || ch == '_' || ch == '-';
+		}
+		if (ok) { /* any other name: just an unknown path (404) */
+			memcpy(req->name, t + pl, nlen);
+			req->name[nlen] = '\0';
+			req->kind = RS_REQ_FILE;
+		}
 	} else if (has_prefix(t, n, "/bytes/", &pl) || has_prefix(t, n, "/compute/", &pl)) {
 		bool bytes = t[1] == 'b';
 		const char *num = t + pl;

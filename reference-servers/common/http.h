@@ -9,6 +9,10 @@
  *   GET /fanout/F/SIZE  the fanout architectures' request (F shard records of SIZE bytes,
  *                   see memcache.h); 404 in the others.  F in [1, MC_MAX_FANOUT] and SIZE one of
  *                   100|1000|20000|0.1k|1k|20k, else 400.
+ *   GET /file/NAME  200, the file NAME of the --docroot directory, its body sent with sendfile(2)
+ *                   (a page-cache miss blocks the calling thread in the read of the file);
+ *                   NAME is [A-Za-z0-9._-]{1,63} not starting with '.'; 404 when there is no docroot,
+ *                   no such regular file, or another name.
  *   other targets   404 (keep-alive);  other methods: 405 and close.
  *   malformed, a header block over RS_MAX_HEADER bytes, a request body, or N/U over the cap:
  *                   400 and close.
@@ -32,6 +36,7 @@ enum rs_req_kind {
 	RS_REQ_COMPUTE,
 	RS_REQ_NULL,
 	RS_REQ_FANOUT,      /* arg = F, size = record size */
+	RS_REQ_FILE,        /* name = the file under --docroot */
 	RS_REQ_NOT_FOUND,
 	RS_REQ_BAD_METHOD,
 	RS_REQ_BAD,         /* the 400 response; never produced by a successful parse */
@@ -44,6 +49,7 @@ struct rs_request {
 	uint32_t class_hash;    /* FNV-1a of the target: the "request class" hybrid learns about */
 	bool keep_alive;
 	bool http10;
+	char name[64];          /* /file/NAME: the name, NUL-terminated */
 };
 
 enum rs_parse { RS_PARSE_INCOMPLETE, RS_PARSE_OK, RS_PARSE_BAD };

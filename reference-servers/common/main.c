@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "conn.h"
 #include "net.h"
 #include "refserver.h"
 
@@ -31,7 +32,7 @@ static void usage(FILE *f)
 {
 	fputs("usage: refserver --arch NAME [--port P] [--host H] [--workers N] [--sndbuf BYTES]\n"
 	      "                 [--write-policy spin|epollout] [--poller epoll|poll|select]\n"
-	      "                 [--backlog N]\n"
+	      "                 [--backlog N] [--docroot DIR]  (GET /file/NAME: DIR/NAME by sendfile)\n"
 	      "       fanout-*: --shards host:port,... [--pool-max N] [--pool-idle-ms MS]\n"
 	      "                 [--backend-loops K] [--shard-conns N] [--shard-timeout-ms MS]\n"
 	      "                 [--priority fifo|fanout]\n"
@@ -70,6 +71,7 @@ int main(int argc, char **argv)
 		{ "shard-conns", required_argument, NULL, 'C' },
 		{ "shard-timeout-ms", required_argument, NULL, 'T' },
 		{ "priority", required_argument, NULL, 'R' },
+		{ "docroot", required_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -95,6 +97,7 @@ int main(int argc, char **argv)
 		case 'K': ok = parse_int(optarg, 1, &o->backend_loops) && o->backend_loops <= 64; break;
 		case 'C': ok = parse_int(optarg, 1, &o->shard_conns); break;
 		case 'T': ok = parse_int(optarg, 1, &o->shard_timeout_ms); break;
+		case 'D': rs_docroot = optarg; break;
 		case 'R':
 			ok = !strcmp(optarg, "fifo") || !strcmp(optarg, "fanout");
 			o->priority_fanout = !strcmp(optarg, "fanout");

@@ -20,6 +20,8 @@
  *   Connection failures, timeouts (--timeout-ms, default 10000) and bad responses are errors.
  * Mix: --mix W:PATH[,W:PATH...] picks each request's path by weight, from a PRNG seeded with
  *   --seed, so the sequence is reproducible (per thread with --threads T).
+ * Templates: a path with a '*' (e.g. "/file/" then "*") has it replaced, per request, by a key in
+ *   [0, --keys K) picked by the same PRNG (a file set served by refserver --docroot).
  * memcached (--protocol memcache): the "paths" are the commands get and set (--mix 9:get,1:set;
  *   default get), on keys key:0 .. key:<K-1> picked by the same PRNG (--keys K, default 1000).
  *   A set stores --value-bytes N (default 100) of the /bytes pattern and must answer STORED; a
@@ -130,6 +132,7 @@ struct klass {
 	long long expect_len;     /* -1: not known in advance; memcache get: the value's length */
 	bool pattern;             /* body follows the /bytes pattern */
 	bool set;                 /* memcache: a set (else a get) */
+	bool templ;               /* HTTP: path has a '*', replaced per request by a key in [0, --keys) */
 	char req[2][512];         /* HTTP: [keepalive] request text */
 	size_t req_len[2];
 };
@@ -337,6 +340,13 @@ static void assign(struct worker *w, struct conn *c, int cls, bool measured, uin
 	if (cfg.protocol == P_MEMCACHE) {
 		c->req = c->mc_req;
 		c->req_len = mc_request(w, c, k);
+	} else if (k->templ) {       /* the star becomes the key: /file/<key> */
+		const char *star = strchr(k->path, '*');
+		unsigned key = (unsigned)(rng_next(&w->rng) % cfg.keys);
+		c->req = c->mc_req;
+		c->req_len = (size_t)snprintf(c->mc_req, 600, "GET %.*s%u%s HTTP/1.1\r\nHost: %s\r\n%s\r\n",
+					      (int)(star - k->path), k->path, key, star + 1, cfg.host,
+					      cfg.keepalive ? "" : "Connection: close\r\n");
 	} else {
 		c->req = k->req[cfg.keepalive];
 		c->req_len = k->req_len[cfg.keepalive];
@@ -799,6 +809,8 @@ static bool add_class(const char *path, unsigned weight)
 		k->pattern = true;
 	} else if (!strcmp(path, "/null")) {
 		k->expect_len = 0;
+	} else if (strchr(path, '*')) {
+		k->templ = true;
 	}
 	for (int ka = 0; ka < 2; ka++)
 		k->req_len[ka] = (size_t)snprintf(k->req[ka], sizeof k->req[ka],
@@ -962,8 +974,7 @@ int main(int argc, char **argv)
 		for (int j = 0; j < w->nconns; j++) {
 			w->conns[j].fd = -1;
 			/* "set key:<u32> 0 0 <value-bytes>\r\n" + value + "\r\n" */
-			if (cfg.protocol == P_MEMCACHE &&
-			    !(w->conns[j].mc_req = malloc(cfg.value_bytes + 64))) {
+			if (!(w->conns[j].mc_req = malloc(cfg.value_bytes + 64 > 600 ? cfg.value_bytes + 64 : 600))) {
 				fprintf(stderr, "loadgen: out of resources\n");
 				return 1;
 			}

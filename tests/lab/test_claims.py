@@ -290,3 +290,117 @@ def test_sweep_report_without_errors_exits_0(tmp_path, capsys):
     verdicts = {c["id"]: c["verdict"] for c in doc["claims"]}
     assert verdicts["table3"] == REPRODUCED and set(verdicts.values()) <= {REPRODUCED, NOT_MEASURED}
     assert "data:image/png;base64," in (tmp_path / "r.html").read_text()
+
+
+# ================================================================================ fanout tier (DoubleFaceAD)
+
+SHARDS = 4
+SMALL_F, BIG_F = "/fanout/20/100", "/fanout/8/20000"
+DF = {"arch": "fanout-shared", "server_args": "--priority fanout"}
+
+
+def fo(tag, arch, path=SMALL_F, server_args=None, mix=None, **measured):
+    values = {"arch": arch, "shards": SHARDS, "server_args": server_args}
+    values.update({"mix": mix} if mix else {"path": path})
+    return cell(tag, **values, **measured)
+
+
+def fanout_tables(holds=True):
+    """Table 1-3 cells: the pool's threads and locks at 20 KB; split x1/x2/x4 against shared at 0.1 KB."""
+    tag = "fanout_tables"
+    rows = [fo(tag, "fanout-pool", BIG_F, fo_threads=40 if holds else 3, fo_threads_created=200 if holds else 0,
+               futex_share=0.3, lg_throughput=900),
+            fo(tag, "fanout-shared", BIG_F, fo_threads=1, fo_threads_created=0, futex_share=0.0, lg_throughput=1200)]
+    tp = {1: 1800, 2: 2700, 4: 2300} if holds else {1: 2800, 2: 2000, 4: 1900}
+    for k in (1, 2, 4):
+        rows.append(fo(tag, "fanout-split", server_args=f"--backend-loops {k}", threads_seen=1 + k, futex_share=0.0,
+                       fo_polls_per_http=1.8 if holds else 0.3, fo_poll_cpu_share=0.044 if holds else 0.01,
+                       fo_front_events_per_poll=1.4 if holds else 20.0, fo_backend_events_per_poll=34.0,
+                       lg_throughput=tp[k]))
+    rows.append(fo(tag, "fanout-shared", threads_seen=1, futex_share=0.0, fo_polls_per_http=0.5,
+                   fo_poll_cpu_share=0.027, fo_front_events_per_poll=42.0, lg_throughput=1900))
+    return table(*rows)
+
+
+def test_fanout_tables():
+    found = judge("fanout_tables", fanout_tables())
+    assert found.verdict == REPRODUCED, found.why
+    assert "paper 0.7 vs 22.7" in found.ours and any(r[1] == "fanout-split x2" for r in found.rows)
+    failing = judge("fanout_tables", fanout_tables(holds=False))
+    assert failing.verdict == NOT_REPRODUCED and "Table 3" in failing.why and "Table 1" in failing.why
+    # F = 1: nothing fans out, no comparison is made
+    assert judge("fanout_tables", table(fo("fanout_tables", "fanout-split", "/fanout/1/100", lg_throughput=1.0),
+                                        fo("fanout_tables", "fanout-shared", "/fanout/1/100"))).verdict == NOT_MEASURED
+
+
+def fanout_versus(tag, column, doubleface, split, pool, sync, mix=None):
+    kw = {"mix": mix} if mix else {}
+    return table(fo(tag, DF["arch"], server_args=DF["server_args"], **kw, **{column: doubleface}),
+                 fo(tag, "fanout-shared", **kw, **{column: doubleface * 0.9}),
+                 fo(tag, "fanout-split", server_args="--backend-loops 1", **kw, **{column: split[0]}),
+                 fo(tag, "fanout-split", server_args="--backend-loops 2", **kw, **{column: split[1]}),
+                 fo(tag, "fanout-pool", **kw, **{column: pool}), fo(tag, "fanout-sync", **kw, **{column: sync}))
+
+
+def test_fanout_fig13():
+    tag = "fanout_fig13"
+    found = judge(tag, fanout_versus(tag, "lg_throughput", 3000, (2000, 2500), 2200, 2400))
+    assert found.verdict == REPRODUCED and "+20% over fanout-split" in found.ours  # split: its best K (2500)
+    assert judge(tag, fanout_versus(tag, "lg_throughput", 3000, (2000, 2900), 2200, 2400)).verdict == DIRECTION
+    assert judge(tag, fanout_versus(tag, "lg_throughput", 2000, (2000, 2900), 2200, 2400)).verdict == NOT_REPRODUCED
+    no_df = table(fo(tag, "fanout-pool", lg_throughput=1.0), fo(tag, "fanout-sync", lg_throughput=2.0))
+    assert judge(tag, no_df).verdict == NOT_MEASURED
+
+
+def test_fanout_fig15():
+    tag, mix = "fanout_fig15", "90:/fanout/1/100,10:/fanout/20/20000"
+    found = judge(tag, fanout_versus(tag, "lat_p99_ms", 3.0, (9.0, 6.0), 8.0, 7.0, mix=mix))
+    assert found.verdict == REPRODUCED and "2.00x" in found.ours  # split's best K: the lowest p99
+    assert judge(tag, fanout_versus(tag, "lat_p99_ms", 3.0, (9.0, 4.0), 8.0, 7.0, mix=mix)).verdict == DIRECTION
+    assert judge(tag, fanout_versus(tag, "lat_p99_ms", 7.0, (9.0, 4.0), 5.0, 7.0, mix=mix)).verdict == NOT_REPRODUCED
+    assert judge(tag, table(fo(tag, "fanout-pool", mix=mix, lat_p99_ms=4.0))).verdict == NOT_MEASURED
+
+
+def test_fanout_cells_tell_backend_loops_apart():
+    """Cells differing only in --backend-loops are separate settings, not repetitions averaged together."""
+    d = criteria.tagged(fanout_tables(), "fanout_tables")
+    assert len(d[d["arch"] == "fanout-split"]) == 3
+# ============================================================================ end of the fanout tier
+
+
+# ==================================================================== disk-bound comparison (compare_arch_disk)
+
+def compare_disk(bound, cached=(20000, 20000, 20000, 20000), read_kb=100.0):
+    """bound/cached: req/s of event-loop, n-copy, thread-per-conn, pipeline (None: not measured)."""
+    rows = []
+    for arch, b, c in zip(("event-loop", "n-copy", "thread-per-conn", "pipeline"), bound, cached):
+        workers = 2 if arch in ("n-copy", "pipeline") else None
+        if b is not None:
+            rows.append(cell("compare_arch_disk", arch=arch, workers=workers, path="/file/*", file_set="2048x128K",
+                             memory_max="48M", lg_throughput=b, lat_p99_ms=10.0, dk_read_kb_per_request=read_kb))
+        if c is not None:
+            rows.append(cell("compare_arch_disk", arch=arch, workers=workers, path="/file/*", file_set="256x128K",
+                             lg_throughput=c, lat_p99_ms=2.0, dk_read_kb_per_request=0.0))
+    return table(*rows)
+
+
+def test_compare_arch_disk():
+    found = judge("compare_arch_disk", compare_disk((2000, 5000, 4000, 5200)))
+    assert found.verdict == REPRODUCED, found.why
+    assert found.ours.startswith("disk-bound req/s SPED 2")
+    # measured here: thread-per-conn ahead, n-copy no better than the single loop
+    measured = judge("compare_arch_disk", compare_disk((3184, 3034, 5636, 4650), (24661, 23431, 20559, 20571)))
+    assert measured.verdict == NOT_REPRODUCED and "n-copy ahead of thread-per-conn" in measured.why
+    # no page-cache misses: the cells did not test the disk
+    assert judge("compare_arch_disk", compare_disk((2000, 5000, 4000, 5200), read_kb=0.0)).verdict == NOT_MEASURED
+    assert judge("compare_arch_disk", compare_disk((None,) * 4)).verdict == NOT_MEASURED  # cached cells only
+
+
+def test_compare_arch_ignores_file_cells():
+    """compare_arch's n-copy vs event-loop uses the in-memory cells only, not the disk-bound ones."""
+    rows = [cell("compare_arch", arch="n-copy", lg_throughput=200), cell("compare_arch", arch="event-loop", lg_throughput=100),
+            cell("compare_arch", arch="n-copy", path="/file/*", file_set="2048x128K", memory_max="48M", lg_throughput=1),
+            cell("compare_arch", arch="event-loop", path="/file/*", file_set="2048x128K", memory_max="48M",
+                 lg_throughput=1000)]
+    assert judge("compare_arch", table(*rows)).verdict == REPRODUCED
+# ================================================================================ end of the disk comparison

@@ -131,12 +131,12 @@ CLAIMS = (
     Claim(
         id="compare_arch", title='"Comparing the performance of web server architectures"',
         publication=COMPARING, source="throughput and syscall comparisons",
-        paper="n-copy (one event loop per CPU) beats a single event loop on a multi-core host; blocking writes "
-              "need fewer calls than non-blocking ones; poll/select cost grows with the interest set, epoll's does not",
-        value="n-copy > event-loop; blocking < non-blocking writes; poll, select CPU growth > epoll's",
+        paper="n-copy (one event loop per CPU) beats a single event loop on a multi-core host; poll/select cost "
+              "grows with the interest set, epoll's does not (the disk-bound comparison: compare_arch_disk)",
+        value="n-copy > event-loop; poll, select CPU growth > epoll's",
         tolerance="comparisons only",
         rule="every comparison holds: reproduced; at least half: direction",
-        measured="lg_throughput of event-loop and n-copy; writes_per_request of the Table 6 cells at 100 KB; "
+        measured="lg_throughput of event-loop and n-copy (in-memory /bytes cells); "
                  "cpu_ms_per_request of event-loop per poller over mostly idle connections (think_ms)",
         criterion=criteria.compare_arch_checks),
     Claim(
@@ -149,6 +149,91 @@ CLAIMS = (
         measured="loadgen's per-class p99 of /null in a mix with /compute/2000, --rate with a --burst",
         criterion=criteria.process_graph_light_latency),
 )
+
+
+# =========================================================================================================
+# Fanout tier: DoubleFaceAD (Middleware 2020). Which reference server stands for which of the paper's
+# drivers: criteria.py, "Fanout tier" (AIO -> fanout-pool, NettyBackend -> fanout-split --backend-loops K,
+# sync -> fanout-sync, DoubleFaceAD -> fanout-shared --priority fanout). The memcached shards are started
+# and loaded by the sweep (`shards = 4`, lab/shards.py).
+DOUBLEFACE_AD = "DoubleFaceAD: A New Datastore Driver Architecture to Optimize Fanout Query Performance (Middleware 2020)"
+
+FANOUT_CLAIMS = (
+    Claim(
+        id="fanout_tables", title="DoubleFaceAD Tables 1-3: threads, lock share, select calls, events per select",
+        publication=DOUBLEFACE_AD, source="Tables 1, 2 and 3",
+        paper="the AIO driver's hidden on-demand pool runs many threads with large responses (Table 1) and "
+              "spends a large share on locks (Table 2); NettyBackend's separate backend loop makes more select "
+              "calls, with a larger CPU share, and its HTTP loop handles ~0.7 events per select against ~22.7 on "
+              "the backend loop (Table 3); of 1, 2 and 4 backend loops, two are best",
+        value={"events per select": criteria.FANOUT_T3_PAPER, "best backend loops": criteria.FANOUT_BEST_LOOPS},
+        tolerance=f"pool threads >= {criteria.FANOUT_T1_THREADS_RATIO}x the shared reactor's; backend loop's events "
+                  f"per epoll_wait >= {criteria.FANOUT_T3_IMBALANCE:g}x the HTTP loop's (the paper's ratio is 32x); "
+                  "the rest are orderings",
+        rule="each comparison per workload: Table 1 (20 KB records) fanout-pool's threads and threads created; "
+             "Table 2 fanout-pool's futex share above the reactors'; Table 3 (0.1 KB records) fanout-split x1 "
+             "more epoll_wait per HTTP request and a larger epoll_wait CPU share than fanout-shared, the imbalance, "
+             "and fanout-split x2 the highest throughput of x1/x2/x4; all hold: reproduced; at least half: direction",
+        measured="capture columns per cell: threads_seen, fo_threads_created, futex_share (futex calls / traced calls), "
+                 "fo_polls_per_http (epoll_wait calls per HTTP response), fo_poll_cpu_share (on-CPU time in "
+                 "epoll_wait / on-CPU time), fo_front_events_per_poll (main thread = HTTP loop), "
+                 "fo_backend_events_per_poll (the other polling threads), lg_throughput; 4 memcached shards "
+                 "started by the sweep, closed loop, /fanout/20/100 and /fanout/8/20000, 8 connections",
+        criterion=criteria.fanout_tables),
+    Claim(
+        id="fanout_fig13", title="DoubleFaceAD Figure 13: throughput of the fanout-aware shared reactor",
+        publication=DOUBLEFACE_AD, source="Figure 13",
+        paper="DoubleFaceAD's throughput is 20%, 25% and 34% higher than the other drivers' (up to 34%)",
+        value=criteria.FIG13_PAPER_GAINS,
+        tolerance=f"reproduced from {criteria.FIG13_GAIN_MIN:+.0%} over every baseline (the paper's smallest "
+                  "gain, 20%, halved)",
+        rule=f"reproduced: {criteria.DOUBLEFACE} at least {criteria.FIG13_GAIN_MIN:+.0%} over fanout-split (its "
+             "best K), fanout-pool and fanout-sync on every workload; direction: ahead in at least half the "
+             "comparisons; otherwise not reproduced",
+        measured="lg_throughput (closed loop, 8 connections, 4 memcached shards) of fanout-shared --priority fanout "
+                 "against fanout-split --backend-loops 1/2/4, fanout-pool and fanout-sync on the same workload; "
+                 "fanout-shared without priority is reported, not judged",
+        criterion=criteria.fanout_fig13_throughput),
+    Claim(
+        id="fanout_fig15", title="DoubleFaceAD Figure 15: tail latency of the fanout-aware shared reactor",
+        publication=DOUBLEFACE_AD, source="Figure 15",
+        paper="DoubleFaceAD's 99th percentile response time is 1.9x lower than the other drivers'",
+        value=criteria.FIG15_PAPER_RATIO,
+        tolerance=f"reproduced from {criteria.FIG15_RATIO_MIN}x (the paper's 1.9x less ~20%)",
+        rule=f"reproduced: every baseline's p99 at least {criteria.FIG15_RATIO_MIN}x {criteria.DOUBLEFACE}'s on "
+             "every workload; direction: lower in at least half the comparisons; otherwise not reproduced",
+        measured="lat_p99_ms (loadgen, closed loop, 8 connections) of a mix of short and long fanout requests "
+                 "(90% /fanout/1/100, 10% /fanout/20/20000: the priority writes short responses first) on "
+                 "fanout-shared --priority fanout against fanout-split (best K), fanout-pool and fanout-sync",
+        criterion=criteria.fanout_fig15_tail),
+)
+CLAIMS = CLAIMS + FANOUT_CLAIMS
+# ================================================================================== end of the fanout tier
+
+
+# =========================================================================================================
+# Pariag et al. with disk: files by sendfile(2), the server's page cache bounded by a memory cgroup.
+DISK_CLAIMS = (
+    Claim(
+        id="compare_arch_disk", title='"Comparing the performance of web server architectures": disk-bound file serving',
+        publication=COMPARING, source="SPED / SYMPED / thread-per-connection / WatPipe under a working set larger than memory",
+        paper="with a file set larger than memory, the event-driven SYMPED (one process per CPU) and the pipelined "
+              "WatPipe are about equal and ahead of thread-per-connection; SPED (one event loop) is hurt by blocking "
+              "disk reads",
+        value="n-copy ~ pipeline > thread-per-conn; event-loop behind, losing more to the disk than n-copy",
+        tolerance=f"about equal: within {criteria.COMPARE_DISK_EQUAL:.0%}; the rest are orderings; cells count as "
+                  f"disk-bound only if the server read at least {criteria.COMPARE_DISK_MISS_KB} KB per request from storage",
+        rule="every comparison holds: reproduced; at least half: direction; fewer: not reproduced; no measured "
+             "page-cache misses: not measured",
+        measured="lg_throughput and lat_p99_ms of /file/* (uniform over the file set, sendfile) on event-loop (SPED), "
+                 "n-copy --workers 2 (SYMPED), thread-per-conn and pipeline --workers 2; disk-bound: 2048 files of 128 KB "
+                 "(256 MiB) with the server in a memory cgroup of 48 MiB, pages dropped before each cell; cached: 256 "
+                 "files (32 MiB), no limit; dk_read_kb_per_request = /proc/PID/io read_bytes of the server's processes "
+                 "during the load / requests",
+        criterion=criteria.compare_disk),
+)
+CLAIMS = CLAIMS + DISK_CLAIMS
+# ================================================================================== end of the disk comparison
 
 
 def judge_all(table: pd.DataFrame) -> list:

@@ -50,7 +50,17 @@ PARAMS = {
     "server_cpus": ((str, int), None),
     "loadgen_cpus": ((str, int), None),
     "children": ((bool,), None),
+    # --- fanout tier: memcached shards the sweep starts and loads itself (lab/shards.py) ---
+    "shards": ((int,), None),
+    # --- disk-bound cells: a file set served with sendfile, a cgroup memory limit (lab/diskset.py) ---
+    "file_set": ((str,), None),
+    "memory_max": ((str,), None),
+    "drop_caches": ((bool,), None),
+    # --- end of the fanout/disk parameters ---
 }
+# Parameters added after sweeps were recorded: left out of the cell id while unset (None), so that the
+# ids of every cell that does not use them stay what they were.
+ID_IF_SET = {"shards", "file_set", "memory_max", "drop_caches"}
 CHOICES = {"write_policy": ("spin", "epollout"), "poller": ("epoll", "poll", "select"),
            "keepalive": ("on", "off"), "net": ("loopback", "veth")}
 GROUP_KEYS = {"name", "claims", "variants", "repetitions"}
@@ -92,7 +102,8 @@ class Matrix:
 
 def cell_id(params: dict) -> str:
     """`ARCH-HASH`: a hash of every parameter (defaults filled in), stable across runs and machines."""
-    canon = json.dumps({k: params.get(k) for k in sorted(PARAMS)} | {"repetition": params.get("repetition", 0)},
+    canon = json.dumps({k: params.get(k) for k in sorted(PARAMS) if k not in ID_IF_SET or params.get(k) is not None}
+                       | {"repetition": params.get("repetition", 0)},
                        sort_keys=True, separators=(",", ":"))
     return f"{params['arch']}-{hashlib.sha1(canon.encode()).hexdigest()[:10]}"
 
@@ -139,6 +150,18 @@ def _finish(where: str, params: dict) -> dict:
         try:
             bandwidth_bytes(full["bandwidth"])
         except SpinscopeError as exc:
+            raise SpinscopeError(f"{where}: {exc}", exit_code=EXIT_USAGE) from None
+    if full["shards"] and full["net"] == "veth":  # the shards listen on the root namespace's loopback
+        raise SpinscopeError(f"{where}: shards need net = \"loopback\"", exit_code=EXIT_USAGE)
+    if (full["memory_max"] or full["drop_caches"]) and not full["file_set"]:
+        raise SpinscopeError(f"{where}: memory_max and drop_caches need a file_set", exit_code=EXIT_USAGE)
+    if full["file_set"]:
+        from spinscope.lab.diskset import parse_file_set, parse_size
+        try:
+            parse_file_set(full["file_set"])
+            if full["memory_max"]:
+                parse_size(full["memory_max"])
+        except ValueError as exc:
             raise SpinscopeError(f"{where}: {exc}", exit_code=EXIT_USAGE) from None
     if full["duration"] <= 0:
         raise SpinscopeError(f"{where}: duration must be > 0", exit_code=EXIT_USAGE)

@@ -51,6 +51,53 @@ def analyze_capture(path: Path) -> dict:
     }
 
 
+# ------------------------------------------------------------------------------- fanout tier (DoubleFace claims)
+FANOUT_GET_MAX = 64  # a memcached `get` is 16-31 bytes: response-size classes below this are shard queries
+
+
+def fanout_figures(path: Path) -> dict:
+    """Per-HTTP-request and per-event-loop figures of a fanout-* server's capture (the DoubleFace claims).
+
+    The collector counts a request on every socket where a read is followed by writes, so each shard
+    connection's response-then-next-get counts too; the HTTP requests are the response-size classes from
+    FANOUT_GET_MAX bytes up (docs/architectures.md, "Measuring it"). The front loop is the main thread
+    (tid = pid: the HTTP loop of fanout-split and fanout-pool, the only loop of fanout-shared); the backend
+    loops are the other threads that called epoll_wait (fanout-split's backend loops, fanout-pool's port
+    thread)."""
+    from spinscope.capture import load
+
+    cap = load(path)
+    t, th = cap.totals, cap.threads
+    by = cap.by_size
+    http = int(by[by["bytes_min"] >= FANOUT_GET_MAX]["count"].sum()) if len(by) else 0
+    pid = int(cap.target.get("pid", 0))
+    main = th[th.index == pid] if len(th) else th
+    others = th[(th.index != pid) & (th["poll_calls"] > 0)] if len(th) else th
+
+    def ratio(a, b):
+        return float(a) / float(b) if b else None
+    return {
+        "http_requests": http,
+        "threads": int(len(th)),  # distinct threads seen during the capture (exited ones included)
+        "threads_created": int(t.get("threads_created", 0)),
+        "polls_per_http": ratio(t["poll_calls"], http),
+        "poll_cpu_share": ratio(t["poll_oncpu_ns"], t["oncpu_ns"]),
+        "cs_per_http": ratio(t["cs_voluntary"] + t["cs_involuntary"], http),
+        "handoffs_per_http": ratio(cap.wakeups["count"].sum() if len(cap.wakeups) else 0, http),
+        "futex_per_http": ratio(t["futex_waits"] + t["futex_wakes"], http),
+        "front_events_per_poll": ratio(main["poll_events"].sum(), main["poll_calls"].sum()) if len(main) else None,
+        "backend_events_per_poll": (ratio(others["poll_events"].sum(), others["poll_calls"].sum())
+                                    if len(others) else None),
+        "backend_loops": int(len(others)),
+    }
+
+
+FANOUT_COLUMNS = ("http_requests", "threads", "threads_created", "polls_per_http", "poll_cpu_share", "cs_per_http",
+                  "handoffs_per_http", "futex_per_http", "front_events_per_poll", "backend_events_per_poll",
+                  "backend_loops")
+# ------------------------------------------------------------------------------- end of the fanout tier
+
+
 LATENCY_KEYS = (("mean", "lat_mean_ms"), ("p50", "lat_p50_ms"), ("p90", "lat_p90_ms"), ("p99", "lat_p99_ms"),
                 ("p99.9", "lat_p999_ms"), ("max", "lat_max_ms"))
 LABEL_NAMES = ("write-spin", "spurious-select", "handoff-overhead")
@@ -94,6 +141,15 @@ def row_of(result: dict) -> dict:
     for name in LABEL_NAMES:
         row["label_" + name.replace("-", "_")] = next((lab["severity"] for lab in labels if lab["name"] == name), None)
     row["by_size_json"] = json.dumps(a["by_size"]) if a.get("by_size") else None
+    disk = result.get("disk") or {}  # disk-bound cells: dk_* (runner: cgroup, /proc/PID/io)
+    requests = lg.get("requests") or 0
+    row["dk_read_mb"] = disk["read_bytes"] / 2**20 if "read_bytes" in disk else None
+    row["dk_read_kb_per_request"] = disk["read_bytes"] / 1024 / requests if "read_bytes" in disk and requests else None
+    row["dk_cache_mb"] = disk["file"] / 2**20 if "file" in disk else None
+    row["dk_max_events"] = disk.get("max_events")
+    fanout = a.get("fanout") or {}  # fanout tier: fo_* (fanout_figures), empty for other servers
+    for key in FANOUT_COLUMNS:
+        row["fo_" + key] = fanout.get(key)
     row["elapsed_s"] = result.get("elapsed_s")
     row["started_at"] = result.get("started_at")
     return row

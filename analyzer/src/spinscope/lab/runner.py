@@ -23,8 +23,10 @@ from pathlib import Path
 
 from spinscope.errors import SpinscopeError
 from spinscope.lab import netcond, refserver
+from spinscope.lab import shards as shardset
+from spinscope.lab import diskset
 from spinscope.lab.matrix import Cell
-from spinscope.lab.results import analyze_capture, timestamp
+from spinscope.lab.results import analyze_capture, fanout_figures, timestamp
 from spinscope import collector
 from spinscope.collector import repo_root
 
@@ -250,10 +252,17 @@ class Runner:
         self.procs = Processes(sweep_tag(outdir))
         self.ns: netcond.Namespace | None = None
         self.current_capture: Path | None = None
+        self.shards = shardset.ShardSet(self.procs.popen_kwargs())  # memcached for `shards = N` cells
+        self.cgroup: diskset.MemoryCgroup | None = None  # a file_set cell's server cgroup (memory.max)
 
     def close(self) -> None:
         """Kill what still runs, drop the unfinished cell's capture, remove the namespace."""
         self.procs.kill_all()
+        self.shards.stop()  # the fanout cells' memcached shards live for the sweep
+        try:
+            self.disk_teardown()
+        except CellFailed:
+            pass  # its processes would not go: left for the next sweep's diskset.cleanup_stale()
         if self.current_capture is not None:
             self.current_capture.unlink(missing_ok=True)
             self.current_capture = None
@@ -277,11 +286,41 @@ class Runner:
                 cmd += [flag, str(p[key])]
         if p["server_args"]:
             cmd += shlex.split(p["server_args"])
+        if p.get("shards"):  # fanout tier: the sweep's own memcached shards, started and loaded on demand
+            try:
+                cmd += ["--shards", self.shards.ensure(p["shards"])]
+            except shardset.ShardsUnavailable as exc:
+                raise CellFailed(str(exc)) from None
+        if p.get("file_set"):  # disk-bound cells: serve the file set, from inside the cell's cgroup
+            cmd += ["--docroot", str(diskset.set_dir(p["file_set"]))]
         if p["server_cpus"] is not None:
             cmd = ["taskset", "-c", p["server_cpus"], *cmd]
         if p["net"] == "veth":
             cmd = self.namespace().exec_prefix() + cmd
+        if p.get("file_set") and self.cgroup is not None:
+            cmd = self.cgroup.wrap(cmd)
         return cmd
+
+    # --- disk-bound cells (lab/diskset.py) -----------------------------------------------------------
+    def disk_setup(self, p: dict) -> None:
+        """The file set on disk, its pages dropped (unless drop_caches = false), a fresh cgroup with the
+        cell's memory.max ("max" when unset) for the server."""
+        try:
+            diskset.ensure_file_set(p["file_set"])
+            if p.get("drop_caches") is not False:
+                diskset.drop_file_set(p["file_set"])
+            self.cgroup = diskset.MemoryCgroup(p.get("memory_max") or "max")
+        except (OSError, ValueError) as exc:
+            raise CellFailed(f"disk set-up: {exc}") from None
+
+    def disk_teardown(self) -> None:
+        """Remove the cell's cgroup (its processes must be stopped first)."""
+        if self.cgroup is not None:
+            cgroup, self.cgroup = self.cgroup, None
+            try:
+                cgroup.remove()
+            except OSError as exc:
+                raise CellFailed(f"cgroup {cgroup.path} not removed: {exc}") from None
 
     def loadgen_command(self, p: dict, host: str, port: int, duration: float) -> list:
         cmd = [str(self.tools.loadgen), "--host", host, "--port", str(port), "--json",
@@ -292,6 +331,8 @@ class Runner:
                           ("rcvbuf", "--rcvbuf"), ("threads", "--threads")):
             if p[key] is not None:
                 cmd += [flag, f"{p[key]:g}" if isinstance(p[key], float) else str(p[key])]
+        if p.get("file_set") and "*" in (p["path"] or p["mix"] or ""):  # /file/*: a random file of the set
+            cmd += ["--keys", str(diskset.parse_file_set(p["file_set"])[0])]
         if p["loadgen_args"]:
             cmd += shlex.split(p["loadgen_args"])
         if p["loadgen_cpus"] is not None:
@@ -331,6 +372,10 @@ class Runner:
             result["status"], result["error"] = "failed", str(exc)
         finally:
             self.procs.kill_all()
+            try:
+                self.disk_teardown()
+            except CellFailed as exc:
+                result["status"], result["error"] = "failed", str(exc)
         if result["status"] != "ok":
             capture.unlink(missing_ok=True)
         self.current_capture = None
@@ -346,6 +391,8 @@ class Runner:
             host = ns.ns_addr
         else:
             host = "127.0.0.1"
+        if p.get("file_set"):
+            self.disk_setup(p)
         server = refserver.start(self.server_command(p, host), spawn=self.procs.popen)
         port = server.port
         out["server"] = {"pid": server.proc.pid, "listen_line": server.listen_line, "workers": server.workers,
@@ -359,7 +406,11 @@ class Runner:
         recording = start_collector(self.procs, self.tools.collector, server.proc.pid, capture,
                                     duration=p["duration"] + 10, interval=p["interval"], children=children)
 
+        disk_before = self.cgroup.read_bytes() if self.cgroup is not None else None
         out["loadgen"] = self.run_loadgen(self.loadgen_command(p, host, port, p["duration"]), p["duration"])
+        if self.cgroup is not None:  # measured, not assumed: what the server read from storage during the load
+            out["disk"] = {"read_bytes": self.cgroup.read_bytes() - disk_before, "cgroup": str(self.cgroup.path),
+                           "memory_max": p.get("memory_max"), **self.cgroup.stats()}
         rc = self.procs.stop(recording.proc, signal.SIGINT, timeout=15)
         recording.reader.join(timeout=2)
         if rc != 0 or not capture.exists():
@@ -372,4 +423,8 @@ class Runner:
             raise CellFailed(f"no request completed ({out['loadgen'].get('errors', 0)} errors)")
         out["capture"] = str(capture.relative_to(self.outdir))
         out["analysis"] = analyze_capture(capture)
+        if p["arch"].startswith("fanout-"):  # per-HTTP-request and per-loop figures (fanout claims)
+            out["analysis"]["fanout"] = fanout_figures(capture)
+        if p.get("shards"):
+            out["shards"] = {"count": p["shards"], "spec": self.shards.spec, "pids": self.shards.pids}
         return out

@@ -92,6 +92,8 @@ def run(args: argparse.Namespace) -> int:
         stale.unlink(missing_ok=True)
     shutil.copyfile(matrix.path, outdir / "matrix.toml") if matrix.path.exists() else None
     netcond.cleanup_stale()
+    from spinscope.lab import diskset
+    diskset.cleanup_stale()  # memory cgroups of a sweep killed outright
 
     done = {r["id"]: r for r in load_results(outdir)}
     todo = [c for c in cells if c.id not in done or (args.retry_failed and done[c.id]["status"] != "ok")]
