@@ -82,6 +82,40 @@ def cpu_seconds(pid: int) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+def descendants(pid: int) -> list:
+    """pid and every process below it, now (the exporter's collectors are its children)."""
+    children: dict = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        todo += children.get(p, [])
+    return found
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds of a process, the children it has reaped, and the ones still running."""
+    return sum(cpu_seconds(p) for p in descendants(pid))
+
+
+def tree_rss_bytes(pid: int) -> int:
+    """Resident memory of a process and the processes below it, now."""
+    total = 0
+    for p in descendants(pid):
+        try:
+            total += int(Path(f"/proc/{p}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
+
 class Lines:
     """The lines of a process's output stream, read on a thread: wait for one with a timeout, and the
     pipe never fills up however chatty the process is."""
@@ -227,6 +261,19 @@ def bpftrace_cmd(pid, work):
 
 
 SPINSCOPE_READY = r'^\{"ready": true'
+
+
+def exporter_cmd(pid, work, *extra):
+    return [sys.executable, "-m", "spinscope", "exporter", "--pid", str(pid), "--port", str(free_port()), *extra]
+
+
+# The live part's tools: the one-shot recorder against the exporter, continuous and duty-cycled (the
+# duty cycle is shortened to fit a run: 2 s of every 6, where a fleet would use 10/60).
+LIVE_DUTY = "2/6"
+LIVE_TRACERS = [
+    Tracer("exporter", exporter_cmd, r"tracing PID"),
+    Tracer(f"exporter --duty {LIVE_DUTY}", lambda pid, w: exporter_cmd(pid, w, "--duty", LIVE_DUTY), r"tracing PID"),
+]
 TRACERS = [
     Tracer("spinscope", spinscope_cmd, SPINSCOPE_READY, "stdout"),
     # Every call timed (the default times 1 in 16): what exact call times cost.
@@ -255,10 +302,13 @@ class Running:
     cpu_start: float
     work: Path
     stdout: Lines
+    rss_bytes: int = 0
 
     def stop(self) -> float:
-        """Stop the tracer; return the CPU seconds it used while running."""
-        used = cpu_seconds(self.proc.pid) - self.cpu_start
+        """Stop the tracer; return the CPU seconds it (and the processes it started) used while running.
+        Its resident memory just before is left in self.rss_bytes."""
+        used = tree_cpu_seconds(self.proc.pid) - self.cpu_start
+        self.rss_bytes = tree_rss_bytes(self.proc.pid)
         if self.proc.poll() is None:
             self.proc.send_signal(self.tracer.stop_signal)
             try:
@@ -285,7 +335,7 @@ def start_tracer(tracer: Tracer, pid: int, work: Path) -> Running:
         proc.kill()
         proc.wait()
         raise
-    return Running(tracer, proc, attach, cpu_seconds(proc.pid), work, out)
+    return Running(tracer, proc, attach, tree_cpu_seconds(proc.pid), work, out)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -300,6 +350,7 @@ class Sample:
     after: dict
     tracer_cpu: float
     attach_s: float | None
+    tracer_rss_bytes: int = 0
 
     def ratio(self, key) -> float:
         base = (key(self.before) + key(self.after)) / 2
@@ -332,6 +383,7 @@ class Case:
             "untraced_server_cpu_us_per_request": statistics.median(
                 s.before["server_cpu_us_per_request"] for s in self.samples),
             "tracer_cpu_share": statistics.median(s.tracer_cpu for s in self.samples),
+            "tracer_rss_bytes_median": statistics.median(s.tracer_rss_bytes for s in self.samples),
             "attach_s_median": statistics.median(attach) if attach else None,
             "untraced_rps_median": statistics.median(s.before["throughput"] for s in self.samples),
         })
@@ -339,23 +391,37 @@ class Case:
 
 
 def overhead(args) -> list:
+    """Every tool on both servers and both sizes (the --tools, --targets and --paths given)."""
+    tools = [t for t in TRACERS if t.available() and (not args.tools or t.name.split()[0] in args.tools)]
+    return compare_tools(args, tools, args.targets, args.paths or ("/bytes/100", "/bytes/102400"), args.seconds)
+
+
+def live_cost(args) -> list:
+    """The exporter, continuous and duty-cycled, against the one-shot recorder, on both servers at 100 B:
+    what each costs the target, and the tracer's own CPU and memory (the exporter's Python and its
+    collectors together). Runs are 4x as long as the overhead part's, so a duty-cycled run holds two
+    cycles. No scrapes: the exporter's cost here is following the stream and judging the labels."""
+    tools = [tracer("spinscope"), *LIVE_TRACERS]
+    return compare_tools(args, tools, args.targets, ("/bytes/100",), args.seconds * 4)
+
+
+def compare_tools(args, tools: list, only_targets, paths, seconds: float) -> list:
     """Rounds of U T1 U T2 U ... U: each traced run is compared with the mean of the untraced runs on
     either side of it, so slow drift of the machine cancels out; the tools take turns within a round."""
     targets = {"event-loop": lambda: start_refserver("event-loop"), "nginx": start_nginx}
-    tools = [t for t in TRACERS if t.available() and (not args.tools or t.name.split()[0] in args.tools)]
     summaries = []
     for target_name, start in targets.items():
         if target_name == "nginx" and not shutil.which("nginx"):
             log("bench: nginx not installed; skipping it")
             continue
-        if args.targets and target_name not in args.targets:
+        if only_targets and target_name not in only_targets:
             continue
-        for path in [p for p in ("/bytes/100", "/bytes/102400") if not args.paths or p in args.paths]:
+        for path in paths:
             cases = {tool.name: Case(target_name, path, tool.name) for tool in tools}
             server = start()
             try:
                 loadgen(server.port, path, 1.0)  # warm up
-                run = lambda: loadgen(server.port, path, args.seconds, server_pid=server.pid)  # noqa: E731
+                run = lambda: loadgen(server.port, path, seconds, server_pid=server.pid)  # noqa: E731
                 for _ in range(args.pairs):
                     before = run()
                     for tool in tools:
@@ -372,7 +438,8 @@ def overhead(args) -> list:
                             log(f"bench: {tool.name} failed on {target_name} {path}: {exc}")
                             continue
                         after = run()
-                        case.samples.append(Sample(before, traced, after, cpu / args.seconds, running.attach_s))
+                        case.samples.append(Sample(before, traced, after, cpu / seconds, running.attach_s,
+                                                   running.rss_bytes))
                         before = after
             finally:
                 server.stop()
@@ -675,6 +742,23 @@ def markdown(results: dict) -> str:
                        f"[{s['throughput_ratio_min']:.3f}, {s['throughput_ratio_max']:.3f}] | {p99} | "
                        f"{s['tracer_cpu_share']:.1%} | {attach} |")
         out.append("")
+    if results.get("live"):
+        out += ["## Live: the exporter against the one-shot recorder (100 B responses)", "",
+                f"Runs of {results['settings']['seconds'] * 4:g} s; `--duty {LIVE_DUTY}`: probes live 2 s of every "
+                "6 (a fleet would use 10/60). The tracer's CPU and memory are its whole process tree: the "
+                "exporter's Python and the collectors it runs. No scrapes.", "",
+                "| target | tool | server CPU per request | throughput ratio | tracer's own CPU | tracer's memory |",
+                "|---|---|---|---|---|---|"]
+        for s in results["live"]:
+            if not s["samples"]:
+                out.append(f"| {s['target']} | {s['tool']} | failed: {s['error']} | | | |")
+                continue
+            cpu = (f"{s['server_cpu_per_request_ratio_median']:.3f} [{s['server_cpu_per_request_ratio_min']:.3f}, "
+                   f"{s['server_cpu_per_request_ratio_max']:.3f}]")
+            out.append(f"| {s['target']} | {s['tool']} | {cpu} | {s['throughput_ratio_median']:.3f} "
+                       f"[{s['throughput_ratio_min']:.3f}, {s['throughput_ratio_max']:.3f}] | "
+                       f"{s['tracer_cpu_share']:.1%} | {s['tracer_rss_bytes_median'] / 2**20:.0f} MiB |")
+        out.append("")
     if results.get("per_event"):
         out += ["## Cost per traced call", "", "| call | tool | process traced | untraced | traced | added |",
                 "|---|---|---|---|---|---|"]
@@ -724,7 +808,7 @@ def markdown(results: dict) -> str:
     return "\n".join(out)
 
 
-PARTS = ("overhead", "per_event", "programs", "load_programs", "accuracy", "scale")
+PARTS = ("overhead", "per_event", "programs", "load_programs", "accuracy", "scale", "live")
 
 
 def main() -> int:
@@ -766,7 +850,7 @@ def main() -> int:
         # Re-running some parts: keep the others' results (and the settings they were made with).
         results = json.loads(previous.read_text())
     parts = {"overhead": overhead, "per_event": per_event_cost, "programs": program_costs,
-             "load_programs": load_program_costs, "accuracy": accuracy, "scale": scale}
+             "load_programs": load_program_costs, "accuracy": accuracy, "scale": scale, "live": live_cost}
     for name in args.parts:
         rows = parts[name](args)
         if name == "overhead" and (args.targets or args.paths or args.tools) and results.get(name):
