@@ -350,7 +350,8 @@ def test_table6_default():
     assert found.verdict == REPRODUCED and "0.22x the paper's 102" in found.ours
     assert found.rows[0][-2] == "32768"
     assert judge("table6_default", table6_default(high + 1)).verdict == DIRECTION
-    assert judge("table6_default", table6_default(low - 1)).verdict == DIRECTION  # spins, below the band
+    assert low == 6.25 and high == 204
+    assert judge("table6_default", table6_default(5.0)).verdict == DIRECTION  # spins, below one EAGAIN per fill
     assert judge("table6_default", table6_default(22.6, spin_small=3.0)).verdict == DIRECTION
     assert judge("table6_default", table6_default(2.0)).verdict == NOT_REPRODUCED
     assert judge("table6_default", table6_default(None)).verdict == NOT_MEASURED

@@ -188,13 +188,15 @@ CLAIMS = CLAIMS + (
               "response, 1 per 0.1 and 10 KB response; the blocking thread-based server ~1",
         value={"paper_100KB": criteria.TABLE6_PAPER_100KB, "sndbuf_asked": criteria.TABLE6_SNDBUF_ASKED,
                "sndbuf_linux": criteria.TABLE6_SNDBUF_LINUX, "expected_here": criteria.TABLE6_DEFAULT_EXPECTED},
-        tolerance=(f"{criteria.TABLE6_DEFAULT_RANGE[0]:g}-{criteria.TABLE6_DEFAULT_RANGE[1]:g} writes per 100 KB response: "
-                   f"the paper's {criteria.TABLE6_PAPER_100KB} scaled to Linux's buffer (SO_SNDBUF "
+        tolerance=(f"{criteria.TABLE6_DEFAULT_RANGE[0]:g}-{criteria.TABLE6_DEFAULT_RANGE[1]:g} writes per 100 KB response. "
+                   f"Centre: the paper's {criteria.TABLE6_PAPER_100KB} scaled to Linux's buffer (SO_SNDBUF "
                    f"{criteria.TABLE6_SNDBUF_ASKED} gives {criteria.TABLE6_SNDBUF_LINUX} bytes: half as many buffer fills "
-                   f"per response, so {criteria.TABLE6_DEFAULT_EXPECTED:g} with the same EAGAIN retries per fill), a factor "
-                   f"{criteria.TABLE6_DEFAULT_FACTOR} either side because the retries per fill depend on the loop's "
-                   "write-call rate against the client's drain rate (machine, JVM vs C); at most "
-                   f"{criteria.TABLE6_SMALL_MAX} at 0.1 and 10 KB; thread-per-conn at most {criteria.TABLE6_BLOCKING_MAX}"),
+                   f"per response, so {criteria.TABLE6_DEFAULT_EXPECTED:g} with the paper's EAGAIN retries per fill). The "
+                   "retries per fill depend on the loop's write-call rate against the client's drain rate (CPU share, "
+                   "JVM vs C, link), so the band is wide: from one EAGAIN per fill on average (2 x 102400 / "
+                   f"{criteria.TABLE6_SNDBUF_LINUX}; fewer is not a spin) to {criteria.TABLE6_DEFAULT_FACTOR}x the scaled "
+                   f"value; at most {criteria.TABLE6_SMALL_MAX} at 0.1 and 10 KB; thread-per-conn at most "
+                   f"{criteria.TABLE6_BLOCKING_MAX}"),
         rule="reproduced: every bound holds; direction: more than "
              f"{criteria.TABLE6_SPIN_MIN} writes per 100 KB response and {criteria.TABLE6_SPIN_MIN}x thread-per-conn's; "
              "the 4 KB-window cells stay with the table6 claim (their count is set by the small window: hundreds)",
