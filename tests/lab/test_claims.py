@@ -404,3 +404,146 @@ def test_compare_arch_ignores_file_cells():
                  lg_throughput=1000)]
     assert judge("compare_arch", table(*rows)).verdict == REPRODUCED
 # ================================================================================ end of the disk comparison
+
+# =========================================================================================== claims block:
+# crossover, table6_default, events_fast_ab, process_graph_bounded, server_cpus, and the process_graph fix.
+
+def crossover(ratios, net="veth"):
+    """thread-per-conn at 1000 req/s and the two event loops at `ratios` of it, at c = 10, 100, 1000."""
+    rows = []
+    for conc, r in zip((10, 100, 1000), ratios):
+        rows.append(cell("crossover", arch="thread-per-conn", net=net, sndbuf=16384, server_cpus="0", path=BIG,
+                         concurrency=conc, lg_throughput=1000.0, writes_per_request=1.0))
+        for policy in ("spin", "epollout"):
+            rows.append(cell("crossover", arch="event-loop", write_policy=policy, net=net, sndbuf=16384,
+                             server_cpus="0", path=BIG, concurrency=conc, lg_throughput=1000.0 * r,
+                             writes_per_request=40.0 if policy == "spin" else 2.0))
+    return table(*rows)
+
+
+def test_crossover():
+    found = judge("crossover", crossover([0.8, 1.2, 1.5]))
+    assert found.verdict == REPRODUCED and found.data is not None
+    assert "crossover at c~" in found.ours and "between c=10 and c=100" in found.ours
+    assert len(found.rows) == 3 and found.rows[0][0] == "veth, sndbuf 16384, server CPUs 0"
+    assert judge("crossover", crossover([0.98, 1.01, 1.02])).verdict == DIRECTION  # a crossover inside the margin
+    assert judge("crossover", crossover([0.3, 0.5, 0.8])).verdict == DIRECTION  # gains, never overtakes
+    lost = judge("crossover", crossover([0.58, 0.28, 0.56]))  # measured on veth: the loop never gains
+    assert lost.verdict == NOT_REPRODUCED and "thread-per-conn still ahead at c=1000" in lost.ours
+    reversed_ = judge("crossover", crossover([1.4, 0.9, 0.7]))
+    assert reversed_.verdict == NOT_REPRODUCED
+    tpc_only = crossover([0.8, 1.2, 1.5])
+    assert judge("crossover", tpc_only[tpc_only["arch"] == "thread-per-conn"]).verdict == NOT_MEASURED
+    small = crossover([0.8, 1.2, 1.5]).assign(path=SMALL)
+    assert judge("crossover", small).verdict == NOT_MEASURED  # only the 100 KB cells count
+
+
+def test_crossover_point():
+    point, how = criteria.crossover_point([10, 100, 1000], [0.5, 1.5, 2.0])
+    assert point == pytest.approx(10 ** 1.5) and "c=10 and c=100" in how  # halfway in log(concurrency)
+    assert criteria.crossover_point([10, 100, 1000], [1.1, 1.5, 2.0])[0] is None  # ahead from the start
+    assert criteria.crossover_point([10, 100, 1000], [0.5, 1.5, 0.9])[0] is None  # behind again at the top
+    assert criteria.crossover_point([10, 100, 1000], [0.5, 1.5, 1.2])[0] == pytest.approx(10 ** 1.5)
+    assert criteria.crossover_point([10], [0.5])[0] is None
+
+
+def table6_default(spin_big, spin_small=1.0, tpc_big=1.0):
+    rows = [cell("table6_default", arch="event-loop", write_policy="spin", net="veth", sndbuf=16384, path=p,
+                 writes_per_request=w, eagain_per_request=w - 1, sndbuf_effective="32768")
+            for p, w in ((SMALL, spin_small), ("/bytes/10240", spin_small), (BIG, spin_big)) if w is not None]
+    rows.append(cell("table6_default", arch="thread-per-conn", net="veth", sndbuf=16384, path=BIG,
+                     writes_per_request=tpc_big, eagain_per_request=0, sndbuf_effective="32768"))
+    return table(*rows)
+
+
+def test_table6_default():
+    assert criteria.TABLE6_DEFAULT_EXPECTED == 51  # 102 writes x 16384 asked / 32768 given
+    low, high = criteria.TABLE6_DEFAULT_RANGE
+    found = judge("table6_default", table6_default(22.6))
+    assert found.verdict == REPRODUCED and "0.22x the paper's 102" in found.ours
+    assert found.rows[0][-2] == "32768"
+    assert judge("table6_default", table6_default(high + 1)).verdict == DIRECTION
+    assert low == 6.25 and high == 204
+    assert judge("table6_default", table6_default(5.0)).verdict == DIRECTION  # spins, below one EAGAIN per fill
+    assert judge("table6_default", table6_default(22.6, spin_small=3.0)).verdict == DIRECTION
+    assert judge("table6_default", table6_default(2.0)).verdict == NOT_REPRODUCED
+    assert judge("table6_default", table6_default(None)).verdict == NOT_MEASURED
+    # the 4 KB cells' claim is not changed by default-window cells, nor the other way round
+    both = pd.concat([table6_default(22.6), table6(300.0)], ignore_index=True)
+    assert judge("table6", both).verdict == REPRODUCED and "300" in judge("table6", both).ours
+    assert judge("table6_default", both).verdict == REPRODUCED
+
+
+def events_fast_ab(throughputs, keepalive="off"):
+    return table(*[cell("events_fast_ab", arch=a, keepalive=keepalive, concurrency=conc, lg_throughput=tp,
+                        lat_p99_ms=1000.0 / tp)
+                   for conc in (8, 64) for a, tp in throughputs.items()])
+
+
+AB = {"event-loop": 19000.0, "green-threads": 21000.0, "thread-per-conn": 16000.0, "process-per-conn": 4500.0}
+
+
+def test_events_fast_ab():
+    found = judge("events_fast_ab", events_fast_ab(AB))
+    assert found.verdict == REPRODUCED and "c=64" in found.ours
+    measured = dict(AB, **{"thread-per-conn": 13700.0})  # what the sweep measured: threads 28% below the loop
+    slow = judge("events_fast_ab", events_fast_ab(measured))
+    assert slow.verdict == DIRECTION and "thread-per-conn at least 80%" in slow.why
+    wrong = {"event-loop": 19000.0, "green-threads": 9000.0, "thread-per-conn": 5000.0, "process-per-conn": 8000.0}
+    assert judge("events_fast_ab", events_fast_ab(wrong)).verdict == NOT_REPRODUCED
+    assert judge("events_fast_ab", events_fast_ab(AB, keepalive="on")).verdict == NOT_MEASURED
+
+
+def pg_cell(tag, arch, p99, tp=400.0, conc=32, keepalive="on", mx=None, workers=8):
+    classes = json.dumps({"/null": {"latency_ms": {"p50": p99 / 4, "p99": p99, "max": p99 * 2}},
+                          "/compute/2000": {"latency_ms": {"p50": 3.0, "p99": 9.0, "max": 12.0}}})
+    return cell(tag, arch=arch, workers=workers, mix="90:/null,10:/compute/2000", path=None, rate=400,
+                burst="1:2000:0.5", concurrency=conc, keepalive=keepalive, lg_throughput=tp, lg_errors=0,
+                classes_json=classes, lat_max_ms=mx or p99 * 2)
+
+
+def test_process_graph_bounded():
+    tag = "process_graph_bounded"
+    assert judge(tag, table(pg_cell(tag, "process-graph", 2.0), pg_cell(tag, "thread-pool", 10.0))).verdict == REPRODUCED
+    assert judge(tag, table(pg_cell(tag, "process-graph", 9.0), pg_cell(tag, "thread-pool", 10.0))).verdict == DIRECTION
+    worse = judge(tag, table(pg_cell(tag, "process-graph", 10.0), pg_cell(tag, "thread-pool", 2.0)))
+    assert worse.verdict == NOT_REPRODUCED and "max 20.0 vs 4.0" in worse.why
+    # not at equal throughput: the server that served less is the worse one, whatever its percentiles
+    behind = table(pg_cell(tag, "process-graph", 10.0), pg_cell(tag, "thread-pool", 2.0, tp=380.0))
+    assert judge(tag, behind).verdict == REPRODUCED and "the pool served 5% less" in judge(tag, behind).why
+    pg_behind = table(pg_cell(tag, "process-graph", 2.0, tp=380.0), pg_cell(tag, "thread-pool", 10.0))
+    assert judge(tag, pg_behind).verdict == NOT_REPRODUCED
+    assert judge(tag, table(pg_cell(tag, "process-graph", 2.0))).verdict == NOT_MEASURED
+
+
+def test_process_graph_judges_every_cell():
+    """The full matrix has several loads and worker counts: each process-graph cell is compared with the
+    thread-pool under the same load (it used to keep only the last cell of each arch)."""
+    tag = "process_graph"
+    rows = [pg_cell(tag, "process-graph", 2.0, conc=64, workers=2), pg_cell(tag, "process-graph", 3.0, conc=64, workers=4),
+            pg_cell(tag, "thread-pool", 10.0, conc=64, workers=64),
+            pg_cell(tag, "process-graph", 12.0, conc=32, workers=2), pg_cell(tag, "thread-pool", 6.0, conc=32, workers=64)]
+    found = judge(tag, table(*rows))
+    assert len(found.rows) == 5
+    assert found.verdict == DIRECTION and "2/3 comparisons" in found.why  # the c=32 pair fails
+    assert judge(tag, table(*rows[:3])).verdict == REPRODUCED
+    assert judge(tag, table(*rows[3:])).verdict == NOT_REPRODUCED
+
+
+def server_cpus(nc1, el1, nc2, el2):
+    return table(*[cell("server_cpus", arch=a, workers=2 if a == "n-copy" else None, server_cpus=cpus, concurrency=32,
+                        lg_throughput=tp)
+                   for a, cpus, tp in (("n-copy", "0", nc1), ("event-loop", "0", el1),
+                                       ("n-copy", "0-1", nc2), ("event-loop", "0-1", el2))])
+
+
+def test_server_cpus():
+    assert criteria._ncpus("0-1") == 2 and criteria._ncpus("0,2-3") == 3 and criteria._ncpus(0) == 1
+    found = judge("server_cpus", server_cpus(95.0, 100.0, 170.0, 100.0))
+    assert found.verdict == REPRODUCED and "n-copy x1.79" in found.ours
+    measured = judge("server_cpus", server_cpus(85.6, 94.4, 96.6, 91.3))  # the sweep's numbers
+    assert measured.verdict == DIRECTION and "10% ahead" in measured.why
+    assert judge("server_cpus", server_cpus(60.0, 100.0, 60.0, 100.0)).verdict == NOT_REPRODUCED
+    unpinned = server_cpus(1, 1, 1, 1).assign(server_cpus=float("nan"))
+    assert judge("server_cpus", unpinned).verdict == NOT_MEASURED
+# =========================================================================================== end claims block

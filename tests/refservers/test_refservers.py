@@ -214,3 +214,29 @@ def test_raw_socket_never_sees_garbage_after_close(refserver):
         assert r.response()[0] == 400
         assert r.at_eof()
     assert stop_server(srv.proc) == 0
+
+
+# =========================================================================================== claims block:
+# the settings the crossover and events_fast_ab claims run at (matrices/*.toml): 1,000 connections.
+
+@pytest.mark.parametrize("arch, args", [("thread-per-conn", ()), ("event-loop", ("--write-policy", "spin")),
+                                        ("event-loop", ("--write-policy", "epollout"))])
+def test_1000_connections_100k_small_sndbuf(refserver, arch, args):
+    """The crossover cells: 100 KB responses to 1,000 keep-alive connections through a 16 KB SO_SNDBUF."""
+    srv = refserver(arch, "--sndbuf", 16384, *args)
+    # a spinning loop serves one connection at a time: on a busy machine the last of 1,000 waits long
+    res = run_loadgen(srv.port, "--concurrency", 1000, "--requests", 2000, "--path", "/bytes/102400", "--verify",
+                      "--timeout-ms", 30000)
+    assert (res["requests"], res["errors"]) == (2000, 0)
+    assert stop_server(srv.proc) == 0
+
+
+@pytest.mark.parametrize("arch", ["event-loop", "green-threads", "thread-per-conn", "process-per-conn"])
+def test_keepalive_off_one_request_per_connection(refserver, arch):
+    """The events_fast_ab cells: every request on a new connection the server closes after the response."""
+    srv = refserver(arch)
+    res = run_loadgen(srv.port, "--concurrency", 1000, "--requests", 3000, "--path", "/bytes/100",
+                      "--keepalive", "off", "--verify")
+    assert (res["requests"], res["errors"]) == (3000, 0)
+    assert stop_server(srv.proc) == 0
+# =========================================================================================== end claims block

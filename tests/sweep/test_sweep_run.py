@@ -86,6 +86,7 @@ def test_report_on_tiny_sweep(tiny_sweep, tmp_path):
     assert set(claims) >= {"table3", "table6", "fig6_7", "table4", "fig11_12", "fig14_16", "events_fast",
                            "compare_arch", "process_graph", "fanout_tables", "fanout_fig13", "fanout_fig15",
                            "compare_arch_disk"}  # a superset: claims are added in parallel
+    assert set(claims) >= {"crossover", "table6_default", "events_fast_ab", "process_graph_bounded", "server_cpus"}
     allowed = {"reproduced", "direction reproduced", "not reproduced", "not measured in this run"}
     assert all(c["verdict"] in allowed for c in claims.values())
     # two of the four Table 3 servers were run: measured, with their rows

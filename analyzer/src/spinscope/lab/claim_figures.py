@@ -122,3 +122,14 @@ def compare_arch(cpu: pd.DataFrame) -> list:
 
 FIGURES = {"table3": table3, "table6": table6, "fig6_7": fig6_7, "fig11_12": fig11_12, "fig14_16": fig14_16,
            "events_fast": events_fast, "compare_arch": compare_arch}
+
+
+# =========================================================================================== claims block (wt-claims)
+def crossover(cells: pd.DataFrame) -> list:
+    """Throughput against concurrency at 100 KB, one line per server, one panel per condition."""
+    return [_lines(cells, "concurrency", "lg_throughput", "variant", "condition",
+                   "Figures 4/6c: thread-per-conn vs the event loop at 100 KB", "req/s")]
+
+
+FIGURES["crossover"] = crossover
+# =========================================================================================== end claims block
