@@ -509,6 +509,43 @@ def per_event_cost(args) -> list:
     return rows
 
 
+# What each kind of probe costs a syscall that is not its target's, by kind: the floor under any design.
+# bpftrace attaches each through a perf event (raw_syscalls too), with a PID filter and a count.
+PROBE_KINDS = [
+    ("raw_syscalls:sys_exit", "tracepoint:raw_syscalls:sys_exit /pid == $1/ { @c = count(); }"),
+    ("syscalls:sys_exit_futex (another syscall)", "tracepoint:syscalls:sys_exit_futex /pid == $1/ { @c = count(); }"),
+    ("syscalls:sys_exit_epoll_wait (this syscall)",
+     "tracepoint:syscalls:sys_exit_epoll_wait /pid == $1/ { @c = count(); }"),
+    ("sock:sock_send_length", "tracepoint:sock:sock_send_length /pid == $1/ { @c = count(); }"),
+    ("sched:sched_switch", "tracepoint:sched:sched_switch /pid == $1/ { @c = count(); }"),
+]
+
+
+def probe_kinds(args) -> list:
+    """A bystander's zero-timeout epoll_wait under one probe of each kind (bpftrace, filtered to a
+    sleeping process), next to spinscope and syscount: which probes put every syscall of every process
+    on a slow path, and how slow. Min of --repeat runs each."""
+    def script_tracer(name: str, script: str) -> Tracer:
+        def command(pid, work):
+            path = work / "probe.bt"
+            path.write_text(script + '\nBEGIN { printf("ready\\n"); }\n')
+            return ["bpftrace", str(path), str(pid)]
+        return Tracer(f"bpftrace {name}", command, r"^ready", "stdout")
+
+    if not shutil.which("bpftrace"):
+        log("bench: bpftrace not installed; skipping probe_kinds")
+        return []
+    tools = [script_tracer(name, script) for name, script in PROBE_KINDS] + [
+        t for t in (tracer("spinscope"), tracer("syscount (libbpf-tools)")) if t.available()]
+    base = min(syscall_cost_once("epoll", "none", None, args.calls) for _ in range(args.repeat))
+    rows = []
+    for tool in tools:
+        traced = min(syscall_cost_once("epoll", "other", tool, args.calls) for _ in range(args.repeat))
+        rows.append({"tool": tool.name, "untraced_ns": base, "traced_ns": traced, "added_ns": traced - base})
+        log(f"bench: a bystander's epoll_wait under {tool.name}: +{traced - base:.0f} ns")
+    return rows
+
+
 def spinscope_variants(args) -> list:
     """The spinscope rows to compare program by program: the default, and --baseline's collector."""
     return [t for t in TRACERS if t.name.startswith("spinscope") and "time-sample" not in t.name]
@@ -759,6 +796,15 @@ def markdown(results: dict) -> str:
                        f"[{s['throughput_ratio_min']:.3f}, {s['throughput_ratio_max']:.3f}] | "
                        f"{s['tracer_cpu_share']:.1%} | {s['tracer_rss_bytes_median'] / 2**20:.0f} MiB |")
         out.append("")
+    if results.get("probe_kinds"):
+        out += ["## What each kind of probe costs a bystander", "",
+                "A process's zero-timeout `epoll_wait` while one probe of each kind traces another (sleeping) "
+                "process: bpftrace scripts of one probe with a PID filter, then spinscope and syscount.", "",
+                "| probe | untraced | traced | added |", "|---|---|---|---|"]
+        for r in results["probe_kinds"]:
+            out.append(f"| {r['tool']} | {r['untraced_ns']:.0f} ns | {r['traced_ns']:.0f} ns | "
+                       f"{r['added_ns']:+.0f} ns |")
+        out.append("")
     if results.get("per_event"):
         out += ["## Cost per traced call", "", "| call | tool | process traced | untraced | traced | added |",
                 "|---|---|---|---|---|---|"]
@@ -808,7 +854,7 @@ def markdown(results: dict) -> str:
     return "\n".join(out)
 
 
-PARTS = ("overhead", "per_event", "programs", "load_programs", "accuracy", "scale", "live")
+PARTS = ("overhead", "per_event", "programs", "load_programs", "accuracy", "scale", "live", "probe_kinds")
 
 
 def main() -> int:
@@ -850,7 +896,8 @@ def main() -> int:
         # Re-running some parts: keep the others' results (and the settings they were made with).
         results = json.loads(previous.read_text())
     parts = {"overhead": overhead, "per_event": per_event_cost, "programs": program_costs,
-             "load_programs": load_program_costs, "accuracy": accuracy, "scale": scale, "live": live_cost}
+             "load_programs": load_program_costs, "accuracy": accuracy, "scale": scale, "live": live_cost,
+             "probe_kinds": probe_kinds}
     for name in args.parts:
         rows = parts[name](args)
         if name == "overhead" and (args.targets or args.paths or args.tools) and results.get(name):
