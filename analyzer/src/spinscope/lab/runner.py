@@ -264,7 +264,7 @@ class Runner:
     def namespace(self) -> netcond.Namespace:
         """The sweep's network namespace, created on first use."""
         if self.ns is None:
-            self.ns = netcond.Namespace()
+            self.ns = netcond.Namespace(env=self.procs.env)  # the delay line carries the sweep's tag too
             self.ns.setup()
         return self.ns
 
@@ -359,7 +359,10 @@ class Runner:
         recording = start_collector(self.procs, self.tools.collector, server.proc.pid, capture,
                                     duration=p["duration"] + 10, interval=p["interval"], children=children)
 
+        line_before = self.ns.delayline_stats() if p["net"] == "veth" and p["delay_ms"] else None
         out["loadgen"] = self.run_loadgen(self.loadgen_command(p, host, port, p["duration"]), p["duration"])
+        if line_before is not None:
+            out["delayline"] = netcond.delayline_delta(line_before, self.ns.delayline_stats())
         rc = self.procs.stop(recording.proc, signal.SIGINT, timeout=15)
         recording.reader.join(timeout=2)
         if rc != 0 or not capture.exists():
