@@ -30,8 +30,11 @@
  * A timed wake-up still comes late, by tens of microseconds on a busy virtual machine, which is 10% of a
  * 0.5 ms hold: the loop keeps a running mean of that lateness (the "lead") and asks to be woken that
  * much early, releasing whatever is due within the lead, so packets leave on time on average rather than
- * always late. What remains uncompensated is the wake-up after a packet enters a device (before we can
- * stamp it), which the line has at --rtt-ms 0 too: measure the added RTT against that.
+ * always late. The same wake-up latency hides at the other end: a packet that arrives while we sleep
+ * waits for us to wake before we can stamp it. The lateness of our timed wake-ups is our best estimate of
+ * that wait too (the same process woken on the same CPUs), so the first packet read after a sleep is
+ * stamped that much earlier (never before the previous packet of its direction). Packets read while
+ * the line is awake waited for nothing and are stamped as read.
  *
  * Bounded memory: at most --limit-packets (default 8192) and --limit-bytes (default 16 MiB) are held per
  * direction; a packet beyond either is dropped and counted (a tail drop, as a full router queue does).
@@ -41,7 +44,9 @@
  * Output (stdout, one JSON object per line): {"event":"ready",...} once both devices are open;
  * {"event":"stats",...} on SIGUSR1; {"event":"exit",...} on SIGTERM/SIGINT (clean shutdown: the held
  * packets are discarded, counted as "discarded_at_exit") or when a device goes away (exit status 1).
- * The counters: packets and bytes forwarded, dropped (queue full), write errors, the deepest queue seen.
+ * The counters: packets and bytes forwarded, dropped (queue full), write errors, the deepest queue seen,
+ * and how late packets left against their due time (mean and max, microseconds; negative: early, within
+ * the lead), plus the lead itself.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -78,8 +83,10 @@ struct direction {
 	struct packet *ring;  /* capacity slots; head..head+count-1 are held, in due order */
 	uint32_t capacity, head, count;
 	uint64_t held_bytes;
+	uint64_t last_read_ns;  /* the stamp of the last packet read (stamps never go backwards) */
 	/* counters */
 	uint64_t packets, bytes, dropped, dropped_bytes, write_errors, max_queue, max_queue_bytes;
+	int64_t late_ns_sum, late_ns_max;  /* release time - due time (negative: early, within the lead) */
 };
 
 static uint64_t delay_ns;
@@ -153,8 +160,12 @@ static void release(struct direction *d, uint64_t now)
 		/* A TUN write injects the packet into the stack synchronously and does not block; it fails
 		 * only when the device is down or the packet is malformed: count it, the packet is lost. */
 		if (write(d->out_fd, p->data, p->len) == (ssize_t)p->len) {
+			int64_t late = (int64_t)(now - p->due_ns);
 			d->packets++;
 			d->bytes += p->len;
+			d->late_ns_sum += late;
+			if (late > d->late_ns_max)
+				d->late_ns_max = late;
 		} else {
 			d->write_errors++;
 		}
@@ -162,8 +173,10 @@ static void release(struct direction *d, uint64_t now)
 	}
 }
 
-/* Read what the device has (up to READ_BATCH packets). Returns -1 if the device is gone. */
-static int drain(struct direction *d, unsigned char *buf)
+/* Read what the device has (up to READ_BATCH packets). `woken`: the line slept until this device had a
+ * packet, so the first one waited about one wake-up (lead_ns) before it could be read. Returns -1 if the
+ * device is gone. */
+static int drain(struct direction *d, unsigned char *buf, bool woken)
 {
 	for (int i = 0; i < READ_BATCH; i++) {
 		ssize_t n = read(d->in_fd, buf, MAX_PACKET);
@@ -175,8 +188,13 @@ static int drain(struct direction *d, unsigned char *buf)
 		}
 		if (n == 0)
 			return 0;
-		/* Stamped per packet: the hold is measured from when this packet left the kernel's queue. */
-		enqueue(d, buf, (uint32_t)n, now_ns());
+		/* Stamped per packet: the hold is measured from when this packet left the kernel's queue, or,
+		 * for the packet that woke us, from about when it entered it. */
+		uint64_t stamp = now_ns();
+		if (woken && i == 0)
+			stamp -= stamp - d->last_read_ns > lead_ns ? lead_ns : stamp - d->last_read_ns;
+		d->last_read_ns = stamp;
+		enqueue(d, buf, (uint32_t)n, stamp);
 	}
 	return 0;
 }
@@ -187,11 +205,13 @@ static void print_event(const char *event, struct direction dirs[2], uint64_t di
 	for (int i = 0; i < 2; i++) {
 		struct direction *d = &dirs[i];
 		printf(",\"%s\":{\"packets\":%llu,\"bytes\":%llu,\"dropped\":%llu,\"dropped_bytes\":%llu,"
-		       "\"write_errors\":%llu,\"queued\":%u,\"max_queue\":%llu,\"max_queue_bytes\":%llu}",
+		       "\"write_errors\":%llu,\"queued\":%u,\"max_queue\":%llu,\"max_queue_bytes\":%llu,"
+		       "\"late_us_mean\":%.1f,\"late_us_max\":%.1f}",
 		       d->name, (unsigned long long)d->packets, (unsigned long long)d->bytes,
 		       (unsigned long long)d->dropped, (unsigned long long)d->dropped_bytes,
 		       (unsigned long long)d->write_errors, d->count, (unsigned long long)d->max_queue,
-		       (unsigned long long)d->max_queue_bytes);
+		       (unsigned long long)d->max_queue_bytes,
+		       d->packets ? d->late_ns_sum / 1e3 / (double)d->packets : 0.0, d->late_ns_max / 1e3);
 	}
 	if (discarded != UINT64_MAX)
 		printf(",\"discarded_at_exit\":%llu", (unsigned long long)discarded);
@@ -365,9 +385,11 @@ int main(int argc, char **argv)
 				next = dirs[i].ring[dirs[i].head].due_ns;
 		struct timespec ts, *timeout = NULL;
 		uint64_t wake = UINT64_MAX;  /* when the timeout should end, if one is set */
+		bool sleeps = true;  /* ppoll may block: a packet that ends it waited for us to wake */
 		if (next != UINT64_MAX) {
 			wake = next - lead_ns;
 			uint64_t wait = wake > now ? wake - now : 0;
+			sleeps = wait > 0;
 			ts.tv_sec = (time_t)(wait / 1000000000ull);
 			ts.tv_nsec = (long)(wait % 1000000000ull);
 			timeout = &ts;
@@ -402,7 +424,7 @@ int main(int argc, char **argv)
 				fprintf(stderr, "delayline: %s: device gone (revents 0x%x)\n", i ? inner : outer,
 					pfd[i].revents);
 				gone = true;
-			} else if ((pfd[i].revents & POLLIN) && drain(&dirs[i], buf) < 0) {
+			} else if ((pfd[i].revents & POLLIN) && drain(&dirs[i], buf, sleeps) < 0) {
 				gone = true;
 			}
 		}

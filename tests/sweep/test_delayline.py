@@ -22,7 +22,7 @@ from spinscope.lab import netcond
 from sweephelp import spinscope_links
 
 SETTINGS_MS = (1, 5, 10, 20)  # added round trip, the sweeps' delay_ms
-RTT_TOLERANCE = 0.10  # the measured RTT within 10% of the setting
+RTT_TOLERANCE = 0.10  # the round trip added within 10% of the setting
 CONNECTS = 25  # connect times per setting (the median is compared)
 
 BULK_DELAY_MS = 10
@@ -86,17 +86,21 @@ def connect_rtt_ms(namespace, samples=CONNECTS):
 
 
 def test_added_rtt_matches_the_setting(ns):
-    ns.apply(None, 0)
-    base = connect_rtt_ms(ns)
+    """The round trip added (median connect time through the line minus over the veth pair just before)
+    within 10% of delay_ms. Subtracting the veth RTT takes out what is not the line's: the client's own
+    wake-up after the SYN-ACK, which on a busy machine is ~0.1 ms, 10% of the 1 ms setting; the line's
+    own cost beyond veth's stays in."""
     measured = {}
     for setting in SETTINGS_MS:
+        ns.apply(None, 0)
+        base = connect_rtt_ms(ns)
         ns.apply(None, setting)
         assert ns.link == "tun" and ns.delayline is not None
-        measured[setting] = connect_rtt_ms(ns)
-    print(f"veth RTT {base:.3f} ms; through the delay line: "
-          + ", ".join(f"+{s} ms -> {m:.3f} ms" for s, m in measured.items()))
-    for setting, rtt in measured.items():
-        assert abs(rtt - setting) <= RTT_TOLERANCE * setting, (setting, rtt, measured)
+        measured[setting] = (base, connect_rtt_ms(ns))
+    print("RTT veth -> through the delay line: "
+          + ", ".join(f"+{s} ms: {b:.3f} -> {m:.3f} ms (added {m - b:.3f})" for s, (b, m) in measured.items()))
+    for setting, (base, rtt) in measured.items():
+        assert abs(rtt - base - setting) <= RTT_TOLERANCE * setting, (setting, measured)
 
 
 def test_bulk_throughput_is_window_over_rtt(ns):
