@@ -20,8 +20,8 @@ build/delayline (reference-servers/delayline/delayline.c) reads every IP packet 
 one TUN device, holds it delay_ms / 2 and writes it into the other, each way, so `delay_ms` is the round
 trip added (the papers' "+5 ms"). It forwards packets and does not terminate TCP: the server's send
 buffer, the client's receive window and the ACK clock behave as over a link with that RTT. The link mode
-follows the cell: a cell without delay gets the veth pair back (veth's RTT is ~0.04 ms, the delay line's
-own ~0.05-0.1 ms), a cell with a different delay restarts the line; the delay line runs from the first
+follows the cell: a cell without delay gets the veth pair back (veth's RTT is ~0.02-0.04 ms; through the
+line, delay_ms plus ~0.02-0.1 ms), a cell with a different delay restarts the line; the delay line runs from the first
 delay cell until the next mode change or the namespace's teardown (SIGTERM; it also gets SIGTERM if the
 sweep dies). NetcondUnsupported: the delay line cannot run here (not built, no /dev/net/tun).
 """
