@@ -270,7 +270,12 @@ class Namespace:
         if self.delayline is not None and (kind != "tun" or running != condition[1]):
             self._stop_delayline()
         if kind != self.link:
-            self._make_link(kind)
+            try:
+                self._make_link(kind)
+            except SpinscopeError as exc:
+                if kind == "tun":  # no TUN support here: the delay cells fail saying so, the others run
+                    raise NetcondUnsupported(f"delay unsupported here: no TUN pair ({exc})") from None
+                raise
         for dev, ns in ((self.host_if, None), (self.ns_if, self.name)):
             _ip("tc", "qdisc", "del", "dev", dev, "root", check=False, netns=ns)
         if bandwidth:
