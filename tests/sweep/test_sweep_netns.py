@@ -1,4 +1,4 @@
-"""Network namespaces: set-up, tbf, clean-up (also after failures), delay without netem."""
+"""Network namespaces: set-up, tbf, clean-up (also after failures), delay through the delay line."""
 import json
 import subprocess
 
@@ -37,13 +37,11 @@ def test_namespace_removed_after_exception():
     assert ns.host_if not in spinscope_links()
 
 
-def test_delay_needs_netem():
+def test_delay_without_netem():
+    """Delay needs no netem: the delay line joins the namespace (tests/sweep/test_delayline.py times it)."""
     with netcond.Namespace() as ns:
-        if netcond.netem_available():
-            ns.apply(None, 4)
-        else:
-            with pytest.raises(netcond.NetcondUnsupported, match="delay unsupported here"):
-                ns.apply(None, 4)
+        ns.apply(None, 4)
+        assert ns.link == "tun" and ns.delayline is not None and ns.delayline.poll() is None
 
 
 def test_veth_cell_with_tbf_and_cleanup(tmp_path):
@@ -74,10 +72,12 @@ variants = [{ arch = "no-such-arch" }, { arch = "event-loop", delay_ms = 3 }]
     broken = pd.read_csv(out / "results.csv")
     broken = broken[broken["group"] == "broken"].set_index("arch")
     assert broken.loc["no-such-arch", "status"] == "failed"
-    if not json.loads((out / "sweep.json").read_text())["netem"]:
-        assert proc.returncode == 3
-        delayed = broken.loc["event-loop"]
-        assert delayed["status"] == "failed" and "delay unsupported here" in delayed["error"]
+    assert proc.returncode == 3
+    delayed = broken.loc["event-loop"]  # +3 ms through the delay line: an ok cell whose RTT shows it
+    assert delayed["status"] == "ok" and abs(delayed["rtt_ms"] - 3) <= 0.3, delayed["error"]
+    assert json.loads((out / "sweep.json").read_text())["delay"] == "delay line"
+    cell = json.loads((out / "cells" / f"{delayed['cell_id']}.json").read_text())
+    assert cell["delayline"]["to_inner"]["packets"] > 0 and cell["delayline"]["to_inner"]["dropped"] == 0
     assert spinscope_namespaces() == namespaces
     assert spinscope_links() == links
     assert sweep_processes(out) == set()

@@ -133,3 +133,37 @@ def crossover(cells: pd.DataFrame) -> list:
 
 FIGURES["crossover"] = crossover
 # =========================================================================================== end claims block
+# ============================================================================ Figures 10-12: added delay
+# fig11_12's criterion (fig11_12_latency_and_window) returns {"by_window", "spin", "contrast"}: the
+# receive-window series drawn as before, and the delay series beside it.
+
+from matplotlib.ticker import FuncFormatter  # noqa: E402 (this block's own import, kept with it)
+
+
+def fig11_12_latency(data: dict) -> list:
+    """Figure 12's panel (writes vs receive window), then writes per response and throughput against the
+    added round trip, the spinning loop next to the non-spinning contrast."""
+    figures = fig11_12(data["by_window"]) if data.get("by_window") is not None else []
+    series = [(name, s) for name, s in (("spin", data.get("spin")), ("epollout", data.get("contrast")))
+              if s is not None and len(s)]
+    if not series:
+        return figures
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
+    for name, s in series:
+        axes[0].plot(s["delay_n"], s["writes_per_request"], marker="o", label=name)
+        axes[1].plot(s["delay_n"], s["lg_throughput"], marker="o", label=name)
+    for ax, label in zip(axes, ("write calls per 100 KB response", "requests/s")):
+        ax.set_xlabel("added round trip (ms, delay line)")
+        ax.set_ylabel(label)
+        ax.set_yscale("log")
+        # Plain tick labels: the default log labels are mathtext, which spinscope.figures turns off.
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
+        ax.legend(fontsize=7)
+    fig.suptitle("Figures 10/11: write-spin and throughput vs added delay (client SO_RCVBUF "
+                 f"{int(series[0][1]['rcvbuf_n'].iloc[0]) if series[0][1]['rcvbuf_n'].notna().any() else 'default'})",
+                 fontsize=10)
+    fig.tight_layout()
+    return figures + [to_png(fig)]
+
+
+FIGURES["fig11_12"] = fig11_12_latency

@@ -289,11 +289,15 @@ FIG12_SLACK = 0.9  # a step to a larger window may go up by at most 1/0.9 (noise
 
 
 def fig11_12_write_spin(table: pd.DataFrame) -> Finding:
+    """The receive-window part (Figure 12), on the spinning loop's cells (fig11_12_latency_and_window adds
+    the delay part)."""
     d = tagged(table, "fig11_12")
+    if not d.empty and "write_policy" in d:
+        d = d[d["write_policy"].isin(["spin", ""])]  # the delay part's non-spinning contrast is not this series
     failed = failed_for(table, "fig11_12")
     delay_note = ""
     if len(failed) and failed["error"].fillna("").str.contains("delay unsupported").any():
-        delay_note = "delay part not measured: its cells failed, this kernel has no sch_netem"
+        delay_note = "delay part not measured: its cells failed (delay unsupported here, see their errors)"
     if d.empty:
         return Finding(why=delay_note)
     nodelay = d[d["delay_ms"].astype(float) == 0].copy()
@@ -1055,3 +1059,103 @@ def compare_disk(table: pd.DataFrame) -> Finding:
     return f
 # ================================================================================== end of the disk comparison
 # =========================================================================================== end claims block
+
+
+# ============================================================================ Figures 10-12: added delay
+# (the delay line, lab/netcond.py). The spinning loop's write calls per 100 KB response and its throughput
+# against the round trip added, next to the same loop with --write-policy epollout at the same settings
+# (both face the same TCP window/RTT limit, so what the spinning loop loses beyond the contrast is the
+# write-spin's). fig11_12_latency_and_window judges this and the receive-window part together.
+
+FIG11_PAPER_DELAY_MS = 5.0  # the paper: the spinning loop's throughput falls 95% at +5 ms
+FIG11_PAPER_DROP = 0.95
+FIG11_DROP_TOLERANCE = 0.05  # reproduced: a drop within 5 percentage points of 95% (0.90-1.00)
+FIG11_WRITES_RISE = 2.0  # writes per response at the largest delay over those at no added delay
+FIG11_CONTRAST = "epollout"  # the non-spinning write policy the delay cells are compared with
+
+
+def _by_delay(d: pd.DataFrame, policy: str) -> pd.DataFrame:
+    """One row per added delay (ms, ascending) for `policy` at the smallest client window that has a delayed
+    cell: the delay series the criterion reads."""
+    s = d[d["write_policy"] == policy].copy() if "write_policy" in d else d.iloc[0:0]
+    if s.empty:
+        return s
+    s["delay_n"] = pd.to_numeric(s["delay_ms"], errors="coerce").fillna(0)
+    s["rcvbuf_n"] = pd.to_numeric(s["rcvbuf"].replace("", math.nan))
+    delayed = s[s["delay_n"] > 0]
+    if delayed.empty:
+        return delayed
+    window = delayed["rcvbuf_n"].min() if delayed["rcvbuf_n"].notna().any() else math.nan
+    s = s[s["rcvbuf_n"] == window] if not math.isnan(window) else s[s["rcvbuf_n"].isna()]
+    return s.groupby("delay_n")[["writes_per_request", "lg_throughput", "rtt_ms", "eagain_per_request"]] \
+        .mean().reset_index().assign(rcvbuf_n=window)
+
+
+def fig11_delay_checks(table: pd.DataFrame) -> tuple:
+    """(checks [(what, held)], the spinning loop's delay series, the contrast's, the numbers in words)."""
+    d = tagged(table, "fig11_12")
+    spin = _by_delay(d, "spin") if not d.empty else d
+    contrast = _by_delay(d, FIG11_CONTRAST) if not d.empty else d
+    checks, lines = [], []
+    if spin.empty or 0.0 not in set(spin["delay_n"]):
+        return checks, spin, contrast, lines
+    base = spin[spin["delay_n"] == 0].iloc[0]
+    w = list(spin["writes_per_request"])
+    lines.append("spin writes/resp " + " / ".join(f"{fixed(x, 0)}" for x in w) + " at +"
+                 + " / +".join(f"{x:g}" for x in spin["delay_n"]) + " ms")
+    checks.append((f"writes per response grow with delay ({FIG11_WRITES_RISE:g}x from +0 to "
+                   f"+{spin['delay_n'].max():g} ms, no step down by more than {1 - FIG12_SLACK:.0%})",
+                   bool(w[-1] >= FIG11_WRITES_RISE * w[0] and all(y >= x * FIG12_SLACK for x, y in zip(w, w[1:])))))
+    at = spin[spin["delay_n"] == FIG11_PAPER_DELAY_MS]
+    if len(at) and base["lg_throughput"] > 0:
+        drop = 1 - at.iloc[0]["lg_throughput"] / base["lg_throughput"]
+        lines.append(f"throughput {fixed(base['lg_throughput'], 0)} -> {fixed(at.iloc[0]['lg_throughput'], 1)} "
+                     f"req/s at +{FIG11_PAPER_DELAY_MS:g} ms ({-drop:+.1%}; paper {-FIG11_PAPER_DROP:+.0%})")
+        checks.append((f"throughput drop at +{FIG11_PAPER_DELAY_MS:g} ms within {FIG11_DROP_TOLERANCE:.0%} of "
+                       f"the paper's {FIG11_PAPER_DROP:.0%} (measured {drop:.1%})",
+                       bool(abs(drop - FIG11_PAPER_DROP) <= FIG11_DROP_TOLERANCE)))
+    both = spin.merge(contrast, on="delay_n", suffixes=("", "_c"))
+    for _, r in both[both["delay_n"] > 0].iterrows():
+        lines.append(f"+{r['delay_n']:g} ms: spin {fixed(r['lg_throughput'], 1)} vs {FIG11_CONTRAST} "
+                     f"{fixed(r['lg_throughput_c'], 1)} req/s")
+        checks.append((f"the spinning loop below {FIG11_CONTRAST} at +{r['delay_n']:g} ms (throughput)",
+                       bool(r["lg_throughput"] < r["lg_throughput_c"])))
+    return checks, spin, contrast, lines
+
+
+def fig11_12_latency_and_window(table: pd.DataFrame) -> Finding:
+    """Figures 11/12 (and Figure 10's write-spin vs latency): the receive-window part
+    (fig11_12_write_spin) as one comparison, the delay part's comparisons (fig11_delay_checks) beside it.
+    Every comparison holds and both parts measured: reproduced; at least half: direction; fewer: not
+    reproduced. With one part missing, direction at most."""
+    window = fig11_12_write_spin(table)
+    checks, spin, contrast, lines = fig11_delay_checks(table)
+    d = tagged(table, "fig11_12")
+    f = Finding(headers=["server", "client rcvbuf", "delay ms", "RTT ms (measured)", "writes/resp", "EAGAIN/resp",
+                         "req/s"],
+                data={"by_window": window.data, "spin": spin if len(spin) else None,
+                      "contrast": contrast if len(contrast) else None})
+    if not d.empty:
+        d = d.assign(variant=d.apply(variant, axis=1), delay_n=pd.to_numeric(d["delay_ms"], errors="coerce").fillna(0),
+                     rcvbuf_n=pd.to_numeric(d["rcvbuf"].replace("", math.nan)))
+        for _, r in d.sort_values(["variant", "delay_n", "rcvbuf_n"]).iterrows():
+            f.rows.append([r["variant"], r["rcvbuf"] or "default", fixed(r["delay_n"], 0), fixed(r["rtt_ms"], 3),
+                           fixed(r["writes_per_request"], 1), fixed(r["eagain_per_request"], 1),
+                           fixed(r["lg_throughput"], 1)])
+    delay_measured = bool(checks)
+    if window.verdict != NOT_MEASURED:
+        checks.insert(0, ("writes per response fall as the client receive window grows",
+                          window.verdict != NOT_REPRODUCED))
+    f.ours = "; ".join(([window.ours] if window.ours else []) + lines)
+    f.verdict, f.why = from_checks(checks)
+    missing = [part for part, measured in (("receive-window", window.verdict != NOT_MEASURED),
+                                           ("delay", delay_measured)) if not measured]
+    if missing:
+        failed = failed_for(table, "fig11_12")
+        failed = failed[pd.to_numeric(failed["delay_ms"], errors="coerce").fillna(0) > 0] if len(failed) else failed
+        notes = [f"{part} part not measured" + (f": its cells failed ({str(failed['error'].iloc[0])[:120]})"
+                                                 if part == "delay" and len(failed) else "") for part in missing]
+        if f.verdict == REPRODUCED:
+            f.verdict = DIRECTION
+        f.why = "; ".join(([f.why] if checks else []) + notes)
+    return f

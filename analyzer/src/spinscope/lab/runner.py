@@ -273,7 +273,7 @@ class Runner:
     def namespace(self) -> netcond.Namespace:
         """The sweep's network namespace, created on first use."""
         if self.ns is None:
-            self.ns = netcond.Namespace()
+            self.ns = netcond.Namespace(env=self.procs.env)  # the delay line carries the sweep's tag too
             self.ns.setup()
         return self.ns
 
@@ -407,10 +407,13 @@ class Runner:
                                     duration=p["duration"] + 10, interval=p["interval"], children=children)
 
         disk_before = self.cgroup.read_bytes() if self.cgroup is not None else None
+        line_before = self.ns.delayline_stats() if p["net"] == "veth" and p["delay_ms"] else None
         out["loadgen"] = self.run_loadgen(self.loadgen_command(p, host, port, p["duration"]), p["duration"])
         if self.cgroup is not None:  # measured, not assumed: what the server read from storage during the load
             out["disk"] = {"read_bytes": self.cgroup.read_bytes() - disk_before, "cgroup": str(self.cgroup.path),
                            "memory_max": p.get("memory_max"), **self.cgroup.stats()}
+        if line_before is not None:
+            out["delayline"] = netcond.delayline_delta(line_before, self.ns.delayline_stats())
         rc = self.procs.stop(recording.proc, signal.SIGINT, timeout=15)
         recording.reader.join(timeout=2)
         if rc != 0 or not capture.exists():

@@ -100,7 +100,8 @@ def run(args: argparse.Namespace) -> int:
     meta = {"matrix": matrix.name, "matrix_path": str(matrix.path), "description": matrix.description,
             "cells": len(cells), "skipped": len(cells) - len(todo), "started_at": timestamp(),
             "host": {"kernel": os.uname().release, "ncpus": os.cpu_count(), "hostname": os.uname().nodename},
-            "netem": netcond.netem_available(), "interrupted": False, "finished_at": None}
+            "netem": netcond.netem_available(), "delay": "delay line",  # delay_ms: netcond's TUN delay line
+            "interrupted": False, "finished_at": None}
     write_json(outdir / "sweep.json", meta)
     if len(cells) - len(todo):
         console.print(plain(f"sweep: {len(cells) - len(todo)} of {len(cells)} cells already in {outdir}, skipped"))

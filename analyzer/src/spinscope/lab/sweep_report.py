@@ -115,7 +115,8 @@ def render_html(outdir: Path, table: pd.DataFrame, judged: list, meta: dict) -> 
     body = [htmlpage.paragraph(
         f"Sweep {meta.get('matrix', '?')} in {outdir}: {cells} cells, {ok} ok, {cells - ok} failed. "
         f"Host: kernel {host.get('kernel', '?')}, {host.get('ncpus', '?')} CPUs; "
-        f"netem (delay) {'available' if meta.get('netem') else 'not available'}.")]
+        + (f"delay: {meta['delay']} (TUN pair, docs/sweep.md)." if meta.get("delay") else
+           f"netem (delay) {'available' if meta.get('netem') else 'not available'}."))]
     body.append(htmlpage.heading("Claims"))
     body.append(htmlpage.table(["claim", "paper", "ours", "verdict", "why"],
                                [[c.title, c.paper, f.ours or "-", f.verdict, f.why] for c, f in judged]))
