@@ -875,7 +875,13 @@ int main(int argc, char **argv)
 
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (opt) {
-		case 'H': cfg.host = optarg; break;
+		case 'H':
+			cfg.host = optarg;
+			if (strlen(optarg) > 200) { /* the request texts are built in fixed buffers */
+				fprintf(stderr, "loadgen: --host: at most 200 characters\n");
+				return 2;
+			}
+			break;
 		case 'p': cfg.port = atoi(optarg); break;
 		case 'P': path = optarg; break;
 		case 'm': mix = optarg; break;
