@@ -91,31 +91,29 @@ def drop_file_set(spec: str) -> None:
             os.close(fd)
 
 
-def cgroup2_root() -> Path | None:
-    """Where cgroup v2 is mounted (from /proc/self/mountinfo), or None."""
+def _mounts() -> list:
+    """(mount point, filesystem type, super options) of each mount, from /proc/self/mountinfo."""
     try:
         lines = Path("/proc/self/mountinfo").read_text().splitlines()
     except OSError:
-        return None
+        return []
+    found = []
     for line in lines:
         left, _, right = line.partition(" - ")
-        if right.split(" ", 1)[0] == "cgroup2":
-            return Path(left.split()[4])
-    return None
+        fields = right.split()
+        if fields and len(left.split()) > 4:
+            found.append((Path(left.split()[4]), fields[0], fields[-1].split(",")))
+    return found
+
+
+def cgroup2_root() -> Path | None:
+    """Where cgroup v2 is mounted, or None."""
+    return next((point for point, fstype, _ in _mounts() if fstype == "cgroup2"), None)
 
 
 def cgroup1_memory_root() -> Path | None:
     """Where a cgroup v1 hierarchy with the memory controller is mounted (a hybrid host), or None."""
-    try:
-        lines = Path("/proc/self/mountinfo").read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        left, _, right = line.partition(" - ")
-        fields = right.split()
-        if fields and fields[0] == "cgroup" and "memory" in fields[-1].split(","):
-            return Path(left.split()[4])
-    return None
+    return next((point for point, fstype, options in _mounts() if fstype == "cgroup" and "memory" in options), None)
 
 
 def memory_hierarchy() -> tuple:
