@@ -39,7 +39,7 @@ def test_fix_makes_write_spin_disappear(capture_file):
     for row in (after["threads"][0], after["totals"]):
         row["write_spin_ns"] = 0
     result = comparison(captures.write_spin_server(), after, capture_file)
-    assert result.verdict() == ("after: -35 EAGAIN retries without waiting per request and CPU retrying writes "
+    assert result.verdict() == ("after: -35 retries of an EAGAIN without waiting per request and CPU retrying writes "
                                 "without waiting 50% → 0%: write-spin disappeared")
 
 

@@ -154,10 +154,14 @@ def exposition(cap, labels=()) -> str:
 
 def test_exposition_of_a_capture(spin):
     labels = exporter.judge(spin)
-    text = exposition(spin, labels)
+    assert [name for name, severity, _ in labels if severity is None] == []  # the spinning loop: no finding
+    text = exposition(spin, labels + [("busy-polling", None, 0.3)])
     families = {f.name: f for f in text_string_to_metric_families(text)}
     samples = {s.name for f in families.values() for s in f.samples}
     assert samples == exporter.sample_names()  # every family written, nothing else
+    # A finding is exported as a finding, never as a label.
+    assert [s.labels["finding"] for s in families["spinscope_finding"].samples] == ["busy-polling"]
+    assert all(s.labels["label"] != "busy-polling" for s in families["spinscope_label"].samples)
     def value(name, **match):
         return sum(s.value for s in families[name].samples if s.name == name + "_total" or s.name == name
                    if all(s.labels.get(k) == v for k, v in match.items()))

@@ -30,7 +30,7 @@ def test_terminal_report_leads_with_the_verdict(capture_file, cli):
 def test_terminal_report_names_roles_and_wakeup_edges(capture_file, cli):
     out = cli("report", capture_file(captures.reactor_split())).stdout
     assert "threads: 1 event loop, 4 workers" in out
-    assert "handoff overhead: 4.0 handoffs between threads per request" in out
+    assert "handoff overhead: each request is handed to another thread and back: 4.0 handoffs between threads per request" in out
     assert "Wakeup graph (top edges)" in out
     assert "event loop reactor/300" in out and "worker worker/301" in out
 
@@ -51,7 +51,7 @@ def test_no_requests_is_said_not_hidden(capture_file, cli):
 def test_json_output(capture_file, cli):
     result = cli("report", "--json", capture_file(captures.reactor_split()))
     doc = json.loads(result.stdout)
-    assert set(doc) == {"capture", "metrics", "labels", "notes"}
+    assert set(doc) == {"capture", "metrics", "labels", "findings", "notes"}
     assert doc["metrics"]["process"]["handoffs_per_request"] == 4.0
     assert doc["metrics"]["roles"]["event-loop"] == [300]
     label, = doc["labels"]
@@ -77,7 +77,7 @@ def html_report(tmp_path, capture_file, cli):
 
 def test_html_is_self_contained_with_figures(html_report):
     html = html_report.read_text()
-    assert "handoff overhead: 4.0 handoffs between threads per request" in html
+    assert "handoff overhead: each request is handed to another thread and back: 4.0 handoffs between threads per request" in html
     assert html.count("data:image/png;base64,") >= 5  # mix, writes hist, events hist, graph, time series
     assert "http://" not in html and "https://" not in html and "<script" not in html
 

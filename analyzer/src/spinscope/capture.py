@@ -243,6 +243,13 @@ class Capture:
         return max(1, int(self.raw.get("settings", {}).get("time_sample", 1)))
 
     @property
+    def listeners(self) -> list:
+        """The listening sockets the target called accept on (schema 5, `listeners`): dicts of port, family
+        and accept counts; [] for older captures."""
+        value = self.raw.get("listeners")
+        return [entry for entry in value if isinstance(entry, dict)] if isinstance(value, list) else []
+
+    @property
     def costs_measured(self) -> bool:
         """Whether the collector measured the on-CPU cost of each call class (schema 2 and later)."""
         return self.schema >= 2

@@ -38,7 +38,7 @@ from spinscope.render import headline, print_label
 # The metrics that tell each label's story, in the order a verdict names them. Names that metrics.METRICS
 # does not (yet) compute are skipped.
 LABEL_METRICS = {
-    WRITE_SPIN: ("futile_retries_per_request", "spin_cpu_share"),
+    WRITE_SPIN: ("eagain_retries_per_request", "spin_cpu_share"),
     SPURIOUS_SELECT: ("empty_poll_cpu_share", "poll_zero_fraction", "events_per_poll"),
     HANDOFF_OVERHEAD: ("handoffs_per_request", "handoff_wait_ms_per_request", "cross_thread_share"),
 }

@@ -7,7 +7,8 @@ Prometheus's conventions: the prefix `spinscope_`, base units (seconds, bytes), 
 series is per thread id: threads are summed by target, thread name and role, so a pool of 500 workers is
 one series per signal. The per-request histograms are the kernel's log2 buckets as Prometheus buckets
 (`le` = 2^k - 1). The labels (write-spin, spurious select, handoff overhead) are judged every few seconds
-over the last `--window` seconds and exported as a gauge with their name and severity.
+over the last `--window` seconds and exported as a gauge with their name and severity; the findings
+(busy-polling, write-wait: not problems by themselves) as a gauge of their own with their name.
 
 Targets: `--pid` (repeatable) once; `--comm NAME` and `--exe PATH` every process that matches, now and
 later (a server that restarts is picked up again), one collector each; `--cgroup PATH` every process in a
@@ -67,20 +68,29 @@ METRICS = (
            (*PROCESS, "label", "severity")),
     Family("spinscope_label_cost_ratio", "gauge",
            "A verdict's measured cost: share of the involved threads' CPU (or of request time).", (*PROCESS, "label")),
+    Family("spinscope_finding", "gauge",
+           "A finding over the last window (not a problem by itself: busy-polling, write-wait): 1 while it holds.",
+           (*PROCESS, "finding")),
     Family("spinscope_threads", "gauge", "Live threads in the group.", GROUP),
     Family("spinscope_responses", "counter", "Requests whose first response write the group made.", GROUP),
     Family("spinscope_socket_writes", "counter", "Socket write calls by result.", (*GROUP, "result")),
     Family("spinscope_socket_write_bytes", "counter", "Bytes socket writes moved.", GROUP),
     Family("spinscope_socket_reads", "counter", "Socket read calls by result.", (*GROUP, "result")),
     Family("spinscope_socket_read_bytes", "counter", "Bytes socket reads moved.", GROUP),
-    Family("spinscope_write_spin_retries", "counter",
-           "Writes retried after a stalled write without waiting for writability.", GROUP),
-    Family("spinscope_write_spin_cpu_seconds", "counter", "On-CPU time of the spin retries' cycles.", GROUP),
+    Family("spinscope_write_retries", "counter",
+           "Socket writes retried without waiting for writability, by what they retried: an EAGAIN (the spin) "
+           "or a partial write.", (*GROUP, "after")),
+    Family("spinscope_write_retry_cpu_seconds", "counter",
+           "On-CPU time of the retries' whole cycles (previous write's return to the retry's return).", GROUP),
     Family("spinscope_polls", "counter", "Poll-family calls (epoll_wait, poll, select) by outcome.",
            (*GROUP, "outcome")),
     Family("spinscope_poll_nowait_calls", "counter", "Poll calls with a zero timeout (checks, not waits).", GROUP),
     Family("spinscope_empty_poll_cpu_seconds", "counter",
            "On-CPU time in polls that returned nothing and in reads that returned EAGAIN.", GROUP),
+    Family("spinscope_accepts", "counter", "accept and accept4 calls by result (eagain: nothing to take).",
+           (*GROUP, "result")),
+    Family("spinscope_futile_wakeups", "counter",
+           "Poll wakeups whose ready descriptors gave nothing (a herd: another waiter took it).", GROUP),
     Family("spinscope_futex_waits", "counter", "futex wait calls.", GROUP),
     Family("spinscope_futex_wait_seconds", "counter", "Time spent in futex waits (wall).", GROUP),
     Family("spinscope_context_switches", "counter", "Context switches away from the group's threads.",
@@ -167,7 +177,7 @@ class View:
     requests: dict  # the requests block
     drops: dict
     groups: list  # [(thread name, role, live threads, {counter: value})]
-    labels: list = field(default_factory=list)  # [(name, severity, cost share or None)]
+    labels: list = field(default_factory=list)  # [(name, severity, cost share or None)]; findings: severity None
 
 
 def view_of(cap, selector: str, labels: list, sampled: float = 1.0) -> View:
@@ -211,11 +221,13 @@ def scaled(base: View | None, cur: View, factor: float) -> View:
 
 
 def judge(span) -> list:
-    """[(label name, severity, cost share)] over a window capture."""
+    """[(name, severity, cost share)] of the labels over a window capture, then the findings (severity None)."""
     from spinscope.labels import assess
     from spinscope.metrics import analyze
 
-    return [(label.name, label.severity, label.cpu_share) for label in assess(analyze(span)).labels]
+    assessment = assess(analyze(span))
+    return ([(label.name, label.severity, label.cost_share) for label in assessment.labels]
+            + [(finding.name, None, finding.cpu_share) for finding in assessment.findings])
 
 
 def _log2_buckets(hist: list, ks, scale: float = 1.0) -> list:
@@ -238,6 +250,8 @@ def _le(value: float) -> str:
 def families(views: list, selectors: dict):
     """The metric families for the current views; `selectors`: {selector text: processes matched now}."""
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+    from spinscope import counters as counts
 
     made = {}
     for family in METRICS:
@@ -266,6 +280,9 @@ def families(views: list, selectors: dict):
         for kind, count in v.drops.items():
             add("spinscope_drops", (*proc, kind), count)
         for name, severity, share in v.labels:
+            if severity is None:
+                add("spinscope_finding", (*proc, name), 1)
+                continue
             add("spinscope_label", (*proc, name, severity), 1)
             if share is not None:
                 add("spinscope_label_cost_ratio", (*proc, name), share)
@@ -273,33 +290,28 @@ def families(views: list, selectors: dict):
             g = (*proc, comm, role)
             add("spinscope_threads", g, alive)
             add("spinscope_responses", g, c["responses_written"])
-            writes_ok = c["write_calls"] - c["write_eagain"] - c["write_partial"] - c["write_errors"]
-            for result, value in (("ok", writes_ok), ("eagain", c["write_eagain"]), ("partial", c["write_partial"]),
-                                  ("error", c["write_errors"])):
-                add("spinscope_socket_writes", (*g, result), max(0, value))
+            for result, value in counts.writes_by_result(c).items():
+                add("spinscope_socket_writes", (*g, result), value)
             add("spinscope_socket_write_bytes", g, c["write_bytes"])
-            reads_ok = c["read_calls"] - c["read_eagain"] - c["read_eof"] - c["read_errors"]
-            for result, value in (("ok", reads_ok), ("eagain", c["read_eagain"]), ("eof", c["read_eof"]),
-                                  ("error", c["read_errors"])):
-                add("spinscope_socket_reads", (*g, result), max(0, value))
+            for result, value in counts.reads_by_result(c).items():
+                add("spinscope_socket_reads", (*g, result), value)
             add("spinscope_socket_read_bytes", g, c["read_bytes"])
-            add("spinscope_write_spin_retries", g, c["write_spin_retries"])
-            add("spinscope_write_spin_cpu_seconds", g, c["write_spin_ns"] / 1e9)
-            polls_events = c["poll_calls"] - c["poll_zero"] - c["poll_errors"]
-            for outcome, value in (("events", polls_events), ("empty", c["poll_zero"]), ("error", c["poll_errors"])):
-                add("spinscope_polls", (*g, outcome), max(0, value))
+            add("spinscope_write_retries", (*g, "eagain"), counts.eagain_retries(c))
+            add("spinscope_write_retries", (*g, "partial"), counts.partial_retries(c))
+            add("spinscope_write_retry_cpu_seconds", g, c["write_spin_ns"] / 1e9)
+            for outcome, value in counts.polls_by_outcome(c).items():
+                add("spinscope_polls", (*g, outcome), value)
             add("spinscope_poll_nowait_calls", g, c["poll_nowait"])
-            add("spinscope_empty_poll_cpu_seconds", g,
-                (c["poll_zero_nowait_ns"] + c["poll_zero_wait_ns"] + c["read_eagain_ns"]) / 1e9)
+            add("spinscope_empty_poll_cpu_seconds", g, counts.empty_poll_ns(c) / 1e9)
+            for result, value in counts.accepts_by_result(c).items():
+                add("spinscope_accepts", (*g, result), value)
+            add("spinscope_futile_wakeups", g, counts.herd_wakeups(c))
             add("spinscope_futex_waits", g, c["futex_waits"])
             add("spinscope_futex_wait_seconds", g, c["futex_wait_ns"] / 1e9)
             add("spinscope_context_switches", (*g, "voluntary"), c["cs_voluntary"])
             add("spinscope_context_switches", (*g, "involuntary"), c["cs_involuntary"])
-            named = 0
-            for mechanism in ("futex", "io", "mm", "exit"):
-                add("spinscope_wakeups", (*g, mechanism), c[f"wakeups_sent_{mechanism}"])
-                named += c[f"wakeups_sent_{mechanism}"]
-            add("spinscope_wakeups", (*g, "other"), max(0, c["wakeups_sent"] - named))
+            for mechanism, value in counts.wakeups_by_mechanism(c).items():
+                add("spinscope_wakeups", (*g, mechanism), value)
             add("spinscope_handoff_wait_seconds", g, c["wakeup_wait_ns"] / 1e9)
             add("spinscope_handoff_cpu_seconds", g, c["handoff_oncpu_ns"] / 1e9)
             add("spinscope_runqueue_wait_seconds", g, c["runq_ns"] / 1e9)

@@ -1,14 +1,14 @@
-"""The three verdicts spinscope names: write-spin, spurious select, handoff overhead.
+"""The verdicts spinscope names, in words: labels (problems: write-spin, spurious select, handoff overhead)
+and findings (what a server does that is worth knowing but is not a problem of its own: it waits for
+writability, it busy-polls by design).
 
-Each detector reads an Analysis and returns a Label or None. Every threshold is a named constant here and
-is documented, with its reasoning, in docs/labels.md: keep the two in sync. Detectors also refuse to judge
-small samples (too few requests or calls) and say so through `Assessment.notes`, so a quiet capture is
-reported as "not enough data", never as "healthy".
-
-A count is not a verdict. A label's severity follows its measured cost: the on-CPU time the collector timed
-inside the calls that make the problem (spin retries, empty polls, handoffs) over the on-CPU time of the
-threads involved, or the request time spent waiting for a handed-to thread. Where a cost cannot be
-measured in the kernel (a handoff through shared memory), the label says it is estimated and how.
+The numbers come from measures.py (one `measure_*` per pattern); this module phrases them and grades them.
+A label appears when its measured cost reaches a tier, never because a count passed a threshold: the share
+of the involved threads' on-CPU time (or, for handoffs, of the request time) is the verdict, the counts are
+its evidence. Every threshold is a named constant (here or in measures.py) and is documented in
+docs/labels.md; tests/analyzer/test_analyzer_docs.py holds the two equal. Too small a sample gets no label
+and a note saying so (`Assessment.notes`), so a quiet capture is reported as "not enough data", never as
+"healthy".
 """
 
 from __future__ import annotations
@@ -18,43 +18,36 @@ from dataclasses import asdict, dataclass, field
 import pandas as pd
 
 from spinscope.fmt import fixed, size_class, undefined
-from spinscope.metrics import Analysis, drop_line, dropped, ratio, role_edges, spin_cost_ns
-from spinscope.roles import EVENT_LOOP, IDLE, ROLE_NOUNS, thread_name
+from spinscope.measures import (DISPATCH, IMBALANCE_MAX_LOW_EVENTS, IMBALANCE_MIN_RATIO, LEADER_FOLLOWER,  # noqa: F401
+                                MIN_CALLS, MIN_CLASS_REQUESTS, MIN_REQUESTS, PER_CONNECTION, SHARED_MEMORY,
+                                BusyPollMeasure, HandoffMeasure, SpuriousMeasure, WriteSpinMeasure,
+                                WriteWaitMeasure, measure_busy_poll, measure_handoff, measure_spurious,
+                                measure_write_spin, measure_write_wait)
+from spinscope.metrics import Analysis, drop_line, dropped, role_edges
+from spinscope.roles import ROLE_NOUNS, thread_name
 
+# Label names (problems) and finding names (not problems): one name each, in the report, `--json`, `top`,
+# the exporter and docs/labels.md.
 WRITE_SPIN = "write-spin"
 SPURIOUS_SELECT = "spurious-select"
 HANDOFF_OVERHEAD = "handoff-overhead"
-TITLES = {WRITE_SPIN: "write-spin", SPURIOUS_SELECT: "spurious select", HANDOFF_OVERHEAD: "handoff overhead"}
+WRITE_WAIT = "write-wait"
+BUSY_POLLING = "busy-polling"
+LABEL_NAMES = (WRITE_SPIN, SPURIOUS_SELECT, HANDOFF_OVERHEAD)
+FINDING_NAMES = (WRITE_WAIT, BUSY_POLLING)
+TITLES = {WRITE_SPIN: "write-spin", SPURIOUS_SELECT: "spurious select", HANDOFF_OVERHEAD: "handoff overhead",
+          WRITE_WAIT: "waits for writability", BUSY_POLLING: "busy polling"}
 
-# Small-sample guards.
-MIN_REQUESTS = 50            # requests before any per-request verdict
-MIN_CLASS_REQUESTS = 20      # responses in a size class before judging that class
-MIN_CALLS = 200              # poll (or read) calls before judging their returns
-
-# Severity, from the measured share of the involved threads' on-CPU time (or, for handoffs, of the
-# request time spent waiting for a handed-to thread to run).
+# Tiers of the measured share of the involved threads' on-CPU time (or of the request time spent waiting
+# for a handed-to thread): below INFO_SHARE a pattern is not worth naming.
 CRITICAL_SHARE = 0.20
 WARNING_SHARE = 0.05
+INFO_SHARE = 0.01
 INFO, WARNING, CRITICAL = "info", "warning", "critical"
-
-# write-spin: a size class spins when its responses retry writes that returned EAGAIN without waiting
-# (futile retries: they move nothing), more than once per stall. A retry after a partial write moves
-# bytes; a server that writes until EAGAIN and then waits makes no futile retry at all.
-SPIN_MIN_RETRIES_PER_RESPONSE = 2.0  # futile retries per response
-SPIN_MIN_RETRIES_PER_STALL = 2.0     # futile retries / (waits + 1 per response)
-WAIT_MIN_PER_RESPONSE = 1.0          # waits for writability per response worth an informational note
-
-# spurious select
-SPURIOUS_MIN_WASTED_PER_S = 200.0    # empty returns per second (above a housekeeping timer's tick)
-SPURIOUS_MIN_READ_EAGAIN_SHARE = 0.6  # socket reads returning EAGAIN (reading until EAGAIN is one per wakeup)
-SPURIOUS_MIN_SHARE = 0.01            # measured share below which empty wakeups are not worth a label
-IMBALANCE_MIN_RATIO = 5.0            # busiest / quietest event loop, in events per poll call
-IMBALANCE_MAX_LOW_EVENTS = 2.0       # the quietest loop handles fewer events per call than this
-
-# handoff overhead
-HANDOFF_MIN_PER_REQUEST = 1.5        # deliberate wakeups between the target's threads per request
-CROSS_THREAD_MIN_SHARE = 0.5         # or: requests answered by another thread than the one that read them
-SHARED_MEMORY_MAX_WAKEUPS = 0.5      # handoffs per request below which cross-thread requests moved without a wakeup
+# Empty wakeups costing less than this much of one CPU are not named, whatever their share of an idle
+# thread's CPU: a housekeeping timer's ticks (100 a second at 5 µs is 0.05% of a CPU) are not a problem.
+SPURIOUS_MIN_WASTED_CPUS = 0.005
+SEVERITIES = (INFO, WARNING, CRITICAL)
 
 
 @dataclass
@@ -67,6 +60,7 @@ class Label:
     fixes: list
     details: list = field(default_factory=list)  # human lines: per size class, per thread, per edge
     estimated: bool = False  # the cost is estimated, not measured (the summary says how)
+    cost_share: float | None = None  # the share the severity follows (CPU, or request time for handoffs)
 
     @property
     def title(self) -> str:
@@ -78,9 +72,29 @@ class Label:
 
 
 @dataclass
+class Finding:
+    """Something a server does by design that costs something but is not a problem by itself: no severity,
+    its measured cost and what to weigh it against."""
+
+    name: str
+    summary: str
+    evidence: dict
+    cpu_share: float | None
+    advice: list
+
+    @property
+    def title(self) -> str:
+        return TITLES[self.name]
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "title": self.title}
+
+
+@dataclass
 class Assessment:
     labels: list
     notes: list  # why a verdict could not be reached (too few requests, ...)
+    findings: list = field(default_factory=list)
 
     def names(self) -> set:
         return {label.name for label in self.labels}
@@ -88,6 +102,9 @@ class Assessment:
     def serious(self) -> set:
         """Names of the labels at warning or critical."""
         return {label.name for label in self.labels if label.severity != INFO}
+
+    def finding_names(self) -> set:
+        return {finding.name for finding in self.findings}
 
 
 def exec_notes(target: dict) -> list:
@@ -118,13 +135,10 @@ def sampling_note(time_sample: int, timed: int) -> str:
             "measured costs behind the verdicts are estimates; counts are exact")
 
 
-def assess(analysis: Analysis) -> Assessment:
+def capture_notes(analysis: Analysis) -> list:
+    """What limits the verdicts of this capture: too few requests, drops, execs, sampling, a checkpoint."""
     notes = []
     cap = analysis.capture
-    if not cap.costs_measured:
-        notes.append(f"capture schema {cap.schema} (an older collector) has counts but no measured costs: "
-                     "no verdict is drawn from it; record it again to judge")
-        return Assessment(labels=[], notes=notes)
     if analysis.requests == 0:
         notes.append("no requests were observed (no socket read followed by a write): "
                      "per-request metrics are not available")
@@ -144,118 +158,168 @@ def assess(analysis: Analysis) -> Assessment:
                          "end at the checkpoint)")
         notes.append(f"incomplete: the collector stopped without writing its final capture (killed?); this is "
                      f"its last checkpoint, {fixed(cap.duration_s, 1)} s into the recording{journaled}")
-    detectors = (write_spin, spurious_select, handoff_overhead)
-    labels = [label for label in (detect(analysis) for detect in detectors) if label]
-    return Assessment(labels=labels, notes=notes)
+    return notes
 
 
-def severity(share: float | None) -> str:
+def assess(analysis: Analysis) -> Assessment:
+    cap = analysis.capture
+    if not cap.costs_measured:
+        return Assessment(labels=[], notes=[
+            f"capture schema {cap.schema} (an older collector) has counts but no measured costs: no verdict is "
+            "drawn from it; record it again to judge"])
+    notes = capture_notes(analysis)
+    labels = [label for label in (write_spin(analysis), spurious_select(analysis), handoff_overhead(analysis))
+              if label]
+    findings = [finding for finding in (write_wait(analysis), busy_polling(analysis)) if finding]
+    return Assessment(labels=labels, notes=notes, findings=findings)
+
+
+def severity(share: float | None) -> str | None:
+    """The tier of a measured share: None below INFO_SHARE (not worth naming)."""
     if share is None:
-        return WARNING
+        return None
     if share >= CRITICAL_SHARE:
         return CRITICAL
-    return WARNING if share >= WARNING_SHARE else INFO
+    if share >= WARNING_SHARE:
+        return WARNING
+    return INFO if share >= INFO_SHARE else None
 
 
 # --- write-spin -------------------------------------------------------------------------------------
 
+WRITE_SPIN_FIXES = [
+    "on EAGAIN stop writing and wait for EPOLLOUT instead of retrying at once",
+    "raise SO_SNDBUF (or net.ipv4.tcp_wmem) above the large response sizes so a response fits in one write",
+    "write headers and body in one call (writev, sendfile) instead of many small writes",
+]
+
+
 def write_spin(analysis: Analysis) -> Label | None:
-    """Responses whose stalled writes (EAGAIN, partial) are retried at once, without waiting for the
-    socket to drain, judged per response-size class; severity from the measured on-CPU time of those
-    retries. A server that waits for writability gets at most an informational note."""
-    if analysis.requests < MIN_REQUESTS:
+    """Responses whose writes retry an EAGAIN at once, without waiting for the socket to drain; graded by
+    the measured cost of the spinning threads' retry cycles."""
+    m = measure_write_spin(analysis)
+    if m is None:
         return None
-    classes = analysis.capture.by_size
-    classes = classes[classes["count"] >= MIN_CLASS_REQUESTS].copy()
-    if classes.empty:
+    level = severity(m.share)
+    if level is None:
         return None
-    for name, column in (("writes", "write_calls"), ("eagain", "write_eagain"), ("partial", "write_partial"),
-                         ("retries", "spin_retries"), ("futile", "spin_eagain"), ("waits", "write_waited")):
-        classes[name] = classes[column] / classes["count"]
-    classes["per_stall"] = classes["spin_eagain"] / (classes["write_waited"] + classes["count"])
-    spinning = classes[(classes["futile"] >= SPIN_MIN_RETRIES_PER_RESPONSE)
-                       & (classes["per_stall"] >= SPIN_MIN_RETRIES_PER_STALL)]
-    threads = analysis.threads
-    spinners = threads[threads["write_spin_retries"] > 0]
-    spin_ns, spinner_cpu = spin_cost_ns(spinners.sum(numeric_only=True)), spinners["oncpu_ns"].sum()
-    share = _share(spin_ns, spinner_cpu)
+    return Label(WRITE_SPIN, level, _write_spin_summary(analysis, m), _write_spin_evidence(analysis, m),
+                 m.share, WRITE_SPIN_FIXES, _write_spin_details(m), cost_share=m.share)
+
+
+def _write_spin_summary(analysis: Analysis, m: WriteSpinMeasure) -> str:
+    whose = _whose(analysis.threads, m.spinners)
+    cost = _share_phrase(m.share, whose, "in those retries")
+    if not m.spinning:  # retries without a size class big enough to describe
+        return (f"write-spin: {m.retries:,.0f} writes retried an EAGAIN at once, without waiting{cost}; stop "
+                "writing at EAGAIN and wait for EPOLLOUT, or raise SO_SNDBUF")
+    worst = m.spinning[0]
+    more = len(m.spinning) - 1
+    where = f"{size_class(worst.bytes_min, worst.bytes_max)} responses" + (
+        f" (and {more} more size class{'es' if more > 1 else ''})" if more else "")
+    return (f"write-spin on {where}: {worst.writes:.0f} writes per response, {worst.eagain_retries:.0f} of "
+            f"them retrying an EAGAIN at once, without waiting ({worst.eagain:.0f} EAGAIN, "
+            f"{worst.partial:.0f} partial, {worst.waits:.1f} waits for writability){cost}; "
+            "stop writing at EAGAIN and wait for EPOLLOUT, or raise SO_SNDBUF")
+
+
+def _write_spin_evidence(analysis: Analysis, m: WriteSpinMeasure) -> dict:
+    process = analysis.process
     evidence = {
         "requests": analysis.requests,
-        "spin_retries_per_request": _round(analysis.process["spin_retries_per_request"]),
-        "futile_retries_per_request": _round(analysis.process["futile_retries_per_request"]),
-        "write_waits_per_request": _round(analysis.process["write_waits_per_request"]),
-        "futile_retry_cpu_ms": round(spin_ns / 1e6, 3),
-        "spinning_threads_cpu_ms": round(spinner_cpu / 1e6, 3),
-        "futile_retry_us_each": _round(ratio(spin_ns / 1e3, spinners["write_spin_eagain"].sum())),
+        "eagain_retries_per_request": _round(process["eagain_retries_per_request"]),
+        "partial_retries_per_request": _round(process["partial_retries_per_request"]),
+        "write_waits_per_request": _round(process["write_waits_per_request"]),
+        "spin_cpu_ms": round(m.cost_ns / 1e6, 3),
+        "spinning_threads_cpu_ms": round(m.cpu_ns / 1e6, 3),
+        "spin_us_per_eagain_retry": _round(m.cost_ns / 1e3 / m.retries if m.retries else None),
+        "copy_ns_per_byte": _round(m.copy_rate_ns_per_byte, 4),
+        "copy_rate_from": m.copy_rate_source,
     }
-    if spinning.empty:
-        return _write_waits(analysis, classes, share, evidence)
-
-    worst = spinning.loc[spinning["spin_eagain"].idxmax()]
-    size = size_class(worst["bytes_min"], worst["bytes_max"])
-    more = len(spinning) - 1
-    where = f"{size} responses" + (f" (and {more} more size class{'es' if more > 1 else ''})" if more else "")
-    whose = _whose(threads, spinners.index)
-    summary = (f"write-spin on {where}: {worst['writes']:.0f} writes per response, {worst['futile']:.0f} of "
-               f"them retrying an EAGAIN at once, without waiting ({worst['eagain']:.0f} EAGAIN, "
-               f"{worst['partial']:.0f} partial, {worst['waits']:.1f} waits for writability)"
-               f"{_share_phrase(share, whose, 'in those retries')}; "
-               "stop writing at EAGAIN and wait for EPOLLOUT, or raise SO_SNDBUF")
-    details = [f"{size_class(row.bytes_min, row.bytes_max)} responses: {row.count} responses, "
-               f"{row.writes:.1f} writes, {row.futile:.1f} retries of an EAGAIN and {row.retries - row.futile:.1f} "
-               f"of a partial write without waiting, {row.waits:.1f} waits for writability per response"
-               for row in spinning.itertuples()]
-    evidence.update({
-        "spinning_responses": int(spinning["count"].sum()),
-        "size_class_bytes_min": int(worst["bytes_min"]),
-        "size_class_bytes_max": int(worst["bytes_max"]),
-        "writes_per_response": round(float(worst["writes"]), 2),
-        "spin_retries_per_response": round(float(worst["retries"]), 2),
-        "futile_retries_per_response": round(float(worst["futile"]), 2),
-        "eagain_per_response": round(float(worst["eagain"]), 2),
-        "partial_per_response": round(float(worst["partial"]), 2),
-        "waits_per_response": round(float(worst["waits"]), 2),
-    })
-    fixes = [
-        "on EAGAIN stop writing and wait for EPOLLOUT instead of retrying at once",
-        "raise SO_SNDBUF (or net.ipv4.tcp_wmem) above the large response sizes so a response fits in one write",
-        "write headers and body in one call (writev, sendfile) instead of many small writes",
-    ]
-    return Label(WRITE_SPIN, severity(share), summary, evidence, share, fixes, details)
+    if m.spinning:
+        worst = m.spinning[0]
+        evidence.update({
+            "spinning_responses": sum(c.count for c in m.spinning),
+            "size_class_bytes_min": worst.bytes_min,
+            "size_class_bytes_max": worst.bytes_max,
+            "writes_per_response": round(worst.writes, 2),
+            "eagain_retries_per_response": round(worst.eagain_retries, 2),
+            "partial_retries_per_response": round(worst.partial_retries, 2),
+            "eagain_per_response": round(worst.eagain, 2),
+            "partial_per_response": round(worst.partial, 2),
+            "waits_per_response": round(worst.waits, 2),
+        })
+    return evidence
 
 
-def _write_waits(analysis: Analysis, classes: pd.DataFrame, share: float | None, evidence: dict) -> Label | None:
-    """The informational note for a server that waits for writability: no spin, but round trips."""
-    waiting = classes[classes["waits"] >= WAIT_MIN_PER_RESPONSE]
-    if waiting.empty:
+def _write_spin_details(m: WriteSpinMeasure) -> list:
+    lines = [f"{size_class(c.bytes_min, c.bytes_max)} responses: {c.count} responses, {c.writes:.1f} writes, "
+             f"{c.eagain_retries:.1f} retries of an EAGAIN and {c.partial_retries:.1f} writes after a partial "
+             f"write without waiting, {c.waits:.1f} waits for writability per response" for c in m.spinning]
+    rate = {"bulk writes": "the rate of the threads' complete writes of 4 KiB or more",
+            "first writes": "the rate of the responses' first writes (an older capture: a header written on its "
+                            "own makes this rate too high)",
+            "none": "nothing: no complete write of 4 KiB or more to price copying by"}[m.copy_rate_source]
+    lines.append(f"cost: the retries' whole cycles (from the previous write's return to the retry's return, "
+                 f"user space included), less copying their bytes at {rate}")
+    return lines
+
+
+# --- waits for writability (a finding) ---------------------------------------------------------------
+
+def write_wait(analysis: Analysis) -> Finding | None:
+    """Responses larger than the send buffer that wait for writability: not a spin, but each wait is a
+    round trip."""
+    m: WriteWaitMeasure | None = measure_write_wait(analysis)
+    if m is None:
         return None
-    worst = waiting.loc[waiting["write_waited"].idxmax()]
-    size = size_class(worst["bytes_min"], worst["bytes_max"])
-    request_ms = ratio(worst["duration_ns"] / 1e6, worst["count"])
-    # No share in the sentence: without a spin, the time between a write and its retry is the server's
-    # ordinary work, not a cost of retrying (it stays in the evidence).
-    summary = (f"no write-spin: {size} responses wait for writability {worst['waits']:.1f} times each "
-               f"(send buffer smaller than the response; {worst['futile']:.1f} retries of an EAGAIN per "
-               "response); each wait is a round trip: these requests took "
-               f"{fixed(request_ms, 2)} ms on average")
-    evidence.update({"size_class_bytes_min": int(worst["bytes_min"]), "size_class_bytes_max": int(worst["bytes_max"]),
-                     "waits_per_response": round(float(worst["waits"]), 2),
-                     "futile_retries_per_response": round(float(worst["futile"]), 2),
-                     "request_ms": _round(request_ms)})
-    evidence["retry_cpu_share"] = _round(share)
-    fixes = ["raise SO_SNDBUF (or net.ipv4.tcp_wmem) above the large response sizes if their latency matters"]
-    return Label(WRITE_SPIN, INFO, summary, evidence, None, fixes)
+    worst = m.worst
+    size = size_class(worst.bytes_min, worst.bytes_max)
+    summary = (f"{size} responses wait for writability {worst.waits:.1f} times each (the send buffer is smaller "
+               f"than the response; {worst.eagain_retries:.1f} retries of an EAGAIN per response); each wait "
+               f"is a round trip: these requests took {fixed(worst.request_ms, 2)} ms on average")
+    evidence = {"size_class_bytes_min": worst.bytes_min, "size_class_bytes_max": worst.bytes_max,
+                "responses": worst.count, "waits_per_response": round(worst.waits, 2),
+                "eagain_retries_per_response": round(worst.eagain_retries, 2),
+                "request_ms": _round(worst.request_ms)}
+    advice = ["raise SO_SNDBUF (or net.ipv4.tcp_wmem) above the large response sizes if their latency matters"]
+    return Finding(WRITE_WAIT, summary, evidence, None, advice)
+
+
+# --- busy polling (a finding) ------------------------------------------------------------------------
+
+def busy_polling(analysis: Analysis) -> Finding | None:
+    """Threads that poll with a zero timeout back to back and never block: a CPU-for-latency trade chosen on
+    purpose, not a loop that forgot to block; said with its cost."""
+    m: BusyPollMeasure | None = measure_busy_poll(analysis)
+    if m is None:
+        return None
+    threads = analysis.threads
+    seconds = analysis.capture.duration_s or 1.0
+    cpus = m.cpu_ns / 1e9 / seconds
+    summary = (f"busy polling: {_who(threads, m.tids)} never block{'s' if len(m.tids) == 1 else ''}: "
+               f"{m.polls_per_s:,.0f} zero-timeout polls a second, {m.empty_share:.0%} of them empty, keeping "
+               f"{cpus:.2f} CPUs busy{_share_phrase(m.share, 'that CPU', 'in the empty checks')}: a trade of "
+               "CPU for wake-up latency")
+    evidence = {"threads": len(m.tids), "polls_per_s": round(m.polls_per_s, 1), "empty_share": _round(m.empty_share),
+                "cpus": round(cpus, 3), "empty_check_cpu_ms": round(m.cost_ns / 1e6, 3)}
+    advice = ["keep it if the latency matters more than the core it occupies; otherwise turn busy polling off "
+              "(HAProxy: remove `busy-polling`) so the thread blocks when there is nothing to do"]
+    return Finding(BUSY_POLLING, summary, evidence, m.share, advice)
 
 
 # --- spurious select --------------------------------------------------------------------------------
 
 def spurious_select(analysis: Analysis) -> Label | None:
-    """Wakeups that find no work, by their measured on-CPU time: empty poll returns (zero-timeout checks
-    and blocking calls that woke with nothing, told apart), socket reads that return EAGAIN, and an event
-    loop woken for far fewer events per call than its sibling."""
-    seconds = analysis.capture.duration_s
+    """Wakeups that find no work, graded by their measured on-CPU time (whole cycles where measured)."""
+    m = measure_spurious(analysis)
+    if m is None or m.wasted_ns < SPURIOUS_MIN_WASTED_CPUS * analysis.capture.duration_s * 1e9:
+        return None
+    level = severity(m.share)
+    if level is None:
+        return None
     threads = analysis.threads
-    signals, fixes, details, involved = [], [], [], set()
+    signals, fixes, details = [], [], []
     evidence = {
         "poll_calls": int(threads["poll_calls"].sum()),
         "poll_zero": int(threads["poll_zero"].sum()),
@@ -265,170 +329,176 @@ def spurious_select(analysis: Analysis) -> Label | None:
         "read_eagain": int(threads["read_eagain"].sum()),
         "read_eagain_fraction": _round(analysis.process["read_eagain_fraction"]),
     }
-    wasted_ns = pd.Series(0.0, index=threads.index)
-
-    empty = threads["poll_zero"]
-    if empty.sum() >= MIN_CALLS and (ratio(empty.sum(), seconds) or 0) >= SPURIOUS_MIN_WASTED_PER_S:
-        nowait, waited = threads["poll_zero_nowait"].sum(), empty.sum() - threads["poll_zero_nowait"].sum()
-        check_us = ratio(threads["poll_zero_nowait_ns"].sum() / 1e3, nowait)
-        wake_us = ratio(threads["poll_zero_wait_ns"].sum() / 1e3, waited)
-        kinds = [f"{nowait:,} zero-timeout checks" + (f" at {check_us:.1f} µs each" if check_us else "")] \
-            if nowait else []
-        kinds += [f"{waited:,} blocking calls that woke with nothing"
-                  + (f" at {wake_us:.1f} µs each" if wake_us else "")] if waited else []
-        signals.append(f"{analysis.process['poll_zero_fraction']:.0%} of poll calls return no events "
-                       f"({', '.join(kinds)})")
-        if nowait >= waited:
+    if m.empty:
+        signals.append(_empty_signal(analysis, m))
+        if m.empty.nowait >= m.empty.waited:
             fixes.append("block in epoll_wait until the next timer is due instead of checking with a zero "
                          "timeout while there is nothing to run")
         else:
             fixes.append("wake one loop per event (EPOLLEXCLUSIVE, SO_REUSEPORT) instead of all of them, "
                          "and use a timeout as long as the next timer")
-        wasted_ns += threads["poll_zero_nowait_ns"] + threads["poll_zero_wait_ns"]
-        involved |= set(threads.index[empty > 0])
         details += _thread_lines(threads, "poll_zero", "poll_calls", "of its poll calls return no events")
-
-    eagain = threads["read_eagain"]
-    if (eagain.sum() >= MIN_CALLS and (ratio(eagain.sum(), seconds) or 0) >= SPURIOUS_MIN_WASTED_PER_S
-            and (analysis.process["read_eagain_fraction"] or 0) >= SPURIOUS_MIN_READ_EAGAIN_SHARE):
+    if m.herd:
+        signals.append(_herd_signal(m))
+        fixes.append("wake one waiter per connection: EPOLLEXCLUSIVE on the listening socket, a listener per "
+                     "worker with SO_REUSEPORT, or one acceptor that hands connections out")
+        evidence.update({"herd_wakeups": m.herd.futile, "accept_eagain": m.herd.accept_eagain,
+                         "accepts": m.herd.accepts, "woken_per_connection": _round(m.herd.woken_per_connection),
+                         "herd_processes": m.herd.processes, "herd_threads": len(m.herd.tids),
+                         "herd_us_per_wakeup": _round(m.herd.cycle_us)})
+    if m.eagain_reads:
         signals.append(f"{analysis.process['read_eagain_fraction']:.0%} of socket reads return EAGAIN "
-                       f"({eagain.sum():,})")
+                       f"({m.eagain_reads:,})")
         fixes.append("read only sockets epoll reported readable, and stop at a short read")
-        wasted_ns += threads["read_eagain_ns"]
-        involved |= set(threads.index[eagain > 0])
         details += _thread_lines(threads, "read_eagain", "read_calls", "of its socket reads return EAGAIN")
-
-    estimated = False
-    imbalance = _loop_imbalance(threads)
-    if imbalance:
-        quiet, busy, excess_calls = imbalance
-        quiet_row, busy_row = threads.loc[quiet], threads.loc[busy]
-        signals.append(f"{_name(threads, quiet)} handles {quiet_row['events_per_poll']:.1f} events per poll "
-                       f"call while {_name(threads, busy)} handles {busy_row['events_per_poll']:.0f}")
+    if m.imbalance:
+        quiet, busy = m.imbalance.quiet, m.imbalance.busy
+        signals.append(f"{_name(threads, quiet)} handles {threads.at[quiet, 'events_per_poll']:.1f} events per poll "
+                       f"call while {_name(threads, busy)} handles {threads.at[busy, 'events_per_poll']:.0f}")
         fixes.append("balance the event loops (spread connections with SO_REUSEPORT, or merge the quiet "
                      "loop into the busy one): a loop woken for under one event per call pays a wakeup "
                      "per event")
-        # The quiet loop's measured poll time, scaled to the calls it would not make if it batched
-        # like the busy loop: an estimate.
-        excess_ns = quiet_row["poll_oncpu_ns"] * excess_calls / max(quiet_row["poll_calls"], 1)
-        estimated = excess_ns > wasted_ns[quiet]
-        wasted_ns[quiet] = max(wasted_ns[quiet], excess_ns)
-        involved.add(quiet)
-        evidence.update({"quiet_loop_tid": int(quiet), "quiet_loop_events_per_poll": _round(quiet_row["events_per_poll"]),
-                         "busy_loop_tid": int(busy), "busy_loop_events_per_poll": _round(busy_row["events_per_poll"]),
-                         "quiet_loop_excess_calls": int(excess_calls)})
-
-    if not signals:
-        return None
-    cpu = threads.loc[sorted(involved), "oncpu_ns"].sum()
-    share = _share(wasted_ns.sum(), cpu)
-    if share is not None and share < SPURIOUS_MIN_SHARE:
-        return None
-    evidence["wasted_cpu_ms"] = round(wasted_ns.sum() / 1e6, 3)
-    evidence["involved_threads_cpu_ms"] = round(cpu / 1e6, 3)
-    how = " (estimated from its measured poll time)" if estimated else ""
+        evidence.update({"quiet_loop_tid": quiet, "quiet_loop_events_per_poll": _round(threads.at[quiet, "events_per_poll"]),
+                         "busy_loop_tid": busy, "busy_loop_events_per_poll": _round(threads.at[busy, "events_per_poll"]),
+                         "quiet_loop_excess_calls": int(m.imbalance.excess_calls)})
+    if m.excluded_busy_pollers:
+        details.append(f"left out: {_who(threads, m.excluded_busy_pollers)}, busy polling by design "
+                       "(see the busy-polling finding)")
+    evidence["wasted_cpu_ms"] = round(m.wasted_ns / 1e6, 3)
+    evidence["involved_threads_cpu_ms"] = round(m.cpu_ns / 1e6, 3)
+    how = " (estimated from its measured poll time)" if m.estimated else ""
     summary = (f"spurious select: {'; '.join(signals)}"
-               f"{_share_phrase(share, _whose(threads, sorted(involved)), estimated=estimated)}{how}")
-    return Label(SPURIOUS_SELECT, severity(share), summary, evidence, share, fixes, details, estimated)
+               f"{_share_phrase(m.share, _whose(threads, m.involved), estimated=m.estimated)}{how}")
+    return Label(SPURIOUS_SELECT, level, summary, evidence, m.share, fixes, details, m.estimated, cost_share=m.share)
 
 
-def _loop_imbalance(threads: pd.DataFrame) -> tuple | None:
-    """(quiet tid, busy tid, quiet loop's calls beyond what it would need if it batched like the busy
-    loop) when two event loops differ by IMBALANCE_MIN_RATIO in events per poll call, else None."""
-    loops = threads[(threads["role"] == EVENT_LOOP) & (threads["poll_calls"] >= MIN_CALLS)]
-    if len(loops) < 2:
-        return None
-    quiet, busy = loops["events_per_poll"].idxmin(), loops["events_per_poll"].idxmax()
-    low, high = loops.at[quiet, "events_per_poll"], loops.at[busy, "events_per_poll"]
-    if low >= IMBALANCE_MAX_LOW_EVENTS or high < IMBALANCE_MIN_RATIO * low or not high:  # not high: no events at all
-        return None
-    excess = loops.at[quiet, "poll_calls"] - loops.at[quiet, "poll_events"] / high
-    return quiet, busy, excess
+def _empty_signal(analysis: Analysis, m: SpuriousMeasure) -> str:
+    e = m.empty
+    kinds = [f"{e.nowait:,} zero-timeout checks" + (f" at {e.check_us:.1f} µs each" if e.check_us else "")] \
+        if e.nowait else []
+    kinds += [f"{e.waited:,} blocking calls that woke with nothing" + (f" at {e.wake_us:.1f} µs each" if e.wake_us else "")] \
+        if e.waited else []
+    cycle = f", {e.cycle_us:.1f} µs a wakeup with the loop around it" if e.cycle_us else ""
+    return f"{analysis.process['poll_zero_fraction']:.0%} of poll calls return no events ({', '.join(kinds)}{cycle})"
+
+
+def _herd_signal(m: SpuriousMeasure) -> str:
+    h = m.herd
+    who = f"{h.processes} processes" if h.processes > 1 else f"{len(h.tids)} threads"
+    ports = sorted({entry.get("port") for entry in h.listeners if entry.get("port")})
+    where = f" on port {', '.join(str(p) for p in ports)}" if ports else ""
+    woken = f"{h.woken_per_connection:.1f} woken per connection, " if h.woken_per_connection else ""
+    each = f" at {h.cycle_us:.1f} µs each" if h.cycle_us else ""
+    return (f"thundering herd{where}: {who} wait on the same listener; {woken}{h.futile:,} wakeups found "
+            f"nothing ready{each} ({h.accept_eagain:,} accept calls returned EAGAIN)")
 
 
 # --- handoff overhead -------------------------------------------------------------------------------
 
-def handoff_overhead(analysis: Analysis) -> Label | None:
-    """Requests passed between the target's own threads, by a wakeup (futex, pipe, eventfd) or through
-    shared memory (read on one thread, answered on another, no wakeup). Severity from the measured
-    costs: the request time spent waiting for a handed-to thread to run, and the on-CPU time inside the
-    calls that made or received the handoffs; a shared-memory handoff has no kernel event to time, and
-    is said to be estimated."""
-    process, requests = analysis.process, analysis.requests
-    per_request = process["handoffs_per_request"] or 0.0
-    cross = process["cross_thread_share"] or 0.0
-    if requests < MIN_REQUESTS or (per_request < HANDOFF_MIN_PER_REQUEST and cross < CROSS_THREAD_MIN_SHARE):
-        return None
-    threads = analysis.threads
-    involved = threads[(threads["wakeups_sent"] - threads["wakeups_sent_mm"] - threads["wakeups_sent_exit"] > 0)
-                       | (threads["wakeups_received"] > 0)]
-    cpu_share = _share(involved["handoff_oncpu_ns"].sum(), involved["oncpu_ns"].sum())
-    wait_ms = process["handoff_wait_ms_per_request"] or 0.0
-    # Wake-to-run waits also happen between requests (a dispatcher re-arming a connection), so they
-    # can exceed the request time: the share is capped at the whole of it.
-    latency_share = _share(wait_ms, process["request_ms"]) if process["request_ms"] else None
-    edges = role_edges(analysis)
-    evidence = {
-        "requests": requests,
-        "handoffs_per_request": _round(per_request),
-        "cross_thread_share": _round(cross),
-        "contention_wakeups_per_request": _round(process["contention_wakeups_per_request"]),
-        "handoff_wait_ms_per_request": _round(wait_ms),
-        "request_ms": _round(process["request_ms"]),
-        "handoff_wait_share_of_request_time": _round(latency_share),
-        "handoff_cpu_share": _round(cpu_share),
-        "cs_per_request": _round(process["cs_per_request"]),
-        "futex_ms_per_request": _round(process["futex_ms_per_request"]),
-        "cpu_ms_per_request": _round(process["cpu_ms_per_request"]),
-    }
-    details = [f"{ROLE_NOUNS[a]} → {ROLE_NOUNS[b]}: {n} wakeups, {n / requests:.2f} per request"
-               for (a, b), n in edges.items()]
-    contention = process["contention_wakeups_per_request"] or 0.0
-    if contention:
-        details.append(f"{contention:.2f} wakeups per request from memory-map calls (mmap/munmap lock "
-                       "contention), not counted as handoffs")
-    fixes = [
+HANDOFF_FIXES = {
+    DISPATCH: [
         "serve short requests in the thread that read them, without a worker pool",
         "if a worker is needed, let the same worker read, process and write (about 2 handoffs instead of 4)",
         "one event loop per core (SO_REUSEPORT) or thread-per-connection both avoid per-request handoffs",
-    ]
-    if per_request < SHARED_MEMORY_MAX_WAKEUPS:
-        busy = _busy_threads_line(analysis)
-        summary = (f"handoff overhead: {cross:.0%} of requests are answered by another thread than the one "
-                   f"that read them, with {per_request:.2f} wakeups per request: handed over through shared "
-                   f"memory, a cost the kernel cannot time (estimated, not measured); {busy}")
-        return Label(HANDOFF_OVERHEAD, WARNING, summary, evidence, None, fixes, details, estimated=True)
+    ],
+    LEADER_FOLLOWER: [
+        "the pool threads pass the selector role to each other for every request: give each thread its own "
+        "selector and connections (one event loop per thread, SO_REUSEPORT) so no role changes hands",
+        "or keep one selector thread and let it serve the short requests itself",
+    ],
+    SHARED_MEMORY: [
+        "threads that hand requests over through memory busy-wait for each other: when they share a CPU each "
+        "spins for the other's time slice; give them a CPU each or turn the hand-over off (e.g. Redis: "
+        "io-threads 1 on a machine with few cores)",
+    ],
+    PER_CONNECTION: [
+        "a connection is handed over once, not each request: with short connections that is one hand-over per "
+        "request; keep connections alive, or accept in the serving thread (SO_REUSEPORT)",
+    ],
+}
+MECHANISM_PHRASES = {
+    DISPATCH: "each request is handed to another thread and back",
+    LEADER_FOLLOWER: "each request is answered by the thread that read it, but the pool threads pass the "
+                     "selector role among themselves (leader/follower)",
+    SHARED_MEMORY: "requests are handed over through shared memory, the threads busy-waiting",
+    PER_CONNECTION: "each new connection is handed to another thread, not each request",
+}
 
+
+def handoff_overhead(analysis: Analysis) -> Label | None:
+    """Requests passed between the target's own threads, graded by what passing them costs: the larger of
+    the on-CPU share of the calls that hand off and wait (busy-waiting too, for a shared-memory hand-over)
+    and the share of the request time spent waiting for a woken thread to run."""
+    edges = role_edges(analysis)
+    m = measure_handoff(analysis, edges)
+    if m is None:
+        return None
+    shares = [s for s in (m.cpu_share, m.latency_share) if s is not None]
+    cost = max(shares) if shares else None
+    level = severity(cost)
+    if level is None:
+        return None
+    requests = analysis.requests
     path = ", ".join(f"{ROLE_NOUNS[a]} → {ROLE_NOUNS[b]} {n / requests:.1f}"
                      for (a, b), n in edges.head(3).items() if n / requests >= 0.05)
-    tiers = [severity(cpu_share) if cpu_share is not None else INFO,
-             severity(latency_share) if latency_share is not None else INFO]
-    level = max(tiers, key=(INFO, WARNING, CRITICAL).index)
-    waits = f"{fixed(wait_ms, 3)} ms per request waiting for a woken thread to run"
-    if latency_share is not None:
-        waits += (f" (requests take {fixed(process['request_ms'], 3)} ms)" if latency_share >= 1
-                  else f" ({latency_share:.0%} of the request time)")
-    moved = f", {cross:.0%} of requests answered by another thread" if cross >= 0.005 else ""
-    summary = (f"handoff overhead: {per_request:.1f} handoffs between threads per request ({path}){moved}; {waits}"
-               f"{_share_phrase(cpu_share, 'their CPU', 'in the calls that hand off and wait')}; "
-               "serve the request in the thread that read it")
-    return Label(HANDOFF_OVERHEAD, level, summary, evidence, cpu_share, fixes, details)
+    waits = f"{fixed(m.wait_ms_per_request, 3)} ms per request waiting for a woken thread to run"
+    if m.latency_share is not None:
+        waits += (f" (requests take {fixed(m.request_ms, 3)} ms)" if m.latency_share >= 1
+                  else f" ({m.latency_share:.0%} of the request time)")
+    moved = f", {m.cross_share:.0%} of requests answered by another thread" if m.cross_share >= 0.005 else ""
+    estimated = m.mechanism == SHARED_MEMORY
+    if estimated:
+        where = "busy-waiting, outside their calls (an upper bound: their user-space work is in it too)"
+        cpu = _share_phrase(m.cpu_share, _whose(analysis.threads, m.involved), where, estimated=True)
+        summary = (f"handoff overhead: {MECHANISM_PHRASES[m.mechanism]}: {m.cross_share:.0%} of requests are "
+                   f"answered by another thread than the one that read them, with {m.per_request:.2f} wakeups "
+                   f"per request{cpu}; {_busy_threads_line(analysis, m.involved)}")
+    else:
+        cpu = _share_phrase(m.cpu_share, "their CPU", "in the calls that hand off and wait")
+        summary = (f"handoff overhead: {MECHANISM_PHRASES[m.mechanism]}: {m.per_request:.1f} handoffs between "
+                   f"threads per request" + (f" ({path})" if path else "") + f"{moved}; {waits}{cpu}")
+    evidence = {
+        "mechanism": m.mechanism,
+        "requests": requests,
+        "handoffs_per_request": _round(m.per_request),
+        "cross_thread_share": _round(m.cross_share),
+        "accept_lock_wakeups_per_request": _round(m.accept_lock / requests),
+        "contention_wakeups_per_request": _round(m.contention_per_request),
+        "handoff_wait_ms_per_request": _round(m.wait_ms_per_request),
+        "request_ms": _round(m.request_ms),
+        "handoff_wait_share_of_request_time": _round(m.latency_share),
+        "handoff_cpu_share": _round(m.cpu_share),
+        "cs_per_request": _round(analysis.process["cs_per_request"]),
+        "futex_ms_per_request": _round(analysis.process["futex_ms_per_request"]),
+        "cpu_ms_per_request": _round(analysis.process["cpu_ms_per_request"]),
+    }
+    details = [f"{ROLE_NOUNS[a]} → {ROLE_NOUNS[b]}: {n} wakeups, {n / requests:.2f} per request"
+               for (a, b), n in edges.items()]
+    if m.contention_per_request:
+        details.append(f"{m.contention_per_request:.2f} wakeups per request from memory-map calls (mmap/munmap lock "
+                       "contention), not counted as handoffs")
+    if m.accept_lock:
+        details.append(f"{m.accept_lock / requests:.2f} wakeups per request between processes (a shared accept "
+                       "lock), not counted as handoffs")
+    evidence["cpu_share_measures"] = (
+        "the busy-waiting threads' on-CPU time outside their traced calls (an upper bound)" if estimated else
+        "on-CPU time inside the calls that hand off or wait, both sides (a lower bound: user-space work the "
+        "detour adds, queues, locks, a colder cache, is not timed)")
+    return Label(HANDOFF_OVERHEAD, level, summary, evidence, m.cpu_share, HANDOFF_FIXES[m.mechanism], details,
+                 estimated, cost_share=cost)
 
 
-def _busy_threads_line(analysis: Analysis) -> str:
-    """`threads 'io_thd_1' and 'redis-server' on CPU 96% and 97% of the capture`: busy-waiting shows
-    as threads on CPU nearly all the time while their syscalls are few."""
+def _busy_threads_line(analysis: Analysis, tids: list) -> str:
+    """`threads on CPU for this share of the capture: 'io_thd_1' 97%, 'redis-server' 95%; 1.9 ms CPU per
+    request`: busy-waiting shows as threads on CPU nearly all the time while their syscalls are few."""
     threads, seconds = analysis.threads, analysis.capture.duration_s or 1.0
-    busy = threads[threads["role"] != IDLE].sort_values("oncpu_ns", ascending=False).head(3)
+    busy = threads.loc[tids].sort_values("oncpu_ns", ascending=False).head(3)
     parts = [f"'{row.comm}' {row.oncpu_ns / 1e9 / seconds:.0%}" for row in busy.itertuples()]
-    return f"threads on CPU for this share of the capture: {', '.join(parts)}; {fixed(analysis.process['cpu_ms_per_request'], 3)} ms CPU per request"
+    return (f"threads on CPU for this share of the capture: {', '.join(parts)}; "
+            f"{fixed(analysis.process['cpu_ms_per_request'], 3)} ms CPU per request")
 
 
 # --- helpers ----------------------------------------------------------------------------------------
-
-def _share(ns: float, oncpu_ns: float) -> float | None:
-    return min(1.0, ns / oncpu_ns) if oncpu_ns else None
-
 
 def _share_phrase(share: float | None, whose: str, where: str = "", estimated: bool = False) -> str:
     """`, measured 62% of the CPU of event loop 'x' (tid 1)`; `about` instead of `measured` for an estimate."""
@@ -444,6 +514,12 @@ def _whose(threads: pd.DataFrame, tids) -> str:
     if len(tids) == 1:
         return f"the CPU of {_name(threads, tids[0])}"
     return f"the CPU of the {len(tids)} threads involved"
+
+
+def _who(threads: pd.DataFrame, tids) -> str:
+    """`event loop 'haproxy' (tid 812)`, `3 threads`."""
+    tids = list(tids)
+    return _name(threads, tids[0]) if len(tids) == 1 else f"{len(tids)} threads"
 
 
 def _round(value: float | None, digits: int = 3) -> float | None:

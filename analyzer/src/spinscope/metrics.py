@@ -23,7 +23,9 @@ from typing import Mapping
 
 import pandas as pd
 
-from spinscope.capture import Capture
+from spinscope import counters
+from spinscope.capture import SCHEMA, Capture
+from spinscope.counters import NOT_HANDOFFS, handoffs
 from spinscope.roles import WORKER, infer_roles
 
 PER_REQUEST = "per request"
@@ -51,8 +53,8 @@ METRICS = (
     Metric("writes_per_request", "writes per request", PER_REQUEST),
     Metric("eagain_per_request", "EAGAIN writes per request", PER_REQUEST),
     Metric("partial_writes_per_request", "partial writes per request", PER_REQUEST),
-    Metric("spin_retries_per_request", "writes retried without waiting per request", PER_REQUEST),
-    Metric("futile_retries_per_request", "EAGAIN retries without waiting per request", PER_REQUEST),
+    Metric("eagain_retries_per_request", "retries of an EAGAIN without waiting per request", PER_REQUEST),
+    Metric("partial_retries_per_request", "writes after a partial write without waiting per request", PER_REQUEST),
     Metric("write_waits_per_request", "waits for writability per request", PER_REQUEST),
     Metric("reads_per_request", "reads per request", PER_REQUEST),
     Metric("polls_per_request", "poll calls per request", PER_REQUEST),
@@ -72,7 +74,7 @@ METRICS = (
     Metric("events_per_poll", "events per poll call", PER_CALL, higher_is_better=True),
     Metric("read_eagain_fraction", "EAGAIN read share", PER_CALL, percent=True),
     Metric("spin_cpu_share", "CPU retrying writes without waiting", CPU_SHARE, percent=True),
-    Metric("empty_poll_cpu_share", "CPU in empty polls and EAGAIN reads", CPU_SHARE, percent=True),
+    Metric("empty_poll_cpu_share", "CPU in wakeups that found nothing", CPU_SHARE, percent=True),
     Metric("handoff_cpu_share", "CPU in calls that hand off or are handed to", CPU_SHARE, percent=True),
     Metric("requests_per_s", "requests/s", PER_SECOND, higher_is_better=True, relative=True),
     Metric("writes_per_s", "writes/s", PER_SECOND, relative=True),
@@ -133,33 +135,11 @@ def ratio(numerator: float, denominator: float) -> float | None:
     return float(numerator) / float(denominator) if denominator else None
 
 
-NOT_HANDOFFS = ("mm", "exit")  # wakeup mechanisms (capture `wakeups[].mechanism`) that are not handoffs
-
-
-def handoffs(c: Mapping[str, float]) -> float:
-    """Deliberate wakeups of the target's own threads in counters `c`: all but mm-lock and exit ones."""
-    return c["wakeups_sent"] - c["wakeups_sent_mm"] - c["wakeups_sent_exit"]
-
-
-def spin_cost_ns(c: Mapping[str, float]) -> float:
-    """The CPU a write-spin cost: the on-CPU time of the writes retried without waiting (their whole
-    cycles), less what moving their bytes costs at the rate the same threads move a response's first
-    write (into an empty buffer, no spin). Retrying in small pieces is part of the spin's cost: on the
-    spinning reference loop a partial retry moved 5.6 KB in 28 us, the waiting loop 7.7 KB in 19 us."""
-    rate = c["write_first_ns"] / c["write_first_bytes"] if c["write_first_bytes"] else 0.0
-    return max(0.0, c["write_spin_ns"] - c["write_spin_bytes"] * rate)
-
-
-def empty_poll_ns(c: Mapping[str, float]) -> float:
-    """On-CPU time inside poll calls that returned nothing and socket reads that returned EAGAIN."""
-    return c["poll_zero_nowait_ns"] + c["poll_zero_wait_ns"] + c["read_eagain_ns"]
-
-
 def derive(c: Mapping[str, float], requests: float, seconds: float,
-           request_sums: Mapping[str, float] | None = None) -> dict:
-    """Every metric in METRICS from counters `c`, a request count and a duration. `request_sums` (the
-    requests block) replaces the raw write counters for the write metrics per request when given, and
-    gives the request times and cross-thread share (undefined without it)."""
+           request_sums: Mapping[str, float] | None = None, schema: int = SCHEMA) -> dict:
+    """Every metric in METRICS from counters `c` (of a capture of `schema`), a request count and a
+    duration. `request_sums` (the requests block) replaces the raw write counters for the write metrics
+    per request when given, and gives the request times and cross-thread share (undefined without it)."""
     if request_sums is None:
         writes = {"write_calls": c["write_calls"], "write_eagain": c["write_eagain"],
                   "write_partial": c["write_partial"], "spin_retries": c["write_spin_retries"],
@@ -183,13 +163,13 @@ def derive(c: Mapping[str, float], requests: float, seconds: float,
         "writes_per_request": per_req(writes["write_calls"]),
         "eagain_per_request": per_req(writes["write_eagain"]),
         "partial_writes_per_request": per_req(writes["write_partial"]),
-        "spin_retries_per_request": per_req(writes["spin_retries"]),
-        "futile_retries_per_request": per_req(writes["spin_eagain"]),
+        "eagain_retries_per_request": per_req(writes["spin_eagain"]),
+        "partial_retries_per_request": per_req(writes["spin_retries"] - writes["spin_eagain"]),
         "write_waits_per_request": per_req(writes["write_waited"]),
         "reads_per_request": per_req(c["read_calls"]),
         "polls_per_request": per_req(c["poll_calls"]),
         "handoffs_per_request": per_req(handoffs(c)),
-        "contention_wakeups_per_request": per_req(c["wakeups_sent_mm"]),
+        "contention_wakeups_per_request": per_req(counters.contention_wakeups(c)),
         "handoff_wait_ms_per_request": per_req(c["wakeup_wait_ns"] / 1e6),
         "cs_per_request": per_req(switches),
         "futex_waits_per_request": per_req(c["futex_waits"]),
@@ -202,8 +182,8 @@ def derive(c: Mapping[str, float], requests: float, seconds: float,
         "poll_nowait_fraction": ratio(c["poll_nowait"], c["poll_calls"]),
         "events_per_poll": ratio(c["poll_events"], c["poll_calls"]),
         "read_eagain_fraction": ratio(c["read_eagain"], c["read_calls"]),
-        "spin_cpu_share": share(spin_cost_ns(c)),
-        "empty_poll_cpu_share": share(empty_poll_ns(c)),
+        "spin_cpu_share": share(counters.spin_cost_ns(c, schema)),
+        "empty_poll_cpu_share": share(counters.empty_wakeup_ns(c, schema)),
         "handoff_cpu_share": share(c["handoff_oncpu_ns"]),
         "requests_per_s": per_s(requests),
         "writes_per_s": per_s(c["write_calls"]),
@@ -239,11 +219,11 @@ class Analysis:
 
 def analyze(cap: Capture) -> Analysis:
     requests = cap.request_count
-    process = derive(cap.totals, requests, cap.duration_s, request_sums=cap.requests)
+    process = derive(cap.totals, requests, cap.duration_s, request_sums=cap.requests, schema=cap.schema)
 
     threads = cap.threads.copy()
     threads["role"] = infer_roles(threads, requests)
-    per_thread = [derive(row, requests, cap.duration_s) for _, row in threads.iterrows()]
+    per_thread = [derive(row, requests, cap.duration_s, schema=cap.schema) for _, row in threads.iterrows()]
     thread_metrics = pd.DataFrame.from_records(per_thread, index=threads.index,
                                                columns=[m.name for m in METRICS]).astype(float)
     thread_metrics["requests_per_s"] = math.nan  # requests belong to the process, not one thread
@@ -259,7 +239,7 @@ def interval_metrics(cap: Capture) -> pd.DataFrame:
     nominal = cap.interval_s or float(frame["duration_s"].max())
     frame = frame[frame["duration_s"] >= MIN_INTERVAL_SHARE * nominal]
     records = [
-        {"t_s": row["t_s"], **derive(row, row["requests"], row["duration_s"])}
+        {"t_s": row["t_s"], **derive(row, row["requests"], row["duration_s"], schema=cap.schema)}
         for _, row in frame.iterrows()
     ]
     return pd.DataFrame.from_records(records, columns=["t_s", *[m.name for m in METRICS]]).astype(float)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-from spinscope.labels import Label
+from spinscope.labels import Finding, Label
 from spinscope.metrics import Analysis
 from spinscope.output import plain
 
@@ -31,3 +31,10 @@ def print_label(console: Console, label: Label) -> None:
         console.print(plain(f"    {line}"))
     for fix in label.fixes:
         console.print(plain(f"    fix: {fix}"))
+
+
+def print_finding(console: Console, finding: Finding) -> None:
+    """A finding is not a label: its name instead of a severity, then what to weigh it against."""
+    console.print(Text.assemble(plain(finding.name.upper(), "bold cyan"), " ", plain(finding.summary)))
+    for advice in finding.advice:
+        console.print(plain(f"    weigh: {advice}"))

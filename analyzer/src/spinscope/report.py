@@ -18,7 +18,7 @@ from spinscope.fmt import fixed, percent, size_class
 from spinscope.labels import Assessment, assess
 from spinscope.metrics import METRICS, Analysis, analyze, role_edges
 from spinscope.output import plain, print_json, terminal, write_text
-from spinscope.render import headline, print_label
+from spinscope.render import headline, print_finding, print_label
 from spinscope.roles import ROLE_NOUNS, ROLES, activity
 
 MAX_THREAD_ROWS = 30
@@ -179,6 +179,7 @@ def to_json(analysis: Analysis, assessment: Assessment) -> dict:
                     "roles": {role: [int(t) for t in analysis.threads.index[analysis.threads["role"] == role]]
                               for role in ROLES}},
         "labels": [label.to_dict() for label in assessment.labels],
+        "findings": [finding.to_dict() for finding in assessment.findings],
         "notes": assessment.notes,
     }
 
@@ -196,6 +197,8 @@ def render_terminal(analysis: Analysis, assessment: Assessment, console: Console
         print_label(console, label)
     if not assessment.labels:
         console.print(plain(no_label_line(), "bold green"))
+    for finding in assessment.findings:
+        print_finding(console, finding)
     for note in assessment.notes:
         console.print(plain(f"note: {note}", "italic"))
     console.print()
@@ -257,8 +260,15 @@ def verdict_blocks(assessment: Assessment) -> list:
               for label in assessment.labels]
     if not assessment.labels:
         blocks.append(htmlpage.verdict("ok", no_label_line()))
+    blocks += [htmlpage.verdict("info", f"{finding.name}: {finding.summary}", [f"weigh: {a}" for a in finding.advice])
+               for finding in assessment.findings]
     blocks += [htmlpage.paragraph(f"note: {note}", "note") for note in assessment.notes]
     return blocks
+
+
+def _evidence_cell(value) -> str:
+    """A number as the tables show numbers; a word (a mechanism, where a rate came from) as it is."""
+    return value if isinstance(value, str) else fixed(value, 3)
 
 
 def render_html(analysis: Analysis, assessment: Assessment) -> str:
@@ -270,7 +280,7 @@ def render_html(analysis: Analysis, assessment: Assessment) -> str:
             htmlpage.heading("Verdicts"), *verdict_blocks(assessment)]
     for label in assessment.labels:
         body.append(htmlpage.heading(f"Evidence: {label.title}"))
-        body.append(htmlpage.table(["evidence", "value"], [[k, fixed(v, 3)] for k, v in label.evidence.items()]))
+        body.append(htmlpage.table(["evidence", "value"], [[k, _evidence_cell(v)] for k, v in label.evidence.items()]))
     body += [htmlpage.heading("Threads"),
              htmlpage.table(THREAD_HEADERS, thread_rows(analysis)),
              htmlpage.figure(figures.syscall_mix(analysis), "syscall mix per thread"),

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from spinscope.counters import handoffs
+
 EVENT_LOOP = "event-loop"
 HANDLER = "handler"
 DISPATCHER = "dispatcher"
@@ -75,7 +77,7 @@ def infer_roles(threads: pd.DataFrame, requests: int) -> pd.Series:
     serves = (reads > 0) & (threads["write_calls"] > 0)
     event_driven = threads["poll_events"] >= EVENT_DRIVEN_MIN_EVENTS_PER_READ * reads
     polls = (threads["poll_calls"] > 0) & ((threads["poll_calls"] >= POLLING_MIN_SHARE * calls) | event_driven)
-    wakes = threads["wakeups_sent"] - threads["wakeups_sent_mm"] - threads["wakeups_sent_exit"]
+    wakes = handoffs(threads)
     dispatches = (requests > 0) & (wakes >= DISPATCH_MIN_WAKEUPS_PER_REQUEST * requests)
     interleaves = threads["socket_switches"] >= MULTIPLEX_MIN_SWITCHES_PER_REQUEST * threads["requests_read"].clip(lower=1)
     multiplexes = (multiplex_share(threads) >= MULTIPLEX_MIN_SHARE) | interleaves

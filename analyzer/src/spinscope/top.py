@@ -1,6 +1,6 @@
 """`spinscope top`: watch a server's threads live, refreshed every second.
 
-One row per thread (or per role, `g`): requests/s, writes, EAGAINs and spin retries per request, empty
+One row per thread (or per role, `g`): requests/s, writes, EAGAINs and retries of an EAGAIN per request, empty
 polls/s, handoffs per request, futex wait, CPU, over the last second; the labels of the last `--window`
 seconds on top with their measured share. Keys: `s`/`S` sort by the next/previous column, `r` reverses,
 `g` switches between threads and roles, `q` (or Ctrl-C) quits, restoring the terminal; `-o FILE` also
@@ -41,13 +41,13 @@ COLUMNS = (
     Column("requests_per_s", "req/s", ",.0f"),
     Column("writes_per_request", "writes/req", ",.2f"),
     Column("eagain_per_request", "EAGAIN/req", ",.2f"),
-    Column("spin_retries_per_request", "spin/req", ",.2f"),
+    Column("eagain_retries_per_request", "EAGAIN retries/req", ",.2f"),
     Column("empty_polls_per_s", "empty polls/s", ",.0f"),
     Column("handoffs_per_request", "handoffs/req", ",.2f"),
     Column("futex_ms_per_s", "futex ms/s", ",.1f"),
     Column("cpu_percent", "CPU %", ".1f"),
 )
-SORT_KEYS = ("cpu_percent", "requests_per_s", "writes_per_request", "eagain_per_request", "spin_retries_per_request",
+SORT_KEYS = ("cpu_percent", "requests_per_s", "writes_per_request", "eagain_per_request", "eagain_retries_per_request",
              "empty_polls_per_s", "handoffs_per_request", "futex_ms_per_s", "name")
 
 
@@ -55,7 +55,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("top", help="watch a running server's threads live",
                        description="Attach to a running process (or every process in a cgroup) and show its "
                        "threads live, every second: "
-                       "requests, writes, EAGAINs and spin retries per request, empty polls, handoffs, futex "
+                       "requests, writes, EAGAINs and retries of an EAGAIN per request, empty polls, handoffs, futex "
                        "wait, CPU, and the labels of the last seconds. Keys: s/S sort, r reverse, g threads or "
                        "roles, q quit.")
     target = p.add_mutually_exclusive_group(required=True)
@@ -81,7 +81,8 @@ def rows(last, cumulative, by_role: bool) -> tuple:
     """(process row, [row]) over the capture `last` (one window), roles from `cumulative` (the whole
     stream so far, so a thread idle for a second keeps its role). A row: name, tid (None for a role),
     role, threads, ended, and every COLUMNS key (None when undefined)."""
-    from spinscope.metrics import derive, handoffs
+    from spinscope.counters import handoffs
+    from spinscope.metrics import derive
     from spinscope.roles import infer_roles
 
     seconds = last.duration_s
@@ -91,11 +92,11 @@ def rows(last, cumulative, by_role: bool) -> tuple:
     threads["role"] = roles.reindex(threads.index).fillna("idle")
 
     def row(counters, name, tid, role, count, ended, own_requests):
-        m = derive(counters, requests, seconds)
+        m = derive(counters, requests, seconds, schema=last.schema)
         return {"name": name, "tid": tid, "role": role, "threads": count, "ended": ended,
                 "requests_per_s": own_requests / seconds if seconds else None,
                 "writes_per_request": m["writes_per_request"], "eagain_per_request": m["eagain_per_request"],
-                "spin_retries_per_request": m["spin_retries_per_request"],
+                "eagain_retries_per_request": m["eagain_retries_per_request"],
                 "empty_polls_per_s": counters["poll_zero"] / seconds if seconds else None,
                 "handoffs_per_request": m["handoffs_per_request"],
                 "futex_ms_per_s": counters["futex_wait_ns"] / 1e6 / seconds if seconds else None,
@@ -104,7 +105,7 @@ def rows(last, cumulative, by_role: bool) -> tuple:
 
     process = row(last.totals, last.name, None, "", len(threads), False, requests)
     for key, total in (("writes_per_request", "write_calls"), ("eagain_per_request", "write_eagain"),
-                       ("spin_retries_per_request", "spin_retries")):
+                       ("eagain_retries_per_request", "spin_eagain")):
         process[key] = last.requests[total] / requests if requests else None
     out = []
     if by_role:
@@ -128,8 +129,8 @@ def sort_rows(table: list, key: str, reverse: bool) -> list:
 
 @dataclass
 class LabelLine:
-    severity: str
-    title: str
+    severity: str  # a label's severity, or "finding" for a finding (busy-polling, write-wait)
+    title: str  # the label's or finding's name, as in the report, --json and the exporter
     share: float | None
     summary: str
 
@@ -140,7 +141,8 @@ def judge(span) -> tuple:
     from spinscope.metrics import analyze
 
     assessment = assess(analyze(span))
-    return ([LabelLine(label.severity, label.title, label.cpu_share, label.summary) for label in assessment.labels],
+    return ([LabelLine(label.severity, label.name, label.cost_share, label.summary) for label in assessment.labels]
+            + [LabelLine("finding", finding.name, finding.cpu_share, finding.summary) for finding in assessment.findings],
             assessment.notes)
 
 
@@ -179,7 +181,7 @@ def render(state: ViewState, header: dict, process: dict, table: list, labels: l
     parts = [title]
     if state.ended:
         parts.append(Text(f"ENDED: {state.ended} (q quits)", style="bold reverse"))
-    colours = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
+    colours = {"critical": "bold red", "warning": "yellow", "info": "cyan", "finding": "dim cyan"}
     if labels:
         for label in labels:
             line = Text(f"{label.severity.upper():8} ", style=colours.get(label.severity, ""))

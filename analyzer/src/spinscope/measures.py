@@ -1,0 +1,426 @@
+"""What each verdict measures: numbers only, no words.
+
+A detector is split in two: a `measure_*` function here reads an Analysis and returns the numbers a verdict
+rests on (who is involved, what it costs, the evidence), or None when the pattern is not there at all; the
+phrasing (labels.py) turns a measure into a Label or a Finding and decides its severity from the measured
+cost. A pattern's presence is decided by what it is (a retry of an EAGAIN without waiting, a wakeup that
+found nothing, a wakeup between the target's threads), never by how many of them there are: counts are
+evidence, the cost is the verdict. The small-sample guards (too few requests or calls to judge) are here too.
+
+Costs are on-CPU nanoseconds of the threads involved, whole cycles where the capture has them (schema 5:
+counters.empty_wakeup_ns, counters.spin_cost_ns), and the shares are of those threads' on-CPU time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from spinscope import counters
+from spinscope.metrics import Analysis, ratio
+from spinscope.roles import EVENT_LOOP, HANDLER, IDLE
+
+# Small-sample guards.
+MIN_REQUESTS = 50            # requests before any per-request verdict
+MIN_CLASS_REQUESTS = 20      # responses in a size class before judging that class
+MIN_CALLS = 200              # poll (or read) calls before judging their returns
+MIN_HERD_WAKEUPS = 50        # futile wakeups (ready, then nothing) before a herd is judged
+
+# Spurious select: an edge-triggered loop reads until EAGAIN, one EAGAIN per wakeup: that is its design.
+SPURIOUS_MIN_READ_EAGAIN_SHARE = 0.6  # socket reads returning EAGAIN before they count as wakeups for nothing
+IMBALANCE_MIN_RATIO = 5.0            # busiest / quietest event loop, in events per poll call
+IMBALANCE_MAX_LOW_EVENTS = 2.0       # the quietest loop handles fewer events per call than this
+
+# Busy polling by design: a thread whose polls are zero-timeout checks back to back and that never blocks.
+BUSY_POLL_MIN_NOWAIT_SHARE = 0.9     # of its poll calls have a zero timeout
+BUSY_POLL_MAX_SLEEPS_PER_POLL = 0.01  # voluntary context switches per poll call: it does not block
+
+# Handoff mechanisms
+SHARED_MEMORY_MAX_WAKEUPS = 0.5      # handoffs per request below which cross-thread requests moved without a wakeup
+SHARED_MEMORY_MIN_CROSS = 0.05       # ...when at least this share of requests was answered by another thread
+PER_CONNECTION_MAX_RATIO = 1.25      # handoffs per accepted connection at most this: a hand-over per connection
+WAIT_MIN_PER_RESPONSE = 1.0          # waits for writability per response worth a write-wait finding
+# What makes a stall a spin rather than a wait: more than one retry of an EAGAIN per stall (retries /
+# (waits + 1 per response)). This tells the mechanism apart (a server that retries until the buffer drains
+# vs one that writes until EAGAIN, perhaps retries once, and waits), not how much it costs: that is the cost.
+SPIN_MIN_RETRIES_PER_STALL = 2.0
+
+# How a handoff path works (HandoffMeasure.mechanism): the advice differs.
+DISPATCH = "dispatch"              # a reactor or dispatcher hands each request to a worker pool (and back)
+LEADER_FOLLOWER = "leader-follower"  # pool threads pass the selector role among themselves; each answers what it read
+SHARED_MEMORY = "shared-memory"    # threads hand requests over through memory and busy-wait: no wakeup to time
+PER_CONNECTION = "per-connection"  # an acceptor hands each new connection to a loop, not each request
+
+
+@dataclass
+class SizeClass:
+    """One response-size class, per response (the requests.by_size block divided by its count)."""
+
+    bytes_min: int
+    bytes_max: int
+    count: int
+    writes: float
+    eagain: float
+    partial: float
+    eagain_retries: float   # retries of an EAGAIN without waiting
+    partial_retries: float  # writes right after a partial write, without waiting
+    waits: float            # writes after a stall that waited for writability
+    request_ms: float | None
+
+
+def size_classes(analysis: Analysis, min_count: int = 0) -> list:
+    """The response-size classes with at least `min_count` responses, per response: the one per-response
+    frame the write-spin measure and the report's table share."""
+    out = []
+    for row in analysis.capture.by_size.itertuples():
+        if row.count < max(min_count, 1):
+            continue
+        n = row.count
+        out.append(SizeClass(int(row.bytes_min), int(row.bytes_max), int(n), row.write_calls / n,
+                             row.write_eagain / n, row.write_partial / n, row.spin_eagain / n,
+                             (row.spin_retries - row.spin_eagain) / n, row.write_waited / n,
+                             ratio(row.duration_ns / 1e6, n)))
+    return out
+
+
+# --- write-spin -------------------------------------------------------------------------------------
+
+@dataclass
+class WriteSpinMeasure:
+    spinning: list          # SizeClass whose responses retried an EAGAIN without waiting, most retries first
+    spinners: list          # tids that retried an EAGAIN without waiting
+    cost_ns: float          # their retries' cycles less the copying (counters.spin_cost_ns)
+    cpu_ns: float           # their on-CPU time
+    retries: float          # retries of an EAGAIN without waiting (all threads)
+    copy_rate_ns_per_byte: float
+    copy_rate_source: str   # counters.copy_rate
+
+    @property
+    def share(self) -> float | None:
+        return share(self.cost_ns, self.cpu_ns)
+
+
+def measure_write_spin(analysis: Analysis) -> WriteSpinMeasure | None:
+    """Responses whose writes retry an EAGAIN at once, without waiting for the socket to drain, and what
+    the spinning threads' retries cost. None when no thread retried an EAGAIN without waiting, or too few
+    requests: a server that writes until EAGAIN and then waits makes no such retry."""
+    if analysis.requests < MIN_REQUESTS:
+        return None
+    threads = analysis.threads
+    spinners = threads[counters.eagain_retries(threads) > 0]
+    # The requests' own writes must retry their EAGAINs rather than wait (a client socket of the server's,
+    # or a greeting, is not a response spinning).
+    if spinners.empty or not _spins(analysis.capture.requests):
+        return None
+    classes = [c for c in size_classes(analysis, MIN_CLASS_REQUESTS)
+               if c.eagain_retries >= SPIN_MIN_RETRIES_PER_STALL * (c.waits + 1)]
+    sums = spinners.sum(numeric_only=True)
+    schema = analysis.capture.schema
+    rate, source = counters.copy_rate(sums, schema)
+    return WriteSpinMeasure(sorted(classes, key=lambda c: -c.eagain_retries * c.count), list(spinners.index),
+                            counters.spin_cost_ns(sums, schema), float(spinners["oncpu_ns"].sum()),
+                            float(counters.eagain_retries(threads).sum()), rate, source)
+
+
+def _spins(sums) -> bool:
+    """Whether responses (request sums: the requests block, or a size class's) retry an EAGAIN more than
+    once per stall."""
+    return sums["count"] > 0 and sums["spin_eagain"] >= SPIN_MIN_RETRIES_PER_STALL * (sums["write_waited"] + sums["count"])
+
+
+@dataclass
+class WriteWaitMeasure:
+    """Responses larger than the send buffer that wait for writability: no spin, but a round trip a wait."""
+
+    worst: SizeClass
+    classes: list
+
+
+def measure_write_wait(analysis: Analysis) -> WriteWaitMeasure | None:
+    if analysis.requests < MIN_REQUESTS:
+        return None
+    waiting = [c for c in size_classes(analysis, MIN_CLASS_REQUESTS) if c.waits >= WAIT_MIN_PER_RESPONSE]
+    if not waiting:
+        return None
+    return WriteWaitMeasure(max(waiting, key=lambda c: c.waits * c.count), waiting)
+
+
+# --- busy polling -----------------------------------------------------------------------------------
+
+@dataclass
+class BusyPollMeasure:
+    tids: list
+    cost_ns: float       # on-CPU of their empty checks (whole cycles where measured)
+    cpu_ns: float        # their on-CPU time
+    polls_per_s: float
+    empty_share: float   # of their poll calls that found nothing
+
+    @property
+    def share(self) -> float | None:
+        return share(self.cost_ns, self.cpu_ns)
+
+
+def busy_pollers(threads: pd.DataFrame) -> pd.Index:
+    """Threads that poll with a zero timeout back to back and never block: busy polling by design (HAProxy's
+    busy-polling, DPDK-style loops), a CPU-for-latency trade rather than a loop that forgot to block."""
+    calls = threads["poll_calls"]
+    nowait = threads["poll_nowait"] >= BUSY_POLL_MIN_NOWAIT_SHARE * calls
+    never_blocks = threads["cs_voluntary"] <= BUSY_POLL_MAX_SLEEPS_PER_POLL * calls
+    return threads.index[(calls >= MIN_CALLS) & nowait & never_blocks]
+
+
+def measure_busy_poll(analysis: Analysis) -> BusyPollMeasure | None:
+    threads = analysis.threads
+    tids = busy_pollers(threads)
+    if tids.empty:
+        return None
+    group = threads.loc[tids]
+    sums = group.sum(numeric_only=True)
+    cost = max(counters.empty_wakeup_ns(sums, analysis.capture.schema), counters.empty_poll_ns(sums))
+    return BusyPollMeasure(list(tids), cost, float(sums["oncpu_ns"]),
+                           ratio(sums["poll_calls"], analysis.capture.duration_s) or 0.0,
+                           ratio(sums["poll_zero"], sums["poll_calls"]) or 0.0)
+
+
+# --- spurious select --------------------------------------------------------------------------------
+
+@dataclass
+class EmptyPolls:
+    nowait: int          # zero-timeout checks that found nothing
+    waited: int          # calls that could block and woke with nothing
+    check_us: float | None
+    wake_us: float | None
+    cycle_us: float | None  # the whole cycle of an empty wakeup (schema 5), user space included
+
+
+@dataclass
+class Herd:
+    futile: int          # poll wakeups whose ready descriptors gave nothing
+    accept_eagain: int
+    accepts: int         # accepts that returned a connection
+    tids: list
+    processes: int
+    listeners: list      # capture listeners (port, family, counts) with EAGAIN accepts
+    cycle_us: float | None
+
+    @property
+    def woken_per_connection(self) -> float | None:
+        """Threads or processes woken per connection: the one that took it, and the ones that found nothing."""
+        return ratio(self.accepts + self.futile, self.accepts) if self.accepts else None
+
+
+@dataclass
+class Imbalance:
+    quiet: int
+    busy: int
+    excess_calls: float
+    excess_ns: float     # estimated: the quiet loop's poll time scaled to the calls it would not make
+
+
+@dataclass
+class SpuriousMeasure:
+    empty: EmptyPolls | None
+    herd: Herd | None
+    eagain_reads: int    # socket reads that returned EAGAIN, when they are most reads (else 0)
+    imbalance: Imbalance | None
+    wasted_ns: float
+    involved: list
+    cpu_ns: float
+    estimated: bool
+    excluded_busy_pollers: list = field(default_factory=list)
+
+    @property
+    def share(self) -> float | None:
+        return share(self.wasted_ns, self.cpu_ns)
+
+
+def measure_spurious(analysis: Analysis) -> SpuriousMeasure | None:
+    """Wakeups that find no work: empty polls, wakeups whose ready descriptors gave nothing (a herd), reads
+    that return EAGAIN most of the time, an event loop woken for far fewer events per call than its
+    sibling; priced by the on-CPU time of those wakeups (their whole cycles where the capture has them).
+    Busy pollers (busy_pollers) are left out: their empty checks are their design."""
+    schema = analysis.capture.schema
+    whole = analysis.threads
+    pollers = busy_pollers(whole)
+    threads = whole.drop(index=pollers)
+    wasted = pd.Series(0.0, index=threads.index)
+    involved: set = set()
+    cycles = schema >= counters.CYCLES_SCHEMA
+
+    empty = None
+    zero = threads["poll_zero"]
+    if zero.sum() >= MIN_CALLS:
+        nowait = int(threads["poll_zero_nowait"].sum())
+        waited = int(zero.sum()) - nowait
+        cost = (threads["poll_zero_cycle_ns"] if cycles else threads["poll_zero_nowait_ns"] + threads["poll_zero_wait_ns"])
+        empty = EmptyPolls(nowait, waited, ratio(threads["poll_zero_nowait_ns"].sum() / 1e3, nowait),
+                           ratio(threads["poll_zero_wait_ns"].sum() / 1e3, waited),
+                           ratio(cost.sum() / 1e3, zero.sum()) if cycles else None)
+        wasted += cost
+        involved |= set(threads.index[zero > 0])
+
+    herd = None
+    futile = counters.herd_wakeups(threads) if cycles else pd.Series(0, index=threads.index)
+    if cycles and futile.sum() >= MIN_HERD_WAKEUPS:
+        tids = list(threads.index[futile > 0])
+        accepts = counters.accepts_by_result(threads)
+        listeners = [entry for entry in analysis.capture.listeners if entry.get("accept_eagain")]
+        herd = Herd(int(futile.sum()), int(accepts["eagain"].sum()), int(accepts["ok"].sum()), tids,
+                    int(threads.loc[tids, "pid"].nunique()), listeners,
+                    ratio(threads["poll_futile_cycle_ns"].sum() / 1e3, futile.sum()))
+        wasted += threads["poll_futile_cycle_ns"]
+        involved |= set(tids)
+
+    eagain_reads = 0
+    reads = threads["read_calls"].sum()
+    eagain = threads["read_eagain"]
+    if eagain.sum() >= MIN_CALLS and (ratio(eagain.sum(), reads) or 0) >= SPURIOUS_MIN_READ_EAGAIN_SHARE:
+        eagain_reads = int(eagain.sum())
+        if not cycles:  # with whole cycles, a read that found nothing is inside its wakeup's cycle
+            wasted += threads["read_eagain_ns"]
+        involved |= set(threads.index[eagain > 0])
+
+    imbalance, estimated = _loop_imbalance(threads), False
+    if imbalance:
+        estimated = imbalance.excess_ns > wasted[imbalance.quiet]
+        wasted[imbalance.quiet] = max(wasted[imbalance.quiet], imbalance.excess_ns)
+        involved.add(imbalance.quiet)
+
+    if not (empty or herd or eagain_reads or imbalance):
+        return None
+    tids = sorted(involved)
+    return SpuriousMeasure(empty, herd, eagain_reads, imbalance, float(wasted.sum()), tids,
+                           float(threads.loc[tids, "oncpu_ns"].sum()), estimated, list(pollers))
+
+
+def _loop_imbalance(threads: pd.DataFrame) -> Imbalance | None:
+    """Two event loops that differ by IMBALANCE_MIN_RATIO in events per poll call, the quiet one handling
+    fewer than IMBALANCE_MAX_LOW_EVENTS."""
+    loops = threads[(threads["role"] == EVENT_LOOP) & (threads["poll_calls"] >= MIN_CALLS)]
+    if len(loops) < 2:
+        return None
+    quiet, busy = loops["events_per_poll"].idxmin(), loops["events_per_poll"].idxmax()
+    low, high = loops.at[quiet, "events_per_poll"], loops.at[busy, "events_per_poll"]
+    if low >= IMBALANCE_MAX_LOW_EVENTS or high < IMBALANCE_MIN_RATIO * low or not high:  # not high: no events at all
+        return None
+    excess = loops.at[quiet, "poll_calls"] - loops.at[quiet, "poll_events"] / high
+    excess_ns = loops.at[quiet, "poll_oncpu_ns"] * excess / max(loops.at[quiet, "poll_calls"], 1)
+    return Imbalance(int(quiet), int(busy), float(excess), float(excess_ns))
+
+
+# --- handoff overhead -------------------------------------------------------------------------------
+
+@dataclass
+class HandoffMeasure:
+    mechanism: str
+    handoffs: float           # deliberate wakeups between the target's threads of one process
+    per_request: float
+    cross_share: float        # requests answered by another thread than the one that read them
+    accept_lock: float        # wakeups between processes (an accept lock shared by pre-forked processes)
+    contention_per_request: float
+    involved: list
+    cpu_ns: float             # the involved threads' on-CPU time
+    path_ns: float            # on-CPU in the calls that hand off or wait for a handoff (both sides)
+    busy_wait_ns: float       # shared memory: the busy-waiting threads' on-CPU outside their syscalls (estimated)
+    wait_ms_per_request: float
+    request_ms: float | None
+    edges: pd.Series          # (waker role, wakee role) -> count, largest first
+
+    @property
+    def cpu_share(self) -> float | None:
+        return share(self.path_ns + self.busy_wait_ns, self.cpu_ns)
+
+    @property
+    def latency_share(self) -> float | None:
+        """Share of the request time spent waiting for a woken thread to run (capped at the whole of it:
+        wake-to-run waits also happen between requests)."""
+        return share(self.wait_ms_per_request, self.request_ms) if self.request_ms else None
+
+
+def measure_handoff(analysis: Analysis, edges: pd.Series) -> HandoffMeasure | None:
+    """Requests passed between the target's own threads, and what passing them costs: the on-CPU time of
+    the calls that hand a request over or wait for one (waker and wakee), the wake-to-run wait, and for a
+    shared-memory hand-over the busy-waiting threads' CPU. None without a handoff or a request answered by
+    another thread, or with too few requests. Wakeups between processes (a pre-forked server's shared
+    accept lock) and memory-map lock contention are not handoffs."""
+    requests = analysis.requests
+    if requests < MIN_REQUESTS:
+        return None
+    process, threads, cap = analysis.process, analysis.threads, analysis.capture
+    accept_lock = _cross_process_wakeups(analysis)
+    handoffs = max(0.0, float(counters.handoffs(cap.totals)) - accept_lock)
+    cross = process["cross_thread_share"] or 0.0
+    if handoffs == 0 and cross == 0:
+        return None
+    per_request = handoffs / requests
+    sent = counters.handoffs(threads)
+    involved = threads[(sent > 0) | (threads["wakeups_received"] > 0)]
+    mechanism = _handoff_mechanism(analysis, per_request, cross, handoffs)
+    busy_wait_ns = 0.0
+    if mechanism == SHARED_MEMORY:
+        involved = _busy_threads(analysis)
+        busy_wait_ns = float(_outside_calls_ns(involved).sum())
+    if involved.empty:
+        return None
+    return HandoffMeasure(mechanism, handoffs, per_request, cross, accept_lock,
+                          process["contention_wakeups_per_request"] or 0.0, list(involved.index),
+                          float(involved["oncpu_ns"].sum()), float(involved["handoff_oncpu_ns"].sum()),
+                          busy_wait_ns, process["handoff_wait_ms_per_request"] or 0.0, process["request_ms"], edges)
+
+
+def _cross_process_wakeups(analysis: Analysis) -> float:
+    """Deliberate wakeups whose waker and wakee are threads of different traced processes: pre-forked
+    processes taking turns on a shared accept lock (Apache prefork's accept mutex), not a request handed
+    over."""
+    wakeups, pids = analysis.capture.wakeups, analysis.threads["pid"]
+    if wakeups.empty or pids.nunique() < 2:
+        return 0.0
+    deliberate = wakeups[~wakeups["mechanism"].isin(counters.NOT_HANDOFFS)]
+    waker, wakee = deliberate["waker_tid"].map(pids), deliberate["wakee_tid"].map(pids)
+    return float(deliberate.loc[waker.notna() & wakee.notna() & (waker != wakee), "count"].sum())
+
+
+def _handoff_mechanism(analysis: Analysis, per_request: float, cross: float, handoffs: float) -> str:
+    if per_request < SHARED_MEMORY_MAX_WAKEUPS and cross >= SHARED_MEMORY_MIN_CROSS:
+        return SHARED_MEMORY
+    threads = analysis.threads
+    accepted = counters.accepts_by_result(analysis.capture.totals)["ok"]
+    if accepted and handoffs <= PER_CONNECTION_MAX_RATIO * accepted and cross < SHARED_MEMORY_MIN_CROSS \
+            and handoffs < 0.5 * analysis.requests:
+        return PER_CONNECTION
+    # Leader/follower: the request is answered by the thread that read it, and the wakeups go between
+    # threads that each poll and serve (the selector role passing from one pool thread to the next).
+    roles = threads["role"]
+    serving_pollers = set(threads.index[roles.isin((EVENT_LOOP, HANDLER))])
+    if cross < SHARED_MEMORY_MIN_CROSS and len(serving_pollers) >= 2:
+        wakeups = analysis.capture.wakeups
+        deliberate = wakeups[~wakeups["mechanism"].isin(counters.NOT_HANDOFFS)]
+        among = deliberate["waker_tid"].isin(serving_pollers) & deliberate["wakee_tid"].isin(serving_pollers)
+        if deliberate["count"].sum() and deliberate.loc[among, "count"].sum() >= 0.5 * deliberate["count"].sum():
+            return LEADER_FOLLOWER
+    return DISPATCH
+
+
+# Busy-waiting threads are on CPU nearly all of the capture while their syscalls are few.
+BUSY_WAIT_MIN_ONCPU_SHARE = 0.8
+
+
+def _busy_threads(analysis: Analysis) -> pd.DataFrame:
+    threads, seconds = analysis.threads, analysis.capture.duration_s or 1.0
+    active = threads[threads["role"] != IDLE]
+    return active[active["oncpu_ns"] >= BUSY_WAIT_MIN_ONCPU_SHARE * seconds * 1e9]
+
+
+def _outside_calls_ns(threads: pd.DataFrame) -> pd.Series:
+    """On-CPU time outside the traced calls (an upper bound of busy-waiting: user-space work is in it too):
+    on-CPU less the on-CPU inside polls, futex calls and the stalled writes and empty reads that are timed."""
+    inside = threads["poll_oncpu_ns"] + threads["futex_oncpu_ns"] + threads["write_eagain_ns"] + \
+        threads["write_partial_ns"] + threads["read_eagain_ns"]
+    return (threads["oncpu_ns"] - inside).clip(lower=0)
+
+
+def share(ns: float, oncpu_ns: float | None) -> float | None:
+    """ns as a share of oncpu_ns (capped at 1), None when there is no CPU time to divide by."""
+    return min(1.0, ns / oncpu_ns) if oncpu_ns else None
+

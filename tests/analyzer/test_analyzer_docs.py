@@ -1,0 +1,61 @@
+"""docs/labels.md states the thresholds the analyzer uses: every named constant it gives a value for must
+have that value in the code, and every constant the detectors use must be documented there."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from spinscope import counters, labels, measures, metrics, noise, roles
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "labels.md"
+MODULES = (measures, labels, roles, noise, metrics, counters)  # where each is defined first
+# `NAME` | 50 |   `NAME` (0.9)   `NAME` = 20%   `NAME`, 0.9,
+VALUE = r"(-?\d[\d,]*(?:\.\d+)?)\s*(%?)"
+PATTERNS = (re.compile(r"`([A-Z][A-Z0-9_]+)`\s*\|\s*" + VALUE + r"\s*\|"),
+            re.compile(r"`([A-Z][A-Z0-9_]+)`\s*\(" + VALUE + r"[),:;\s]"),
+            re.compile(r"`([A-Z][A-Z0-9_]+)`\s*=\s*" + VALUE),
+            re.compile(r"`([A-Z][A-Z0-9_]+)`,\s*" + VALUE + r"[,):]"))
+
+
+def constant(name: str):
+    for module in MODULES:
+        if hasattr(module, name):
+            return getattr(module, name)
+    return None
+
+
+def documented() -> dict:
+    """{name: [values stated for it]} from docs/labels.md (joined across line breaks)."""
+    text = " ".join(DOC.read_text(encoding="utf-8").split())
+    found: dict = {}
+    for pattern in PATTERNS:
+        for name, number, percent in pattern.findall(text):
+            value = float(number.replace(",", "")) / (100 if percent else 1)
+            found.setdefault(name, []).append(value)
+    return found
+
+
+def test_documented_thresholds_equal_the_constants():
+    stated = documented()
+    assert len(stated) >= 20, f"the patterns found only {sorted(stated)}: the page's format changed?"
+    wrong = {name: (values, constant(name)) for name, values in stated.items()
+             if constant(name) is not None and any(v != pytest.approx(float(constant(name))) for v in values)}
+    assert wrong == {}
+
+
+def test_every_detector_threshold_is_documented():
+    names = {name for name in vars(measures) if name.isupper() and isinstance(getattr(measures, name), (int, float))}
+    names |= {name for name in vars(labels) if name.isupper() and name.endswith(("_SHARE", "_CPUS"))
+              and isinstance(getattr(labels, name), float)}
+    text = DOC.read_text(encoding="utf-8")
+    assert {name for name in names if f"`{name}`" not in text} == set()
+
+
+def test_counters_mechanisms_match_the_capture_vocabulary():
+    from spinscope.capture import MECHANISMS
+
+    assert set(counters.COUNTED_MECHANISMS) | {"other"} == set(MECHANISMS)
+    assert set(counters.NOT_HANDOFFS) <= set(MECHANISMS)
