@@ -10,7 +10,7 @@ import numpy as np
 import captures
 from spinscope.capture import load
 from spinscope.diff import (CUT_SHORT, LABEL_METRICS, LITTLE_LOAD, SHARE_CHANGE_POINTS, change_rows, compare_captures,
-                            label_lines, noise_left_out, to_json)
+                            label_lines, noise_left_out, noise_note, to_json)
 from spinscope.fmt import number
 from spinscope.labels import CRITICAL, WARNING, WRITE_SPIN
 from spinscope.metrics import analyze
@@ -319,3 +319,18 @@ def test_appeared_label_summary_is_written_once(capture_file, cli):
     assert f"appeared (critical): {summary}" in out.splitlines()  # whole, on one line
     assert out.count(summary[:60]) == 1
     assert "    fix: serve short requests in the thread that read them, without a worker pool" in out.splitlines()
+
+
+def test_too_few_loaded_intervals_is_said(capture_file):
+    """Load in two of five intervals (a ramp up, then two loaded intervals, then idle): too few to judge, and
+    the note says the intervals that carry load are too few, naming each run of left-out intervals."""
+    after = captures.clean_event_loop(load=(0.1, 1, 1, 0, 0))
+    result = comparison(captures.clean_event_loop(intervals=5), after, capture_file)
+    assert not result.noise_judged
+    assert noise_note(result) == (f"{TOO_FEW}: before has 5 and after 2 full intervals that carry load (3 each "
+                                  "needed); record with --interval while the load runs to get them")
+    requests = [i["requests"] for i in after["intervals"]]
+    assert noise_left_out(result) == [
+        "intervals 1, 4-5 of after.json (after, 0-2, 6-10 s) left out of the noise test: fewer than 50% of the "
+        f"requests/s of the median busy interval ({number(np.median(requests[1:3]) / 2)}/s); they had 0 to "
+        f"{number(requests[0] / 2)}/s"]

@@ -264,28 +264,35 @@ def noise_sample(analysis: Analysis) -> NoiseSample:
     return NoiseSample(full[is_loaded], left_out, load_reference(full["requests_per_s"]))
 
 
-def interval_ranges(numbers: list) -> str:
-    """`interval 3`, `intervals 4-5`, `intervals 1, 4-5` from ascending interval numbers."""
-    runs = []
-    for n in numbers:
-        if runs and n == runs[-1][1] + 1:
-            runs[-1][1] = n
+def runs(intervals: list) -> list:
+    """Consecutive LeftOut intervals grouped: [[first, last], ...] from intervals in ascending order."""
+    grouped = []
+    for interval in intervals:
+        if grouped and interval.interval == grouped[-1][1].interval + 1:
+            grouped[-1][1] = interval
         else:
-            runs.append([n, n])
-    text = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
-    return f"interval{'s' if len(numbers) > 1 else ''} {text}"
+            grouped.append([interval, interval])
+    return grouped
+
+
+def interval_ranges(intervals: list) -> tuple:
+    """(`intervals 1, 4-5`, `0-20, 60-100 s`): the numbers and the times of ascending LeftOut intervals."""
+    grouped = runs(intervals)
+    numbers = ", ".join(str(a.interval) if a is b else f"{a.interval}-{b.interval}" for a, b in grouped)
+    times = ", ".join(f"{number(a.start_s)}-{number(b.end_s)}" for a, b in grouped)
+    return f"interval{'s' if len(intervals) > 1 else ''} {numbers}", f"{times} s"
 
 
 def left_out_lines(side: str, analysis: Analysis, sample: NoiseSample) -> list:
-    """`intervals 4-5 of before.json (before, 6-10 s) left out of the noise test: ...`, one line per
+    """`intervals 4-5 of before.json (before, 60-100 s) left out of the noise test: ...`, one line per
     reason."""
     lines = []
     for reason in (LITTLE_LOAD, CUT_SHORT):
         intervals = [i for i in sample.left_out if i.reason == reason]
         if not intervals:
             continue
-        where = (f"{interval_ranges([i.interval for i in intervals])} of {analysis.capture.path.name} ({side}, "
-                 f"{number(intervals[0].start_s)}-{number(intervals[-1].end_s)} s) left out of the noise test")
+        numbers, times = interval_ranges(intervals)
+        where = f"{numbers} of {analysis.capture.path.name} ({side}, {times}) left out of the noise test"
         if reason == LITTLE_LOAD:
             rates = [i.rate for i in intervals]
             had = number(rates[0]) if len(rates) == 1 else f"{number(min(rates))} to {number(max(rates))}"
