@@ -3,7 +3,8 @@
 `capture()` takes threads (dicts of counters; anything left out is 0), wakeup edges and request facts,
 and derives what a real collector would keep consistent: totals as the sum over threads, wakeups_sent /
 wakeups_received (and wakeups_sent_<mechanism>) from the edges, poll_events_hist from the poll counts, the request histograms, and
-interval snapshots that add up to the totals (with optional per-interval jitter, to model noise).
+interval snapshots that add up to the totals (with optional per-interval jitter, to model noise, and an
+optional load profile, to model a capture that outlasted its load).
 The scenario functions below are the servers the research describes.
 """
 
@@ -28,11 +29,16 @@ def capture(threads: list, wakeups: list = (), requests: int = 0, response_bytes
             partial_per_request: float = 0.0, spin_per_request: float = 0.0, futile_per_request: float = 0.0,
             waits_per_request: float = 0.0, request_ns: int = 200_000, cross_thread: int = 0,
             intervals: int = 10, jitter: float = 0.0, seed: int = 1, duration_s: float = DURATION_S,
-            comm: str = "server") -> dict:
+            comm: str = "server", load: tuple | None = None, idle_oncpu_ns: int = 0) -> dict:
     """A capture document. `wakeups` are (waker_tid, wakee_tid, count[, mechanism]) with futex as the
     mechanism unless given; the request facts describe every response (one size class; spin retries,
     of which `futile` retried an EAGAIN, and waits for writability per request); `jitter` is the
-    relative spread of each counter between intervals."""
+    relative spread of each counter between intervals. `load` is the relative load of each interval (its
+    length sets the number of intervals): requests and counters are split in proportion to it, but for
+    `idle_oncpu_ns` of on-CPU time that every interval spends whatever its load (timers, connections
+    closing), taken out of the threads' oncpu_ns."""
+    if load is not None:
+        intervals = len(load)
     pid = threads[0]["tid"]
     edges = [{"waker_tid": e[0], "wakee_tid": e[1], "count": e[2], "mechanism": e[3] if len(e) > 3 else "futex"}
              for e in wakeups]
@@ -78,7 +84,7 @@ def capture(threads: list, wakeups: list = (), requests: int = 0, response_bytes
         "histogram_buckets": "log2",
         "threads": rows, "totals": totals, "wakeups": edges, "requests": request_block,
         "intervals": _intervals(totals, requests, sum(e["count"] for e in edges), intervals, jitter, seed,
-                                duration_s),
+                                duration_s, load, idle_oncpu_ns),
         "drops": {"threads": 0, "sockets": 0, "wakeup_edges": 0, "pids": 0},
     }
 
@@ -114,19 +120,24 @@ def _poll_hist(row: dict) -> list:
 
 
 def _intervals(totals: dict, requests: int, handoffs: int, n: int, jitter: float, seed: int,
-               duration_s: float) -> list:
-    """n equal intervals whose values vary by `jitter` around the mean (renormalised to the totals)."""
+               duration_s: float, load: tuple | None = None, idle_oncpu_ns: int = 0) -> list:
+    """n equal intervals whose values vary by `jitter` around the mean, in proportion to `load` (all 1 by
+    default), renormalised to the totals; every interval's oncpu_ns holds `idle_oncpu_ns` besides."""
     if not n:
         return []
     rng = np.random.default_rng(seed)
+    profile = np.ones(n) if load is None else np.asarray(load, dtype=float)
 
     def split(total: int) -> list:
-        weights = np.clip(1 + jitter * rng.standard_normal(n), 0.05, None)
+        weights = np.clip(1 + jitter * rng.standard_normal(n), 0.05, None) * profile
         parts = np.floor(total * weights / weights.sum()).astype(int)
-        parts[-1] += total - parts.sum()
+        parts[np.flatnonzero(weights)[-1]] += total - parts.sum()  # the rounding, to the last loaded interval
         return [int(p) for p in parts]
 
     columns = {name: split(totals[name]) for name in COUNTERS}
+    if idle_oncpu_ns:
+        loaded_cpu = split(totals["oncpu_ns"] - n * idle_oncpu_ns)
+        columns["oncpu_ns"] = [idle_oncpu_ns + part for part in loaded_cpu]
     request_parts, handoff_parts = split(requests), split(handoffs)
     step = duration_s / n
     return [{"t_s": round(step * (i + 1), 6), "duration_s": step,

@@ -5,11 +5,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+
 import captures
 from spinscope.capture import load
-from spinscope.diff import LABEL_METRICS, change_rows, compare_captures, to_json
+from spinscope.diff import (CUT_SHORT, LABEL_METRICS, LITTLE_LOAD, SHARE_CHANGE_POINTS, change_rows, compare_captures,
+                            label_lines, noise_left_out, noise_note, to_json)
+from spinscope.fmt import number
+from spinscope.labels import CRITICAL, WARNING, WRITE_SPIN
 from spinscope.metrics import analyze
-from spinscope.noise import SIGNIFICANT, TOO_FEW, WITHIN_NOISE, compare, t_critical
+from spinscope.noise import SIGNIFICANT, TOO_FEW, WITHIN_NOISE, compare, load_reference, loaded, t_critical
 
 
 def comparison(before, after, capture_file):
@@ -188,3 +193,144 @@ def test_label_metrics_missing_from_metrics_are_skipped(capture_file, monkeypatc
     monkeypatch.setitem(LABEL_METRICS, HANDOFF_OVERHEAD, ("not_a_metric", *LABEL_METRICS[HANDOFF_OVERHEAD]))
     result = comparison(captures.thread_per_connection(), captures.reactor_split(), capture_file)
     assert result.verdict().startswith("after: +4 handoffs per request and ")
+
+
+# --- noise on loaded intervals, label severity changes, each summary once ------------------------------
+
+TAIL = (1, 1, 1, 50 / 30_000, 0)  # the load stopped before the capture: ~30,000, 30,000, 30,000, 50, 0 requests
+IDLE_CPU_NS = 100_000_000  # on-CPU time of every 20 s interval whatever its load: timers, connections closing
+
+
+def loop_with_idle_tail(cpu_us: float, seed: int) -> dict:
+    """One event loop spending `cpu_us` of CPU per request, and IDLE_CPU_NS per interval besides, over
+    five 20 s intervals of which the last two carry (almost) no load."""
+    n = 90_050
+    loop = captures.thread(800, "loop", poll_calls=n, poll_events=2 * n, read_calls=n, write_calls=n,
+                           write_bytes=4_000 * n, cs_voluntary=n,
+                           oncpu_ns=cpu_us * 1_000 * n + len(TAIL) * IDLE_CPU_NS)
+    return captures.capture([loop], requests=n, response_bytes=4_000, jitter=0.05, seed=seed, comm="loop",
+                            duration_s=100, load=TAIL, idle_oncpu_ns=IDLE_CPU_NS)
+
+
+def test_noise_is_judged_on_the_intervals_that_carry_load(capture_file, cli):
+    """The issue's case: a ×30 change of the server's CPU per request read "within noise" because the idle
+    tail's few requests carried the idle CPU (its CPU per request 1.8 and 2.8 ms against 0.03 and 0.9)."""
+    before_doc, after_doc = loop_with_idle_tail(30, seed=1), loop_with_idle_tail(900, seed=2)
+    before, after = capture_file(before_doc, "before.json"), capture_file(after_doc, "after.json")
+    result = compare_captures(analyze(load(before)), analyze(load(after)))
+    # The premise: on every full interval the change is within the noise.
+    every_interval = compare(result.before.intervals["cpu_ms_per_request"], result.after.intervals["cpu_ms_per_request"])
+    assert every_interval.verdict == WITHIN_NOISE and every_interval.n_before == 4  # the 0-request one is n/a
+    cpu = result.change("cpu_ms_per_request")
+    assert cpu.noise.verdict == SIGNIFICANT and (cpu.noise.n_before, cpu.noise.n_after) == (3, 3)
+    assert result.verdict().startswith("after: ×25 CPU per request (0.0356 → 0.906 ms per request)")
+
+    out = cli("diff", before, after).stdout
+    for side, doc, path in (("before", before_doc, before), ("after", after_doc, after)):
+        requests = [i["requests"] for i in doc["intervals"]]
+        reference = np.median(requests[:3]) / 20  # the loaded intervals' median, per second
+        line = (f"intervals 4-5 of {path.name} ({side}, 60-100 s) left out of the noise test: fewer than 50% of "
+                f"the requests/s of the median busy interval ({number(reference)}/s); they had 0 to "
+                f"{number(requests[3] / 20)}/s")
+        assert line in out
+    assert "Welch's t-test on the 3 before and 3 after interval values" in out
+
+    doc = json.loads(cli("diff", "--json", before, after).stdout)
+    assert doc["before"]["noise_intervals"] == 3 and doc["before"]["intervals"] == 5
+    assert [(i["interval"], i["start_s"], i["end_s"], i["requests"], i["reason"])
+            for i in doc["before"]["intervals_left_out"]] == [
+        (4, 60, 80, before_doc["intervals"][3]["requests"], LITTLE_LOAD), (5, 80, 100, 0, LITTLE_LOAD)]
+    assert doc["noise_left_out"] == [line for line in out.splitlines() if "left out of the noise test" in line]
+
+
+def test_load_rule():
+    """Loaded: at least half the median of the intervals that reach a tenth of the busiest's rate."""
+    assert list(loaded([2982, 3125, 3099, 50, 0])) == [True, True, True, False, False]
+    # A capture that idled most of its time: the median of its busy intervals, not of its idle ones.
+    assert load_reference([3000, 3100, 2, 1, 0, 0, 0]) == 3050
+    assert list(loaded([3000, 3100, 2, 1, 0, 0, 0])) == [True, True, False, False, False, False, False]
+    # A burst leaves the steady intervals loaded; a ramp at under half the median is left out.
+    assert list(loaded([3000, 9000, 3100, 2900, 1000])) == [True, True, True, True, False]
+    assert list(loaded([0, 0, 0])) == [True, True, True]  # no requests: no load to judge by
+
+
+def test_cut_short_interval_is_named(capture_file):
+    """The cut-short final interval was always left out; now the diff says so."""
+    doc = captures.clean_event_loop(intervals=4)
+    doc["intervals"][-1]["duration_s"] = 0.5  # of a 2.5 s interval
+    result = comparison(doc, captures.clean_event_loop(intervals=4), capture_file)
+    assert [(i.interval, i.reason) for i in result.before_noise.left_out] == [(4, CUT_SHORT)]
+    assert not result.after_noise.left_out
+    assert noise_left_out(result) == ["interval 4 of before.json (before, 9.5-10 s) left out of the noise test: "
+                                      "shorter than 50% of the 2.5 s interval"]
+
+
+def spin_at(share: float) -> dict:
+    """The write-spin server whose futile retries cost `share` of its CPU (labels.spin_cost_ns: the retries'
+    1.8 s less the 0.3 s their bytes cost at the first write's rate, of 3 s)."""
+    doc = captures.write_spin_server()
+    for row in (doc["threads"][0], doc["totals"]):
+        row["write_spin_ns"] = round(0.3e9 + share * 3e9)
+    return doc
+
+
+def test_severity_change_is_reported(capture_file, cli):
+    """The issue's case: write-spin at warning (16%) then critical (27%) read "still present, no label
+    appeared or disappeared"."""
+    before, after = capture_file(spin_at(0.16), "before.json"), capture_file(spin_at(0.27), "after.json")
+    result = compare_captures(analyze(load(before)), analyze(load(after)))
+    assert [(l.name, l.severity) for l in result.before_labels.labels] == [(WRITE_SPIN, WARNING)]
+    assert [(l.name, l.severity) for l in result.after_labels.labels] == [(WRITE_SPIN, CRITICAL)]
+    verdict = "after: CPU retrying writes without waiting 16% → 27%: write-spin warning → critical"
+    assert result.verdict() == verdict
+    out = cli("diff", before, after).stdout
+    summary = result.after_labels.labels[0].summary
+    assert out.splitlines()[0] == verdict
+    assert f"changed (warning → critical; CPU share 16% → 27%): {summary}" in out.splitlines()
+    assert "still present" not in out and "no label appeared or disappeared" not in out
+    doc = json.loads(cli("diff", "--json", before, after).stdout)
+    assert doc["verdict"] == verdict
+    assert doc["labels"] == {"appeared": [], "disappeared": [], "unchanged": []}
+    assert doc["label_changes"] == [{"name": WRITE_SPIN, "severity": {"before": WARNING, "after": CRITICAL},
+                                     "cpu_share": {"before": 0.16, "after": 0.27},
+                                     "changed": ["severity", "cpu_share"]}]
+
+
+def test_share_change_at_the_same_severity(capture_file):
+    """Critical on both sides: a share that moved SHARE_CHANGE_POINTS or more is reported (not in the
+    verdict, whose 'no label appeared or disappeared' still holds); a smaller move is 'still present'."""
+    result = comparison(spin_at(0.30), spin_at(0.30 + SHARE_CHANGE_POINTS + 0.01), capture_file)
+    change, = result.label_changes
+    assert change.changed and not change.severity_changed
+    assert label_lines(result) == [f"changed (critical; CPU share 30% → 36%): {change.after.summary}"]
+    assert to_json(result)["label_changes"][0]["changed"] == ["cpu_share"]
+    assert result.verdict().endswith("; no label appeared or disappeared")
+    result = comparison(spin_at(0.30), spin_at(0.30 + SHARE_CHANGE_POINTS - 0.01), capture_file)
+    assert not result.label_changes and label_lines(result) == ["still present: write-spin"]
+    assert to_json(result)["labels"]["unchanged"] == [WRITE_SPIN]
+
+
+def test_appeared_label_summary_is_written_once(capture_file, cli):
+    before = capture_file(captures.thread_per_connection(), "before.json")
+    after = capture_file(captures.reactor_split(), "after.json")
+    out = cli("diff", before, after).stdout
+    label, = compare_captures(analyze(load(before)), analyze(load(after))).appeared
+    summary = label.summary
+    assert f"appeared (critical): {summary}" in out.splitlines()  # whole, on one line
+    assert out.count(summary[:60]) == 1
+    assert "    fix: serve short requests in the thread that read them, without a worker pool" in out.splitlines()
+
+
+def test_too_few_loaded_intervals_is_said(capture_file):
+    """Load in two of five intervals (a ramp up, then two loaded intervals, then idle): too few to judge, and
+    the note says the intervals that carry load are too few, naming each run of left-out intervals."""
+    after = captures.clean_event_loop(load=(0.1, 1, 1, 0, 0))
+    result = comparison(captures.clean_event_loop(intervals=5), after, capture_file)
+    assert not result.noise_judged
+    assert noise_note(result) == (f"{TOO_FEW}: before has 5 and after 2 full intervals that carry load (3 each "
+                                  "needed); record with --interval while the load runs to get them")
+    requests = [i["requests"] for i in after["intervals"]]
+    assert noise_left_out(result) == [
+        "intervals 1, 4-5 of after.json (after, 0-2, 6-10 s) left out of the noise test: fewer than 50% of the "
+        f"requests/s of the median busy interval ({number(np.median(requests[1:3]) / 2)}/s); they had 0 to "
+        f"{number(requests[0] / 2)}/s"]

@@ -13,6 +13,15 @@ table write a metric's values the same way (`Change.value_text`), in the same un
 (+41%, ×12) only of a base that is meaningfully above zero (`Change.floor`, RELATIVE_MIN_BASE): from a zero
 or near-zero base a change reads `0 → 0.46 ms per request`.
 
+Noise is judged on the intervals that carry load (noise.loaded): the idle tail of a capture that outlasted
+its load would otherwise bury any change in the spread of near-empty intervals. Every interval left out of
+the noise test, cut short or nearly idle, is named with why (`NoiseSample.left_out`).
+
+A label present (warning or critical) on both sides is reported as changed when its severity changed or
+its measured share (`cpu_share`) moved by SHARE_CHANGE_POINTS or more (`LabelChange`); a severity change
+is a label event in the verdict, like a label that appeared. Labels are handled by name, severity,
+cpu_share and summary only, so a detector's new label needs nothing here.
+
 A capture whose collector dropped events (a full map: threads or requests not followed) has
 counts that are lower bounds, and a change between it and another capture may be the drops' doing. Such
 a comparison is qualified everywhere it is written: the verdict starts with a warning naming the drops,
@@ -24,16 +33,20 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
+import pandas as pd
 from rich.table import Table
 
 from spinscope import htmlpage
 from spinscope.capture import load
 from spinscope.fmt import NOT_AVAILABLE, number, percent
-from spinscope.labels import HANDOFF_OVERHEAD, INFO, SPURIOUS_SELECT, TITLES, WRITE_SPIN, Assessment, assess
-from spinscope.metrics import METRICS, PER_REQUEST, PER_SECOND, Analysis, Metric, analyze, drop_line, dropped
-from spinscope.noise import SIGNIFICANT, TOO_FEW, WITHIN_NOISE, NoiseTest, compare
+from spinscope.labels import (CRITICAL, HANDOFF_OVERHEAD, INFO, SPURIOUS_SELECT, TITLES, WARNING, WRITE_SPIN,
+                              Assessment, Label, assess)
+from spinscope.metrics import (METRICS, MIN_INTERVAL_SHARE, PER_REQUEST, PER_SECOND, Analysis, Metric, analyze,
+                               drop_line, dropped)
+from spinscope.noise import (MIN_INTERVALS, MIN_LOAD_SHARE, SIGNIFICANT, TOO_FEW, WITHIN_NOISE, NoiseTest, compare,
+                             load_reference, loaded)
 from spinscope.output import plain, print_json, terminal, write_text
-from spinscope.render import headline, print_label
+from spinscope.render import headline, print_label_details
 
 # The metrics that tell each label's story, in the order a verdict names them. Names that metrics.METRICS
 # does not (yet) compute are skipped.
@@ -57,6 +70,22 @@ CPUS_FLOOR = 0.001       # a thousandth of a CPU
 COUNT_FLOOR = 0.01       # one event per 100 requests (or calls)
 RELATIVE_MIN_BASE = 0.01  # and a base under 1% of the after value (beyond ×100) gives no percentage either
 TIMES_FROM = 10  # ratios after/before of at least this read "×N" rather than "+900%"
+
+# A label present on both sides whose measured share (cpu_share) moved by this much (absolute, 5 points:
+# the whole width of the warning threshold, labels.WARNING_SHARE) is reported as changed even at the same
+# severity. Smaller moves are left to the metrics table: a share is a whole-capture value, without
+# interval noise to judge it by.
+SHARE_CHANGE_POINTS = 0.05
+SEVERITIES = (INFO, WARNING, CRITICAL)  # in rising order
+
+# Why an interval is left out of the noise test (`LeftOut.reason`, `intervals_left_out[].reason` in --json).
+CUT_SHORT = "cut short"      # shorter than metrics.MIN_INTERVAL_SHARE of the nominal interval
+LITTLE_LOAD = "little load"  # fewer requests/s than noise.MIN_LOAD_SHARE of the capture's reference rate
+
+
+def title(name: str) -> str:
+    """How text names a label: its title, or its name for a label this version has no title for."""
+    return TITLES.get(name, name)
 
 
 def unit_of(metric: Metric) -> str:
@@ -189,6 +218,153 @@ class Change:
                 "intervals_before": self.noise.n_before, "intervals_after": self.noise.n_after}
 
 
+@dataclass(frozen=True)
+class LeftOut:
+    """An interval of a capture that the noise test does not use, and why."""
+
+    interval: int      # its number in the capture, 1 for the first
+    start_s: float
+    end_s: float
+    requests: int
+    reason: str        # CUT_SHORT or LITTLE_LOAD
+
+    @property
+    def rate(self) -> float:
+        duration = self.end_s - self.start_s
+        return self.requests / duration if duration > 0 else 0.0
+
+    def to_dict(self) -> dict:
+        return {"interval": self.interval, "start_s": self.start_s, "end_s": self.end_s,
+                "requests": self.requests, "reason": self.reason}
+
+
+@dataclass
+class NoiseSample:
+    """One capture's side of the noise test: the interval values it compares (the rows of
+    Analysis.intervals that carry load), the intervals it leaves out, and the requests/s the load was
+    judged against (noise.load_reference)."""
+
+    values: pd.DataFrame
+    left_out: list
+    reference: float
+
+
+def noise_sample(analysis: Analysis) -> NoiseSample:
+    """The loaded full intervals of a capture, and every other interval as a LeftOut (Analysis.intervals
+    already lacks the cut-short ones; they are found again by their end time)."""
+    full = analysis.intervals
+    is_loaded = loaded(full["requests_per_s"])
+    kept_ends, loaded_ends = set(full["t_s"]), set(full["t_s"][is_loaded])
+    left_out = []
+    for number_, row in enumerate(analysis.capture.intervals.itertuples(index=False), start=1):
+        if row.t_s in loaded_ends:
+            continue
+        reason = LITTLE_LOAD if row.t_s in kept_ends else CUT_SHORT
+        left_out.append(LeftOut(number_, row.t_s - row.duration_s, row.t_s, int(row.requests), reason))
+    return NoiseSample(full[is_loaded], left_out, load_reference(full["requests_per_s"]))
+
+
+def runs(intervals: list) -> list:
+    """Consecutive LeftOut intervals grouped: [[first, last], ...] from intervals in ascending order."""
+    grouped = []
+    for interval in intervals:
+        if grouped and interval.interval == grouped[-1][1].interval + 1:
+            grouped[-1][1] = interval
+        else:
+            grouped.append([interval, interval])
+    return grouped
+
+
+def interval_ranges(intervals: list) -> tuple:
+    """(`intervals 1, 4-5`, `0-20, 60-100 s`): the numbers and the times of ascending LeftOut intervals."""
+    grouped = runs(intervals)
+    numbers = ", ".join(str(a.interval) if a is b else f"{a.interval}-{b.interval}" for a, b in grouped)
+    times = ", ".join(f"{number(a.start_s)}-{number(b.end_s)}" for a, b in grouped)
+    return f"interval{'s' if len(intervals) > 1 else ''} {numbers}", f"{times} s"
+
+
+def left_out_lines(side: str, analysis: Analysis, sample: NoiseSample) -> list:
+    """`intervals 4-5 of before.json (before, 60-100 s) left out of the noise test: ...`, one line per
+    reason."""
+    lines = []
+    for reason in (LITTLE_LOAD, CUT_SHORT):
+        intervals = [i for i in sample.left_out if i.reason == reason]
+        if not intervals:
+            continue
+        numbers, times = interval_ranges(intervals)
+        where = f"{numbers} of {analysis.capture.path.name} ({side}, {times}) left out of the noise test"
+        if reason == LITTLE_LOAD:
+            rates = [i.rate for i in intervals]
+            had = number(rates[0]) if len(rates) == 1 else f"{number(min(rates))} to {number(max(rates))}"
+            lines.append(f"{where}: fewer than {percent(MIN_LOAD_SHARE, 0)} of the requests/s of the median busy "
+                         f"interval ({number(sample.reference)}/s); {'it' if len(rates) == 1 else 'they'} "
+                         f"had {had}/s")
+        else:
+            nominal = analysis.capture.interval_s
+            of = f"the {number(nominal)} s interval" if nominal else "the longest interval"
+            lines.append(f"{where}: shorter than {percent(MIN_INTERVAL_SHARE, 0)} of {of}")
+    return lines
+
+
+def serious_label(assessment: Assessment, name: str) -> Label:
+    """The label called `name` at warning or critical (Assessment.serious() holds its name)."""
+    return next(l for l in assessment.labels if l.name == name and l.severity != INFO)
+
+
+@dataclass
+class LabelChange:
+    """A label at warning or critical on both sides: its severity, its measured share, and whether either
+    changed (a severity change, or a share moved by SHARE_CHANGE_POINTS or more)."""
+
+    before: Label
+    after: Label
+
+    @property
+    def name(self) -> str:
+        return self.after.name
+
+    @property
+    def severity_changed(self) -> bool:
+        return self.before.severity != self.after.severity
+
+    @property
+    def rose(self) -> bool:
+        return SEVERITIES.index(self.after.severity) > SEVERITIES.index(self.before.severity)
+
+    @property
+    def share_delta(self) -> float | None:
+        if self.before.cpu_share is None or self.after.cpu_share is None:
+            return None
+        return self.after.cpu_share - self.before.cpu_share
+
+    @property
+    def share_changed(self) -> bool:
+        return self.share_delta is not None and abs(self.share_delta) >= SHARE_CHANGE_POINTS
+
+    @property
+    def changed(self) -> bool:
+        return self.severity_changed or self.share_changed
+
+    def event(self) -> str:
+        """The verdict's words for a severity change: `write-spin warning → critical`."""
+        return f"{title(self.name)} {self.before.severity} → {self.after.severity}"
+
+    def what(self) -> str:
+        """`warning → critical; CPU share 16% → 27%`, `critical; CPU share 36% → 46%`."""
+        severity = (f"{self.before.severity} → {self.after.severity}" if self.severity_changed
+                    else self.after.severity)
+        if self.share_delta is None:
+            return severity
+        return f"{severity}; CPU share {percent(self.before.cpu_share)} → {percent(self.after.cpu_share)}"
+
+    def to_dict(self) -> dict:
+        return {"name": self.name,
+                "severity": {"before": self.before.severity, "after": self.after.severity},
+                "cpu_share": {"before": self.before.cpu_share, "after": self.after.cpu_share},
+                "changed": [what for what, changed in (("severity", self.severity_changed),
+                                                       ("cpu_share", self.share_changed)) if changed]}
+
+
 def by_side(items) -> str:
     """`before: 3 pids; after: 812 threads, 40 sockets` from (side, text) pairs."""
     sides: dict = {}
@@ -204,6 +380,8 @@ class Comparison:
     before_labels: Assessment
     after_labels: Assessment
     changes: list
+    before_noise: NoiseSample
+    after_noise: NoiseSample
 
     @property
     def appeared(self) -> list:
@@ -214,6 +392,23 @@ class Comparison:
     @property
     def disappeared(self) -> list:
         return [l for l in self.before_labels.labels if l.severity != INFO and l.name not in self.after_labels.serious()]
+
+    @property
+    def present(self) -> list:
+        """[LabelChange] for every label at warning or critical on both sides, changed or not."""
+        kept = self.before_labels.serious() & self.after_labels.serious()
+        return [LabelChange(serious_label(self.before_labels, name), serious_label(self.after_labels, name))
+                for name in sorted(kept)]
+
+    @property
+    def label_changes(self) -> list:
+        """The labels present on both sides whose severity or measured share changed (LabelChange)."""
+        return [c for c in self.present if c.changed]
+
+    @property
+    def unchanged(self) -> list:
+        """Names of the labels present on both sides at the same severity and about the same share."""
+        return [c.name for c in self.present if not c.changed]
 
     @property
     def noise_judged(self) -> bool:
@@ -268,14 +463,17 @@ class Comparison:
         return f"{warning}; {self._verdict()}" if warning else self._verdict()
 
     def _verdict(self) -> str:
-        label_changes = [(label, "appeared") for label in self.appeared] + [(label, "disappeared")
-                                                                           for label in self.disappeared]
-        if label_changes:
+        # A severity change is a label event like an appearance; a share that moved at the same severity
+        # is in the labels' lines, not the verdict.
+        label_events = ([(label.name, f"{title(label.name)} appeared") for label in self.appeared]
+                        + [(label.name, f"{title(label.name)} disappeared") for label in self.disappeared]
+                        + [(c.name, c.event()) for c in self.label_changes if c.severity_changed])
+        if label_events:
             moved = []
-            for label, _ in label_changes:
-                moved += [c for c in self.moved(label.name) if c not in moved]
+            for name, _ in label_events:
+                moved += [c for c in self.moved(name) if c not in moved]
             numbers = " and ".join(c.phrase() for c in moved)
-            events = ", ".join(f"{TITLES[label.name]} {what}" for label, what in label_changes)
+            events = ", ".join(event for _, event in label_events)
             return f"after: {numbers}: {events}" if numbers else f"after: {events}"
         candidates = self.ranked()
         if not candidates:
@@ -310,15 +508,18 @@ def run(args) -> int:
 
 
 def compare_captures(before: Analysis, after: Analysis) -> Comparison:
+    """Whole-capture values compared, each change judged on the loaded intervals of both sides."""
+    old_sample, new_sample = noise_sample(before), noise_sample(after)
+    old_values, new_values = old_sample.values, new_sample.values
     changes = []
     for metric in METRICS:
         old, new = before.process.get(metric.name), after.process.get(metric.name)
-        if old is not None and new is not None and metric.name in before.intervals and metric.name in after.intervals:
-            noise = compare(before.intervals[metric.name], after.intervals[metric.name])
+        if old is not None and new is not None and metric.name in old_values and metric.name in new_values:
+            noise = compare(old_values[metric.name], new_values[metric.name])
         else:
             noise = UNDEFINED
         changes.append(Change(metric, old, new, noise))
-    return Comparison(before, after, assess(before), assess(after), changes)
+    return Comparison(before, after, assess(before), assess(after), changes, old_sample, new_sample)
 
 
 def change_rows(comparison: Comparison) -> list:
@@ -352,13 +553,19 @@ def drop_lines(comparison: Comparison) -> list:
     return [f"{side}: {drop_line(drop, count)}" for side, drop, count in comparison.drops]
 
 
-def label_lines(comparison: Comparison) -> list:
+def label_entries(comparison: Comparison) -> list:
+    """[(line, Label whose details and fixes the terminal prints under the line, or None)]: each label's
+    summary is written once, in its line."""
     # A label's summary already names it ("write-spin on ...", "handoff overhead: ...").
-    lines = [f"appeared ({l.severity}): {l.summary}" for l in comparison.appeared]
-    lines += [f"disappeared (was {l.severity}): {l.summary}" for l in comparison.disappeared]
-    kept = comparison.before_labels.serious() & comparison.after_labels.serious()
-    lines += [f"still present: {TITLES[name]}" for name in sorted(kept)]
-    return lines
+    entries = [(f"appeared ({l.severity}): {l.summary}", l) for l in comparison.appeared]
+    entries += [(f"disappeared (was {l.severity}): {l.summary}", None) for l in comparison.disappeared]
+    entries += [(f"changed ({c.what()}): {c.after.summary}", None) for c in comparison.label_changes]
+    entries += [(f"still present: {title(name)}", None) for name in comparison.unchanged]
+    return entries
+
+
+def label_lines(comparison: Comparison) -> list:
+    return [line for line, _ in label_entries(comparison)]
 
 
 def sampling_note(comparison: Comparison) -> str | None:
@@ -374,32 +581,45 @@ def sampling_note(comparison: Comparison) -> str | None:
 
 
 def noise_note(comparison: Comparison) -> str:
-    b, a = len(comparison.before.intervals), len(comparison.after.intervals)
+    b, a = len(comparison.before_noise.values), len(comparison.after_noise.values)
+    idle = any(i.reason == LITTLE_LOAD for sample in (comparison.before_noise, comparison.after_noise)
+               for i in sample.left_out)
     if not comparison.noise_judged:
-        return (f"{TOO_FEW}: before has {b} and after {a} full intervals (3 each needed); "
-                "record with --interval to get them")
+        return (f"{TOO_FEW}: before has {b} and after {a} full intervals{' that carry load' if idle else ''} "
+                f"({MIN_INTERVALS} each needed); record with --interval{' while the load runs' if idle else ''} "
+                "to get them")
     return (f"noise: Welch's t-test on the {b} before and {a} after interval values of each metric, "
-            "two-sided at 5%")
+            "two-sided at 5%" + (" (the intervals that carry load)" if idle else ""))
+
+
+def noise_left_out(comparison: Comparison) -> list:
+    """The lines naming the intervals each side leaves out of the noise test, and why."""
+    return (left_out_lines("before", comparison.before, comparison.before_noise)
+            + left_out_lines("after", comparison.after, comparison.after_noise))
 
 
 def to_json(comparison: Comparison) -> dict:
-    def side(analysis: Analysis, labels: Assessment) -> dict:
+    def side(analysis: Analysis, labels: Assessment, sample: NoiseSample) -> dict:
         return {"file": str(analysis.capture.path), "requests": analysis.requests,
                 "duration_s": analysis.capture.duration_s, "intervals": len(analysis.intervals),
+                "noise_intervals": len(sample.values),
+                "intervals_left_out": [i.to_dict() for i in sample.left_out],
                 "labels": [l.to_dict() for l in labels.labels], "notes": labels.notes}
 
     return {"verdict": comparison.verdict(),
-            "before": side(comparison.before, comparison.before_labels),
-            "after": side(comparison.after, comparison.after_labels),
+            "before": side(comparison.before, comparison.before_labels, comparison.before_noise),
+            "after": side(comparison.after, comparison.after_labels, comparison.after_noise),
             "labels": {"appeared": [l.name for l in comparison.appeared],
                        "disappeared": [l.name for l in comparison.disappeared],
-                       "unchanged": sorted(comparison.before_labels.serious() & comparison.after_labels.serious())},
+                       "unchanged": comparison.unchanged},
+            "label_changes": [c.to_dict() for c in comparison.label_changes],
             "metrics": [{**c.to_dict(), "drops": [{"side": side, "kind": drop.key}
                                                   for side, drop in comparison.drops_touching(c.metric)]}
                         for c in comparison.changes],
             "drops": {"before": comparison.before.capture.drops, "after": comparison.after.capture.drops,
                       "warning": comparison.drops_warning(), "effects": drop_lines(comparison)},
             "noise": noise_note(comparison),
+            "noise_left_out": noise_left_out(comparison),
             "time_sample": {"before": comparison.before.capture.time_sample,
                             "after": comparison.after.capture.time_sample, "note": sampling_note(comparison)}}
 
@@ -417,10 +637,11 @@ def render_terminal(comparison: Comparison) -> None:
         for line in drop_lines(comparison):
             console.print(plain(f"    {line}"))
     console.print()
-    for line in label_lines(comparison) or ["labels: none before, none after"]:
-        console.print(plain(line))
-    for label in comparison.appeared:
-        print_label(console, label)
+    entries = label_entries(comparison) or [("labels: none before, none after", None)]
+    for line, label in entries:
+        console.print(plain(line), soft_wrap=True)  # a summary is one line, however long
+        if label is not None:
+            print_label_details(console, label)
     console.print()
     table = Table(title="Metrics", title_justify="left")
     for header in change_headers(comparison):
@@ -430,6 +651,8 @@ def render_terminal(comparison: Comparison) -> None:
         table.add_row(*map(plain, row), style=style)
     console.print(table)
     console.print(plain(noise_note(comparison)))
+    for line in noise_left_out(comparison):
+        console.print(plain(line), soft_wrap=True)  # one line per side and reason, however long
     if sampling_note(comparison):
         console.print(plain(sampling_note(comparison)))
 
@@ -438,7 +661,8 @@ def render_html(comparison: Comparison) -> str:
     from spinscope import figures  # matplotlib loads in ~0.5 s: only when a page is drawn
 
     per_request = [m.name for m in METRICS if m.kind == PER_REQUEST]
-    body = [htmlpage.verdict("critical" if comparison.appeared or comparison.drops else "ok", comparison.verdict()),
+    worse = comparison.appeared or comparison.drops or any(c.rose for c in comparison.label_changes)
+    body = [htmlpage.verdict("critical" if worse else "ok", comparison.verdict()),
             htmlpage.paragraph(f"before: {headline(comparison.before)}"),
             htmlpage.paragraph(f"after: {headline(comparison.after)}")]
     if comparison.drops:
@@ -450,6 +674,7 @@ def render_html(comparison: Comparison) -> str:
              htmlpage.heading("Metrics"),
              htmlpage.table(change_headers(comparison), change_rows(comparison)),
              htmlpage.paragraph(noise_note(comparison), "note"),
+             *(htmlpage.paragraph(line, "note") for line in noise_left_out(comparison)),
              *([htmlpage.paragraph(sampling_note(comparison), "note")] if sampling_note(comparison) else []),
              htmlpage.figure(figures.metric_bars(comparison.before.process, comparison.after.process, per_request),
                              "per-request metrics before and after"),

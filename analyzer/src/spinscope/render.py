@@ -27,6 +27,11 @@ def print_label(console: Console, label: Label) -> None:
     name a thread: plain text)."""
     console.print(Text.assemble(plain(label.severity.upper(), SEVERITY_STYLE[label.severity]), " ",
                                 plain(label.summary)))
+    print_label_details(console, label)
+
+
+def print_label_details(console: Console, label: Label) -> None:
+    """A label's details and fixes, indented (under a line that already gave its summary)."""
     for line in label.details:
         console.print(plain(f"    {line}"))
     for fix in label.fixes:
