@@ -16,6 +16,7 @@ from spinscope import htmlpage
 from spinscope.capture import load
 from spinscope.fmt import fixed, percent, size_class
 from spinscope.labels import Assessment, assess
+from spinscope.measures import size_classes
 from spinscope.metrics import METRICS, Analysis, analyze, role_edges
 from spinscope.output import plain, print_json, terminal, write_text
 from spinscope.render import headline, print_finding, print_label
@@ -24,15 +25,16 @@ from spinscope.roles import ROLE_NOUNS, ROLES, activity
 MAX_THREAD_ROWS = 30
 MAX_EDGES = 10
 THREAD_COLUMNS = (  # (header, column, digits or None for a percentage): the per-thread evidence
-    ("writes", "write_calls", 0), ("EAGAIN", "write_eagain", 0), ("spin", "write_spin_eagain", 0),
+    ("writes", "write_calls", 0), ("EAGAIN", "write_eagain", 0), ("EAGAIN retries", "write_spin_eagain", 0),
     ("waited", "write_waited", 0), ("reads", "read_calls", 0), ("rd EAGAIN", "read_eagain", 0),
     ("polls", "poll_calls", 0), ("zero", "poll_zero_fraction", None), ("no t/o", "poll_nowait_fraction", None),
     ("ev/poll", "events_per_poll", 1), ("futex", "futex_waits", 0), ("cs", "cs_total", 0),
     ("CPU ms", "cpu_ms", 0), ("woke", "wakeups_sent", 0), ("woken", "wakeups_received", 0),
 )
 THREAD_HEADERS = ("role", "thread", *(header for header, _, _ in THREAD_COLUMNS))
-SIZE_HEADERS = ("size", "responses", "writes/resp", "EAGAIN/resp", "partial/resp", "spin/resp", "waits/resp",
-                "ms/req")
+SIZE_HEADERS = ("size", "responses", "writes/resp", "EAGAIN/resp", "partial/resp", "EAGAIN retries/resp",
+                "waits/resp", "ms/req")
+METRIC_HEADERS = ("metric", "kind", "value", "meaning")
 EDGE_HEADERS = ("waker", "wakee", "mechanism", "wakeups", "per request")
 
 
@@ -88,7 +90,11 @@ def thread_label(analysis: Analysis, tid: int, row) -> str:
 
 
 def metric_rows(values: dict) -> list:
-    return [(metric.name, metric.kind, fixed(values[metric.name], 3)) for metric in METRICS]
+    """(name, kind, value, meaning): the meaning is the metric's own phrase (metrics.METRICS), the one the
+    diff and the verdicts use, so a name is explained the same way everywhere."""
+    return [(metric.name, metric.kind, fixed(values[metric.name], 3),
+             metric.phrase + (f" ({metric.unit})" if metric.unit else ""))
+            for metric in METRICS]
 
 
 def edge_rows(analysis: Analysis) -> list:
@@ -105,13 +111,10 @@ def edge_rows(analysis: Analysis) -> list:
 
 
 def size_rows(analysis: Analysis) -> list:
-    rows = []
-    for row in analysis.capture.by_size.itertuples():
-        per = [value / row.count for value in (row.write_calls, row.write_eagain, row.write_partial,
-                                                row.spin_eagain, row.write_waited)]
-        rows.append([size_class(row.bytes_min, row.bytes_max), f"{row.count:,}", *(fixed(v, 1) for v in per),
-                     fixed(row.duration_ns / row.count / 1e6, 3)])
-    return rows
+    """The response-size classes, per response: the frame the write-spin verdict reads (measures.size_classes)."""
+    return [[size_class(c.bytes_min, c.bytes_max), f"{c.count:,}",
+             *(fixed(v, 1) for v in (c.writes, c.eagain, c.partial, c.eagain_retries, c.waits)),
+             fixed(c.request_ms, 3)] for c in size_classes(analysis)]
 
 
 def role_summary(analysis: Analysis) -> str:
@@ -204,7 +207,7 @@ def render_terminal(analysis: Analysis, assessment: Assessment, console: Console
     console.print()
 
     table = Table(title="Process metrics", title_justify="left")
-    for header in ("metric", "kind", "value"):
+    for header in METRIC_HEADERS:
         table.add_column(header, justify="left" if header != "value" else "right")
     for row in metric_rows(analysis.process):
         table.add_row(*map(plain, row))
@@ -298,5 +301,5 @@ def render_html(analysis: Analysis, assessment: Assessment) -> str:
     if series:
         body += [htmlpage.heading("Over time"), htmlpage.figure(series, "rates per interval")]
     body += [htmlpage.heading("All metrics"),
-             htmlpage.table(["metric", "kind", "value"], metric_rows(analysis.process))]
+             htmlpage.table(METRIC_HEADERS, metric_rows(analysis.process))]
     return htmlpage.page(f"spinscope report: {analysis.capture.name}", body)
