@@ -220,8 +220,10 @@ def _memcached(workdir: Path, port: int, docroot: Path, threads: int = 4) -> lis
     return cmd + (["-u", "nobody"] if os.geteuid() == 0 else [])  # memcached refuses to run as root
 
 
-def _node(workdir: Path, port: int, docroot: Path) -> list[str]:
-    return [binary("node"), str(NODE_SERVER), str(port)]
+def _node(workdir: Path, port: int, docroot: Path, workers: int = 0) -> list[str]:
+    """Node's http module; with workers, under the cluster module (the primary hands each connection to a
+    worker over that worker's IPC channel, a socket pair)."""
+    return [binary("node"), str(NODE_SERVER), str(port)] + ([str(workers)] if workers else [])
 
 
 @dataclass(frozen=True)
@@ -240,6 +242,7 @@ SERVER_KINDS = {
                                  children=True, files=(APACHE_MODULES / "mod_mpm_prefork.so",)),
     "lighttpd": ServerKind(_lighttpd, ("lighttpd",)),
     "node": ServerKind(_node, ("node",)),
+    "node-cluster": ServerKind(lambda *a, **kw: _node(*a, workers=2, **kw), ("node",), children=True),
     "redis": ServerKind(_redis, ("redis-server", "redis-benchmark")),
     "memcached": ServerKind(_memcached, ("memcached",)),
 }
@@ -332,14 +335,17 @@ class HttpLoad(LoadgenLoad):
     concurrency: int = 20
     duration: float = 3.0
     rcvbuf: int = 0  # client receive buffer (a small TCP window); 0: the default
+    keepalive: bool = True  # False: a new connection for each request (Connection: close)
 
     def args(self) -> list:
         args = ["--path", self.path, "--concurrency", self.concurrency]
+        args += [] if self.keepalive else ["--keepalive", "off"]
         return args + (["--rcvbuf", self.rcvbuf] if self.rcvbuf else [])
 
     def describe(self) -> str:
         window = f", {self.rcvbuf} B client windows" if self.rcvbuf else ""
-        return f"GET {self.path}, {self.concurrency} connections{window}"
+        closing = "" if self.keepalive else ", a connection per request"
+        return f"GET {self.path}, {self.concurrency} connections{window}{closing}"
 
 
 @dataclass(frozen=True)
@@ -436,6 +442,12 @@ CONFIGS = _configs(
     Config("node-100k-rcv4k", "node", HttpLoad("/bytes/102400", rcvbuf=4096, duration=4.0),
            about="Node.js http, clients with 4 KB windows"),
     Config("node-100", "node", HttpLoad("/bytes/100"), about="Node.js http"),
+    Config("node-cluster-100", "node-cluster", HttpLoad("/bytes/100"),
+           about="Node.js http under the cluster module: a primary handing connections to 2 workers"),
+    # Every request on a new connection: the primary hands each to a worker over its IPC channel, and the
+    # worker acknowledges it (schema 4 counted those messages as requests too: about 1.7 per request).
+    Config("node-cluster-close", "node-cluster", HttpLoad("/bytes/100", keepalive=False),
+           about="Node.js cluster, primary + 2 workers, a connection per request"),
     Config("redis", "redis", RedisLoad(), about="Redis, single-threaded"),
     # Fewer requests: on 2 cores threaded I/O ran from 30 K down to 6 K requests/s (its I/O thread
     # busy-waits for work, competing with the main thread and the client for the CPUs).
