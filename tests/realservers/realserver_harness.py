@@ -107,10 +107,11 @@ def stop(proc: subprocess.Popen, timeout: float = 10.0) -> None:
         proc.wait()
 
 
-def _nginx(workdir: Path, port: int, docroot: Path, sndbuf: str | None = None) -> list[str]:
+def _nginx(workdir: Path, port: int, docroot: Path, sndbuf: str | None = None, http2: bool = False) -> list[str]:
     """nginx with a master and one worker (the worker runs as nobody); Debian's stock sendfile and
-    tcp_nopush, no access log; `listen ... sndbuf=` when asked."""
-    listen = f"127.0.0.1:{port}" + (f" sndbuf={sndbuf}" if sndbuf else "")
+    tcp_nopush, no access log; `listen ... sndbuf=` when asked; `listen ... http2` (cleartext HTTP/2 with
+    prior knowledge, h2c: nginx 1.22 then speaks only HTTP/2 on the port) when asked."""
+    listen = f"127.0.0.1:{port}" + (f" sndbuf={sndbuf}" if sndbuf else "") + (" http2" if http2 else "")
     (workdir / "nginx.conf").write_text(f"""\
 master_process on;
 worker_processes 1;
@@ -349,6 +350,30 @@ class HttpLoad(LoadgenLoad):
 
 
 @dataclass(frozen=True)
+class H2Load:
+    """h2load (Debian's nghttp2-client): exactly REQUESTS GETs of PATH over CLIENTS cleartext HTTP/2
+    connections (prior knowledge), STREAMS concurrent streams on each."""
+    path: str
+    requests: int = 4000
+    clients: int = 4
+    streams: int = 10
+
+    def run(self, port: int) -> dict:
+        out = subprocess.run([binary("h2load"), "-n", str(self.requests), "-c", str(self.clients),
+                              "-m", str(self.streams), f"http://127.0.0.1:{port}{self.path}"],
+                             check=True, capture_output=True, text=True, timeout=120)
+        # "requests: 4000 total, 4000 started, 4000 done, 4000 succeeded, 0 failed, 0 errored, 0 timeout"
+        line = next(line for line in out.stdout.splitlines() if line.startswith("requests:"))
+        counts = {word: int(number) for number, word in
+                  (part.split()[:2] for part in line.removeprefix("requests:").split(","))}
+        return {"requests": counts["succeeded"], "errors": counts["failed"] + counts["errored"],
+                "connections": self.clients, "streams": self.streams}
+
+    def describe(self) -> str:
+        return f"h2load {self.requests} x GET {self.path}, {self.clients} connections x {self.streams} streams"
+
+
+@dataclass(frozen=True)
 class MemcacheLoad(LoadgenLoad):
     """get/set (MIX by weight) on keep-alive connections."""
     concurrency: int = 8
@@ -456,6 +481,15 @@ CONFIGS = _configs(
     Config("memcached", "memcached", MemcacheLoad(), about="memcached -t 4"),
     Config("lighttpd-100", "lighttpd", HttpLoad("/bytes/100"), about="lighttpd"),
     Config("lighttpd-100k", "lighttpd", HttpLoad("/bytes/102400"), about="lighttpd"),
+)
+
+
+# HTTP/2 (h2c): the load generator's requests are multiplexed streams, which a capture does not count (it
+# counts exchanges: docs/capture-format.md, h2_connections). Apart from CONFIGS, whose request counts are
+# held to the load generator's.
+H2_CONFIGS = _configs(
+    Config("nginx-h2c-100", "nginx", H2Load("/bytes/100"), {"http2": True},
+           about="nginx, listen http2 (cleartext, prior knowledge), 4 connections x 10 streams"),
 )
 
 

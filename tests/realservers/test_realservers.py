@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from realserver_harness import CONFIGS, SERVER_KINDS, ensure_ready, missing_binaries, record_config
+from realserver_harness import CONFIGS, H2_CONFIGS, SERVER_KINDS, binary, ensure_ready, missing_binaries, record_config
 from realserver_harness import www  # noqa: F401  (fixture)
 
 LABELS = ("write-spin", "spurious-select", "handoff-overhead")
@@ -172,3 +172,24 @@ def test_cluster_channels_are_not_requests(recorded, name):
     assert cap["totals"]["channel_sockets"] == 4  # both ends of each worker's channel
     assert any(note.endswith("were not counted as requests; they are in the socket reads and writes")
                for note in coverage_notes(load(run.path)))
+
+
+@pytest.mark.parametrize("name", list(H2_CONFIGS))
+def test_http2_connections_are_recognised_and_requests_said_to_be_exchanges(tmp_path, www, name):  # noqa: F811
+    """HTTP/2 multiplexes streams on a connection: what a capture counts as a request is an exchange (a read
+    burst, then the writes after it), here about 1 for 10 streams. The capture cannot count streams; it
+    says which connections spoke HTTP/2, and the report says what its requests are."""
+    from spinscope.capture import load
+    from spinscope.coverage import coverage_notes
+
+    config = H2_CONFIGS[name]
+    if missing := missing_binaries(config.server) + ([] if binary("h2load") else ["h2load"]):
+        pytest.skip(f"{', '.join(missing)} not installed (scripts/setup.sh installs it)")
+    ensure_ready()
+    run = record_config(config, tmp_path, www)
+    assert run.load["errors"] == 0 and run.load["requests"] == config.load.requests, run.load
+    cap = run.capture
+    assert cap["totals"]["h2_connections"] == config.load.clients  # each opened after attach, with the preface
+    assert 0 < cap["requests"]["count"] < run.load["requests"]  # fewer exchanges than streams
+    assert any(note.startswith(f"{config.load.clients} connections spoke HTTP/2")
+               and "every per-request figure is per exchange" in note for note in coverage_notes(load(run.path)))
