@@ -352,7 +352,8 @@ static __always_inline bool socket_is_outgoing(__u64 sock)
  * without one (unless it bound, or autobound with SO_PASSCRED) while its peer, accepted, has the
  * listener's. So: an address of its own, a served client connection; none, but a peer that has one,
  * the target's own outgoing connection; neither, a channel (a socket pair: Node's cluster IPC,
- * a master and its workers).
+ * a master and its workers). An unbound socket with no peer at all (a datagram socket sending with
+ * sendto, to syslog say) can only address others: outgoing too.
  */
 static __always_inline __u32 unix_socket_phase(struct sock *sk)
 {
@@ -362,7 +363,7 @@ static __always_inline __u32 unix_socket_phase(struct sock *sk)
 	if (u->addr)
 		return REQ_READING;
 	if (!u->peer)
-		return REQ_CHANNEL;
+		return REQ_OUTGOING;
 	peer = bpf_rdonly_cast(u->peer, bpf_core_type_id_kernel(struct unix_sock));
 	return peer->addr ? REQ_OUTGOING : REQ_CHANNEL;
 }
@@ -494,16 +495,18 @@ static __always_inline __u32 request_on_read(__u64 sock, __u32 tid, struct call 
  */
 static __always_inline struct socket_state *channel_first_write(__u64 sock, struct call *call)
 {
-	struct socket_state fresh = { .phase = REQ_CHANNEL };
+	struct socket_state fresh = { .phase = REQ_CHANNEL }, *s;
 
 	if (socket_first_phase(sock) != REQ_CHANNEL)
 		return NULL;
-	if (bpf_map_update_elem(&sockets, &sock, &fresh, BPF_NOEXIST)) {
-		__sync_fetch_and_add(&globals.drops_sockets, 1);
-		return NULL;
+	if (!bpf_map_update_elem(&sockets, &sock, &fresh, BPF_NOEXIST)) {
+		call->decided = true;
+		return bpf_map_lookup_elem(&sockets, &sock);
 	}
-	call->decided = true;
-	return bpf_map_lookup_elem(&sockets, &sock);
+	s = bpf_map_lookup_elem(&sockets, &sock); /* made meanwhile, by a read or write on another CPU */
+	if (!s)
+		__sync_fetch_and_add(&globals.drops_sockets, 1);
+	return s;
 }
 
 /* What a socket write was, beyond its result: a retry after a stall, and whether it began a response. */
