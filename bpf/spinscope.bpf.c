@@ -47,6 +47,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define S_IFSOCK 0140000
 #define TASK_RUNNING 0
 #define TASK_DEAD 0x80
+#define AF_UNIX 1
 #define AF_INET 2
 #define AF_INET6 10
 
@@ -76,6 +77,7 @@ const volatile __u64 kernel_stack_size = 16384; /* THREAD_SIZE: x86-64, doubled 
 const volatile __u8 syscall_class[SYSCALL_TABLE_SIZE] = {}; /* enum syscall_class by number */
 const volatile __u8 wake_mechanism[SYSCALL_TABLE_SIZE] = {}; /* enum wake_mechanism by number */
 const volatile __u32 time_sample = 1; /* a power of two: 1 call in time_sample is timed (--time-sample) */
+const volatile __u8 read_buffer[SYSCALL_TABLE_SIZE] = {}; /* enum read_buffer by number */
 
 /* Syscall arguments and number in a task's saved user registers. */
 #if defined(__TARGET_ARCH_x86)
@@ -329,7 +331,7 @@ static __always_inline bool file_last_reference(struct file *file)
  * cache shard, a backend)? Only the first kind has requests in the sense of docs/capture-format.md.
  * A TCP socket made by accept() is cloned from its listener and keeps the listener's non-zero
  * sk_max_ack_backlog; one made by socket() + connect() has 0. Other families (AF_UNIX sets the
- * backlog on every socket) cannot be told apart this way and are all taken as serving.
+ * backlog on every socket) cannot be told apart this way (AF_UNIX is, otherwise: unix_socket_phase).
  */
 static __always_inline bool socket_is_outgoing(__u64 sock)
 {
@@ -340,6 +342,43 @@ static __always_inline bool socket_is_outgoing(__u64 sock)
 		return false;
 	return (sk->__sk_common.skc_family == AF_INET || sk->__sk_common.skc_family == AF_INET6) &&
 	       sk->sk_protocol == IPPROTO_TCP && sk->sk_max_ack_backlog == 0;
+}
+
+/*
+ * What an AF_UNIX socket is, from kernel state at its first read or write seen (so connections made
+ * before attach are told apart too). accept() on a listener, which must be bound to listen, gives the
+ * new socket the listener's address (unix_stream_connect in net/unix/af_unix.c shares otheru->addr with
+ * the embryo it queues); socketpair() gives neither end one, and connect() leaves the connecting end
+ * without one (unless it bound, or autobound with SO_PASSCRED) while its peer, accepted, has the
+ * listener's. So: an address of its own, a served client connection; none, but a peer that has one,
+ * the target's own outgoing connection; neither, a channel (a socket pair: Node's cluster IPC,
+ * a master and its workers). An unbound socket with no peer at all (a datagram socket sending with
+ * sendto, to syslog say) can only address others: outgoing too.
+ */
+static __always_inline __u32 unix_socket_phase(struct sock *sk)
+{
+	struct unix_sock *u = bpf_rdonly_cast(sk, bpf_core_type_id_kernel(struct unix_sock));
+	struct unix_sock *peer;
+
+	if (u->addr)
+		return REQ_READING;
+	if (!u->peer)
+		return REQ_OUTGOING;
+	peer = bpf_rdonly_cast(u->peer, bpf_core_type_id_kernel(struct unix_sock));
+	return peer->addr ? REQ_OUTGOING : REQ_CHANNEL;
+}
+
+/* The phase a socket starts in, decided once, when it is first read (or, for a channel, written):
+ * REQ_READING for a socket that serves clients, REQ_OUTGOING, or REQ_CHANNEL. AF_INET/AF_INET6 by
+ * socket_is_outgoing; families other than these and AF_UNIX are all taken as serving, as before. */
+static __always_inline __u32 socket_first_phase(__u64 sock)
+{
+	struct socket *s = bpf_rdonly_cast((void *)sock, bpf_core_type_id_kernel(struct socket));
+	struct sock *sk = s->sk;
+
+	if (sk && sk->__sk_common.skc_family == AF_UNIX)
+		return unix_socket_phase(sk);
+	return socket_is_outgoing(sock) ? REQ_OUTGOING : REQ_READING;
 }
 
 static __always_inline __u64 iov_total(const struct iovec *iov, __u64 n)
@@ -389,6 +428,8 @@ struct call {
 	__u64 wall;   /* its time switched out (exact) + oncpu: an estimate of its wall time */
 	__u32 waits;  /* thread_waits() when the call began */
 	bool timed;   /* stamped at sys_enter: 1 call in time_sample */
+	bool decided; /* the socket's kind was decided in this call (its first read or write seen) */
+	__u32 phase;  /* the socket's enum req_phase after this call, where its state was looked up */
 };
 
 static __always_inline __u64 call_now(struct call *call)
@@ -424,14 +465,17 @@ static __always_inline __u32 request_on_read(__u64 sock, __u32 tid, struct call 
 			.start_ns = call_now(call), .reader_tid = tid, .phase = REQ_READING,
 		};
 		/* Decided once per socket, when it is first read. */
-		if (socket_is_outgoing(sock))
-			fresh.phase = REQ_OUTGOING;
+		fresh.phase = socket_first_phase(sock);
 		if (bpf_map_update_elem(&sockets, &sock, &fresh, BPF_ANY))
 			__sync_fetch_and_add(&globals.drops_sockets, 1);
+		else
+			call->decided = true;
 		*started = fresh.phase == REQ_READING;
+		call->phase = fresh.phase;
 		return fresh.phase;
 	}
-	if (s->phase == REQ_READING || s->phase == REQ_OUTGOING)
+	call->phase = s->phase;
+	if (s->phase == REQ_READING || s->phase == REQ_OUTGOING || s->phase == REQ_CHANNEL)
 		return s->phase;
 	if (s->phase == REQ_WRITING)
 		request_finish(s);
@@ -441,6 +485,28 @@ static __always_inline __u32 request_on_read(__u64 sock, __u32 tid, struct call 
 	s->phase = REQ_READING;
 	*started = true;
 	return REQ_READING;
+}
+
+/*
+ * A write on a socket not read yet (no state): a channel's end that one process only writes (a
+ * primary handing work to a worker) is never read, so it is decided here, and given a state so that
+ * this is done once. Other sockets keep having no state until their first read (their writes are
+ * unattributed, as before): what a write to them costs more is this decision (a few loads).
+ */
+static __always_inline struct socket_state *channel_first_write(__u64 sock, struct call *call)
+{
+	struct socket_state fresh = { .phase = REQ_CHANNEL }, *s;
+
+	if (socket_first_phase(sock) != REQ_CHANNEL)
+		return NULL;
+	if (!bpf_map_update_elem(&sockets, &sock, &fresh, BPF_NOEXIST)) {
+		call->decided = true;
+		return bpf_map_lookup_elem(&sockets, &sock);
+	}
+	s = bpf_map_lookup_elem(&sockets, &sock); /* made meanwhile, by a read or write on another CPU */
+	if (!s)
+		__sync_fetch_and_add(&globals.drops_sockets, 1);
+	return s;
 }
 
 /* What a socket write was, beyond its result: a retry after a stall, and whether it began a response. */
@@ -461,6 +527,10 @@ static __always_inline __u32 request_on_write(struct thread_stats *t, __u32 tid,
 	struct socket_state *s = bpf_map_lookup_elem(&sockets, &sock);
 	__u32 what = 0;
 
+	if (!s)
+		s = channel_first_write(sock, call);
+	if (s)
+		call->phase = s->phase;
 	if (s && s->stall_tid) {
 		what = s->stall_tid == tid && s->stall_waits == call->waits ? WRITE_SPIN : WRITE_WAITED;
 		what |= s->stall_eagain ? WRITE_AFTER_EAGAIN : 0;
@@ -470,7 +540,7 @@ static __always_inline __u32 request_on_write(struct thread_stats *t, __u32 tid,
 		s->stall_waits = thread_waits(t);
 		s->stall_eagain = ret == -EAGAIN;
 	}
-	if (!s || s->phase == REQ_IDLE || s->phase == REQ_OUTGOING) {
+	if (!s || s->phase == REQ_IDLE || s->phase == REQ_OUTGOING || s->phase == REQ_CHANNEL) {
 		__u32 zero = 0;
 		struct request_stats *r = bpf_map_lookup_elem(&requests, &zero);
 
@@ -600,6 +670,80 @@ static __always_inline __u64 write_asked(__u32 cls, struct pt_regs *regs)
 	}
 }
 
+/* The HTTP/2 client connection preface (RFC 9113, 3.4): what a client speaking HTTP/2 over cleartext with
+ * prior knowledge (h2c) sends first on a connection. */
+#define H2_PREFACE "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+#define H2_PREFACE_LEN 24
+
+/* Where a read put its first bytes (NULL: not looked at): the buffer of read and recvfrom, the first
+ * iovec of readv and recvmsg if it holds at least the preface's length (the kernel fills it first). */
+static __always_inline const void *read_first_bytes(struct pt_regs *regs)
+{
+	__u64 nr = SC_NR(regs);
+	struct user_msghdr msg;
+	const struct iovec *iov;
+	struct iovec v;
+
+	switch (nr < SYSCALL_TABLE_SIZE ? read_buffer[nr] : RB_NONE) {
+	case RB_BUF:
+		return (const void *)SC_ARG(regs, 1);
+	case RB_IOV:
+		iov = (const struct iovec *)SC_ARG(regs, 1);
+		break;
+	case RB_MSG:
+		if (bpf_probe_read_user(&msg, sizeof(msg), (void *)SC_ARG(regs, 1)) || !msg.msg_iovlen)
+			return NULL;
+		iov = msg.msg_iov;
+		break;
+	default:
+		return NULL;
+	}
+	if (bpf_probe_read_user(&v, sizeof(v), iov) || v.iov_len < H2_PREFACE_LEN)
+		return NULL;
+	return v.iov_base;
+}
+
+/* Did this read (ret bytes) begin with the HTTP/2 preface? The 24 bytes are copied to the stack,
+ * compared and dropped: no payload is kept. */
+static __always_inline bool read_is_h2_preface(struct pt_regs *regs, long ret)
+{
+	static const char preface[H2_PREFACE_LEN] = H2_PREFACE;
+	const void *buf;
+	char got[H2_PREFACE_LEN];
+
+	if (ret < H2_PREFACE_LEN)
+		return false;
+	buf = read_first_bytes(regs);
+	if (!buf || bpf_probe_read_user(got, sizeof(got), buf))
+		return false;
+	for (int i = 0; i < H2_PREFACE_LEN; i++)
+		if (got[i] != preface[i])
+			return false;
+	return true;
+}
+
+/*
+ * What the socket's kind says about this read or write: on a channel it is counted apart (it stays in
+ * read_calls / write_calls); a serving socket's first read seen is looked at for the HTTP/2 preface,
+ * the only read that pays for it.
+ */
+static __always_inline void socket_kind_count(struct thread_stats *t, __u32 cls, struct pt_regs *regs, long ret,
+					      const struct call *call)
+{
+	bool read = cls == SC_READ || cls == SC_RECVMMSG;
+
+	if (call->phase == REQ_CHANNEL) {
+		if (read)
+			t->c.channel_reads++;
+		else
+			t->c.channel_writes++;
+		t->c.channel_sockets += call->decided;
+		return;
+	}
+	if (call->decided && call->phase == REQ_READING && cls == SC_READ && read_is_h2_preface(regs, ret))
+		t->c.h2_connections++;
+}
+
 /* A read- or write-family call returned: counted if its fd is a socket. (Pipes, eventfds and files are
  * timed for handoffs only, by the caller.) */
 static __always_inline void io_exit(struct thread_stats *t, __u32 tid, __u32 cls, struct pt_regs *regs,
@@ -620,6 +764,7 @@ static __always_inline void io_exit(struct thread_stats *t, __u32 tid, __u32 cls
 		read_exit(t, tid, sock, ret, bytes, call);
 	else
 		write_exit(t, tid, sock, ret, ret >= 0 ? write_asked(cls, regs) : 0, bytes, call);
+	socket_kind_count(t, cls, regs, ret, call);
 }
 
 /* The last close of a socket ends its request (a response is complete when the server closes). A

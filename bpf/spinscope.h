@@ -92,7 +92,11 @@
 	X(wakeups_external)                                                                        \
 	X(wakeups_irq)                                                                             \
 	X(threads_created)                                                                         \
-	X(calls_timed)         /* calls stamped for timing (1 in settings.time_sample, at random) */
+	X(calls_timed)         /* calls stamped for timing (1 in settings.time_sample, at random) */ \
+	X(channel_reads)       /* reads that returned data on channels (REQ_CHANNEL): no requests */ \
+	X(channel_writes)      /* socket writes on channels (any result): in no request */        \
+	X(channel_sockets)     /* channel sockets this thread was the first to read or write */   \
+	X(h2_connections)      /* serving sockets whose first read began with the HTTP/2 preface */
 
 struct thread_counters {
 #define X(name) __u64 name;
@@ -206,6 +210,18 @@ enum req_phase {
 	REQ_READING,  /* request being read: reads since the last response */
 	REQ_WRITING,  /* response being written */
 	REQ_OUTGOING, /* the target's own outgoing connection: it serves no requests */
+	REQ_CHANNEL,  /* a socket pair or channel between the target's processes: no client, no requests */
+};
+
+/*
+ * Where a read-family call put its data, by syscall number (a table the collector fills, like
+ * syscall_class): read at a connection's first read only, to recognise the HTTP/2 preface.
+ */
+enum read_buffer {
+	RB_NONE = 0, /* not looked at (recvmmsg, and calls not in the table) */
+	RB_BUF,      /* read, recvfrom: (fd, buf, len, ...) */
+	RB_IOV,      /* readv: (fd, iov, iovcnt): the first iovec */
+	RB_MSG,      /* recvmsg: (fd, msg, flags): the first iovec of msg */
 };
 
 struct socket_state {

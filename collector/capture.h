@@ -11,7 +11,7 @@
 
 #include "spinscope.h"
 
-#define CAPTURE_SCHEMA 4
+#define CAPTURE_SCHEMA 5
 #define SPINSCOPE_VERSION "0.1.0"
 
 struct spinscope_bpf;

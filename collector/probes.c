@@ -115,6 +115,18 @@ static const struct {
 	{ SYS_exit_group, WAKE_EXIT },
 };
 
+/* Where each read-family call puts its data (enum read_buffer): looked at on a connection's first read,
+ * for the HTTP/2 preface. */
+static const struct {
+	long nr;
+	enum read_buffer buffer;
+} READ_BUFFERS[] = {
+	{ SYS_read, RB_BUF },
+	{ SYS_recvfrom, RB_BUF },
+	{ SYS_readv, RB_IOV },
+	{ SYS_recvmsg, RB_MSG },
+};
+
 #define TABLE_FILL(table, rows, field)                                                             \
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)                                \
 		if (rows[i].nr >= 0 && rows[i].nr < SYSCALL_TABLE_SIZE)                            \
@@ -124,6 +136,7 @@ void probes_configure(struct spinscope_bpf *skel)
 {
 	TABLE_FILL(skel->rodata->syscall_class, SYSCALLS, cls)
 	TABLE_FILL(skel->rodata->wake_mechanism, WAKERS, mechanism)
+	TABLE_FILL(skel->rodata->read_buffer, READ_BUFFERS, buffer)
 }
 
 #define NPROBES (sizeof(PROBES) / sizeof(PROBES[0]))

@@ -16,7 +16,8 @@ APT_PACKAGES=(
 if [[ "${SPINSCOPE_SETUP_EXTRAS:-1}" == 1 ]]; then
     APT_PACKAGES+=(chromium nginx-light lighttpd wrk bpftrace linux-perf libbpf-tools
                    apache2 redis-server redis-tools
-                   tmux prometheus)  # tests/live: `top` in tmux, the exporter scraped by Prometheus
+                   tmux prometheus  # tests/live: `top` in tmux, the exporter scraped by Prometheus
+                   nghttp2-client)  # h2load: HTTP/2 load for tests/realservers (nginx-h2c-100)
     # Node.js: Debian's nodejs unless a node is installed already (e.g. from NodeSource).
     [[ -x /usr/bin/node ]] || APT_PACKAGES+=(nodejs)
 fi

@@ -107,10 +107,11 @@ def stop(proc: subprocess.Popen, timeout: float = 10.0) -> None:
         proc.wait()
 
 
-def _nginx(workdir: Path, port: int, docroot: Path, sndbuf: str | None = None) -> list[str]:
+def _nginx(workdir: Path, port: int, docroot: Path, sndbuf: str | None = None, http2: bool = False) -> list[str]:
     """nginx with a master and one worker (the worker runs as nobody); Debian's stock sendfile and
-    tcp_nopush, no access log; `listen ... sndbuf=` when asked."""
-    listen = f"127.0.0.1:{port}" + (f" sndbuf={sndbuf}" if sndbuf else "")
+    tcp_nopush, no access log; `listen ... sndbuf=` when asked; `listen ... http2` (cleartext HTTP/2 with
+    prior knowledge, h2c: nginx 1.22 then speaks only HTTP/2 on the port) when asked."""
+    listen = f"127.0.0.1:{port}" + (f" sndbuf={sndbuf}" if sndbuf else "") + (" http2" if http2 else "")
     (workdir / "nginx.conf").write_text(f"""\
 master_process on;
 worker_processes 1;
@@ -220,8 +221,10 @@ def _memcached(workdir: Path, port: int, docroot: Path, threads: int = 4) -> lis
     return cmd + (["-u", "nobody"] if os.geteuid() == 0 else [])  # memcached refuses to run as root
 
 
-def _node(workdir: Path, port: int, docroot: Path) -> list[str]:
-    return [binary("node"), str(NODE_SERVER), str(port)]
+def _node(workdir: Path, port: int, docroot: Path, workers: int = 0) -> list[str]:
+    """Node's http module; with workers, under the cluster module (the primary hands each connection to a
+    worker over that worker's IPC channel, a socket pair)."""
+    return [binary("node"), str(NODE_SERVER), str(port)] + ([str(workers)] if workers else [])
 
 
 @dataclass(frozen=True)
@@ -240,6 +243,7 @@ SERVER_KINDS = {
                                  children=True, files=(APACHE_MODULES / "mod_mpm_prefork.so",)),
     "lighttpd": ServerKind(_lighttpd, ("lighttpd",)),
     "node": ServerKind(_node, ("node",)),
+    "node-cluster": ServerKind(lambda *a, **kw: _node(*a, workers=2, **kw), ("node",), children=True),
     "redis": ServerKind(_redis, ("redis-server", "redis-benchmark")),
     "memcached": ServerKind(_memcached, ("memcached",)),
 }
@@ -332,14 +336,41 @@ class HttpLoad(LoadgenLoad):
     concurrency: int = 20
     duration: float = 3.0
     rcvbuf: int = 0  # client receive buffer (a small TCP window); 0: the default
+    keepalive: bool = True  # False: a new connection for each request (Connection: close)
 
     def args(self) -> list:
         args = ["--path", self.path, "--concurrency", self.concurrency]
+        args += [] if self.keepalive else ["--keepalive", "off"]
         return args + (["--rcvbuf", self.rcvbuf] if self.rcvbuf else [])
 
     def describe(self) -> str:
         window = f", {self.rcvbuf} B client windows" if self.rcvbuf else ""
-        return f"GET {self.path}, {self.concurrency} connections{window}"
+        closing = "" if self.keepalive else ", a connection per request"
+        return f"GET {self.path}, {self.concurrency} connections{window}{closing}"
+
+
+@dataclass(frozen=True)
+class H2Load:
+    """h2load (Debian's nghttp2-client): exactly REQUESTS GETs of PATH over CLIENTS cleartext HTTP/2
+    connections (prior knowledge), STREAMS concurrent streams on each."""
+    path: str
+    requests: int = 4000
+    clients: int = 4
+    streams: int = 10
+
+    def run(self, port: int) -> dict:
+        out = subprocess.run([binary("h2load"), "-n", str(self.requests), "-c", str(self.clients),
+                              "-m", str(self.streams), f"http://127.0.0.1:{port}{self.path}"],
+                             check=True, capture_output=True, text=True, timeout=120)
+        # "requests: 4000 total, 4000 started, 4000 done, 4000 succeeded, 0 failed, 0 errored, 0 timeout"
+        line = next(line for line in out.stdout.splitlines() if line.startswith("requests:"))
+        counts = {word: int(number) for number, word in
+                  (part.split()[:2] for part in line.removeprefix("requests:").split(","))}
+        return {"requests": counts["succeeded"], "errors": counts["failed"] + counts["errored"],
+                "connections": self.clients, "streams": self.streams}
+
+    def describe(self) -> str:
+        return f"h2load {self.requests} x GET {self.path}, {self.clients} connections x {self.streams} streams"
 
 
 @dataclass(frozen=True)
@@ -436,6 +467,12 @@ CONFIGS = _configs(
     Config("node-100k-rcv4k", "node", HttpLoad("/bytes/102400", rcvbuf=4096, duration=4.0),
            about="Node.js http, clients with 4 KB windows"),
     Config("node-100", "node", HttpLoad("/bytes/100"), about="Node.js http"),
+    Config("node-cluster-100", "node-cluster", HttpLoad("/bytes/100"),
+           about="Node.js http under the cluster module: a primary handing connections to 2 workers"),
+    # Every request on a new connection: the primary hands each to a worker over its IPC channel, and the
+    # worker acknowledges it (schema 4 counted those messages as requests too: about 1.7 per request).
+    Config("node-cluster-close", "node-cluster", HttpLoad("/bytes/100", keepalive=False),
+           about="Node.js cluster, primary + 2 workers, a connection per request"),
     Config("redis", "redis", RedisLoad(), about="Redis, single-threaded"),
     # Fewer requests: on 2 cores threaded I/O ran from 30 K down to 6 K requests/s (its I/O thread
     # busy-waits for work, competing with the main thread and the client for the CPUs).
@@ -444,6 +481,15 @@ CONFIGS = _configs(
     Config("memcached", "memcached", MemcacheLoad(), about="memcached -t 4"),
     Config("lighttpd-100", "lighttpd", HttpLoad("/bytes/100"), about="lighttpd"),
     Config("lighttpd-100k", "lighttpd", HttpLoad("/bytes/102400"), about="lighttpd"),
+)
+
+
+# HTTP/2 (h2c): the load generator's requests are multiplexed streams, which a capture does not count (it
+# counts exchanges: docs/capture-format.md, h2_connections). Apart from CONFIGS, whose request counts are
+# held to the load generator's.
+H2_CONFIGS = _configs(
+    Config("nginx-h2c-100", "nginx", H2Load("/bytes/100"), {"http2": True},
+           about="nginx, listen http2 (cleartext, prior knowledge), 4 connections x 10 streams"),
 )
 
 

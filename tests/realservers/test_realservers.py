@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from realserver_harness import CONFIGS, SERVER_KINDS, ensure_ready, missing_binaries, record_config
+from realserver_harness import CONFIGS, H2_CONFIGS, SERVER_KINDS, binary, ensure_ready, missing_binaries, record_config
 from realserver_harness import www  # noqa: F401  (fixture)
 
 LABELS = ("write-spin", "spurious-select", "handoff-overhead")
@@ -146,3 +146,50 @@ def test_threads_are_grouped_by_process(recorded, name):
     readers = {t["pid"] for t in threads if t["read_calls"] > 0}
     if PROCESSES[name] > 1:
         assert readers and cap["target"]["pid"] not in readers
+
+
+@pytest.mark.parametrize("name", ["node-cluster-100", "node-cluster-close"])
+def test_cluster_channels_are_not_requests(recorded, name):
+    """Node's cluster primary accepts every connection and hands it to a worker over that worker's IPC
+    channel (a socket pair), which the worker acknowledges: channel messages, not requests (schema 4 counted
+    3 requests for each request of node-cluster-close). The request counts are held to the load generator's
+    above; here, where the channel traffic went."""
+    from spinscope.capture import load
+    from spinscope.coverage import coverage_notes
+
+    run = recorded(name)
+    cap, pid = run.capture, run.capture["target"]["pid"]
+    threads = cap["threads"]
+    assert len({t["pid"] for t in threads}) == 3  # the primary and its 2 workers
+    primary = [t for t in threads if t["pid"] == pid]
+    workers = [t for t in threads if t["pid"] != pid]
+    # The primary reads no client: all its socket traffic is on the channels, none of it a request.
+    assert sum(t["requests_read"] for t in primary) == 0
+    assert sum(t["read_calls"] for t in primary) >= sum(t["channel_reads"] for t in primary) > 0
+    assert sum(t["channel_writes"] for t in primary) > 0 and sum(t["channel_reads"] for t in workers) > 0
+    if name == "node-cluster-close":  # a handoff for every connection, so every request
+        assert sum(t["channel_writes"] for t in primary) >= run.load["requests"]
+    assert cap["totals"]["channel_sockets"] == 4  # both ends of each worker's channel
+    assert any(note.endswith("were not counted as requests; they are in the socket reads and writes")
+               for note in coverage_notes(load(run.path)))
+
+
+@pytest.mark.parametrize("name", list(H2_CONFIGS))
+def test_http2_connections_are_recognised_and_requests_said_to_be_exchanges(tmp_path, www, name):  # noqa: F811
+    """HTTP/2 multiplexes streams on a connection: what a capture counts as a request is an exchange (a read
+    burst, then the writes after it), here about 1 for 10 streams. The capture cannot count streams; it
+    says which connections spoke HTTP/2, and the report says what its requests are."""
+    from spinscope.capture import load
+    from spinscope.coverage import coverage_notes
+
+    config = H2_CONFIGS[name]
+    if missing := missing_binaries(config.server) + ([] if binary("h2load") else ["h2load"]):
+        pytest.skip(f"{', '.join(missing)} not installed (scripts/setup.sh installs it)")
+    ensure_ready()
+    run = record_config(config, tmp_path, www)
+    assert run.load["errors"] == 0 and run.load["requests"] == config.load.requests, run.load
+    cap = run.capture
+    assert cap["totals"]["h2_connections"] == config.load.clients  # each opened after attach, with the preface
+    assert 0 < cap["requests"]["count"] < run.load["requests"]  # fewer exchanges than streams
+    assert any(note.startswith(f"{config.load.clients} connections spoke HTTP/2")
+               and "every per-request figure is per exchange" in note for note in coverage_notes(load(run.path)))

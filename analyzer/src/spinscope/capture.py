@@ -20,7 +20,7 @@ import pandas as pd
 from spinscope.errors import SpinscopeError
 
 FORMAT = "spinscope-capture"
-SCHEMA = 4
+SCHEMA = 5
 
 # The counters every thread, `totals` and every interval carry (docs/capture-format.md, "Counters"), in
 # the collector's order: SPINSCOPE_COUNTERS in bpf/spinscope.h (a test holds the two equal).
@@ -36,8 +36,11 @@ COUNTERS = (
     "handoff_oncpu_ns", "cs_voluntary", "cs_involuntary", "oncpu_ns", "offcpu_ns", "runq_ns",
     "wakeups_sent", "wakeups_sent_futex", "wakeups_sent_io", "wakeups_sent_mm", "wakeups_sent_exit",
     "wakeups_received", "wakeup_wait_ns", "wakeups_external", "wakeups_irq",
-    "threads_created", "calls_timed",
+    "threads_created", "calls_timed", "channel_reads", "channel_writes", "channel_sockets", "h2_connections",
 )
+# Schema 5 added the socket reads and writes on channels between the target's processes, which serve no
+# requests (before, their messages were counted as requests), and the HTTP/2 connections: 0 before.
+SCHEMA5_COUNTERS = frozenset(("channel_reads", "channel_writes", "channel_sockets", "h2_connections"))
 # Schema 4 added calls_timed (its captures before timed every counted call).
 SCHEMA4_COUNTERS = frozenset(("calls_timed",))
 # Schema 1 captures (collectors before the measured costs) lack these: loaded as 0, and
@@ -120,13 +123,17 @@ MAX_CAPTURE_BYTES = int(os.environ.get("SPINSCOPE_MAX_CAPTURE_MB", "128")) * 2**
 # Schema 3: the executable and argument count instead of the arguments (now only with --cmdline, else
 # null), the processes that exec'd, the execs map's drops, the checkpoint period (end_reason "checkpoint":
 # the file a collector killed outright left); the hostname only with --hostname.
+# Schema 5: reads and writes on channels between the target's processes (socket pairs) apart, no longer
+# requests; HTTP/2 connections recognised by their preface.
 # Schema 4: calls timed 1 in settings.time_sample (the on-CPU time of calls an estimate when above 1; the
 # off-CPU part of their wall time exact), and calls already in flight at attach counted when they return;
 # a cgroup as the target (--cgroup: target.cgroup, else null; target.pid 0 then).
 ADDED_IN = {3: ("target.exe", "target.argc", "target.execs", "drops.execs", "settings.checkpoint_s"),
             4: ("settings.time_sample", "threads[].calls_timed", "totals.calls_timed",
                 "intervals[].counters.calls_timed", "intervals[].drops", "tool.cpu_s", "tool.max_rss_bytes",
-                "tool.map_bytes", "target.cgroup", "threads_folded", "drops.exited", "settings.exited_rows")}
+                "tool.map_bytes", "target.cgroup", "threads_folded", "drops.exited", "settings.exited_rows"),
+            5: tuple(f"{block}.{key}" for block in ("threads[]", "threads_folded[]", "totals", "intervals[].counters")
+                     for key in sorted(SCHEMA5_COUNTERS))}
 # What a waker was doing (wakeups[].mechanism); "unknown" in schema 1 captures.
 MECHANISMS = ("futex", "io", "mm", "exit", "other")
 
@@ -250,6 +257,34 @@ class Capture:
         return [entry for entry in value if isinstance(entry, dict)] if isinstance(value, list) else []
 
     @property
+    def channel_reads(self) -> int:
+        """Reads that returned data on channels between the target's processes (socket pairs, not client
+        connections): no requests were counted on them (0 before schema 5, which counted them as requests)."""
+        return int(self.totals["channel_reads"])
+
+    @property
+    def channel_writes(self) -> int:
+        """Socket writes on those channels: in no request (0 before schema 5)."""
+        return int(self.totals["channel_writes"])
+
+    @property
+    def channel_sockets(self) -> int:
+        """How many channel sockets (ends of socket pairs) the target read or wrote (0 before schema 5)."""
+        return int(self.totals["channel_sockets"])
+
+    @property
+    def h2_connections(self) -> int:
+        """Connections whose first read began with the HTTP/2 client preface: their streams are multiplexed,
+        so a request of this capture is an exchange (a read burst and the writes after it), not one
+        HTTP request (0 before schema 5, which did not look)."""
+        return int(self.totals["h2_connections"])
+
+    @property
+    def channels_told_apart(self) -> bool:
+        """Whether the collector told channels from client connections (schema 5 and later)."""
+        return self.schema >= 5
+
+    @property
     def costs_measured(self) -> bool:
         """Whether the collector measured the on-CPU cost of each call class (schema 2 and later)."""
         return self.schema >= 2
@@ -316,7 +351,9 @@ def from_document(doc: Any, name: str = "stream") -> Capture:
 
 def _validated(path: Path, doc: Any) -> Capture:
     _check_identity(path, doc)
-    optional = frozenset() if doc["schema"] >= 4 else SCHEMA4_COUNTERS
+    optional = frozenset() if doc["schema"] >= 5 else SCHEMA5_COUNTERS
+    if doc["schema"] < 4:
+        optional |= SCHEMA4_COUNTERS
     if doc["schema"] < 2:
         optional |= SCHEMA2_COUNTERS | SCHEMA2_REQUEST_SUMS
     try:
