@@ -187,7 +187,7 @@ def test_request_still_open_at_the_end_is_counted(tmp_path):
 def test_capture_document_shape(tmp_path):
     run = run_fixture("reqserver", "3", "1", tmp_path=tmp_path, collector_args=("--interval", "0.2"))
     cap = run.capture
-    assert cap["schema"] == 4 and cap["format"] == "spinscope-capture"
+    assert cap["schema"] == 5 and cap["format"] == "spinscope-capture"
     assert cap["settings"]["time_sample"] == 1  # the harness times every call
     # What the collector itself used, and when maps filled (none here).
     assert cap["tool"]["cpu_s"] > 0 and cap["tool"]["max_rss_bytes"] > 2**20
@@ -210,7 +210,8 @@ def test_capture_document_shape(tmp_path):
     for key in ("write_calls", "read_calls"):
         assert sum(iv["counters"][key] for iv in cap["intervals"]) == cap["totals"][key]
     assert sum(iv["requests"] for iv in cap["intervals"]) == cap["requests"]["count"] == 3
-    assert cap["drops"] == {"threads": 0, "sockets": 0, "wakeup_edges": 0, "pids": 0, "exited": 0, "execs": 0}
+    assert cap["drops"] == {"threads": 0, "sockets": 0, "wakeup_edges": 0, "pids": 0, "exited": 0, "execs": 0,
+                           "listeners": 0}
     assert cap["threads_folded"] == []  # no more threads gone than --max-threads keeps as rows
     # Every key, and no other, that capture.LAYOUT (checked against bpf/spinscope.h and the docs) names.
     assert layout_differences(cap) == []
