@@ -172,6 +172,27 @@ struct {
 	__type(value, __u8);
 } child_pids SEC(".maps");
 
+/*
+ * Listening sockets the target called accept on, and which processes called it (the capture's
+ * `listeners`). Entries are never removed: listeners are few and live long, and the key's inode number
+ * keeps a socket freed and another allocated at its address apart.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct listener_key);
+	__type(value, struct listener_stats);
+} listeners SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct listener_pid);
+	__type(value, __u8);
+} listener_pids SEC(".maps");
+
 static const struct thread_stats zero_thread;
 
 extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
@@ -588,6 +609,21 @@ static __always_inline __u64 write_cycle_oncpu_ns(const struct thread_stats *t, 
 	return off < wall ? (wall - off) * time_sample : 0;
 }
 
+/*
+ * The copy rate: a socket write that moved all it was asked, and at least WRITE_COPY_MIN bytes, went into
+ * room and copied at full rate. A response's first write (write_first_ns) may be a header of 83 bytes
+ * whose fixed cost, spread over so few bytes, prices a byte ~40x too high; these writes cannot be.
+ * Bytes are counted on every such write, the time on the timed ones (scaled, as every call time).
+ */
+static __always_inline void write_copy_count(struct thread_stats *t, long ret, bool partial, __u64 bytes,
+					     const struct call *call)
+{
+	if (ret < 0 || partial || bytes < WRITE_COPY_MIN)
+		return;
+	t->c.write_copy_ns += call->oncpu;
+	t->c.write_copy_bytes += bytes;
+}
+
 static __always_inline void write_exit(struct thread_stats *t, __u32 tid, __u64 sock, long ret, __u64 asked,
 				       __u64 bytes, struct call *call)
 {
@@ -607,6 +643,9 @@ static __always_inline void write_exit(struct thread_stats *t, __u32 tid, __u64 
 		t->c.write_partial_ns += call->oncpu;
 	}
 	t->in_request = 0;
+	if (ret > 0) /* it moved bytes: the wakeup cycle found work */
+		t->cycle_productive = 1;
+	write_copy_count(t, ret, partial, bytes, call);
 	what = request_on_write(t, tid, sock, call, ret, ret == -EAGAIN || partial, bytes);
 	if (what & WRITE_SPIN) {
 		t->c.write_spin_retries++;
@@ -635,6 +674,8 @@ static __always_inline void read_exit(struct thread_stats *t, __u32 tid, __u64 s
 	t->c.read_calls++;
 	t->c.read_ns += call->wall;
 	t->c.read_bytes += bytes;
+	if (ret >= 0) /* data or EOF: the wakeup cycle found work */
+		t->cycle_productive = 1;
 	if (ret == -EAGAIN) {
 		t->c.read_eagain++;
 		t->c.read_eagain_ns += call->oncpu;
@@ -820,6 +861,44 @@ static __always_inline bool poll_enter_nowait(__u32 cls, struct pt_regs *regs)
 	}
 }
 
+/*
+ * Poll wakeup cycles, on every poll call: the cycle that began at the thread's previous poll exit ends at
+ * this one. Its on-CPU time is its wall time less the thread's time switched out meanwhile (as
+ * write_cycle_oncpu_ns, but exact: the clock is read at every poll exit, no sys_enter work): the whole
+ * loop iteration around the poll, user space, the other syscalls and the next poll call included. A
+ * voluntary sleep outside a poll call (a futex wait, nanosleep) does not end the cycle; its time is off
+ * CPU and not in the cycle's.
+ *
+ * A cycle is productive when the thread found work in it: a socket read that returned data or EOF, a
+ * socket write that moved bytes, an accept that returned a connection, or a handoff it made (a wakeup of
+ * another of the target's threads from a futex or write-family call: work passed on). An unproductive
+ * cycle that began with an empty poll is counted in poll_zero_cycle_ns (a busy-polling loop's iteration);
+ * one that began with ready fds is a futile wakeup (poll_futile, poll_futile_cycle_ns): the fds gave
+ * nothing (an accept or read that returned EAGAIN: another thread took it, a thundering herd). A cycle
+ * that began with a failed poll (EINTR) is not counted, nor is the one still open when the thread exits
+ * or the capture ends.
+ */
+static __always_inline void poll_cycle_end(struct thread_stats *t, long ret, struct call *call)
+{
+	__u64 now = call_now(call);
+
+	if (t->cycle_kind != CYCLE_NONE && !t->cycle_productive) {
+		__u64 wall = now - t->cycle_start_ns, off = t->c.offcpu_ns - t->cycle_start_offcpu;
+		__u64 oncpu = off < wall ? wall - off : 0;
+
+		if (t->cycle_kind == CYCLE_ZERO) {
+			t->c.poll_zero_cycle_ns += oncpu;
+		} else {
+			t->c.poll_futile++;
+			t->c.poll_futile_cycle_ns += oncpu;
+		}
+	}
+	t->cycle_kind = ret > 0 ? CYCLE_READY : ret == 0 ? CYCLE_ZERO : CYCLE_NONE;
+	t->cycle_productive = 0;
+	t->cycle_start_ns = now;
+	t->cycle_start_offcpu = t->c.offcpu_ns;
+}
+
 static __always_inline void poll_exit(struct thread_stats *t, __u32 cls, struct pt_regs *regs, long ret,
 				      struct call *call)
 {
@@ -836,6 +915,7 @@ static __always_inline void poll_exit(struct thread_stats *t, __u32 cls, struct 
 	t->c.poll_ns += call->wall;
 	t->c.poll_oncpu_ns += call->oncpu;
 	t->c.poll_nowait += nowait;
+	poll_cycle_end(t, ret, call);
 	if (ret < 0) {
 		t->c.poll_errors++;
 		return;
@@ -851,6 +931,86 @@ static __always_inline void poll_exit(struct thread_stats *t, __u32 cls, struct 
 	}
 	t->c.poll_events += ret;
 	t->poll_hist[log2_bucket(ret, POLL_HIST_BUCKETS)]++;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Accept: counted on any fd, and per listening socket                                        */
+
+/* A listener's family and local port (0 for families without one), read from its sock once, when its
+ * entry is made. */
+static __always_inline void listener_address(__u64 sock, struct listener_stats *l)
+{
+	struct socket *s = bpf_rdonly_cast((void *)sock, bpf_core_type_id_kernel(struct socket));
+	struct sock *sk = s->sk;
+
+	if (!sk)
+		return;
+	l->family = sk->__sk_common.skc_family;
+	if (l->family == AF_INET || l->family == AF_INET6)
+		l->port = sk->__sk_common.skc_num;
+}
+
+/* The listener's entry, made on its first accept; NULL (and counted as a drop) when the map is full. */
+static __always_inline struct listener_stats *listener_entry(const struct listener_key *key)
+{
+	struct listener_stats *l = bpf_map_lookup_elem(&listeners, key);
+	struct listener_stats fresh = {};
+
+	if (l)
+		return l;
+	listener_address(key->sock, &fresh);
+	bpf_map_update_elem(&listeners, key, &fresh, BPF_NOEXIST); /* EEXIST: made meanwhile, fine */
+	l = bpf_map_lookup_elem(&listeners, key);
+	if (!l)
+		__sync_fetch_and_add(&globals.drops_listeners, 1);
+	return l;
+}
+
+/* Remember that process tgid called accept on the listener (once per pair: a lookup after the first). */
+static __always_inline void listener_note_pid(const struct listener_key *key, __u32 tgid)
+{
+	struct listener_pid pk = { .listener = *key, .tgid = tgid };
+	__u8 one = 1;
+	long err;
+
+	if (bpf_map_lookup_elem(&listener_pids, &pk))
+		return;
+	err = bpf_map_update_elem(&listener_pids, &pk, &one, BPF_NOEXIST);
+	if (err && err != -17 /* EEXIST: made meanwhile */)
+		__sync_fetch_and_add(&globals.drops_listeners, 1);
+}
+
+/* An accept call on a listening socket, counted in its entry (atomically: the processes of a pre-forked
+ * server accept on one listener from every CPU at once). */
+static __noinline void listener_accept(__u64 fd, long ret, __u32 tgid)
+{
+	struct file *file = fd_file(fd);
+	struct listener_key key = {};
+	struct listener_stats *l;
+
+	key.sock = file_socket(file);
+	if (!key.sock)
+		return;
+	key.ino = file->f_inode->i_ino;
+	l = listener_entry(&key);
+	if (!l)
+		return;
+	__sync_fetch_and_add(&l->accept_calls, 1);
+	if (ret >= 0)
+		__sync_fetch_and_add(&l->accept_ok, 1);
+	else if (ret == -EAGAIN)
+		__sync_fetch_and_add(&l->accept_eagain, 1);
+	listener_note_pid(&key, tgid);
+}
+
+static __always_inline void accept_exit(struct thread_stats *t, struct pt_regs *regs, long ret)
+{
+	t->c.accept_calls++;
+	if (ret >= 0) /* a connection: the wakeup cycle found work */
+		t->cycle_productive = 1;
+	else if (ret == -EAGAIN)
+		t->c.accept_eagain++;
+	listener_accept(SC_ARG(regs, 0), ret, t->pid);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -1062,6 +1222,9 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 	case SC_FUTEX_WAITV:
 		futex_exit(t, cls, regs, &call);
 		break;
+	case SC_ACCEPT:
+		accept_exit(t, regs, ret);
+		break;
 	}
 	if (t->call_flags & CALL_HANDOFF)
 		t->c.handoff_oncpu_ns += call.oncpu;
@@ -1225,9 +1388,11 @@ int BPF_PROG(on_sched_waking, struct task_struct *p)
 		switch (mechanism) {
 		case WAKE_FUTEX:
 			waker->c.wakeups_sent_futex++;
+			waker->cycle_productive = 1; /* work passed on: see poll_cycle_end */
 			break;
 		case WAKE_IO:
 			waker->c.wakeups_sent_io++;
+			waker->cycle_productive = 1;
 			break;
 		case WAKE_MM:
 			waker->c.wakeups_sent_mm++;

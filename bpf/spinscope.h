@@ -96,7 +96,14 @@
 	X(channel_reads)       /* reads that returned data on channels (REQ_CHANNEL): no requests */ \
 	X(channel_writes)      /* socket writes on channels (any result): in no request */        \
 	X(channel_sockets)     /* channel sockets this thread was the first to read or write */   \
-	X(h2_connections)      /* serving sockets whose first read began with the HTTP/2 preface */
+	X(h2_connections)      /* serving sockets whose first read began with the HTTP/2 preface */ \
+	X(accept_calls)        /* accept and accept4 calls, on any fd */                           \
+	X(accept_eagain)       /* ...of which returned EAGAIN: another thread or process won the connection */ \
+	X(poll_futile)         /* poll calls that returned ready fds, then an unproductive cycle (see poll_cycle_end) */ \
+	X(poll_futile_cycle_ns) /* on-CPU of those cycles: poll exit to next poll exit, user space included */ \
+	X(poll_zero_cycle_ns)  /* on-CPU of the unproductive cycles that began with an empty poll */ \
+	X(write_copy_ns)       /* on-CPU inside complete socket writes of >= WRITE_COPY_MIN bytes */ \
+	X(write_copy_bytes)    /* ...and the bytes those moved: the copy rate a small header cannot distort */
 
 struct thread_counters {
 #define X(name) __u64 name;
@@ -127,6 +134,7 @@ enum syscall_class {
 	SC_FUTEX,
 	SC_FUTEX_WAITV,
 	SC_RESTART, /* restart_syscall: the continuation of an interrupted call already in flight */
+	SC_ACCEPT,  /* accept, accept4: (fd, ...) */
 };
 
 #define SYSCALL_TABLE_SIZE 1024 /* syscall numbers at or above are ignored */
@@ -195,7 +203,20 @@ struct thread_stats {
 	__u32 woken_in_process; /* the pending wakeup is a handoff from one of the target's threads */
 	__u32 out_in_call; /* switched out inside a counted call (its off-CPU time goes to call_offcpu_ns) */
 	__u32 pad;
+	/* The poll wakeup cycle in flight: from the thread's latest poll exit to its next (poll_cycle_end). */
+	__u64 cycle_start_ns;     /* that poll exit; 0: none yet */
+	__u64 cycle_start_offcpu; /* c.offcpu_ns then */
+	__u32 cycle_kind;         /* CYCLE_*: what that poll returned */
+	__u32 cycle_productive;   /* the thread found work since (see poll_cycle_end) */
 };
+
+/* What the poll call that began a wakeup cycle returned. */
+#define CYCLE_NONE 0  /* no poll exit yet, or the poll failed (EINTR...): not counted */
+#define CYCLE_ZERO 1  /* no event */
+#define CYCLE_READY 2 /* one or more ready fds */
+
+/* A complete socket write of at least this many bytes copies at full rate (write_copy_ns, _bytes). */
+#define WRITE_COPY_MIN 4096
 
 /* How many times the thread has waited (a poll call or a voluntary sleep): a write retried after a
  * stall with this unchanged did not wait for the socket to drain. */
@@ -294,7 +315,8 @@ struct wakeup_edge {
 	X(wakeup_edges) /* wakeups whose waker -> wakee pair had no room (wakeups map full) */     \
 	X(pids)         /* forked children not followed (child_pids map full) */                   \
 	X(exited)       /* exited threads whose counts were lost (exited map full, tid reused) */  \
-	X(execs)        /* processes whose exec was not recorded (execs map full) */
+	X(execs)        /* processes whose exec was not recorded (execs map full) */              \
+	X(listeners)    /* accept calls the listeners (or listener_pids) map had no room for */
 
 /* A traced process that replaced its program (execve), keyed by its pid: from the latest exec on, its
  * counts are the new program's. */
@@ -304,6 +326,29 @@ struct exec_record {
 	__u64 last_ns; /* the latest one (CLOCK_MONOTONIC) */
 	char comm[SPINSCOPE_COMM_LEN];        /* its name after it */
 	char filename[EXEC_FILENAME_LEN];     /* the path it executed (truncated) */
+};
+
+/* A listening socket the target called accept on (the capture's `listeners`): the struct socket pointer
+ * and its inode number (a socket freed and another allocated at its address is another listener). */
+struct listener_key {
+	__u64 sock;
+	__u64 ino;
+};
+
+struct listener_stats {
+	__u64 accept_calls;
+	__u64 accept_ok;
+	__u64 accept_eagain;
+	__u32 family; /* AF_INET, AF_INET6, AF_UNIX... */
+	__u32 port;   /* local port (host order); 0 for families without one */
+};
+
+/* A process that called accept on a listener (the listener_pids map's key): the collector counts a
+ * listener's processes from these. */
+struct listener_pid {
+	struct listener_key listener;
+	__u32 tgid;
+	__u32 pad;
 };
 
 /* The drops, one count per SPINSCOPE_DROPS name (the capture's `drops`, and each interval's). */

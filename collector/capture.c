@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -391,6 +392,34 @@ static void drop_drained(struct snapshot *snap, const struct thread_key *drained
 	}
 }
 
+/* The listeners, and how many processes called accept on each (from the listener_pids map's pairs). */
+static int read_listeners(struct spinscope_bpf *skel, struct snapshot *snap)
+{
+	struct bpf_map *pids_map = skel->maps.listener_pids;
+	struct listener_pid *pairs = NULL;
+	__u8 *ones = NULL;
+	size_t npairs = 0;
+	int err;
+
+	err = map_dump(bpf_map__fd(skel->maps.listeners), sizeof(*snap->listener_keys), sizeof(*snap->listeners),
+		       bpf_map__max_entries(skel->maps.listeners), (void **)&snap->listener_keys,
+		       (void **)&snap->listeners, &snap->nlisteners);
+	if (!err)
+		err = map_dump(bpf_map__fd(pids_map), sizeof(*pairs), sizeof(*ones), bpf_map__max_entries(pids_map),
+			       (void **)&pairs, (void **)&ones, &npairs);
+	if (!err) {
+		snap->listener_pids = calloc(snap->nlisteners + 1, sizeof(*snap->listener_pids));
+		err = snap->listener_pids ? 0 : -ENOMEM;
+	}
+	for (size_t i = 0; !err && i < snap->nlisteners; i++)
+		for (size_t k = 0; k < npairs; k++)
+			snap->listener_pids[i] += !memcmp(&pairs[k].listener, &snap->listener_keys[i],
+							  sizeof(pairs[k].listener));
+	free(pairs);
+	free(ones);
+	return err;
+}
+
 int snapshot_read(struct spinscope_bpf *skel, struct retired *retired, struct snapshot *snap, bool final)
 {
 	struct bpf_map *threads = skel->maps.threads, *wakeups = skel->maps.wakeups, *sockets = skel->maps.sockets;
@@ -422,6 +451,8 @@ int snapshot_read(struct spinscope_bpf *skel, struct retired *retired, struct sn
 		err = map_dump(bpf_map__fd(skel->maps.execs), sizeof(*snap->exec_pids), sizeof(*snap->execs),
 			       bpf_map__max_entries(skel->maps.execs), (void **)&snap->exec_pids,
 			       (void **)&snap->execs, &snap->nexecs);
+	if (!err) /* small, and the stream's lines (not final) carry them too */
+		err = read_listeners(skel, snap);
 	return err;
 }
 
@@ -433,6 +464,12 @@ void snapshot_free(struct snapshot *snap)
 	free(snap->edge_counts);
 	free(snap->exec_pids);
 	free(snap->execs);
+	free(snap->listener_keys);
+	free(snap->listeners);
+	free(snap->listener_pids);
+	snap->listener_keys = NULL;
+	snap->listeners = NULL;
+	snap->listener_pids = NULL;
 	snap->exec_pids = NULL;
 	snap->execs = NULL;
 	snap->tids = NULL;
@@ -850,6 +887,42 @@ static json_object *jexecs(const struct capture_meta *meta, const struct snapsho
 	return list;
 }
 
+static const char *family_name(__u32 family, char *buf, size_t size)
+{
+	switch (family) {
+	case AF_INET:
+		return "inet";
+	case AF_INET6:
+		return "inet6";
+	case AF_UNIX:
+		return "unix";
+	}
+	snprintf(buf, size, "af%u", family);
+	return buf;
+}
+
+/* The listening sockets the target called accept on (schema 5). */
+static json_object *jlisteners(const struct snapshot *snap)
+{
+	json_object *list = json_object_new_array();
+
+	for (size_t i = 0; i < snap->nlisteners; i++) {
+		const struct listener_stats *l = &snap->listeners[i];
+		json_object *o = json_object_new_object();
+		char family[16];
+
+		json_object_object_add(o, "inode", jint(snap->listener_keys[i].ino));
+		json_object_object_add(o, "family", jtext(family_name(l->family, family, sizeof(family))));
+		json_object_object_add(o, "port", jint(l->port));
+		json_object_object_add(o, "accept_calls", jint(l->accept_calls));
+		json_object_object_add(o, "accept_ok", jint(l->accept_ok));
+		json_object_object_add(o, "accept_eagain", jint(l->accept_eagain));
+		json_object_object_add(o, "processes", jint(snap->listener_pids[i]));
+		json_object_array_add(list, o);
+	}
+	return list;
+}
+
 /* The target's arguments: their values only when asked (--cmdline), for they may hold secrets. A cgroup has
  * none (argc 0, cmdline null). */
 static void jcmdline(json_object *target, const struct capture_meta *meta)
@@ -990,6 +1063,7 @@ static json_object *capture_doc(const struct capture_meta *meta, const struct sn
 	}
 	json_object_object_add(doc, "wakeups", edges);
 	json_object_object_add(doc, "requests", jrequests(snap));
+	json_object_object_add(doc, "listeners", jlisteners(snap));
 
 	for (size_t i = 0; i < intervals->n; i++)
 		json_object_array_add(ivs, jinterval(&intervals->items[i]));

@@ -69,6 +69,10 @@ struct snapshot {
 	__u32 *exec_pids; /* read at the final snapshot only */
 	struct exec_record *execs;
 	size_t nexecs;
+	struct listener_key *listener_keys;
+	struct listener_stats *listeners;
+	__u32 *listener_pids; /* processes that called accept on each listener */
+	size_t nlisteners;
 	struct request_stats requests; /* summed over CPUs */
 	struct global_stats globals;
 	__u64 open_requests; /* requests still being written at the final read (counted in requests) */

@@ -77,6 +77,10 @@ static const struct {
 	{ SYS_futex_waitv, SC_FUTEX_WAITV },
 #endif
 	{ SYS_restart_syscall, SC_RESTART },
+#ifdef SYS_accept
+	{ SYS_accept, SC_ACCEPT },
+#endif
+	{ SYS_accept4, SC_ACCEPT },
 };
 
 /*

@@ -11,6 +11,7 @@ The scenario functions below are the servers the research describes.
 from __future__ import annotations
 
 import json
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -125,20 +126,21 @@ def _intervals(totals: dict, requests: int, handoffs: int, n: int, jitter: float
     default), renormalised to the totals; every interval's oncpu_ns holds `idle_oncpu_ns` besides."""
     if not n:
         return []
-    rng = np.random.default_rng(seed)
     profile = np.ones(n) if load is None else np.asarray(load, dtype=float)
 
-    def split(total: int) -> list:
+    def split(total: int, column: str) -> list:
+        # A stream of its own per column: a counter added to the schema does not change another's draws.
+        rng = np.random.default_rng([seed, zlib.crc32(column.encode())])
         weights = np.clip(1 + jitter * rng.standard_normal(n), 0.05, None) * profile
         parts = np.floor(total * weights / weights.sum()).astype(int)
         parts[np.flatnonzero(weights)[-1]] += total - parts.sum()  # the rounding, to the last loaded interval
         return [int(p) for p in parts]
 
-    columns = {name: split(totals[name]) for name in COUNTERS}
+    columns = {name: split(totals[name], name) for name in COUNTERS}
     if idle_oncpu_ns:
-        loaded_cpu = split(totals["oncpu_ns"] - n * idle_oncpu_ns)
+        loaded_cpu = split(totals["oncpu_ns"] - n * idle_oncpu_ns, "oncpu_ns")
         columns["oncpu_ns"] = [idle_oncpu_ns + part for part in loaded_cpu]
-    request_parts, handoff_parts = split(requests), split(handoffs)
+    request_parts, handoff_parts = split(requests, "requests"), split(handoffs, "wakeups_in_process")
     step = duration_s / n
     return [{"t_s": round(step * (i + 1), 6), "duration_s": step,
              "counters": {name: columns[name][i] for name in COUNTERS},

@@ -210,7 +210,8 @@ def test_capture_document_shape(tmp_path):
     for key in ("write_calls", "read_calls"):
         assert sum(iv["counters"][key] for iv in cap["intervals"]) == cap["totals"][key]
     assert sum(iv["requests"] for iv in cap["intervals"]) == cap["requests"]["count"] == 3
-    assert cap["drops"] == {"threads": 0, "sockets": 0, "wakeup_edges": 0, "pids": 0, "exited": 0, "execs": 0}
+    assert cap["drops"] == {"threads": 0, "sockets": 0, "wakeup_edges": 0, "pids": 0, "exited": 0, "execs": 0,
+                           "listeners": 0}
     assert cap["threads_folded"] == []  # no more threads gone than --max-threads keeps as rows
     # Every key, and no other, that capture.LAYOUT (checked against bpf/spinscope.h and the docs) names.
     assert layout_differences(cap) == []

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -37,10 +37,15 @@ COUNTERS = (
     "wakeups_sent", "wakeups_sent_futex", "wakeups_sent_io", "wakeups_sent_mm", "wakeups_sent_exit",
     "wakeups_received", "wakeup_wait_ns", "wakeups_external", "wakeups_irq",
     "threads_created", "calls_timed", "channel_reads", "channel_writes", "channel_sockets", "h2_connections",
+    "accept_calls", "accept_eagain", "poll_futile", "poll_futile_cycle_ns", "poll_zero_cycle_ns",
+    "write_copy_ns", "write_copy_bytes",
 )
 # Schema 5 added the socket reads and writes on channels between the target's processes, which serve no
-# requests (before, their messages were counted as requests), and the HTTP/2 connections: 0 before.
-SCHEMA5_COUNTERS = frozenset(("channel_reads", "channel_writes", "channel_sockets", "h2_connections"))
+# requests (before, their messages were counted as requests), the HTTP/2 connections, the accept counts,
+# the poll wakeup cycles and the copy rate: 0 in older captures.
+SCHEMA5_COUNTERS = frozenset(("channel_reads", "channel_writes", "channel_sockets", "h2_connections",
+                              "accept_calls", "accept_eagain", "poll_futile", "poll_futile_cycle_ns",
+                              "poll_zero_cycle_ns", "write_copy_ns", "write_copy_bytes"))
 # Schema 4 added calls_timed (its captures before timed every counted call).
 SCHEMA4_COUNTERS = frozenset(("calls_timed",))
 # Schema 1 captures (collectors before the measured costs) lack these: loaded as 0, and
@@ -60,7 +65,9 @@ SCHEMA2_REQUEST_SUMS = frozenset(("spin_retries", "spin_eagain", "write_waited",
 REQUEST_HISTS = ("write_calls", "write_eagain", "write_bytes", "duration_ns")
 BY_SIZE_KEYS = ("bytes_min", "bytes_max", *REQUEST_SUMS)
 # drops: SPINSCOPE_DROPS.
-DROP_KEYS = ("threads", "sockets", "wakeup_edges", "pids", "exited", "execs")
+DROP_KEYS = ("threads", "sockets", "wakeup_edges", "pids", "exited", "execs", "listeners")
+# Each entry of listeners (schema 5): the listening sockets the target called accept on.
+LISTENER_KEYS = ("inode", "family", "port", "accept_calls", "accept_ok", "accept_eagain", "processes")
 # Each entry of intervals: SPINSCOPE_INTERVAL_FIELDS.
 INTERVAL_KEYS = ("t_s", "duration_s", "requests", "wakeups_in_process", "counters", "drops")
 
@@ -68,7 +75,8 @@ INTERVAL_KEYS = ("t_s", "duration_s", "requests", "wakeups_in_process", "counter
 # tests hold this to bpf/spinscope.h's X-macros, to docs/capture-format.md and to fresh captures.
 LAYOUT = {
     "": ("schema", "format", "tool", "target", "host", "start_time", "duration_s", "end_reason", "settings",
-         "histogram_buckets", "threads", "threads_folded", "totals", "wakeups", "requests", "intervals", "drops"),
+         "histogram_buckets", "threads", "threads_folded", "totals", "wakeups", "requests", "listeners", "intervals",
+         "drops"),
     "tool": ("name", "version", "cpu_s", "max_rss_bytes", "map_bytes"),
     "target": ("pid", "cgroup", "comm", "exe", "argc", "cmdline", "follow_children", "pids", "execs"),
     "target.cgroup": ("path", "id"),
@@ -82,6 +90,7 @@ LAYOUT = {
     "requests": (*REQUEST_SUMS, "unattributed_writes", "open_at_end", "hist", "by_size"),
     "requests.hist": REQUEST_HISTS,
     "requests.by_size[]": BY_SIZE_KEYS,
+    "listeners[]": LISTENER_KEYS,
     "intervals[]": INTERVAL_KEYS,
     "intervals[].counters": COUNTERS,
     "intervals[].drops": DROP_KEYS,
@@ -96,7 +105,7 @@ KINDS = {
     "": {"schema": COUNT, "format": TEXT, "tool": OBJECT, "target": OBJECT, "host": OBJECT, "start_time": TEXT,
          "duration_s": SECONDS, "end_reason": TEXT, "settings": OBJECT, "histogram_buckets": TEXT,
          "threads": LIST, "threads_folded": LIST, "totals": OBJECT, "wakeups": LIST, "requests": OBJECT,
-         "intervals": LIST,
+         "listeners": LIST, "intervals": LIST,
          "drops": OBJECT},
     "tool": {"name": TEXT, "version": TEXT, "cpu_s": SECONDS},
     "target": {"cgroup": OBJECT_OR_NULL, "comm": TEXT, "exe": TEXT_OR_NULL, "cmdline": TEXTS_OR_NULL,
@@ -111,6 +120,7 @@ KINDS = {
     "wakeups[]": {"mechanism": TEXT},
     "requests": {"hist": OBJECT, "by_size": LIST},
     "requests.hist": {key: HISTOGRAM for key in REQUEST_HISTS},
+    "listeners[]": {"family": TEXT},
     "intervals[]": {"t_s": SECONDS, "duration_s": SECONDS, "counters": OBJECT, "drops": OBJECT},
 }
 MAX_COUNT = 2**63 - 1  # the frames are int64; the collector's u64 counters stay far below
@@ -128,12 +138,15 @@ MAX_CAPTURE_BYTES = int(os.environ.get("SPINSCOPE_MAX_CAPTURE_MB", "128")) * 2**
 # Schema 4: calls timed 1 in settings.time_sample (the on-CPU time of calls an estimate when above 1; the
 # off-CPU part of their wall time exact), and calls already in flight at attach counted when they return;
 # a cgroup as the target (--cgroup: target.cgroup, else null; target.pid 0 then).
+# Schema 5: accept calls (per thread and per listening socket: listeners, drops.listeners), the poll wakeup
+# cycles (poll_futile, poll_futile_cycle_ns, poll_zero_cycle_ns) and the copy rate (write_copy_ns, _bytes).
 ADDED_IN = {3: ("target.exe", "target.argc", "target.execs", "drops.execs", "settings.checkpoint_s"),
             4: ("settings.time_sample", "threads[].calls_timed", "totals.calls_timed",
                 "intervals[].counters.calls_timed", "intervals[].drops", "tool.cpu_s", "tool.max_rss_bytes",
                 "tool.map_bytes", "target.cgroup", "threads_folded", "drops.exited", "settings.exited_rows"),
-            5: tuple(f"{block}.{key}" for block in ("threads[]", "threads_folded[]", "totals", "intervals[].counters")
-                     for key in sorted(SCHEMA5_COUNTERS))}
+            5: ("listeners", "drops.listeners", "intervals[].drops.listeners",
+                *(f"{block}.{key}" for block in ("threads[]", "threads_folded[]", "totals", "intervals[].counters")
+                  for key in sorted(SCHEMA5_COUNTERS)))}
 # What a waker was doing (wakeups[].mechanism); "unknown" in schema 1 captures.
 MECHANISMS = ("futex", "io", "mm", "exit", "other")
 
@@ -202,6 +215,8 @@ class Capture:
     by_size: pd.DataFrame
     intervals: pd.DataFrame
     journaled: int = 0  # intervals read from the journal beside a checkpoint (docs/capture-format.md)
+    # One row per listening socket the target called accept on (LISTENER_KEYS); empty before schema 5.
+    listeners: pd.DataFrame = field(default_factory=lambda: _listeners_frame([]))
 
     @property
     def duration_s(self) -> float:
@@ -505,8 +520,10 @@ def _build(path: Path, doc: dict, optional: frozenset) -> Capture:
     for key in DROP_KEYS:
         if key in drops and not _is_number(drops[key]):
             raise _Malformed(f"drops.{key} is not a number")
+    listeners = _listeners_frame(doc.get("listeners", []))  # schema 5
     return Capture(path=path, raw=doc, threads=threads, totals=totals, wakeups=wakeups,
-                   requests=requests, request_hists=hists, by_size=by_size, intervals=intervals)
+                   requests=requests, request_hists=hists, by_size=by_size, intervals=intervals,
+                   listeners=listeners)
 
 
 def _threads_frame(rows: list, optional: frozenset) -> pd.DataFrame:
@@ -566,6 +583,21 @@ def _requests(doc: dict, optional: frozenset) -> tuple[pd.Series, dict, pd.DataF
         records.append(_sums(row, BY_SIZE_KEYS, where, optional))
     by_size = pd.DataFrame.from_records(records, columns=list(BY_SIZE_KEYS)).astype("int64")
     return pd.Series(sums, dtype="int64"), hists, by_size.sort_values("bytes_min", ignore_index=True)
+
+
+def _listeners_frame(rows: Any) -> pd.DataFrame:
+    if not isinstance(rows, list):
+        raise _Malformed("listeners is not a list")
+    records = []
+    for i, row in enumerate(rows):
+        where = f"listeners[{i}]"
+        if not isinstance(row, dict):
+            raise _Malformed(f"{where} is not an object")
+        record = _sums(row, tuple(key for key in LISTENER_KEYS if key != "family"), where, frozenset())
+        record["family"] = str(row.get("family", ""))
+        records.append(record)
+    return pd.DataFrame.from_records(records, columns=list(LISTENER_KEYS)).astype(
+        {key: "int64" for key in LISTENER_KEYS if key != "family"})
 
 
 def _intervals_frame(rows: Any, optional: frozenset) -> pd.DataFrame:

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 
 import pandas as pd
 
+from spinscope.coverage import coverage_notes
 from spinscope.fmt import fixed, size_class, undefined
 from spinscope.measures import (DISPATCH, IMBALANCE_MAX_LOW_EVENTS, IMBALANCE_MIN_RATIO, LEADER_FOLLOWER,  # noqa: F401
                                 MIN_CALLS, MIN_CLASS_REQUESTS, MIN_REQUESTS, PER_CONNECTION, SHARED_MEMORY,
@@ -148,6 +149,7 @@ def capture_notes(analysis: Analysis) -> list:
     notes += [f"the collector dropped events, a map being full{first_drop(cap.intervals, drop.key)}: "
               f"{drop_line(drop, count)}" for drop, count in dropped(cap.drops)]
     notes += exec_notes(cap.target)
+    notes += coverage_notes(cap)
     if cap.time_sample > 1:
         notes.append(sampling_note(cap.time_sample, int(cap.totals["calls_timed"])))
     if cap.raw.get("end_reason") == "checkpoint":

@@ -1,0 +1,77 @@
+"""Accepts, poll wakeup cycles and the copy rate (capture schema 5) against fixtures that know what they did:
+a thundering herd of pre-forked workers on one listener, busy polling with known user-space work between
+the polls, and socket writes of known sizes."""
+
+from __future__ import annotations
+
+import pytest
+
+from collector_harness import run_fixture
+
+HERD_KEYS = ["poll_calls", "accept_calls", "accept_eagain", "poll_futile"]
+
+
+@pytest.fixture(scope="module")
+def herd(tmp_path_factory):
+    return run_fixture("herd", tmp_path=tmp_path_factory.mktemp("herd"), collector_args=("--children",))
+
+
+def test_herd_accepts_and_futile_wakeups_exact(herd):
+    client = herd.truth["client"]
+    workers, conns = client["workers"], client["connections"]
+    names = [f"herd{i}" for i in range(workers)]
+    for name in names:
+        truth, got = herd.truth[name], herd.thread(name)
+        assert {k: got[k] for k in HERD_KEYS} == {k: truth[k] for k in HERD_KEYS}
+        # Every connection woke every worker (the fixture's design): each accepted once per connection.
+        assert truth["accept_calls"] == truth["ready"] == conns
+        # The futile wakeups' cycles (the meeting's spin, the accept, the next poll) took CPU, no more
+        # than the worker ran; a poll that waits forever never returns empty.
+        assert 0 < got["poll_futile_cycle_ns"] <= got["oncpu_ns"]
+        assert got["poll_zero_cycle_ns"] == 0
+    # One connection each round, taken by one worker: the others' accepts returned EAGAIN.
+    assert sum(herd.truth[n]["accept_ok"] for n in names) == conns
+    assert sum(herd.thread(n)["accept_eagain"] for n in names) == conns * (workers - 1)
+    assert herd.capture["totals"]["poll_futile"] == conns * (workers - 1)
+
+
+def test_herd_listener_exact(herd):
+    client = herd.truth["client"]
+    workers, conns = client["workers"], client["connections"]
+    assert herd.capture["listeners"] == [{
+        "inode": herd.capture["listeners"][0]["inode"], "family": "inet", "port": client["port"],
+        "accept_calls": conns * workers, "accept_ok": conns, "accept_eagain": conns * (workers - 1),
+        "processes": workers}]
+    assert herd.capture["listeners"][0]["inode"] > 0
+    assert herd.capture["drops"]["listeners"] == 0
+
+
+@pytest.mark.parametrize("sample", ["1", "16"])
+def test_busy_polling_cycles_include_the_loops_work(tmp_path, sample):
+    """The cycles are measured on every poll call whatever --time-sample: the same bounds at 1 and 16."""
+    run = run_fixture("busypoll", tmp_path=tmp_path, collector_args=("--time-sample", sample))
+    empty, ready = run.thread("busypoll"), run.thread("busyready")
+    work, calls = run.truth["busypoll"]["work_ns"], run.truth["busypoll"]["poll_calls"]
+    assert (empty["poll_calls"], empty["poll_zero_nowait"]) == (calls, calls)
+    # Each empty poll's cycle holds the loop's work (the fixture's own CPU clock measured it), which the
+    # time inside the calls does not.
+    assert 0.8 * work <= empty["poll_zero_cycle_ns"] <= empty["oncpu_ns"]
+    assert empty["poll_zero_nowait_ns"] < 0.2 * work
+    assert empty["poll_futile"] == empty["poll_futile_cycle_ns"] == 0
+    # Polls that returned a ready fd never read: every cycle but the last (still open at exit) is futile.
+    assert ready["poll_events"] == run.truth["busyready"]["poll_events"] == calls
+    assert ready["poll_futile"] == calls - 1
+    assert 0.8 * run.truth["busyready"]["work_ns"] <= ready["poll_futile_cycle_ns"] <= ready["oncpu_ns"]
+    assert ready["poll_zero_cycle_ns"] == 0
+    # The same loop that reads what each poll found: every cycle found work, none is counted.
+    found = run.thread("busyread")
+    assert (found["poll_calls"], found["poll_events"], found["read_calls"]) == (calls, calls, calls)
+    assert found["poll_futile"] == found["poll_futile_cycle_ns"] == found["poll_zero_cycle_ns"] == 0
+
+
+def test_copy_rate_counts_whole_writes_of_4096_bytes_or_more(tmp_path):
+    run = run_fixture("copies", tmp_path=tmp_path)
+    truth, got = run.truth["copier"], run.thread("copier")
+    assert (got["write_calls"], got["write_bytes"]) == (truth["write_calls"], truth["write_bytes"])
+    assert got["write_copy_bytes"] == truth["write_copy_bytes"] == 3 * (4096 + 16384 + 65536 + 5000 + 5000)
+    assert 0 < got["write_copy_ns"] < got["write_ns"]
