@@ -265,13 +265,6 @@ class Capture:
         return max(1, int(self.raw.get("settings", {}).get("time_sample", 1)))
 
     @property
-    def listeners(self) -> list:
-        """The listening sockets the target called accept on (schema 5, `listeners`): dicts of port, family
-        and accept counts; [] for older captures."""
-        value = self.raw.get("listeners")
-        return [entry for entry in value if isinstance(entry, dict)] if isinstance(value, list) else []
-
-    @property
     def channel_reads(self) -> int:
         """Reads that returned data on channels between the target's processes (socket pairs, not client
         connections): no requests were counted on them (0 before schema 5, which counted them as requests)."""

@@ -31,6 +31,11 @@ COUNTED_MECHANISMS = ("futex", "io", "mm", "exit")
 COPY_MIN_BYTES = 4096
 
 
+def _nonnegative(value):
+    """max(0, value), for a number or a whole column (no pandas needed)."""
+    return value * (value > 0)
+
+
 def get(c: Mapping, key: str):
     """c[key], or 0 for a counter an older capture (or a synthetic one) does not have."""
     try:
@@ -52,25 +57,25 @@ def contention_wakeups(c: Mapping) -> float:
 def wakeups_by_mechanism(c: Mapping) -> dict:
     """{mechanism: wakeups sent}, for every capture mechanism ("other": the syscalls no counter names)."""
     named = {m: c[f"wakeups_sent_{m}"] for m in COUNTED_MECHANISMS}
-    return {**named, "other": max(0, c["wakeups_sent"] - sum(named.values()))}
+    return {**named, "other": _nonnegative(c["wakeups_sent"] - sum(named.values()))}
 
 
 def writes_by_result(c: Mapping) -> dict:
     """Socket write calls by what they returned: ok (everything asked), eagain, partial, error."""
     ok = c["write_calls"] - c["write_eagain"] - c["write_partial"] - c["write_errors"]
-    return {"ok": max(0, ok), "eagain": c["write_eagain"], "partial": c["write_partial"], "error": c["write_errors"]}
+    return {"ok": _nonnegative(ok), "eagain": c["write_eagain"], "partial": c["write_partial"], "error": c["write_errors"]}
 
 
 def reads_by_result(c: Mapping) -> dict:
     """Socket read calls by what they returned: ok (data), eagain, eof, error."""
     ok = c["read_calls"] - c["read_eagain"] - c["read_eof"] - c["read_errors"]
-    return {"ok": max(0, ok), "eagain": c["read_eagain"], "eof": c["read_eof"], "error": c["read_errors"]}
+    return {"ok": _nonnegative(ok), "eagain": c["read_eagain"], "eof": c["read_eof"], "error": c["read_errors"]}
 
 
 def polls_by_outcome(c: Mapping) -> dict:
     """Poll-family calls by outcome: events (at least one ready fd), empty (none), error."""
     events = c["poll_calls"] - c["poll_zero"] - c["poll_errors"]
-    return {"events": max(0, events), "empty": c["poll_zero"], "error": c["poll_errors"]}
+    return {"events": _nonnegative(events), "empty": c["poll_zero"], "error": c["poll_errors"]}
 
 
 def eagain_retries(c: Mapping) -> float:
@@ -106,7 +111,7 @@ def spin_cost_ns(c: Mapping, schema: int) -> float:
     the syscall's entry and exit, the call), less what moving their bytes costs at the copy rate (copying a
     response is work any server does; copying it in small pieces is the spin's)."""
     rate, _ = copy_rate(c, schema)
-    return max(0.0, c["write_spin_ns"] - c["write_spin_bytes"] * rate)
+    return _nonnegative(c["write_spin_ns"] - c["write_spin_bytes"] * rate)
 
 
 def empty_wakeup_ns(c: Mapping, schema: int) -> float:
@@ -135,4 +140,4 @@ def accepts_by_result(c: Mapping) -> dict:
     """accept/accept4 calls by result (schema 5): ok and eagain (someone else took the connection, or
     nothing was there)."""
     calls, eagain = get(c, "accept_calls"), get(c, "accept_eagain")
-    return {"ok": max(0, calls - eagain), "eagain": eagain}
+    return {"ok": _nonnegative(calls - eagain), "eagain": eagain}

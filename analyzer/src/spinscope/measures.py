@@ -265,9 +265,11 @@ def measure_spurious(analysis: Analysis) -> SpuriousMeasure | None:
     if cycles and futile.sum() >= MIN_HERD_WAKEUPS:
         tids = list(threads.index[futile > 0])
         accepts = counters.accepts_by_result(threads)
-        listeners = [entry for entry in analysis.capture.listeners if entry.get("accept_eagain")]
+        frame = analysis.capture.listeners
+        listeners = frame[frame["accept_eagain"] > 0].to_dict(orient="records")
+        processes = max([int(entry["processes"]) for entry in listeners] + [int(threads.loc[tids, "pid"].nunique())])
         herd = Herd(int(futile.sum()), int(accepts["eagain"].sum()), int(accepts["ok"].sum()), tids,
-                    int(threads.loc[tids, "pid"].nunique()), listeners,
+                    processes, listeners,
                     ratio(threads["poll_futile_cycle_ns"].sum() / 1e3, futile.sum()))
         wasted += threads["poll_futile_cycle_ns"]
         involved |= set(tids)

@@ -1,0 +1,232 @@
+"""The verdicts of schema 5 captures on synthetic servers: herds, busy polling, the whole-cycle costs, the
+handoff mechanisms and the copy rate. Each test builds the counters a server of that kind makes and
+asserts the verdict both ways: present where the cost is there, absent where the pattern is not."""
+
+from __future__ import annotations
+
+import pytest
+
+import captures
+from spinscope.capture import load
+from spinscope.labels import (BUSY_POLLING, CRITICAL, HANDOFF_OVERHEAD, INFO, SPURIOUS_SELECT, WARNING,
+                              WRITE_SPIN, assess)
+from spinscope.measures import (LEADER_FOLLOWER, MIN_HERD_WAKEUPS, PER_CONNECTION, SHARED_MEMORY, busy_pollers,
+                                measure_handoff)
+from spinscope.metrics import analyze, role_edges
+
+N = 10_000  # requests
+
+
+def schema5(doc: dict, listeners=(), pids: dict | None = None) -> dict:
+    """A synthetic capture as a schema 5 collector writes it; `pids` {tid: pid} puts threads in processes."""
+    doc["schema"] = 5
+    doc["listeners"] = [{"inode": 1000 + i, "family": "inet", "processes": 1, **entry}
+                        for i, entry in enumerate(listeners)]
+    doc["drops"]["listeners"] = 0
+    for row in doc["threads"]:
+        row["pid"] = (pids or {}).get(row["tid"], row["pid"])
+    return doc
+
+
+def judge(doc, capture_file):
+    analysis = analyze(load(capture_file(doc)))
+    return analysis, assess(analysis)
+
+
+def herd_worker(tid: int, futile: int, cycle_ns: int, oncpu_ns: float) -> dict:
+    """A gunicorn-like sync worker: select() on the listener, accept, read, write, accept until EAGAIN;
+    `futile` of its wakeups found the connection taken (accept EAGAIN right after select said ready)."""
+    served = N // 4
+    return captures.thread(tid, "gunicorn", poll_calls=served + futile, poll_events=served + futile,
+                           accept_calls=2 * served + futile, accept_eagain=served + futile, poll_futile=futile,
+                           poll_futile_cycle_ns=futile * cycle_ns, read_calls=served, write_calls=served,
+                           requests_read=served, responses_written=served, oncpu_ns=oncpu_ns,
+                           cs_voluntary=served + futile)
+
+
+def test_a_herd_is_a_spurious_select_with_its_listener_and_cost(capture_file):
+    workers = [herd_worker(10 + i, futile=850, cycle_ns=60_000, oncpu_ns=0.6e9) for i in range(4)]
+    doc = schema5(captures.capture(workers, requests=N),
+                  listeners=[{"port": 8000, "accept_calls": 23_400, "accept_ok": N, "accept_eagain": 13_400,
+                              "processes": 4}],
+                  pids={10 + i: 10 + i for i in range(4)})
+    analysis, assessment = judge(doc, capture_file)
+    label = next(l for l in assessment.labels if l.name == SPURIOUS_SELECT)
+    # 3,400 futile wakeups at 60 us each (their whole cycles), of 2.4 s of the four workers' CPU.
+    assert label.cpu_share == pytest.approx(3_400 * 60_000 / 2.4e9)
+    assert label.severity == WARNING
+    assert "thundering herd on port 8000: 4 processes wait on the same listener; 1.3 woken per connection, " \
+           "3,400 wakeups found nothing ready at 60.0 µs each" in label.summary
+    assert label.evidence["woken_per_connection"] == pytest.approx(1.34)
+    assert any("EPOLLEXCLUSIVE" in fix and "SO_REUSEPORT" in fix for fix in label.fixes)
+    # The same herd at 600 us a wakeup (the whole Python loop around accept): critical.
+    for row in doc["threads"]:
+        row["poll_futile_cycle_ns"] = 850 * 600_000
+    doc["totals"]["poll_futile_cycle_ns"] = 4 * 850 * 600_000
+    label = next(l for l in judge(doc, capture_file)[1].labels if l.name == SPURIOUS_SELECT)
+    assert label.severity == CRITICAL and label.cpu_share == pytest.approx(0.85)
+
+
+def test_one_worker_accepting_until_eagain_is_no_herd(capture_file):
+    """gunicorn -w 1: it accepts until EAGAIN after each request (one EAGAIN per request), but every
+    wakeup finds its connection: EAGAIN accepts alone are not a herd."""
+    worker = herd_worker(10, futile=0, cycle_ns=0, oncpu_ns=1.2e9)
+    doc = schema5(captures.capture([worker], requests=N // 4),
+                  listeners=[{"port": 8000, "accept_calls": N // 2, "accept_ok": N // 4, "accept_eagain": N // 4}])
+    _, assessment = judge(doc, capture_file)
+    assert assessment.labels == [] and assessment.findings == []
+
+
+def test_too_few_futile_wakeups_are_not_judged(capture_file):
+    workers = [herd_worker(10 + i, futile=(MIN_HERD_WAKEUPS - 1) // 4, cycle_ns=600_000, oncpu_ns=0.6e9)
+               for i in range(4)]
+    doc = schema5(captures.capture(workers, requests=N), pids={10 + i: 10 + i for i in range(4)})
+    assert SPURIOUS_SELECT not in judge(doc, capture_file)[1].names()
+
+
+def busy_poller(nowait_share: float = 1.0, sleeps: int = 0) -> dict:
+    """HAProxy with busy-polling: epoll_wait(0) back to back, 99% empty, never blocking."""
+    calls = 2_000_000
+    return captures.thread(7, "haproxy", poll_calls=calls, poll_nowait=int(nowait_share * calls),
+                           poll_zero=int(0.99 * calls), poll_zero_nowait=int(0.99 * nowait_share * calls),
+                           poll_zero_nowait_ns=int(0.99 * calls) * 200, poll_events=N, read_calls=N,
+                           write_calls=N, oncpu_ns=9.9e9, cs_voluntary=sleeps, cs_involuntary=5_000)
+
+
+def test_busy_polling_is_a_finding_not_spurious_select(capture_file):
+    doc = schema5(captures.capture([busy_poller()], requests=N))
+    analysis, assessment = judge(doc, capture_file)
+    assert assessment.labels == []
+    finding = next(f for f in assessment.findings if f.name == BUSY_POLLING)
+    assert finding.cpu_share == pytest.approx(0.99 * 2_000_000 * 200 / 9.9e9)
+    assert "never blocks: 200,000 zero-timeout polls a second, 99% of them empty" in finding.summary
+    assert "a trade of CPU for wake-up latency" in finding.summary
+    assert "severity" not in finding.to_dict()
+
+
+def test_a_loop_that_blocks_is_not_busy_polling(capture_file):
+    """libuv: zero-timeout checks while callbacks are pending, then a blocking wait: it sleeps."""
+    doc = schema5(captures.capture([busy_poller(sleeps=100_000)], requests=N))
+    analysis, assessment = judge(doc, capture_file)
+    assert list(busy_pollers(analysis.threads)) == []
+    assert BUSY_POLLING not in assessment.finding_names()
+
+
+def test_empty_wakeups_are_priced_by_their_whole_cycle(capture_file):
+    """Blocking polls that woke with nothing: 20,000 at 5 us inside the call, 40 us with the loop around
+    them (schema 5). The cycle is the cost; the call alone is an eighth of it."""
+    loop = captures.thread(400, "loop", poll_calls=50_000, poll_zero=20_000, poll_zero_wait_ns=20_000 * 5_000,
+                           poll_zero_cycle_ns=20_000 * 40_000, poll_events=N, read_calls=N, write_calls=N,
+                           socket_switches=N, oncpu_ns=4e9, cs_voluntary=50_000)
+    doc = captures.capture([loop], requests=N)
+    old = next(l for l in judge(doc, capture_file)[1].labels if l.name == SPURIOUS_SELECT)
+    new = next(l for l in judge(schema5(doc), capture_file)[1].labels if l.name == SPURIOUS_SELECT)
+    assert old.cpu_share == pytest.approx(0.1 / 4) and new.cpu_share == pytest.approx(0.8 / 4)
+    assert new.severity == CRITICAL and "40.0 µs a wakeup with the loop around it" in new.summary
+
+
+def pool_threads(handoff_ns: int, oncpu_ns: float) -> list:
+    """A database's thread pool at one client: the connection thread hands each query to a pool thread
+    and waits for the answer: 1 handoff per query each way... of which only one is a wakeup the pool
+    thread receives."""
+    conn = captures.thread(500, "conn", poll_calls=N, poll_events=N, read_calls=N, write_calls=N,
+                           handoff_oncpu_ns=handoff_ns, oncpu_ns=oncpu_ns)
+    pool = captures.thread(501, "pool", futex_waits=N, handoff_oncpu_ns=handoff_ns, oncpu_ns=oncpu_ns)
+    return [conn, pool]
+
+
+def test_handoffs_are_labelled_by_their_cost_not_their_count(capture_file):
+    """One handoff per query (under the old 1.5 count gate) with 15% of the CPU in the hand-off calls."""
+    doc = captures.capture(pool_threads(handoff_ns=int(0.15e9), oncpu_ns=1e9), wakeups=[(500, 501, N)],
+                           requests=N, request_ns=1_000_000)
+    label = next(l for l in judge(doc, capture_file)[1].labels if l.name == HANDOFF_OVERHEAD)
+    assert label.evidence["handoffs_per_request"] == 1.0
+    assert label.cpu_share == pytest.approx(0.15) and label.severity == WARNING
+    assert label.evidence["mechanism"] == "dispatch"
+    # The same handoffs at 0.5% of the CPU and no wait: not worth naming.
+    doc = captures.capture(pool_threads(handoff_ns=int(0.005e9), oncpu_ns=1e9), wakeups=[(500, 501, N)],
+                           requests=N, request_ns=1_000_000)
+    assert HANDOFF_OVERHEAD not in judge(doc, capture_file)[1].names()
+
+
+def test_pool_threads_passing_the_selector_role_are_leader_follower(capture_file):
+    """A Java pool whose threads each read and answer their request (cross-thread share 0) but wake each
+    other to take the selector: not "serve the request in the thread that read it"."""
+    pool = [captures.thread(600 + i, "pool", poll_calls=N // 2, poll_events=N, read_calls=N // 4, write_calls=N // 4,
+                            requests_read=N // 4, responses_written=N // 4, handoff_oncpu_ns=int(0.05e9),
+                            oncpu_ns=0.5e9) for i in range(4)]
+    ring = [(600 + i, 600 + (i + 1) % 4, int(2.6 * N) // 4) for i in range(4)]
+    doc = captures.capture(pool, wakeups=ring, requests=N)
+    analysis, assessment = judge(doc, capture_file)
+    label = next(l for l in assessment.labels if l.name == HANDOFF_OVERHEAD)
+    assert label.evidence["mechanism"] == LEADER_FOLLOWER
+    assert "pass the selector role among themselves" in label.summary
+    assert all("thread that read them" not in fix for fix in label.fixes)
+    assert any("own selector" in fix for fix in label.fixes)
+
+
+def test_an_accept_lock_between_processes_is_not_a_handoff(capture_file):
+    """Pre-forked processes taking turns on an accept mutex wake each other by futex: not a request
+    handed over."""
+    children = [captures.thread(700 + i, "apache2", poll_calls=N // 4, poll_events=N // 4, read_calls=N // 4,
+                                write_calls=N // 4, requests_read=N // 4, responses_written=N // 4,
+                                handoff_oncpu_ns=int(0.1e9), oncpu_ns=1e9) for i in range(4)]
+    turns = [(700 + i, 700 + (i + 1) % 4, N // 4) for i in range(4)]
+    doc = schema5(captures.capture(children, wakeups=turns, requests=N), pids={700 + i: 700 + i for i in range(4)})
+    analysis, assessment = judge(doc, capture_file)
+    assert HANDOFF_OVERHEAD not in assessment.names()
+    # The same wakeups inside one process are handoffs.
+    doc = captures.capture(children, wakeups=turns, requests=N)
+    assert HANDOFF_OVERHEAD in judge(doc, capture_file)[1].names()
+
+
+def test_a_connection_handed_over_once_is_per_connection(capture_file):
+    """An acceptor handing each new connection to a loop: one handoff per connection, 10 requests each."""
+    acceptor = captures.thread(800, "acceptor", poll_calls=N // 10, poll_events=N // 10, accept_calls=N // 10,
+                               handoff_oncpu_ns=int(0.02e9), oncpu_ns=0.1e9)
+    loop = captures.thread(801, "loop", poll_calls=N, poll_events=2 * N, read_calls=N, write_calls=N,
+                           socket_switches=N, handoff_oncpu_ns=int(0.02e9), oncpu_ns=0.4e9)
+    doc = schema5(captures.capture([acceptor, loop], wakeups=[(800, 801, N // 10)], requests=N, request_ns=100_000))
+    analysis = analyze(load(capture_file(doc)))
+    measure = measure_handoff(analysis, role_edges(analysis))
+    assert measure.mechanism == PER_CONNECTION
+    label = next(l for l in assess(analysis).labels if l.name == HANDOFF_OVERHEAD)
+    assert "each new connection is handed to another thread, not each request" in label.summary
+    assert any("keep connections alive" in fix for fix in label.fixes)
+
+
+def test_shared_memory_handoffs_cost_the_busy_waiting_threads_cpu(capture_file):
+    main = captures.thread(1, "redis-server", poll_calls=N, poll_events=N, read_calls=N // 3, write_calls=N // 3,
+                           socket_switches=N, poll_oncpu_ns=int(1e9), oncpu_ns=9.5e9)
+    io = captures.thread(2, "io_thd_1", read_calls=2 * N // 3, write_calls=2 * N // 3, socket_switches=N,
+                         oncpu_ns=9.7e9)
+    analysis = analyze(load(capture_file(captures.capture([main, io], requests=N, cross_thread=6_800))))
+    measure = measure_handoff(analysis, role_edges(analysis))
+    assert measure.mechanism == SHARED_MEMORY
+    assert measure.cpu_share == pytest.approx((8.5 + 9.7) / (9.5 + 9.7))  # never 0: a ranking by share sees it
+
+
+def spin_with_header(schema: int) -> dict:
+    """A library that writes an 83-byte header on its own, then the body in 4 KB chunks, retrying each
+    EAGAIN up to 16 times: the header is each response's first write (11 us for 83 bytes: 138 ns a
+    byte); its complete 4 KB body writes copy at 0.25 ns a byte."""
+    n = 5_000
+    loop = captures.thread(900, "srv", poll_calls=n, poll_events=n, read_calls=n, write_calls=40 * n,
+                           write_eagain=10 * n, write_spin_retries=10 * n, write_spin_eagain=10 * n,
+                           write_spin_ns=int(10 * n * 2_000), write_spin_bytes=2 * n * 4096,
+                           write_first_ns=n * 11_000, write_first_bytes=n * 83,
+                           write_copy_ns=int(28 * n * 4096 * 0.25), write_copy_bytes=28 * n * 4096,
+                           socket_switches=n, oncpu_ns=1e9)
+    doc = captures.capture([loop], requests=n, writes_per_request=40, eagain_per_request=10,
+                           spin_per_request=10, futile_per_request=10, response_bytes=120_000)
+    return schema5(doc) if schema >= 5 else doc
+
+
+def test_a_header_written_on_its_own_does_not_erase_the_spin(capture_file):
+    old = judge(spin_with_header(2), capture_file)[1]
+    new = next(l for l in judge(spin_with_header(5), capture_file)[1].labels if l.name == WRITE_SPIN)
+    # Priced at the header's rate, the retries' 40 MB cost 5.5 s: more than their 0.1 s of cycles, nothing is left.
+    assert WRITE_SPIN not in old.names()
+    assert new.evidence["copy_rate_from"] == "bulk writes"
+    assert new.cpu_share == pytest.approx((0.1e9 - 2 * 5_000 * 4096 * 0.25) / 1e9)
+    assert new.severity == WARNING
