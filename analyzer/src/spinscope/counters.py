@@ -115,13 +115,23 @@ def spin_cost_ns(c: Mapping, schema: int) -> float:
 
 
 def empty_wakeup_ns(c: Mapping, schema: int) -> float:
-    """The CPU empty wakeups cost. Schema 5: the whole cycle of each poll that returned nothing and was
-    followed by no productive call, from its return to the next poll's (user space included), and of each
-    wakeup whose ready descriptors gave nothing (`poll_futile`). Older captures: the on-CPU time inside the
-    empty polls and the EAGAIN reads only (a lower bound)."""
+    """The CPU wakeups that found nothing cost. Schema 5: the whole cycle (from the poll's return to the
+    next poll's, user space included) of each blocking poll that returned nothing and of each wakeup whose
+    ready descriptors gave nothing (`poll_futile`), when no productive call came in between; a zero-timeout
+    check that found nothing costs the time inside the call only (a loop checks without waiting because it
+    has other work: what follows the check is that work). Older captures: the time inside the empty polls
+    and the EAGAIN reads (a lower bound)."""
     if schema >= CYCLES_SCHEMA:
-        return get(c, "poll_zero_cycle_ns") + get(c, "poll_futile_cycle_ns")
+        return get(c, "poll_zero_cycle_ns") + c["poll_zero_nowait_ns"] + get(c, "poll_futile_cycle_ns")
     return c["poll_zero_nowait_ns"] + c["poll_zero_wait_ns"] + c["read_eagain_ns"]
+
+
+def busy_check_ns(c: Mapping, schema: int) -> float:
+    """The CPU a busy-polling loop spends on checks that found nothing: from schema 5 the whole cycles of its
+    zero-timeout empty checks (`poll_check_cycle_ns`: the check and the loop around it up to the next
+    poll), else the time inside those checks."""
+    cycles = get(c, "poll_check_cycle_ns") if schema >= CYCLES_SCHEMA else 0
+    return max(cycles, c["poll_zero_nowait_ns"])
 
 
 def empty_poll_ns(c: Mapping) -> float:

@@ -343,7 +343,9 @@ def spurious_select(analysis: Analysis) -> Label | None:
     if m.herd:
         signals.append(_herd_signal(m))
         fixes.append("wake one waiter per connection: EPOLLEXCLUSIVE on the listening socket, a listener per "
-                     "worker with SO_REUSEPORT, or one acceptor that hands connections out")
+                     "worker with SO_REUSEPORT, or one acceptor that hands connections out" if m.herd.on_accept else
+                     "wake one thread per unit of work: EPOLLEXCLUSIVE, or an epoll set per thread, so the others "
+                     "do not wake for what one of them takes")
         evidence.update({"herd_wakeups": m.herd.futile, "accept_eagain": m.herd.accept_eagain,
                          "accepts": m.herd.accepts, "woken_per_connection": _round(m.herd.woken_per_connection),
                          "herd_processes": m.herd.processes, "herd_threads": len(m.herd.tids),
@@ -386,11 +388,14 @@ def _empty_signal(analysis: Analysis, m: SpuriousMeasure) -> str:
 
 def _herd_signal(m: SpuriousMeasure) -> str:
     h = m.herd
+    each = f" at {h.cycle_us:.1f} µs each" if h.cycle_us else ""
+    if not h.on_accept:
+        return (f"{h.futile:,} wakeups found their ready descriptors empty{each} (another thread took the work, "
+                f"or the wakeup had nothing behind it; {h.accept_eagain:,} of them accept calls that returned EAGAIN)")
     who = f"{h.processes} processes" if h.processes > 1 else f"{len(h.tids)} threads"
     ports = sorted({entry.get("port") for entry in h.listeners if entry.get("port")})
     where = f" on port {', '.join(str(p) for p in ports)}" if ports else ""
     woken = f"{h.woken_per_connection:.1f} woken per connection, " if h.woken_per_connection else ""
-    each = f" at {h.cycle_us:.1f} µs each" if h.cycle_us else ""
     return (f"thundering herd{where}: {who} wait on the same listener; {woken}{h.futile:,} wakeups found "
             f"nothing ready{each} ({h.accept_eagain:,} accept calls returned EAGAIN)")
 

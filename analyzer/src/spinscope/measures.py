@@ -26,6 +26,7 @@ MIN_REQUESTS = 50            # requests before any per-request verdict
 MIN_CLASS_REQUESTS = 20      # responses in a size class before judging that class
 MIN_CALLS = 200              # poll (or read) calls before judging their returns
 MIN_HERD_WAKEUPS = 50        # futile wakeups (ready, then nothing) before a herd is judged
+HERD_MIN_ACCEPT_SHARE = 0.5  # accept EAGAINs per futile wakeup for the wakeups to be a herd on a listener
 
 # Spurious select: an edge-triggered loop reads until EAGAIN, one EAGAIN per wakeup: that is its design.
 SPURIOUS_MIN_READ_EAGAIN_SHARE = 0.6  # socket reads returning EAGAIN before they count as wakeups for nothing
@@ -177,7 +178,7 @@ def measure_busy_poll(analysis: Analysis) -> BusyPollMeasure | None:
         return None
     group = threads.loc[tids]
     sums = group.sum(numeric_only=True)
-    cost = max(counters.empty_wakeup_ns(sums, analysis.capture.schema), counters.empty_poll_ns(sums))
+    cost = counters.busy_check_ns(sums, analysis.capture.schema)
     return BusyPollMeasure(list(tids), cost, float(sums["oncpu_ns"]),
                            ratio(sums["poll_calls"], analysis.capture.duration_s) or 0.0,
                            ratio(sums["poll_zero"], sums["poll_calls"]) or 0.0)
@@ -191,7 +192,7 @@ class EmptyPolls:
     waited: int          # calls that could block and woke with nothing
     check_us: float | None
     wake_us: float | None
-    cycle_us: float | None  # the whole cycle of an empty wakeup (schema 5), user space included
+    cycle_us: float | None  # the whole cycle of a blocking poll that woke with nothing (schema 5), user space included
 
 
 @dataclass
@@ -203,6 +204,12 @@ class Herd:
     processes: int
     listeners: list      # capture listeners (port, family, counts) with EAGAIN accepts
     cycle_us: float | None
+
+    @property
+    def on_accept(self) -> bool:
+        """Whether the wakeups that found nothing were for connections (accept returned EAGAIN for at least
+        half of them): a thundering herd on a listener, rather than wakeups for work another thread took."""
+        return self.accept_eagain >= HERD_MIN_ACCEPT_SHARE * self.futile
 
     @property
     def woken_per_connection(self) -> float | None:
@@ -253,10 +260,13 @@ def measure_spurious(analysis: Analysis) -> SpuriousMeasure | None:
     if zero.sum() >= MIN_CALLS:
         nowait = int(threads["poll_zero_nowait"].sum())
         waited = int(zero.sum()) - nowait
-        cost = (threads["poll_zero_cycle_ns"] if cycles else threads["poll_zero_nowait_ns"] + threads["poll_zero_wait_ns"])
+        # A blocking poll that woke with nothing costs its whole cycle (schema 5); a zero-timeout check, the
+        # time inside it (counters.empty_wakeup_ns).
+        woke = threads["poll_zero_cycle_ns"] if cycles else threads["poll_zero_wait_ns"]
+        cost = woke + threads["poll_zero_nowait_ns"]
         empty = EmptyPolls(nowait, waited, ratio(threads["poll_zero_nowait_ns"].sum() / 1e3, nowait),
                            ratio(threads["poll_zero_wait_ns"].sum() / 1e3, waited),
-                           ratio(cost.sum() / 1e3, zero.sum()) if cycles else None)
+                           ratio(woke.sum() / 1e3, waited) if cycles else None)
         wasted += cost
         involved |= set(threads.index[zero > 0])
 
