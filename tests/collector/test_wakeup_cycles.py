@@ -26,8 +26,10 @@ def test_herd_accepts_and_futile_wakeups_exact(herd):
         # Every connection woke every worker (the fixture's design): each accepted once per connection.
         assert truth["accept_calls"] == truth["ready"] == conns
         # The futile wakeups' cycles (the meeting's spin, the accept, the next poll) took CPU, no more
-        # than the worker ran; a poll that waits forever never returns empty.
-        assert 0 < got["poll_futile_cycle_ns"] <= got["oncpu_ns"]
+        # than the worker ran (its thread's own CPU clock, 5% for the two clocks' accounting: see the
+        # busy-polling test; the waits in poll are not in them); a poll that waits forever never returns
+        # empty.
+        assert 0 < got["poll_futile_cycle_ns"] <= 1.05 * truth["cpu_ns"]
         assert got["poll_zero_cycle_ns"] == 0
     # One connection each round, taken by one worker: the others' accepts returned EAGAIN.
     assert sum(herd.truth[n]["accept_ok"] for n in names) == conns
@@ -55,13 +57,18 @@ def test_busy_polling_cycles_include_the_loops_work(tmp_path, sample):
     assert (empty["poll_calls"], empty["poll_zero_nowait"]) == (calls, calls)
     # Each empty poll's cycle holds the loop's work (the fixture's own CPU clock measured it), which the
     # time inside the calls does not.
-    assert 0.8 * work <= empty["poll_zero_cycle_ns"] <= empty["oncpu_ns"]
+    # The loop's CPU time (the thread's own clock) holds every cycle: the time the thread waited for a CPU
+    # (runq_ns, often several times its CPU here) is not in them. 5% for the two clocks' accounting: the
+    # probes time switches at the sched_switch tracepoint, the scheduler's clock a little earlier (measured:
+    # the cycles, nearly all of the loop, came to 0.999-1.011 of it).
+    assert 0.8 * work <= empty["poll_zero_cycle_ns"] <= 1.05 * run.truth["busypoll"]["loop_cpu_ns"]
     assert empty["poll_zero_nowait_ns"] < 0.2 * work
     assert empty["poll_futile"] == empty["poll_futile_cycle_ns"] == 0
     # Polls that returned a ready fd never read: every cycle but the last (still open at exit) is futile.
     assert ready["poll_events"] == run.truth["busyready"]["poll_events"] == calls
     assert ready["poll_futile"] == calls - 1
-    assert 0.8 * run.truth["busyready"]["work_ns"] <= ready["poll_futile_cycle_ns"] <= ready["oncpu_ns"]
+    truth = run.truth["busyready"]
+    assert 0.8 * truth["work_ns"] <= ready["poll_futile_cycle_ns"] <= 1.05 * truth["loop_cpu_ns"]
     assert ready["poll_zero_cycle_ns"] == 0
     # The same loop that reads what each poll found: every cycle found work, none is counted.
     found = run.thread("busyread")
