@@ -881,7 +881,7 @@ static __always_inline bool poll_enter_nowait(__u32 cls, struct pt_regs *regs)
  * that began with a failed poll (EINTR) is not counted, nor is the one still open when the thread exits
  * or the capture ends.
  */
-static __always_inline void poll_cycle_end(struct thread_stats *t, long ret, struct call *call)
+static __always_inline void poll_cycle_end(struct thread_stats *t, long ret, bool nowait, struct call *call)
 {
 	__u64 now = call_now(call), offcpu = *(volatile __u64 *)&t->c.offcpu_ns;
 
@@ -898,12 +898,19 @@ static __always_inline void poll_cycle_end(struct thread_stats *t, long ret, str
 
 		if (t->cycle_kind == CYCLE_ZERO) {
 			t->c.poll_zero_cycle_ns += oncpu;
+		} else if (t->cycle_kind == CYCLE_CHECK) {
+			t->c.poll_check_cycle_ns += oncpu;
 		} else {
 			t->c.poll_futile++;
 			t->c.poll_futile_cycle_ns += oncpu;
 		}
 	}
-	t->cycle_kind = ret > 0 ? CYCLE_READY : ret == 0 ? CYCLE_ZERO : CYCLE_NONE;
+	if (ret > 0)
+		t->cycle_kind = CYCLE_READY;
+	else if (ret == 0)
+		t->cycle_kind = nowait ? CYCLE_CHECK : CYCLE_ZERO;
+	else
+		t->cycle_kind = CYCLE_NONE;
 	t->cycle_productive = 0;
 	t->cycle_start_ns = now;
 	t->cycle_start_offcpu = offcpu;
@@ -925,7 +932,7 @@ static __always_inline void poll_exit(struct thread_stats *t, __u32 cls, struct 
 	t->c.poll_ns += call->wall;
 	t->c.poll_oncpu_ns += call->oncpu;
 	t->c.poll_nowait += nowait;
-	poll_cycle_end(t, ret, call);
+	poll_cycle_end(t, ret, nowait, call);
 	if (ret < 0) {
 		t->c.poll_errors++;
 		return;

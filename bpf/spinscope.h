@@ -101,9 +101,10 @@
 	X(accept_eagain)       /* ...of which returned EAGAIN: another thread or process won the connection */ \
 	X(poll_futile)         /* poll calls that returned ready fds, then an unproductive cycle (see poll_cycle_end) */ \
 	X(poll_futile_cycle_ns) /* on-CPU of those cycles: poll exit to next poll exit, user space included */ \
-	X(poll_zero_cycle_ns)  /* on-CPU of the unproductive cycles that began with an empty poll */ \
+	X(poll_zero_cycle_ns)  /* on-CPU of the unproductive cycles that began with an empty poll that could block */ \
 	X(write_copy_ns)       /* on-CPU inside complete socket writes of >= WRITE_COPY_MIN bytes */ \
-	X(write_copy_bytes)    /* ...and the bytes those moved: the copy rate a small header cannot distort */
+	X(write_copy_bytes)    /* ...and the bytes those moved: the copy rate a small header cannot distort */ \
+	X(poll_check_cycle_ns) /* on-CPU of the unproductive cycles that began with an empty zero-timeout poll */
 
 struct thread_counters {
 #define X(name) __u64 name;
@@ -212,8 +213,9 @@ struct thread_stats {
 
 /* What the poll call that began a wakeup cycle returned. */
 #define CYCLE_NONE 0  /* no poll exit yet, or the poll failed (EINTR...): not counted */
-#define CYCLE_ZERO 1  /* no event */
+#define CYCLE_ZERO 1  /* no event, from a call that could block: a wakeup for nothing */
 #define CYCLE_READY 2 /* one or more ready fds */
+#define CYCLE_CHECK 3 /* no event, from a zero-timeout check: a loop that had other work, or a busy poller */
 
 /* A complete socket write of at least this many bytes copies at full rate (write_copy_ns, _bytes). */
 #define WRITE_COPY_MIN 4096

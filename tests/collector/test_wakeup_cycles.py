@@ -55,13 +55,14 @@ def test_busy_polling_cycles_include_the_loops_work(tmp_path, sample):
     empty, ready = run.thread("busypoll"), run.thread("busyready")
     work, calls = run.truth["busypoll"]["work_ns"], run.truth["busypoll"]["poll_calls"]
     assert (empty["poll_calls"], empty["poll_zero_nowait"]) == (calls, calls)
-    # Each empty poll's cycle holds the loop's work (the fixture's own CPU clock measured it), which the
-    # time inside the calls does not.
+    # Each empty zero-timeout check's cycle holds the loop's work (the fixture's own CPU clock measured
+    # it), which the time inside the calls does not; it is a check's (poll_check_cycle_ns), not a wakeup's.
     # The loop's CPU time (the thread's own clock) holds every cycle: the time the thread waited for a CPU
     # (runq_ns, often several times its CPU here) is not in them. 5% for the two clocks' accounting: the
     # probes time switches at the sched_switch tracepoint, the scheduler's clock a little earlier (measured:
     # the cycles, nearly all of the loop, came to 0.999-1.011 of it).
-    assert 0.8 * work <= empty["poll_zero_cycle_ns"] <= 1.05 * run.truth["busypoll"]["loop_cpu_ns"]
+    assert 0.8 * work <= empty["poll_check_cycle_ns"] <= 1.05 * run.truth["busypoll"]["loop_cpu_ns"]
+    assert empty["poll_zero_cycle_ns"] == 0
     assert empty["poll_zero_nowait_ns"] < 0.2 * work
     assert empty["poll_futile"] == empty["poll_futile_cycle_ns"] == 0
     # Polls that returned a ready fd never read: every cycle but the last (still open at exit) is futile.
@@ -69,7 +70,12 @@ def test_busy_polling_cycles_include_the_loops_work(tmp_path, sample):
     assert ready["poll_futile"] == calls - 1
     truth = run.truth["busyready"]
     assert 0.8 * truth["work_ns"] <= ready["poll_futile_cycle_ns"] <= 1.05 * truth["loop_cpu_ns"]
-    assert ready["poll_zero_cycle_ns"] == 0
+    assert ready["poll_zero_cycle_ns"] == ready["poll_check_cycle_ns"] == 0
+    # Blocking polls that time out with nothing (a housekeeping tick): their cycles are wakeups for nothing.
+    timer, truth = run.thread("timerloop"), run.truth["timerloop"]
+    assert (timer["poll_calls"], timer["poll_zero"], timer["poll_zero_nowait"]) == (truth["poll_calls"],) * 2 + (0,)
+    assert 0.8 * truth["work_ns"] <= timer["poll_zero_cycle_ns"] <= 1.05 * truth["loop_cpu_ns"]
+    assert timer["poll_check_cycle_ns"] == timer["poll_futile"] == 0
     # The same loop that reads what each poll found: every cycle found work, none is counted.
     found = run.thread("busyread")
     assert (found["poll_calls"], found["poll_events"], found["read_calls"]) == (calls, calls, calls)
