@@ -21,6 +21,9 @@ A side's figures (summarize_side):
   capture_cpu_ms_per_request           the capture's on-CPU time (totals.oncpu_ns) per request it counted
   handoffs_per_request, polls_per_request, empty_polls_per_request (polls that returned no event),
   read_eagain_per_request              from the capture's totals, per request it counted
+  accept_calls_per_request, accept_eagain_per_request, poll_futile_per_request
+                                       the same of schema 5's counters (null in older captures)
+  listeners                            schema 5's listening sockets (accepts per socket), else null
   counters_unknown_to_analyzer         totals the analyzer of this checkout does not know (a newer
                                        collector's counters: accept EAGAIN, futile wakeups, ...), as counts
   labels                               what the analyzer of this checkout says: name, severity, cpu_share
@@ -39,7 +42,7 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -129,6 +132,13 @@ def cpu_ticks() -> tuple:
 class SideRun(Run):
     """A recorded side of a pair: a Run, and the server's CPU seconds during the load, from /proc."""
     server_cpu_s: float = 0.0
+    _assessment: object = field(default=None, repr=False)
+
+    def assessment(self):
+        """The analyzer's labels, computed once (summaries and failure messages ask several times)."""
+        if self._assessment is None:
+            self._assessment = super().assessment()
+        return self._assessment
 
 
 def record_side(config: Config, workdir: Path, www: Path, output: Path) -> SideRun:
@@ -211,6 +221,12 @@ def unknown_counters(totals: dict) -> dict:
     return {key: value for key, value in totals.items() if key not in known}
 
 
+# Counters of capture schema 5 summarized per request when a capture has them: accept and accept4 calls,
+# those that found no connection (EAGAIN: another worker took it), and poll calls whose ready descriptors
+# gave nothing (docs/capture-format.md of schema 5).
+SCHEMA5_PER_REQUEST = ("accept_calls", "accept_eagain", "poll_futile")
+
+
 def summarize_side(run: SideRun) -> dict:
     cap, load = run.capture, run.load
     totals, counted = cap["totals"], cap["requests"]["count"]
@@ -231,6 +247,10 @@ def summarize_side(run: SideRun) -> dict:
         "polls_per_request": per(totals["poll_calls"], counted),
         "empty_polls_per_request": per(totals["poll_zero"], counted),
         "read_eagain_per_request": per(totals["read_eagain"], counted),
+        # Schema 5 counters (None in older captures, which do not count them)
+        **{f"{key}_per_request": per(totals[key], counted) if key in totals else None
+           for key in SCHEMA5_PER_REQUEST},
+        "listeners": cap.get("listeners"),
         "counters_unknown_to_analyzer": unknown_counters(totals),
         "labels": labels_of(run),
     }
