@@ -17,7 +17,10 @@ if [[ "${SPINSCOPE_SETUP_EXTRAS:-1}" == 1 ]]; then
     APT_PACKAGES+=(chromium nginx-light lighttpd wrk bpftrace linux-perf libbpf-tools
                    apache2 redis-server redis-tools
                    tmux prometheus  # tests/live: `top` in tmux, the exporter scraped by Prometheus
-                   nghttp2-client)  # h2load: HTTP/2 load for tests/realservers (nginx-h2c-100)
+                   nghttp2-client  # h2load: HTTP/2 load for tests/realservers (nginx-h2c-100)
+                   # tests/realservers/verdict_pairs.py: gunicorn, FastAPI on uvicorn (for Debian's
+                   # python3), HAProxy, and a Netty server built with Maven (netty-all from Maven Central)
+                   haproxy gunicorn python3-fastapi python3-uvicorn openjdk-17-jdk-headless maven)
     # Node.js: Debian's nodejs unless a node is installed already (e.g. from NodeSource).
     [[ -x /usr/bin/node ]] || APT_PACKAGES+=(nodejs)
 fi
@@ -34,7 +37,7 @@ if ((${#missing[@]})); then
 fi
 
 # The server packages start system services; spinscope starts its own instances.
-for svc in nginx lighttpd apache2 redis-server memcached prometheus; do
+for svc in nginx lighttpd apache2 redis-server memcached prometheus haproxy; do
     if command -v systemctl >/dev/null && systemctl is-active --quiet "$svc" 2>/dev/null; then
         systemctl stop "$svc" || true
         systemctl disable "$svc" >/dev/null 2>&1 || true

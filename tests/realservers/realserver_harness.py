@@ -1,4 +1,5 @@
-"""Real servers (nginx, Apache, Node.js, Redis, memcached, lighttpd) on 127.0.0.1, recorded by the
+"""Real servers (nginx, Apache, Node.js, Redis, memcached, lighttpd; gunicorn, FastAPI on uvicorn,
+HAProxy and a Netty server for the verdict pairs of verdict_pairs.py) on 127.0.0.1, recorded by the
 collector while a bounded load runs.
 
 Used by test_realservers.py and by survey.py. A configuration (CONFIGS) is a server, its options and
@@ -20,6 +21,7 @@ Other suites' helpers are imported by their module names (unique on purpose; con
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.util
 import json
 import os
@@ -39,7 +41,7 @@ for _suite in ("", "refservers", "collector"):  # survey.py runs this outside py
     if str(TESTS / _suite) not in sys.path:
         sys.path.insert(0, str(TESTS / _suite))
 
-from collector_harness import start_collector  # noqa: E402
+from collector_harness import COLLECTOR, start_collector  # noqa: E402
 from machine_lock import LOAD_LOCK, load_lock  # noqa: E402,F401
 from refserver_harness import ROOT, ensure_built, expected_body, raise_nofile, run_loadgen  # noqa: E402
 
@@ -60,6 +62,12 @@ wait_listening = _shards_module().wait_listening
 
 HERE = Path(__file__).resolve().parent
 NODE_SERVER = HERE / "bytes_server.js"
+APPS = HERE / "apps"  # the Python apps and the Netty server of the verdict pairs
+# gunicorn, FastAPI and uvicorn come from Debian's packages (scripts/setup.sh), installed for Debian's
+# python3, which may not be the interpreter running the tests: the servers run under this one.
+DEBIAN_PYTHON = "/usr/bin/python3"
+DIST_PACKAGES = Path("/usr/lib/python3/dist-packages")
+NETTY_BUILD = ROOT / "build" / "netty"  # netty-all's jars (lib/) and NettyBytes compiled (classes/)
 APACHE_MODULES = Path("/usr/lib/apache2/modules")
 SETTLE_S = 0.5  # after the load, for the server to read its clients' closes before the probes go
 SIZES = (100, 102400)
@@ -227,6 +235,73 @@ def _node(workdir: Path, port: int, docroot: Path, workers: int = 0) -> list[str
     return [binary("node"), str(NODE_SERVER), str(port)] + ([str(workers)] if workers else [])
 
 
+def _gunicorn(workdir: Path, port: int, docroot: Path, workers: int = 4) -> list[str]:
+    """gunicorn's sync workers (a master and WORKERS processes) serving apps/wsgi_bytes.py. Each worker
+    waits in select() on the shared listener and then accepts; a sync worker closes the connection after
+    each response (no keep-alive)."""
+    return [DEBIAN_PYTHON, "-m", "gunicorn", "--workers", str(workers), "--worker-class", "sync",
+            "--bind", f"127.0.0.1:{port}", "--chdir", str(APPS), "--error-logfile", str(workdir / "error.log"),
+            "--log-level", "warning", "wsgi_bytes:app"]
+
+
+def _fastapi(workdir: Path, port: int, docroot: Path, endpoint: str = "async") -> list[str]:
+    """uvicorn with one worker (a single process, asyncio loop and h11 as Debian ships them) serving
+    apps/fastapi_bytes.py with its endpoint declared `def` (run in the thread pool) or `async def`."""
+    return ["/usr/bin/env", f"SPINSCOPE_ENDPOINT={endpoint}", DEBIAN_PYTHON, "-m", "uvicorn",
+            "--app-dir", str(APPS), "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+            "--no-access-log", "--log-level", "warning", "fastapi_bytes:app"]
+
+
+def haproxy_body(n: int = 100) -> str:
+    """What HAProxy answers itself: the /bytes/100 pattern, for every path."""
+    return expected_body(n).decode()
+
+
+def _haproxy(workdir: Path, port: int, docroot: Path, busy_polling: bool = False) -> list[str]:
+    """Debian's HAProxy (2.6) in the foreground, one thread, answering every request itself with
+    `http-request return` (no backend). `busy-polling` in `global` makes the thread poll without
+    sleeping: lower latency for a whole CPU, a trade the documentation describes."""
+    (workdir / "haproxy.cfg").write_text(f"""\
+global
+    nbthread 1
+{"    busy-polling" if busy_polling else ""}
+defaults
+    mode http
+    timeout client 10s
+    timeout connect 5s
+    timeout server 10s
+frontend bytes
+    bind 127.0.0.1:{port}
+    http-request return status 200 content-type application/octet-stream string "{haproxy_body()}"
+""")
+    return [binary("haproxy"), "-db", "-f", str(workdir / "haproxy.cfg")]
+
+
+def ensure_netty() -> Path:
+    """netty-all (4.1.x, and the jars it depends on) fetched by Maven into build/netty/lib and
+    apps/NettyBytes.java compiled into build/netty/classes, once; returns build/netty."""
+    lib, classes = NETTY_BUILD / "lib", NETTY_BUILD / "classes"
+    source = APPS / "NettyBytes.java"
+    if not any(lib.glob("netty-all-4.1.*.jar")):
+        subprocess.run(["mvn", "-q", "-B", "-f", str(APPS / "pom.xml"), "dependency:copy-dependencies",
+                        f"-DoutputDirectory={lib}"], check=True, capture_output=True, timeout=600)
+    compiled = classes / "NettyBytes.class"
+    if not compiled.exists() or compiled.stat().st_mtime < source.stat().st_mtime:
+        subprocess.run(["javac", "-d", str(classes), "-cp", f"{lib}/*", str(source)], check=True,
+                       capture_output=True, timeout=300)
+    return NETTY_BUILD
+
+
+def _netty(workdir: Path, port: int, docroot: Path, executor: bool = False) -> list[str]:
+    """apps/NettyBytes.java: the HTTP handler on a DefaultEventExecutorGroup (EXECUTOR) or on the
+    event loop."""
+    build = ensure_netty()
+    # C1 only: the JVM reaches its steady speed within a few seconds of load instead of the 10-15 s C2
+    # took here (a 3 s recording after a short warmup would otherwise time the JIT).
+    return [binary("java"), "-XX:TieredStopAtLevel=1", "-cp", f"{build / 'classes'}:{build / 'lib'}/*",
+            "NettyBytes", str(port), "executor" if executor else "loop"]
+
+
 @dataclass(frozen=True)
 class ServerKind:
     command: object  # (workdir, port, docroot, **options) -> argv
@@ -246,6 +321,11 @@ SERVER_KINDS = {
     "node-cluster": ServerKind(lambda *a, **kw: _node(*a, workers=2, **kw), ("node",), children=True),
     "redis": ServerKind(_redis, ("redis-server", "redis-benchmark")),
     "memcached": ServerKind(_memcached, ("memcached",)),
+    "gunicorn": ServerKind(_gunicorn, (DEBIAN_PYTHON,), children=True, files=(DIST_PACKAGES / "gunicorn",)),
+    "fastapi": ServerKind(_fastapi, (DEBIAN_PYTHON,),
+                          files=(DIST_PACKAGES / "fastapi", DIST_PACKAGES / "uvicorn")),
+    "haproxy": ServerKind(_haproxy, ("haproxy",)),
+    "netty": ServerKind(_netty, ("java", "javac", "mvn")),
 }
 
 
@@ -258,14 +338,17 @@ def missing_binaries(kind: str) -> list[str]:
 @contextlib.contextmanager
 def start_server(kind: str, workdir: Path, docroot: Path, **options):
     """A running server of KIND listening on a free 127.0.0.1 port; stopped (with its workers) on exit.
-    Config files and logs go to WORKDIR."""
+    Config files and logs go to WORKDIR. Option cpus="0" runs it under `taskset -c 0` (it and every
+    thread and process it starts; taskset execs the server, so the PID is the server's)."""
     spec = SERVER_KINDS[kind]
+    cpus = options.pop("cpus", None)
+    pin = ["taskset", "-c", cpus] if cpus else []
     workdir.mkdir(parents=True, exist_ok=True)
     raise_nofile()
     for attempt in range(3):  # a free port can be taken before the server binds it
         port = free_port()
         with open(workdir / "stderr.log", "wb") as log:
-            proc = subprocess.Popen(spec.command(workdir, port, docroot, **options), cwd=workdir,
+            proc = subprocess.Popen(pin + spec.command(workdir, port, docroot, **options), cwd=workdir,
                                     stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
         server = RealServer(kind, proc, port, spec.children, workdir)
         try:
@@ -345,8 +428,8 @@ class HttpLoad(LoadgenLoad):
 
     def describe(self) -> str:
         window = f", {self.rcvbuf} B client windows" if self.rcvbuf else ""
-        closing = "" if self.keepalive else ", a connection per request"
-        return f"GET {self.path}, {self.concurrency} connections{window}{closing}"
+        connections = "connections" if self.keepalive else "clients, a new connection per request"
+        return f"GET {self.path}, {self.concurrency} {connections}{window}"
 
 
 @dataclass(frozen=True)
@@ -414,27 +497,42 @@ class RedisLoad:
         return f"redis-benchmark {self.tests} x {self.requests}, {self.clients} clients"
 
 
+def collector_program() -> Path:
+    """The collector to record with: $SPINSCOPE_COLLECTOR when set (as for the analyzer: another
+    checkout's build, to record with its probes), else this checkout's build/spinscope-collector."""
+    return Path(os.environ.get("SPINSCOPE_COLLECTOR") or COLLECTOR)
+
+
+@contextlib.contextmanager
+def recording(server: RealServer, output: Path, interval: float = 1.0):
+    """The collector attached to SERVER (with --children for a master) for the body of the with; then
+    SETTLE_S for the server to see its clients go, and the collector stopped (SIGINT) and waited for.
+    The caller holds the load lock."""
+    extra = ["--children"] if server.children else []
+    collector, err = start_collector(server.pid, output, *extra, "--interval", f"{interval:g}",
+                                     program=collector_program())
+    try:
+        yield
+        time.sleep(SETTLE_S)
+    finally:
+        collector.send_signal(signal.SIGINT)
+        try:
+            code = collector.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            collector.kill()
+            collector.wait()
+            raise
+    assert code == 0, f"collector exited with {code}: {err.seen}"
+
+
 def record_under_load(server: RealServer, output: Path, load, interval: float = 1.0) -> tuple[Path, dict]:
     """Attach the collector to SERVER (with --children for a master), run LOAD to its end (the load
     generators finish the requests they started), let the server see its clients go, then stop the
     collector (SIGINT) and wait for it.
 
     Returns (capture path, load result with "requests": what the client completed)."""
-    with load_lock():
-        extra = ["--children"] if server.children else []
-        collector, err = start_collector(server.pid, output, *extra, "--interval", f"{interval:g}")
-        try:
-            result = load.run(server.port)
-            time.sleep(SETTLE_S)
-        finally:
-            collector.send_signal(signal.SIGINT)
-            try:
-                code = collector.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                collector.kill()
-                collector.wait()
-                raise
-    assert code == 0, f"collector exited with {code}: {err.seen}"
+    with load_lock(), recording(server, output, interval):
+        result = load.run(server.port)
     return output, result
 
 
@@ -446,8 +544,9 @@ class Config:
     name: str
     server: str  # a SERVER_KINDS key
     load: object  # HttpLoad, MemcacheLoad or RedisLoad
-    options: dict = field(default_factory=dict)  # server options (sndbuf, io_threads, threads)
+    options: dict = field(default_factory=dict)  # server options (sndbuf, io_threads, threads, cpus, ...)
     about: str = ""
+    warmup_s: float = 0.0  # load before the recording, unrecorded (a JIT compiling the hot paths)
 
 
 def _configs(*configs: Config) -> dict:
@@ -481,6 +580,31 @@ CONFIGS = _configs(
     Config("memcached", "memcached", MemcacheLoad(), about="memcached -t 4"),
     Config("lighttpd-100", "lighttpd", HttpLoad("/bytes/100"), about="lighttpd"),
     Config("lighttpd-100k", "lighttpd", HttpLoad("/bytes/102400"), about="lighttpd"),
+)
+
+# The bad and good configurations of verdict_pairs.py's pairs (not in CONFIGS: test_realservers.py's checks
+# run over CONFIGS; these are recorded in pairs by verdict_pairs.py). The loads are short: a pair is
+# recorded several times, alternating.
+HERD_LOAD = HttpLoad("/bytes/100", concurrency=4, keepalive=False)
+VERDICT_CONFIGS = _configs(
+    Config("gunicorn-w4", "gunicorn", HERD_LOAD, {"workers": 4},
+           "gunicorn, 4 sync workers on 2 CPUs, a new connection per request"),
+    Config("gunicorn-w1", "gunicorn", HERD_LOAD, {"workers": 1},
+           "gunicorn, 1 sync worker, a new connection per request"),
+    Config("gunicorn-w4-cpu0", "gunicorn", HERD_LOAD, {"workers": 4, "cpus": "0"},
+           "gunicorn, 4 sync workers under taskset -c 0, a new connection per request"),
+    *(Config(f"fastapi-{endpoint}-c{clients}", "fastapi", HttpLoad("/bytes/100", concurrency=clients),
+             {"endpoint": endpoint}, f"FastAPI on uvicorn (1 worker), `{endpoint}` endpoint, {clients} clients")
+      for endpoint in ("def", "async") for clients in (1, 16)),
+    Config("haproxy-busy-polling", "haproxy", HttpLoad("/bytes/100", concurrency=1), {"busy_polling": True},
+           "HAProxy, 1 thread, busy-polling, answering itself, 1 client"),
+    Config("haproxy", "haproxy", HttpLoad("/bytes/100", concurrency=1), {"busy_polling": False},
+           "HAProxy, 1 thread, answering itself, 1 client"),
+    # 4 s of load first: the JIT compiles the request path (JIT threads' CPU would count otherwise).
+    Config("netty-executor", "netty", HttpLoad("/bytes/100", concurrency=4), {"executor": True},
+           "Netty 4.1 NIO, handler on a DefaultEventExecutorGroup(4), 4 connections", warmup_s=4.0),
+    Config("netty-loop", "netty", HttpLoad("/bytes/100", concurrency=4), {"executor": False},
+           "Netty 4.1 NIO, handler on the event loop, 4 connections", warmup_s=4.0),
 )
 
 
@@ -517,11 +641,19 @@ def ensure_ready() -> None:
     subprocess.run(["make", "-s", "-C", str(ROOT), "collector"], check=True, stdout=subprocess.DEVNULL)
 
 
+def warm_up(server: RealServer, config: Config) -> None:
+    """CONFIG's load for its warmup_s, unrecorded (nothing when 0), under the load lock."""
+    if config.warmup_s:
+        with load_lock():
+            dataclasses.replace(config.load, duration=config.warmup_s).run(server.port)
+
+
 def record_config(config: Config, workdir: Path, www: Path, capture_dir: Path | None = None) -> Run:
     """Start CONFIG's server, record it under its load, stop it. The capture is
     CAPTURE_DIR/<name>.json (default: WORKDIR)."""
     output = (capture_dir or workdir) / f"{config.name}.json"
     with start_server(config.server, workdir / "server", www, **config.options) as server:
+        warm_up(server, config)
         path, result = record_under_load(server, output, config.load)
         if server.proc.poll() is not None:
             raise RuntimeError(f"{server.kind} exited during the run\n{server.log_tail()}")

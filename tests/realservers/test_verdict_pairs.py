@@ -1,0 +1,159 @@
+"""Verdicts on real servers in a documented bad and good configuration (verdict_pairs.PAIRS): the bad
+side gets the label that names its bug, the good side does not, and for the herd and FastAPI's thread
+pool the label's measured share of CPU agrees with what the fix saves.
+
+The independent figure is verdict_pairs.independent_share: 1 - the good side's CPU per request / the bad
+side's, the server's CPU from /proc (no collector counter, no analyzer), per request the load generator
+completed; the median over ROUNDS alternating pairs recorded with less than MAX_STEAL hypervisor steal
+(test_label_costs.py's guard: stolen time inflates both sides' CPU and the share with it).
+
+These are the analyzer's target on real servers (issue "Verdicts that name real bugs"): the failure
+messages print every round's labels and shares, so a failure says which verdict is missing or wrong.
+Each pair is recorded once per module, by the first test that needs it (3 s loads; ~2.5 min in all).
+"""
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from realserver_harness import ensure_netty, ensure_ready
+from realserver_harness import www  # noqa: F401  (fixture)
+from verdict_pairs import (BUSY_POLLING, MAX_STEAL, PAIRS, SPURIOUS_SELECT, independent_share, label_share,
+                           median, missing, record_pair)
+
+SERIOUS = ("warning", "critical")
+COUNT_TOLERANCE = 0.01
+ROUNDS = {"gunicorn-herd": 3, "fastapi-threadpool-c1": 3, "fastapi-threadpool-c16": 3}  # else 1
+MAX_ROUNDS_FACTOR = 2  # rounds recorded at most, per round wanted, while the hypervisor steals
+# The label's cpu_share within this factor of the independent share (the issue's bound).
+SHARE_FACTOR = 2.0
+# Below this the pair does not show its bug here, and comparing a share with it means nothing: the issue
+# measured +58% CPU per request for the herd (a share of 0.37) and +69% for the thread pool (0.41).
+MIN_INDEPENDENT_SHARE = 0.15
+VERDICTS = [name for name, pair in PAIRS.items() if pair.sides == ("bad", "good")]
+COSTS = list(ROUNDS)
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory, www):  # noqa: F811
+    """recorded(pair name) -> [verdict_pairs.Round]: the pair recorded once for this module (a failure is
+    kept and raised again for its other tests rather than recorded again)."""
+    ensure_ready()
+    runs: dict = {}
+
+    def get(name: str) -> list:
+        if name not in runs:
+            pair = PAIRS[name]
+            try:
+                if absent := missing(pair):
+                    pytest.skip(f"{name}: {', '.join(absent)} not installed (scripts/setup.sh installs it)")
+                if any(config.server == "netty" for config in pair.configs().values()):
+                    build_netty()
+                wanted = ROUNDS.get(name, 1)
+                work = tmp_path_factory.mktemp(name)
+                runs[name] = record_pair(pair, work, www, work, rounds=wanted,
+                                         max_rounds=wanted * MAX_ROUNDS_FACTOR if wanted > 1 else None)
+            except Exception as e:
+                runs[name] = e
+            except pytest.skip.Exception as e:
+                runs[name] = e
+        if isinstance(runs[name], BaseException):
+            raise runs[name]
+        return runs[name]
+
+    return get
+
+
+def build_netty() -> None:
+    """netty-all from Maven Central and the server compiled (cached in build/netty); a skip when Maven
+    cannot fetch it here."""
+    try:
+        ensure_netty()
+    except subprocess.CalledProcessError as e:
+        tail = (e.stderr or b"").decode(errors="replace").strip().splitlines()[-5:]
+        pytest.skip(f"netty: {' '.join(map(str, e.cmd[:2]))} failed (no Maven Central?): {' | '.join(tail)}")
+
+
+def labels(run, severities=("info", *SERIOUS)) -> dict:
+    """{label name: severity} of a side's run, at one of SEVERITIES."""
+    return {label.name: label.severity for label in run.assessment().labels if label.severity in severities}
+
+
+def described(rounds: list) -> str:
+    """Every round's labels (name:severity cpu_share) per side, for failure messages."""
+    lines = []
+    for i, r in enumerate(rounds, 1):
+        for side, run in r.sides.items():
+            got = ", ".join(f"{label.name}:{label.severity} share={label.cpu_share}"
+                            for label in run.assessment().labels) or "no label"
+            cpu = run.server_cpu_s * 1e3 / run.load["requests"]
+            lines.append(f"round {i} (steal {r.steal:.1%}) {side} {run.config.name}: {cpu:.4f} CPU ms/request, "
+                         f"{run.load['throughput']:.0f} requests/s: {got}")
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("name", list(PAIRS))
+def test_request_counts_match_the_load_generator(recorded, name):
+    for r in recorded(name):
+        for side, run in r.sides.items():
+            sent, counted = run.load["requests"], run.capture["requests"]["count"]
+            assert run.load["errors"] == 0, (side, run.load)
+            assert sent >= 200, f"{side}: too little load to judge anything: {run.load}"
+            assert abs(counted - sent) <= COUNT_TOLERANCE * sent, \
+                f"{side}: capture counted {counted} requests, the load generator completed {sent}"
+
+
+@pytest.mark.parametrize("name", VERDICTS)
+def test_bad_side_gets_the_label(recorded, name):
+    pair, rounds = PAIRS[name], recorded(name)
+    for r in rounds:
+        bad = r.sides["bad"].assessment().labels
+        given = {label.name: label for label in bad}
+        if pair.label == BUSY_POLLING:
+            # A trade made on purpose: named, with what it costs, at any severity; and not told to block.
+            names, share = set(given), given[BUSY_POLLING].cpu_share if BUSY_POLLING in given else None
+            assert BUSY_POLLING in names and share is not None, f"{name}: {pair.about}\n{described(rounds)}"
+            assert SPURIOUS_SELECT not in names, f"{name}: busy polling is chosen on purpose\n{described(rounds)}"
+        else:
+            serious = labels(r.sides["bad"], SERIOUS)
+            assert pair.label in serious, \
+                f"{name}: {pair.about}; expected {pair.label} at warning or critical\n{described(rounds)}"
+
+
+@pytest.mark.parametrize("name", VERDICTS)
+def test_good_side_gets_no_label(recorded, name):
+    pair, rounds = PAIRS[name], recorded(name)
+    for r in rounds:
+        got = labels(r.sides["good"])
+        if pair.label == BUSY_POLLING:
+            assert got == {}, f"{name}: HAProxy without busy-polling has nothing to report\n{described(rounds)}"
+        else:
+            assert pair.label not in got, f"{name}: the good side must not get {pair.label}\n{described(rounds)}"
+
+
+@pytest.mark.parametrize("name", COSTS)
+def test_label_share_agrees_with_the_cpu_the_fix_saves(recorded, name):
+    pair, rounds = PAIRS[name], recorded(name)
+    valid = [r for r in rounds if r.steal < MAX_STEAL]
+    if len(valid) < ROUNDS[name]:
+        pytest.skip(f"the hypervisor stole {', '.join(f'{r.steal:.0%}' for r in rounds)} of the CPUs during the "
+                    f"pairs (fewer than {ROUNDS[name]} under {MAX_STEAL:.0%}): CPU-time comparisons are "
+                    "meaningless now")
+    independent = median([independent_share(r.sides["bad"], r.sides["good"]) for r in valid])
+    shares = [label_share(r.sides["bad"], pair.label) for r in valid]
+    context = f"{name}: independent share {independent:.3f}, {pair.label} cpu_share per round {shares}\n" \
+              f"{described(rounds)}"
+    assert independent >= MIN_INDEPENDENT_SHARE, f"the bad side should cost more CPU per request; {context}"
+    assert None not in shares, f"{pair.label} missing or without a measured share; {context}"
+    measured = median(shares)
+    assert 1 / SHARE_FACTOR <= measured / independent <= SHARE_FACTOR, context
+
+
+def test_pinned_and_unpinned_get_the_same_labels(recorded):
+    pair = PAIRS["pinned-herd"]
+    rounds = recorded(pair.name)
+    for r in rounds:
+        pinned, unpinned = (set(labels(r.sides[side], SERIOUS)) for side in pair.sides)
+        assert pinned == unpinned, f"taskset -c 0 changed the verdict\n{described(rounds)}"
+        assert pair.label in pinned, f"both are the herd: expected {pair.label}\n{described(rounds)}"
