@@ -86,9 +86,13 @@ PAIRS = {pair.name: pair for pair in (
     Pair("netty-executor", "netty-executor", "netty-loop", HANDOFF_OVERHEAD,
          "the HTTP handler added on a DefaultEventExecutorGroup: each request goes event loop -> executor "
          "thread -> event loop; on the event loop it does not"),
-    Pair("pinned-herd", "gunicorn-w4-cpu0", "gunicorn-w4", SPURIOUS_SELECT,
-         "the herd's bad side under taskset -c 0 and unpinned: both must get the same labels",
-         sides=("pinned", "unpinned")),
+    # The reactor + executor server of the issue ("CRITICAL when pinned to one CPU and unlabelled when not",
+    # under the old count gate). Not the herd: on one CPU select() re-checks the listener before it returns
+    # and the woken workers go back to sleep inside the kernel, so pinned, the herd costs less (measured:
+    # 0.42 against 0.58 ms CPU per request) and its label may rightly differ.
+    Pair("pinned-executor", "netty-executor-cpu0", "netty-executor", HANDOFF_OVERHEAD,
+         "the Netty executor server under taskset -c 0 and unpinned: both must get the same labels, the "
+         "severity at most one tier apart", sides=("pinned", "unpinned")),
 )}
 
 
@@ -263,8 +267,10 @@ def independent_share(bad: SideRun, good: SideRun) -> float:
 
 
 def label_share(run: Run, name: str) -> float | None:
-    labels = {label.name: label for label in run.assessment().labels}
-    share = labels[name].cpu_share if name in labels else None
+    """The measured CPU share of the label (or finding) `name` on a run, None when it is not there."""
+    assessment = run.assessment()
+    given = {item.name: item for item in (*assessment.labels, *assessment.findings)}
+    share = given[name].cpu_share if name in given else None
     return None if share is None else float(share)
 
 
