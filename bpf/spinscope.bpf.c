@@ -1097,11 +1097,22 @@ static __always_inline long task_syscall(struct task_struct *task)
 	return (long)SC_NR(regs);
 }
 
-static __always_inline bool in_counted_call(struct task_struct *task)
+/* The class of the syscall a task is inside (SC_IGNORED: none). */
+static __always_inline __u32 task_call_class(struct task_struct *task)
 {
 	long nr = task_syscall(task);
 
-	return nr >= 0 && counted_at_exit(syscall_class_of(nr));
+	return nr >= 0 ? syscall_class_of(nr) : SC_IGNORED;
+}
+
+static __always_inline bool in_counted_call(struct task_struct *task)
+{
+	return counted_at_exit(task_call_class(task));
+}
+
+static __always_inline bool poll_class(__u32 cls)
+{
+	return cls >= SC_POLL_MS2 && cls <= SC_POLL_TV4;
 }
 
 /*
@@ -1269,13 +1280,23 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	now = bpf_ktime_get_ns();
 	if (prev_ours && (t = task_thread(prev))) {
 		/* Read once, at switch-out: a thread's syscall does not change while it is switched out. */
-		t->out_in_call = in_counted_call(prev);
+		__u32 cls = task_call_class(prev);
+
+		t->out_in_call = counted_at_exit(cls);
 		if (preempt || prev_state == TASK_RUNNING) {
 			t->c.cs_involuntary++;
 			t->runnable_since_ns = now;
 		} else {
 			t->c.cs_voluntary++;
 			t->call_waits += t->out_in_call;
+			/* Asleep again inside the same poll call: it was woken, the kernel re-checked its
+			 * descriptors, found nothing ready (another waiter took it: select/poll re-check before
+			 * they return) and put it back to sleep. The slice it ran is a wakeup for nothing that
+			 * never reached user space. */
+			if (t->call_waits > 1 && poll_class(cls) && t->switch_in_ns) {
+				t->c.poll_rewaits++;
+				t->c.poll_rewait_ns += now - t->switch_in_ns;
+			}
 		}
 		if (t->switch_in_ns)
 			t->c.oncpu_ns += now - t->switch_in_ns;

@@ -104,7 +104,9 @@
 	X(poll_zero_cycle_ns)  /* on-CPU of the unproductive cycles that began with an empty poll that could block */ \
 	X(write_copy_ns)       /* on-CPU inside complete socket writes of >= WRITE_COPY_MIN bytes */ \
 	X(write_copy_bytes)    /* ...and the bytes those moved: the copy rate a small header cannot distort */ \
-	X(poll_check_cycle_ns) /* on-CPU of the unproductive cycles that began with an empty zero-timeout poll */
+	X(poll_check_cycle_ns) /* on-CPU of the unproductive cycles that began with an empty zero-timeout poll */ \
+	X(poll_rewaits)        /* times a poll call was woken and went back to sleep inside the kernel */ \
+	X(poll_rewait_ns)      /* on-CPU of those wakeups: switch-in to the next sleep in the same call */
 
 struct thread_counters {
 #define X(name) __u64 name;

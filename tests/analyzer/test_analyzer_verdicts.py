@@ -56,7 +56,8 @@ def test_a_herd_is_a_spurious_select_with_its_listener_and_cost(capture_file):
     assert label.cpu_share == pytest.approx(3_400 * 60_000 / 2.4e9)
     assert label.severity == WARNING
     assert "thundering herd on port 8000: 4 processes wait on the same listener; 1.3 woken per connection, " \
-           "3,400 wakeups found nothing ready at 60.0 µs each" in label.summary
+           "3,400 wakeups found nothing at 60.0 µs each (3,400 returned ready descriptors that gave nothing; " \
+           "13,400 accept calls returned EAGAIN)" in label.summary
     assert label.evidence["woken_per_connection"] == pytest.approx(1.34)
     assert any("EPOLLEXCLUSIVE" in fix and "SO_REUSEPORT" in fix for fix in label.fixes)
     # The same herd at 600 us a wakeup (the whole Python loop around accept): critical.
@@ -65,6 +66,23 @@ def test_a_herd_is_a_spurious_select_with_its_listener_and_cost(capture_file):
     doc["totals"]["poll_futile_cycle_ns"] = 4 * 850 * 600_000
     label = next(l for l in judge(doc, capture_file)[1].labels if l.name == SPURIOUS_SELECT)
     assert label.severity == CRITICAL and label.cpu_share == pytest.approx(0.85)
+
+
+def test_a_herd_that_never_leaves_the_kernel_is_counted_too(capture_file):
+    """On one CPU the herd's losers find the listener empty when select() re-checks it, and sleep again
+    inside the call: rewaits, not futile wakeups; the same herd, priced by the slices they ran."""
+    workers = [herd_worker(10 + i, futile=0, cycle_ns=0, oncpu_ns=0.6e9) for i in range(4)]
+    for row in workers:
+        row.update(poll_rewaits=2_000, poll_rewait_ns=2_000 * 15_000)
+    doc = schema5(captures.capture(workers, requests=N), listeners=[{"port": 8000, "accept_calls": 20_000,
+                                                                     "accept_ok": N, "accept_eagain": N}],
+                  pids={10 + i: 10 + i for i in range(4)})
+    label = next(l for l in judge(doc, capture_file)[1].labels if l.name == SPURIOUS_SELECT)
+    assert label.cpu_share == pytest.approx(8_000 * 15_000 / 2.4e9) and label.severity == WARNING
+    assert "thundering herd on port 8000" in label.summary
+    assert "8,000 wakeups found nothing at 15.0 µs each (8,000 were put back to sleep inside the poll call" \
+        in label.summary
+    assert label.evidence["woken_per_connection"] == pytest.approx(1.8)
 
 
 def test_one_worker_accepting_until_eagain_is_no_herd(capture_file):

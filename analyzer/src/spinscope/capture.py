@@ -38,14 +38,15 @@ COUNTERS = (
     "wakeups_received", "wakeup_wait_ns", "wakeups_external", "wakeups_irq",
     "threads_created", "calls_timed", "channel_reads", "channel_writes", "channel_sockets", "h2_connections",
     "accept_calls", "accept_eagain", "poll_futile", "poll_futile_cycle_ns", "poll_zero_cycle_ns",
-    "write_copy_ns", "write_copy_bytes", "poll_check_cycle_ns",
+    "write_copy_ns", "write_copy_bytes", "poll_check_cycle_ns", "poll_rewaits", "poll_rewait_ns",
 )
 # Schema 5 added the socket reads and writes on channels between the target's processes, which serve no
 # requests (before, their messages were counted as requests), the HTTP/2 connections, the accept counts,
 # the poll wakeup cycles and the copy rate: 0 in older captures.
 SCHEMA5_COUNTERS = frozenset(("channel_reads", "channel_writes", "channel_sockets", "h2_connections",
                               "accept_calls", "accept_eagain", "poll_futile", "poll_futile_cycle_ns",
-                              "poll_zero_cycle_ns", "write_copy_ns", "write_copy_bytes", "poll_check_cycle_ns"))
+                              "poll_zero_cycle_ns", "write_copy_ns", "write_copy_bytes", "poll_check_cycle_ns",
+                              "poll_rewaits", "poll_rewait_ns"))
 # Schema 4 added calls_timed (its captures before timed every counted call).
 SCHEMA4_COUNTERS = frozenset(("calls_timed",))
 # Schema 1 captures (collectors before the measured costs) lack these: loaded as 0, and

@@ -122,7 +122,7 @@ def empty_wakeup_ns(c: Mapping, schema: int) -> float:
     has other work: what follows the check is that work). Older captures: the time inside the empty polls
     and the EAGAIN reads (a lower bound)."""
     if schema >= CYCLES_SCHEMA:
-        return get(c, "poll_zero_cycle_ns") + c["poll_zero_nowait_ns"] + get(c, "poll_futile_cycle_ns")
+        return get(c, "poll_zero_cycle_ns") + c["poll_zero_nowait_ns"] + herd_ns(c)
     return c["poll_zero_nowait_ns"] + c["poll_zero_wait_ns"] + c["read_eagain_ns"]
 
 
@@ -141,9 +141,17 @@ def empty_poll_ns(c: Mapping) -> float:
 
 
 def herd_wakeups(c: Mapping) -> float:
-    """Poll wakeups whose ready descriptors gave nothing (schema 5): another thread or process took the
-    connection or the data first."""
-    return get(c, "poll_futile")
+    """Wakeups that found nothing because another thread or process took the connection or the data first
+    (schema 5): poll calls that returned ready descriptors which gave nothing (`poll_futile`), and wakeups
+    inside poll calls that the kernel put back to sleep without returning (`poll_rewaits`: select, poll
+    and epoll re-check a woken waiter's descriptors first)."""
+    return get(c, "poll_futile") + get(c, "poll_rewaits")
+
+
+def herd_ns(c: Mapping) -> float:
+    """What those wakeups cost: the futile wakeups' whole cycles (user space included) and the slices the
+    re-sleeping ones ran in the kernel."""
+    return get(c, "poll_futile_cycle_ns") + get(c, "poll_rewait_ns")
 
 
 def accepts_by_result(c: Mapping) -> dict:

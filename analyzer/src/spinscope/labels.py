@@ -346,10 +346,11 @@ def spurious_select(analysis: Analysis) -> Label | None:
                      "worker with SO_REUSEPORT, or one acceptor that hands connections out" if m.herd.on_accept else
                      "wake one thread per unit of work: EPOLLEXCLUSIVE, or an epoll set per thread, so the others "
                      "do not wake for what one of them takes")
-        evidence.update({"herd_wakeups": m.herd.futile, "accept_eagain": m.herd.accept_eagain,
+        evidence.update({"herd_wakeups": m.herd.wakeups, "futile_wakeups": m.herd.futile,
+                         "rewaits": m.herd.rewaits, "accept_eagain": m.herd.accept_eagain,
                          "accepts": m.herd.accepts, "woken_per_connection": _round(m.herd.woken_per_connection),
                          "herd_processes": m.herd.processes, "herd_threads": len(m.herd.tids),
-                         "herd_us_per_wakeup": _round(m.herd.cycle_us)})
+                         "herd_us_per_wakeup": _round(m.herd.us_each)})
     if m.eagain_reads:
         signals.append(f"{analysis.process['read_eagain_fraction']:.0%} of socket reads return EAGAIN "
                        f"({m.eagain_reads:,})")
@@ -388,16 +389,19 @@ def _empty_signal(analysis: Analysis, m: SpuriousMeasure) -> str:
 
 def _herd_signal(m: SpuriousMeasure) -> str:
     h = m.herd
-    each = f" at {h.cycle_us:.1f} µs each" if h.cycle_us else ""
+    each = f" at {h.us_each:.1f} µs each" if h.us_each else ""
+    kinds = ", ".join(part for part in (
+        f"{h.futile:,} returned ready descriptors that gave nothing" if h.futile else "",
+        f"{h.rewaits:,} were put back to sleep inside the poll call" if h.rewaits else "") if part)
     if not h.on_accept:
-        return (f"{h.futile:,} wakeups found their ready descriptors empty{each} (another thread took the work, "
-                f"or the wakeup had nothing behind it; {h.accept_eagain:,} of them accept calls that returned EAGAIN)")
+        return (f"{h.wakeups:,} wakeups found nothing{each} ({kinds}): another thread took the work first, or the "
+                "wakeup had nothing behind it")
     who = f"{h.processes} processes" if h.processes > 1 else f"{len(h.tids)} threads"
-    ports = sorted({entry.get("port") for entry in h.listeners if entry.get("port")})
+    ports = sorted({int(entry["port"]) for entry in h.listeners if entry.get("port")})
     where = f" on port {', '.join(str(p) for p in ports)}" if ports else ""
     woken = f"{h.woken_per_connection:.1f} woken per connection, " if h.woken_per_connection else ""
-    return (f"thundering herd{where}: {who} wait on the same listener; {woken}{h.futile:,} wakeups found "
-            f"nothing ready{each} ({h.accept_eagain:,} accept calls returned EAGAIN)")
+    return (f"thundering herd{where}: {who} wait on the same listener; {woken}{h.wakeups:,} wakeups found "
+            f"nothing{each} ({kinds}; {h.accept_eagain:,} accept calls returned EAGAIN)")
 
 
 # --- handoff overhead -------------------------------------------------------------------------------

@@ -197,24 +197,34 @@ class EmptyPolls:
 
 @dataclass
 class Herd:
-    futile: int          # poll wakeups whose ready descriptors gave nothing
+    futile: int          # poll wakeups that returned ready descriptors which gave nothing
+    rewaits: int         # wakeups inside poll calls that found nothing and slept again (never left the kernel)
     accept_eagain: int
     accepts: int         # accepts that returned a connection
     tids: list
     processes: int
     listeners: list      # capture listeners (port, family, counts) with EAGAIN accepts
-    cycle_us: float | None
+    cost_ns: float       # the futile wakeups' whole cycles and the rewaits' slices
+
+    @property
+    def wakeups(self) -> int:
+        return self.futile + self.rewaits
+
+    @property
+    def us_each(self) -> float | None:
+        return ratio(self.cost_ns / 1e3, self.wakeups)
 
     @property
     def on_accept(self) -> bool:
-        """Whether the wakeups that found nothing were for connections (accept returned EAGAIN for at least
-        half of them): a thundering herd on a listener, rather than wakeups for work another thread took."""
-        return self.accept_eagain >= HERD_MIN_ACCEPT_SHARE * self.futile
+        """Whether the wakeups that found nothing were for connections: the threads that woke accept
+        connections, and accept returned EAGAIN for at least HERD_MIN_ACCEPT_SHARE of the wakeups that reached
+        user space. A thundering herd on a listener, rather than wakeups for work another thread took."""
+        return self.accepts > 0 and self.accept_eagain >= HERD_MIN_ACCEPT_SHARE * self.futile
 
     @property
     def woken_per_connection(self) -> float | None:
         """Threads or processes woken per connection: the one that took it, and the ones that found nothing."""
-        return ratio(self.accepts + self.futile, self.accepts) if self.accepts else None
+        return ratio(self.accepts + self.wakeups, self.accepts) if self.accepts else None
 
 
 @dataclass
@@ -271,17 +281,18 @@ def measure_spurious(analysis: Analysis) -> SpuriousMeasure | None:
         involved |= set(threads.index[zero > 0])
 
     herd = None
-    futile = counters.herd_wakeups(threads) if cycles else pd.Series(0, index=threads.index)
-    if cycles and futile.sum() >= MIN_HERD_WAKEUPS:
-        tids = list(threads.index[futile > 0])
-        accepts = counters.accepts_by_result(threads)
+    woken = counters.herd_wakeups(threads) if cycles else pd.Series(0, index=threads.index)
+    if cycles and woken.sum() >= MIN_HERD_WAKEUPS:
+        tids = list(threads.index[woken > 0])
+        accepts = counters.accepts_by_result(threads.loc[tids])
         frame = analysis.capture.listeners
         listeners = frame[frame["accept_eagain"] > 0].to_dict(orient="records")
         processes = max([int(entry["processes"]) for entry in listeners] + [int(threads.loc[tids, "pid"].nunique())])
-        herd = Herd(int(futile.sum()), int(accepts["eagain"].sum()), int(accepts["ok"].sum()), tids,
-                    processes, listeners,
-                    ratio(threads["poll_futile_cycle_ns"].sum() / 1e3, futile.sum()))
-        wasted += threads["poll_futile_cycle_ns"]
+        cost = counters.herd_ns(threads)
+        herd = Herd(int(threads["poll_futile"].sum()), int(threads["poll_rewaits"].sum()),
+                    int(accepts["eagain"].sum()), int(accepts["ok"].sum()), tids, processes, listeners,
+                    float(cost.sum()))
+        wasted += cost
         involved |= set(tids)
 
     eagain_reads = 0
