@@ -627,6 +627,29 @@ static __always_inline void write_copy_count(struct thread_stats *t, long ret, b
 	t->c.write_copy_bytes += bytes;
 }
 
+/*
+ * What bound a stalled TCP write: the socket's send buffer and the bytes queued in it, the peer's
+ * advertised window and the RTT, summed over the stalls (averages in the analyzer). A peer window smaller
+ * than the send buffer means the clients read slowly (a larger buffer only queues more); a window as
+ * large means the buffer is the bound. Read on stalls only, not on every write.
+ */
+static __noinline void stall_sample(struct thread_stats *t, __u64 sock)
+{
+	struct socket *s = bpf_rdonly_cast((void *)sock, bpf_core_type_id_kernel(struct socket));
+	struct sock *sk = s->sk;
+	struct tcp_sock *tp;
+
+	if (!sk || sk->sk_protocol != IPPROTO_TCP ||
+	    (sk->__sk_common.skc_family != AF_INET && sk->__sk_common.skc_family != AF_INET6))
+		return;
+	tp = bpf_rdonly_cast(sk, bpf_core_type_id_kernel(struct tcp_sock));
+	t->c.stalls_sampled++;
+	t->c.stall_sndbuf_bytes += (__u32)sk->sk_sndbuf;
+	t->c.stall_queued_bytes += (__u32)sk->sk_wmem_queued;
+	t->c.stall_peer_window_bytes += tp->snd_wnd;
+	t->c.stall_srtt_us += tp->srtt_us >> 3; /* srtt_us holds 8 times the smoothed RTT */
+}
+
 static __always_inline void write_exit(struct thread_stats *t, __u32 tid, __u64 sock, long ret, __u64 asked,
 				       __u64 bytes, struct call *call)
 {
@@ -648,6 +671,8 @@ static __always_inline void write_exit(struct thread_stats *t, __u32 tid, __u64 
 	t->in_request = 0;
 	if (ret > 0) /* it moved bytes: the wakeup cycle found work */
 		t->cycle_productive = 1;
+	if (sock && (ret == -EAGAIN || partial))
+		stall_sample(t, sock);
 	write_copy_count(t, ret, partial, bytes, call);
 	what = request_on_write(t, tid, sock, call, ret, ret == -EAGAIN || partial, bytes);
 	if (what & WRITE_SPIN) {

@@ -106,7 +106,12 @@
 	X(write_copy_bytes)    /* ...and the bytes those moved: the copy rate a small header cannot distort */ \
 	X(poll_check_cycle_ns) /* on-CPU of the unproductive cycles that began with an empty zero-timeout poll */ \
 	X(poll_rewaits)        /* times a poll call was woken and went back to sleep inside the kernel */ \
-	X(poll_rewait_ns)      /* on-CPU of those wakeups: switch-in to the next sleep in the same call */
+	X(poll_rewait_ns)      /* on-CPU of those wakeups: switch-in to the next sleep in the same call */ \
+	X(stalls_sampled)      /* stalled TCP writes (EAGAIN, partial) whose socket state was read: */ \
+	X(stall_sndbuf_bytes)  /* ...the sum of their send buffers (sk_sndbuf), */              \
+	X(stall_queued_bytes)  /* ...of the bytes queued in them (sk_wmem_queued), */          \
+	X(stall_peer_window_bytes) /* ...of the peer's advertised windows (snd_wnd), */        \
+	X(stall_srtt_us)       /* ...and of the smoothed RTTs, microseconds */
 
 struct thread_counters {
 #define X(name) __u64 name;

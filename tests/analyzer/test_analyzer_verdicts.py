@@ -248,3 +248,27 @@ def test_a_header_written_on_its_own_does_not_erase_the_spin(capture_file):
     assert new.evidence["copy_rate_from"] == "bulk writes"
     assert new.cpu_share == pytest.approx((0.1e9 - 2 * 5_000 * 4096 * 0.25) / 1e9)
     assert new.severity == WARNING
+
+
+def waiting_server(window: int, sndbuf: int = 16_384) -> dict:
+    """nginx with a 16 KB send buffer: 5 waits for writability per 100 KB response; at each of its 25,000
+    stalls the probes read the send buffer, the bytes queued, the peer's window and the RTT."""
+    n, stalls = 5_000, 25_000
+    loop = captures.thread(950, "nginx", poll_calls=6 * n, poll_events=6 * n, read_calls=n, write_calls=12 * n,
+                           write_eagain=stalls, write_waited=stalls, socket_switches=n, oncpu_ns=1e9,
+                           stalls_sampled=stalls, stall_sndbuf_bytes=stalls * sndbuf,
+                           stall_queued_bytes=stalls * sndbuf, stall_peer_window_bytes=stalls * window,
+                           stall_srtt_us=stalls * 50)
+    doc = captures.capture([loop], requests=n, writes_per_request=12, eagain_per_request=5, waits_per_request=5,
+                           response_bytes=100_000, request_ns=2_000_000)
+    return schema5(doc)
+
+
+def test_a_stall_says_whether_the_clients_or_the_send_buffer_bound_it(capture_file):
+    slow = next(f for f in judge(waiting_server(window=4_096), capture_file)[1].findings if f.name == "write-wait")
+    assert "the peers advertised a 4.0 KiB window, smaller than the 16 KiB send buffer" in slow.summary
+    assert "the clients read slowly" in slow.summary and slow.evidence["slow_readers"] is True
+    assert "not the send buffer" in slow.advice[0]
+    full = next(f for f in judge(waiting_server(window=65_536), capture_file)[1].findings if f.name == "write-wait")
+    assert "the 16 KiB send buffer was the bound" in full.summary and "raising SO_SNDBUF" in full.summary
+    assert full.evidence["stall_peer_window_bytes"] == 65_536 and full.evidence["stall_rtt_ms"] == 0.05

@@ -252,6 +252,14 @@ def test_spin_retries_and_writes_after_a_wait_exact(tmp_path):
     assert 0 < got["write_eagain_ns"] + got["write_partial_ns"] <= got["write_ns"]
     assert 0 < got["write_spin_ns"] <= got["oncpu_ns"]
     assert 0 < got["write_spin_bytes"] < got["write_bytes"]
+    # What bound each stall, read at the stall: the send buffer the fixture set (as the kernel made it), at
+    # every one of them; the client's receive window, which its 4 KB receive buffer (8 KB once the kernel
+    # doubles it) caps.
+    stalls = truth["write_eagain"] + truth["write_partial"]
+    assert got["stalls_sampled"] == stalls
+    assert got["stall_sndbuf_bytes"] == stalls * truth["sndbuf"]
+    assert 0 < got["stall_queued_bytes"] <= stalls * 2 * truth["sndbuf"]
+    assert got["stall_peer_window_bytes"] <= stalls * 8192
     # The first write of each of the 3 responses: the rate at which the thread moves bytes unstalled.
     assert 0 < got["write_first_bytes"] <= 3 * 64 * 1024 and got["write_first_ns"] > 0
 

@@ -196,6 +196,29 @@ WRITE_SPIN_FIXES = [
 ]
 
 
+def stall_phrase(bound) -> str:
+    """What bound the stalls, and so whether a larger send buffer helps (a sentence, or "" without data)."""
+    if bound is None:
+        return ""
+    kib = 1024
+    if bound.slow_readers:
+        return (f"at a stall the peers advertised a {bound.peer_window / kib:.1f} KiB window, smaller than the "
+                f"{bound.sndbuf / kib:.0f} KiB send buffer ({bound.queued / kib:.0f} KiB queued, RTT "
+                f"{bound.rtt_ms:.2f} ms): the clients read slowly; a larger SO_SNDBUF lets a response be written "
+                "at once but does not deliver it sooner")
+    return (f"at a stall the {bound.sndbuf / kib:.0f} KiB send buffer was the bound ({bound.queued / kib:.0f} KiB "
+            f"queued; the peers' window {bound.peer_window / kib:.0f} KiB, RTT {bound.rtt_ms:.2f} ms): raising "
+            "SO_SNDBUF above the response sizes helps")
+
+
+def _bound_evidence(bound) -> dict:
+    if bound is None:
+        return {}
+    return {"stalls_sampled": bound.stalls, "stall_sndbuf_bytes": round(bound.sndbuf),
+            "stall_queued_bytes": round(bound.queued), "stall_peer_window_bytes": round(bound.peer_window),
+            "stall_rtt_ms": round(bound.rtt_ms, 3), "slow_readers": bound.slow_readers}
+
+
 def write_spin(analysis: Analysis) -> Label | None:
     """Responses whose writes retry an EAGAIN at once, without waiting for the socket to drain; graded by
     the measured cost of the spinning threads' retry cycles."""
@@ -205,8 +228,10 @@ def write_spin(analysis: Analysis) -> Label | None:
     level = severity(m.share)
     if level is None:
         return None
-    return Label(WRITE_SPIN, level, _write_spin_summary(analysis, m), _write_spin_evidence(analysis, m),
-                 m.share, WRITE_SPIN_FIXES, _write_spin_details(m), cost_share=m.share)
+    details = _write_spin_details(m) + ([stall_phrase(m.bound)] if m.bound else [])
+    return Label(WRITE_SPIN, level, _write_spin_summary(analysis, m),
+                 {**_write_spin_evidence(analysis, m), **_bound_evidence(m.bound)}, m.share, WRITE_SPIN_FIXES,
+                 details, cost_share=m.share)
 
 
 def _write_spin_summary(analysis: Analysis, m: WriteSpinMeasure) -> str:
@@ -283,8 +308,12 @@ def write_wait(analysis: Analysis) -> Finding | None:
     evidence = {"size_class_bytes_min": worst.bytes_min, "size_class_bytes_max": worst.bytes_max,
                 "responses": worst.count, "waits_per_response": round(worst.waits, 2),
                 "eagain_retries_per_response": round(worst.eagain_retries, 2),
-                "request_ms": _round(worst.request_ms)}
-    advice = ["raise SO_SNDBUF (or net.ipv4.tcp_wmem) above the large response sizes if their latency matters"]
+                "request_ms": _round(worst.request_ms), **_bound_evidence(m.bound)}
+    if m.bound is not None:
+        summary += f"; {stall_phrase(m.bound)}"
+    advice = (["the clients' windows, not the send buffer, pace these responses: a larger SO_SNDBUF saves the "
+               "waits' wakeups, not their time"] if m.bound is not None and m.bound.slow_readers else
+              ["raise SO_SNDBUF (or net.ipv4.tcp_wmem) above the large response sizes if their latency matters"])
     return Finding(WRITE_WAIT, summary, evidence, None, advice)
 
 

@@ -85,6 +85,33 @@ def size_classes(analysis: Analysis, min_count: int = 0) -> list:
     return out
 
 
+# --- write stalls: what bound them ------------------------------------------------------------------
+
+@dataclass
+class StallBound:
+    """The averages over the stalled TCP writes (schema 5): what made them stall."""
+
+    stalls: int
+    sndbuf: float       # the send buffer, bytes
+    queued: float       # bytes queued in it
+    peer_window: float  # the peer's advertised receive window, bytes
+    rtt_ms: float
+
+    @property
+    def slow_readers(self) -> bool:
+        """The peers advertise a window smaller than the send buffer: they read slowly (or keep small
+        receive buffers), and a larger send buffer would only queue more of the response."""
+        return bool(self.peer_window < self.sndbuf)
+
+
+def stall_bound(c) -> StallBound | None:
+    stalls = counters.get(c, "stalls_sampled")
+    if not stalls:
+        return None
+    return StallBound(int(stalls), c["stall_sndbuf_bytes"] / stalls, c["stall_queued_bytes"] / stalls,
+                      c["stall_peer_window_bytes"] / stalls, c["stall_srtt_us"] / stalls / 1e3)
+
+
 # --- write-spin -------------------------------------------------------------------------------------
 
 @dataclass
@@ -96,6 +123,7 @@ class WriteSpinMeasure:
     retries: float          # retries of an EAGAIN without waiting (all threads)
     copy_rate_ns_per_byte: float
     copy_rate_source: str   # counters.copy_rate
+    bound: StallBound | None = None
 
     @property
     def share(self) -> float | None:
@@ -121,7 +149,7 @@ def measure_write_spin(analysis: Analysis) -> WriteSpinMeasure | None:
     rate, source = counters.copy_rate(sums, schema)
     return WriteSpinMeasure(sorted(classes, key=lambda c: -c.eagain_retries * c.count), list(spinners.index),
                             counters.spin_cost_ns(sums, schema), float(spinners["oncpu_ns"].sum()),
-                            float(counters.eagain_retries(threads).sum()), rate, source)
+                            float(counters.eagain_retries(threads).sum()), rate, source, stall_bound(sums))
 
 
 def _spins(sums) -> bool:
@@ -136,6 +164,7 @@ class WriteWaitMeasure:
 
     worst: SizeClass
     classes: list
+    bound: StallBound | None = None
 
 
 def measure_write_wait(analysis: Analysis) -> WriteWaitMeasure | None:
@@ -144,7 +173,8 @@ def measure_write_wait(analysis: Analysis) -> WriteWaitMeasure | None:
     waiting = [c for c in size_classes(analysis, MIN_CLASS_REQUESTS) if c.waits >= WAIT_MIN_PER_RESPONSE]
     if not waiting:
         return None
-    return WriteWaitMeasure(max(waiting, key=lambda c: c.waits * c.count), waiting)
+    return WriteWaitMeasure(max(waiting, key=lambda c: c.waits * c.count), waiting,
+                            stall_bound(analysis.threads.sum(numeric_only=True)))
 
 
 # --- busy polling -----------------------------------------------------------------------------------
