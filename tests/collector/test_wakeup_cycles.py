@@ -8,6 +8,11 @@ import pytest
 
 from collector_harness import run_fixture
 
+# The thread's own CPU clock leaves out the interrupts it took while running (IRQ time accounting gives
+# them to no task), which a cycle timed from tracepoint to tracepoint holds: on this machine busy with other
+# tests' loopback traffic (softirqs), cycles came to up to 1.17 of the clock. The bound a cycle must keep.
+CLOCK_SLACK = 1.3
+
 HERD_KEYS = ["poll_calls", "accept_calls", "accept_eagain", "poll_futile"]
 
 
@@ -26,10 +31,10 @@ def test_herd_accepts_and_futile_wakeups_exact(herd):
         # Every connection woke every worker (the fixture's design): each accepted once per connection.
         assert truth["accept_calls"] == truth["ready"] == conns
         # The futile wakeups' cycles (the meeting's spin, the accept, the next poll) took CPU, no more
-        # than the worker ran (its thread's own CPU clock, 5% for the two clocks' accounting: see the
+        # than the worker ran (its thread's own CPU clock, CLOCK_SLACK for the two clocks' accounting: see the
         # busy-polling test; the waits in poll are not in them); a poll that waits forever never returns
         # empty.
-        assert 0 < got["poll_futile_cycle_ns"] <= 1.05 * truth["cpu_ns"]
+        assert 0 < got["poll_futile_cycle_ns"] <= CLOCK_SLACK * truth["cpu_ns"]
         assert got["poll_zero_cycle_ns"] == 0
     # One connection each round, taken by one worker: the others' accepts returned EAGAIN.
     assert sum(herd.truth[n]["accept_ok"] for n in names) == conns
@@ -58,10 +63,10 @@ def test_busy_polling_cycles_include_the_loops_work(tmp_path, sample):
     # Each empty zero-timeout check's cycle holds the loop's work (the fixture's own CPU clock measured
     # it), which the time inside the calls does not; it is a check's (poll_check_cycle_ns), not a wakeup's.
     # The loop's CPU time (the thread's own clock) holds every cycle: the time the thread waited for a CPU
-    # (runq_ns, often several times its CPU here) is not in them. 5% for the two clocks' accounting: the
+    # (runq_ns, often several times its CPU here) is not in them. CLOCK_SLACK for the two clocks' accounting (and the interrupts): the
     # probes time switches at the sched_switch tracepoint, the scheduler's clock a little earlier (measured:
     # the cycles, nearly all of the loop, came to 0.999-1.011 of it).
-    assert 0.8 * work <= empty["poll_check_cycle_ns"] <= 1.05 * run.truth["busypoll"]["loop_cpu_ns"]
+    assert 0.8 * work <= empty["poll_check_cycle_ns"] <= CLOCK_SLACK * run.truth["busypoll"]["loop_cpu_ns"]
     assert empty["poll_zero_cycle_ns"] == 0
     assert empty["poll_zero_nowait_ns"] < 0.2 * work
     assert empty["poll_futile"] == empty["poll_futile_cycle_ns"] == 0
@@ -69,7 +74,7 @@ def test_busy_polling_cycles_include_the_loops_work(tmp_path, sample):
     assert ready["poll_events"] == run.truth["busyready"]["poll_events"] == calls
     assert ready["poll_futile"] == calls - 1
     truth = run.truth["busyready"]
-    assert 0.8 * truth["work_ns"] <= ready["poll_futile_cycle_ns"] <= 1.05 * truth["loop_cpu_ns"]
+    assert 0.8 * truth["work_ns"] <= ready["poll_futile_cycle_ns"] <= CLOCK_SLACK * truth["loop_cpu_ns"]
     assert ready["poll_zero_cycle_ns"] == ready["poll_check_cycle_ns"] == 0
     # Blocking polls that time out with nothing (a housekeeping tick): their cycles are wakeups for nothing.
     timer, truth = run.thread("timerloop"), run.truth["timerloop"]
@@ -103,5 +108,5 @@ def test_wakeups_that_never_reach_user_space_are_counted(tmp_path):
     # The slices are timed from the sched_switch tracepoint in to the one out: that holds the context switch
     # itself, which the thread's own CPU clock leaves to the task before it (a few microseconds a slice,
     # measured 5-30% of these 7 us slices): bounded by the clock plus 10 us a slice.
-    assert 0 < sleeper["poll_rewait_ns"] <= 1.05 * truth["sleeper"]["cpu_ns"] + 10_000 * truth["waker"]["rewaits"]
+    assert 0 < sleeper["poll_rewait_ns"] <= CLOCK_SLACK * truth["sleeper"]["cpu_ns"] + 10_000 * truth["waker"]["rewaits"]
     assert run.thread("waker")["poll_rewaits"] == 0
