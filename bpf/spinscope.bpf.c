@@ -26,8 +26,8 @@
  *     ~24 ns less, but a nested access (a wakeup from an interrupt during one of our programs) fails
  *     and would lose exact counts: not used.
  *   - poll calls read the clock at every exit, to measure their wakeup cycles exactly (poll_cycle_end):
- *     measured +94 ns per sys_exit run of a zero-timeout epoll_wait (bpf_stats, min of 5; ~70 ns of it
- *     the clock read, a helper call, dear on this CPU).
+ *     measured +71 to +94 ns per sys_exit run of a zero-timeout epoll_wait (bpf_stats, min of 5 or 7
+ *     runs, two sessions; ~67 ns of it the clock read, a helper call, dear on this CPU).
  *
  * Two ways to choose the target, fixed before load: a PID (and its forked children with --children),
  * or a cgroup v2 (--cgroup: every thread whose cgroup is it or a descendant, whenever it entered). The
