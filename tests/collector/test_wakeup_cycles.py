@@ -9,6 +9,15 @@ import pytest
 from collector_harness import run_fixture
 
 HERD_KEYS = ["poll_calls", "accept_calls", "accept_eagain", "poll_futile"]
+CLOCKS = 1.05  # the probes' clock against a thread's own CPU clock: see the busy-polling test
+
+
+def unaccounted_ns(thread: dict) -> float:
+    """The part of a gone thread's life that its oncpu_ns and offcpu_ns do not hold: ~0, but now and then,
+    under load, the probes miss a switch and a few ms are in neither (seen on this VM: 2-11 ms in ~1 run of
+    10 of the busy-polling fixture, oncpu_ns then below the thread's own CPU clock). A cycle measured
+    across that miss counts the time switched out in it as on-CPU."""
+    return max(0.0, (thread["exit_s"] - thread["first_seen_s"]) * 1e9 - thread["oncpu_ns"] - thread["offcpu_ns"])
 
 
 @pytest.fixture(scope="module")
@@ -26,10 +35,9 @@ def test_herd_accepts_and_futile_wakeups_exact(herd):
         # Every connection woke every worker (the fixture's design): each accepted once per connection.
         assert truth["accept_calls"] == truth["ready"] == conns
         # The futile wakeups' cycles (the meeting's spin, the accept, the next poll) took CPU, no more
-        # than the worker ran (its thread's own CPU clock, 5% for the two clocks' accounting: see the
-        # busy-polling test; the waits in poll are not in them); a poll that waits forever never returns
-        # empty.
-        assert 0 < got["poll_futile_cycle_ns"] <= 1.05 * truth["cpu_ns"]
+        # than the worker ran (its thread's own CPU clock; the waits in poll are not in them); a poll that
+        # waits forever never returns empty.
+        assert 0 < got["poll_futile_cycle_ns"] <= CLOCKS * truth["cpu_ns"] + unaccounted_ns(got)
         assert got["poll_zero_cycle_ns"] == 0
     # One connection each round, taken by one worker: the others' accepts returned EAGAIN.
     assert sum(herd.truth[n]["accept_ok"] for n in names) == conns
@@ -58,22 +66,28 @@ def test_busy_polling_cycles_include_the_loops_work(tmp_path, sample):
     # Each empty poll's cycle holds the loop's work (the fixture's own CPU clock measured it), which the
     # time inside the calls does not.
     # The loop's CPU time (the thread's own clock) holds every cycle: the time the thread waited for a CPU
-    # (runq_ns, often several times its CPU here) is not in them. 5% for the two clocks' accounting: the
-    # probes time switches at the sched_switch tracepoint, the scheduler's clock a little earlier (measured:
-    # the cycles, nearly all of the loop, came to 0.999-1.011 of it).
-    assert 0.8 * work <= empty["poll_zero_cycle_ns"] <= 1.05 * run.truth["busypoll"]["loop_cpu_ns"]
+    # (runq_ns, often several times its CPU here) is not in them. CLOCKS, 5%, for the two clocks'
+    # accounting: the probes time switches at the sched_switch tracepoint, the scheduler's clock a little
+    # earlier (measured: the cycles, nearly all of the loop, came to 0.996-1.016 of it).
+    loop = run.truth["busypoll"]["loop_cpu_ns"]
+    assert 0.8 * work <= empty["poll_zero_cycle_ns"] <= CLOCKS * loop + unaccounted_ns(empty)
     assert empty["poll_zero_nowait_ns"] < 0.2 * work
     assert empty["poll_futile"] == empty["poll_futile_cycle_ns"] == 0
     # Polls that returned a ready fd never read: every cycle but the last (still open at exit) is futile.
     assert ready["poll_events"] == run.truth["busyready"]["poll_events"] == calls
     assert ready["poll_futile"] == calls - 1
     truth = run.truth["busyready"]
-    assert 0.8 * truth["work_ns"] <= ready["poll_futile_cycle_ns"] <= 1.05 * truth["loop_cpu_ns"]
+    loop = truth["loop_cpu_ns"]
+    assert 0.8 * truth["work_ns"] <= ready["poll_futile_cycle_ns"] <= CLOCKS * loop + unaccounted_ns(ready)
     assert ready["poll_zero_cycle_ns"] == 0
-    # The same loop that reads what each poll found: every cycle found work, none is counted.
+    # The same loop that reads what each poll found, from a socket or a pipe: every cycle found work, none
+    # is counted.
     found = run.thread("busyread")
     assert (found["poll_calls"], found["poll_events"], found["read_calls"]) == (calls, calls, calls)
-    assert found["poll_futile"] == found["poll_futile_cycle_ns"] == found["poll_zero_cycle_ns"] == 0
+    piped = run.thread("busypipe")
+    assert (piped["poll_calls"], piped["poll_events"], piped["read_calls"]) == (calls, calls, 0)  # not a socket
+    for got in (found, piped):
+        assert got["poll_futile"] == got["poll_futile_cycle_ns"] == got["poll_zero_cycle_ns"] == 0
 
 
 def test_copy_rate_counts_whole_writes_of_4096_bytes_or_more(tmp_path):
