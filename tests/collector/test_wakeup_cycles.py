@@ -14,9 +14,10 @@ CLOCKS = 1.05  # the probes' clock against a thread's own CPU clock: see the bus
 
 def unaccounted_ns(thread: dict) -> float:
     """The part of a gone thread's life that its oncpu_ns and offcpu_ns do not hold: ~0, but now and then,
-    under load, the probes miss a switch and a few ms are in neither (seen on this VM: 2-11 ms in ~1 run of
-    10 of the busy-polling fixture, oncpu_ns then below the thread's own CPU clock). A cycle measured
-    across that miss counts the time switched out in it as on-CPU."""
+    under load, a few ms are in neither (seen on this VM: 2-11 ms in ~1 run of 10 of the busy-polling
+    fixture, and as often with the collector before schema 5; oncpu_ns then below the thread's own CPU
+    clock: a switch missed). A cycle measured across that miss counts the time switched out in it as
+    on-CPU."""
     return max(0.0, (thread["exit_s"] - thread["first_seen_s"]) * 1e9 - thread["oncpu_ns"] - thread["offcpu_ns"])
 
 
