@@ -26,8 +26,8 @@
  *     ~24 ns less, but a nested access (a wakeup from an interrupt during one of our programs) fails
  *     and would lose exact counts: not used.
  *   - poll calls read the clock at every exit, to measure their wakeup cycles exactly (poll_cycle_end):
- *     measured +94 ns per sys_exit run of a zero-timeout epoll_wait (bpf_stats, min of 5; ~70 ns of it
- *     the clock read, a helper call, dear on this CPU).
+ *     measured +71 to +94 ns per sys_exit run of a zero-timeout epoll_wait (bpf_stats, min of 5 or 7
+ *     runs, two sessions; ~67 ns of it the clock read, a helper call, dear on this CPU).
  *
  * Two ways to choose the target, fixed before load: a PID (and its forked children with --children),
  * or a cgroup v2 (--cgroup: every thread whose cgroup is it or a descendant, whenever it entered). The
@@ -821,6 +821,8 @@ static __always_inline void io_exit(struct thread_stats *t, __u32 tid, __u32 cls
 	__u64 sock = fd_socket(SC_ARG(regs, 0)), bytes = 0;
 	bool mmsg = cls == SC_SENDMMSG || cls == SC_RECVMMSG;
 
+	if (ret > 0 && (cls == SC_READ || cls == SC_RECVMMSG)) /* data from any fd (an eventfd's count, a */
+		t->cycle_productive = 1;                       /* pipe's work item): the wakeup found work */
 	if (!sock)
 		return;
 	if (sock != t->last_socket) {
@@ -897,9 +899,10 @@ static __always_inline bool poll_enter_nowait(__u32 cls, struct pt_regs *regs)
  * voluntary sleep outside a poll call (a futex wait, nanosleep) does not end the cycle; its time is off
  * CPU and not in the cycle's.
  *
- * A cycle is productive when the thread found work in it: a socket read that returned data or EOF, a
- * socket write that moved bytes, an accept that returned a connection, or a handoff it made (a wakeup of
- * another of the target's threads from a futex or write-family call: work passed on). An unproductive
+ * A cycle is productive when the thread found work in it: a read that returned data (from any fd: a
+ * socket, or the pipe or eventfd another thread passes work through) or a socket read that returned EOF,
+ * a socket write that moved bytes, an accept that returned a connection, or a handoff it made (a wakeup
+ * of another of the target's threads from a futex or write-family call: work passed on). An unproductive
  * cycle that began with an empty poll is counted in poll_zero_cycle_ns (a busy-polling loop's iteration);
  * one that began with ready fds is a futile wakeup (poll_futile, poll_futile_cycle_ns): the fds gave
  * nothing (an accept or read that returned EAGAIN: another thread took it, a thundering herd). A cycle

@@ -48,3 +48,50 @@ def test_format_document_names_every_key():
                          ids=lambda p: p.stem)
 def test_bundled_captures_have_exactly_the_layout(path):
     assert layout_differences(json.loads(path.read_text())) == []
+
+
+LISTENER = {"inode": 52817, "family": "inet", "port": 8080, "accept_calls": 1340, "accept_ok": 1000,
+            "accept_eagain": 340, "processes": 4}
+
+
+def without_schema5_counters(doc: dict) -> dict:
+    """doc as a schema 4 collector wrote it: no accept counts, wakeup cycles or copy rate, no listeners."""
+    from spinscope.capture import SCHEMA5_COUNTERS
+
+    for block in (*doc["threads"], doc["totals"], *(iv["counters"] for iv in doc["intervals"])):
+        for key in SCHEMA5_COUNTERS:
+            block.pop(key, None)
+    doc.pop("listeners", None)
+    doc["schema"] = 4
+    for interval in doc["intervals"]:
+        interval["drops"] = {key: 0 for key in DROP_KEYS if key != "listeners"}
+    return doc
+
+
+def test_schema4_captures_read_the_schema5_counters_as_zero(capture_file):
+    import captures
+    from spinscope.capture import SCHEMA5_COUNTERS, load
+
+    doc = without_schema5_counters(captures.clean_event_loop())
+    cap = load(capture_file(doc))
+    assert all((cap.threads[key] == 0).all() and cap.totals[key] == 0 for key in SCHEMA5_COUNTERS)
+    assert cap.listeners.empty and list(cap.listeners.columns) == list(LAYOUT["listeners[]"])
+    assert cap.drops["listeners"] == 0
+
+
+def test_schema5_listeners_are_read_and_checked(capture_file):
+    import captures
+    from spinscope.capture import load
+    from spinscope.errors import SpinscopeError
+
+    doc = captures.clean_event_loop()
+    doc["schema"] = 5
+    doc["listeners"] = [LISTENER]
+    cap = load(capture_file(doc))
+    assert cap.listeners.to_dict("records") == [LISTENER]
+    doc["listeners"] = [{key: value for key, value in LISTENER.items() if key != "processes"}]
+    with pytest.raises(SpinscopeError, match=r"listeners\[0\] lacks 'processes'"):
+        load(capture_file(doc, "lacking.json"))
+    doc["listeners"] = [dict(LISTENER, accept_eagain=-1)]
+    with pytest.raises(SpinscopeError, match=r"listeners\[0\]\.accept_eagain is not a count"):
+        load(capture_file(doc, "negative.json"))

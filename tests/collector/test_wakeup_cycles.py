@@ -16,6 +16,15 @@ CLOCK_SLACK = 1.3
 HERD_KEYS = ["poll_calls", "accept_calls", "accept_eagain", "poll_futile"]
 
 
+def unaccounted_ns(thread: dict) -> float:
+    """The part of a gone thread's life that its oncpu_ns and offcpu_ns do not hold: ~0, but now and then,
+    under load, a few ms are in neither (seen on this VM: 2-11 ms in ~1 run of 10 of the busy-polling
+    fixture, and as often with the collector before schema 5; oncpu_ns then below the thread's own CPU
+    clock: a switch missed). A cycle measured across that miss counts the time switched out in it as
+    on-CPU."""
+    return max(0.0, (thread["exit_s"] - thread["first_seen_s"]) * 1e9 - thread["oncpu_ns"] - thread["offcpu_ns"])
+
+
 @pytest.fixture(scope="module")
 def herd(tmp_path_factory):
     return run_fixture("herd", tmp_path=tmp_path_factory.mktemp("herd"), collector_args=("--children",))
@@ -31,10 +40,9 @@ def test_herd_accepts_and_futile_wakeups_exact(herd):
         # Every connection woke every worker (the fixture's design): each accepted once per connection.
         assert truth["accept_calls"] == truth["ready"] == conns
         # The futile wakeups' cycles (the meeting's spin, the accept, the next poll) took CPU, no more
-        # than the worker ran (its thread's own CPU clock, CLOCK_SLACK for the two clocks' accounting: see the
-        # busy-polling test; the waits in poll are not in them); a poll that waits forever never returns
-        # empty.
-        assert 0 < got["poll_futile_cycle_ns"] <= CLOCK_SLACK * truth["cpu_ns"]
+        # than the worker ran (its thread's own CPU clock, with CLOCK_SLACK and the time the probes lost;
+        # the waits in poll are not in them); a poll that waits forever never returns empty.
+        assert 0 < got["poll_futile_cycle_ns"] <= CLOCK_SLACK * truth["cpu_ns"] + unaccounted_ns(got)
         assert got["poll_zero_cycle_ns"] == 0
     # One connection each round, taken by one worker: the others' accepts returned EAGAIN.
     assert sum(herd.truth[n]["accept_ok"] for n in names) == conns
@@ -63,10 +71,11 @@ def test_busy_polling_cycles_include_the_loops_work(tmp_path, sample):
     # Each empty zero-timeout check's cycle holds the loop's work (the fixture's own CPU clock measured
     # it), which the time inside the calls does not; it is a check's (poll_check_cycle_ns), not a wakeup's.
     # The loop's CPU time (the thread's own clock) holds every cycle: the time the thread waited for a CPU
-    # (runq_ns, often several times its CPU here) is not in them. CLOCK_SLACK for the two clocks' accounting (and the interrupts): the
-    # probes time switches at the sched_switch tracepoint, the scheduler's clock a little earlier (measured:
-    # the cycles, nearly all of the loop, came to 0.999-1.011 of it).
-    assert 0.8 * work <= empty["poll_check_cycle_ns"] <= CLOCK_SLACK * run.truth["busypoll"]["loop_cpu_ns"]
+    # (runq_ns, often several times its CPU here) is not in them. CLOCK_SLACK for the two clocks'
+    # accounting: the probes time switches at the sched_switch tracepoint, the scheduler's clock a little
+    # earlier (measured: the cycles, nearly all of the loop, came to 0.996-1.016 of it), and interrupts.
+    loop = run.truth["busypoll"]["loop_cpu_ns"]
+    assert 0.8 * work <= empty["poll_check_cycle_ns"] <= CLOCK_SLACK * loop + unaccounted_ns(empty)
     assert empty["poll_zero_cycle_ns"] == 0
     assert empty["poll_zero_nowait_ns"] < 0.2 * work
     assert empty["poll_futile"] == empty["poll_futile_cycle_ns"] == 0
@@ -74,19 +83,23 @@ def test_busy_polling_cycles_include_the_loops_work(tmp_path, sample):
     assert ready["poll_events"] == run.truth["busyready"]["poll_events"] == calls
     assert ready["poll_futile"] == calls - 1
     truth = run.truth["busyready"]
-    assert 0.8 * truth["work_ns"] <= ready["poll_futile_cycle_ns"] <= CLOCK_SLACK * truth["loop_cpu_ns"]
+    loop = truth["loop_cpu_ns"]
+    assert 0.8 * truth["work_ns"] <= ready["poll_futile_cycle_ns"] <= CLOCK_SLACK * loop + unaccounted_ns(ready)
     assert ready["poll_zero_cycle_ns"] == ready["poll_check_cycle_ns"] == 0
     # Blocking polls that time out with nothing (a housekeeping tick): their cycles are wakeups for nothing.
     timer, truth = run.thread("timerloop"), run.truth["timerloop"]
     assert (timer["poll_calls"], timer["poll_zero"], timer["poll_zero_nowait"]) == (truth["poll_calls"],) * 2 + (0,)
-    # (No upper bound here: 1 run in 6 under load counted a few of its 1 ms sleeps as on-CPU, 10.9 against
-    # 4.2 ms; noted in the issue, not understood yet.)
-    assert 0.8 * truth["work_ns"] <= timer["poll_zero_cycle_ns"]
+    assert 0.8 * truth["work_ns"] <= timer["poll_zero_cycle_ns"] <= CLOCK_SLACK * truth["loop_cpu_ns"] + unaccounted_ns(timer)
     assert timer["poll_check_cycle_ns"] == timer["poll_futile"] == 0
-    # The same loop that reads what each poll found: every cycle found work, none is counted.
+    # The same loop that reads what each poll found, from a socket or a pipe: every cycle found work, none
+    # is counted.
     found = run.thread("busyread")
     assert (found["poll_calls"], found["poll_events"], found["read_calls"]) == (calls, calls, calls)
-    assert found["poll_futile"] == found["poll_futile_cycle_ns"] == found["poll_zero_cycle_ns"] == 0
+    piped = run.thread("busypipe")
+    assert (piped["poll_calls"], piped["poll_events"], piped["read_calls"]) == (calls, calls, 0)  # not a socket
+    for got in (found, piped):
+        assert got["poll_futile"] == got["poll_futile_cycle_ns"] == got["poll_zero_cycle_ns"] == 0
+        assert got["poll_check_cycle_ns"] == 0
 
 
 def test_copy_rate_counts_whole_writes_of_4096_bytes_or_more(tmp_path):
@@ -104,7 +117,12 @@ def test_wakeups_that_never_reach_user_space_are_counted(tmp_path):
     run = run_fixture("rewaits", tmp_path=tmp_path)
     sleeper, truth = run.thread("sleeper"), run.truth
     assert sleeper["poll_calls"] == truth["sleeper"]["poll_calls"] == 1
-    assert sleeper["poll_rewaits"] == truth["waker"]["rewaits"]
+    # Exact, unless the probes missed one of the sleeper's switches (the accounting gap above: its life then
+    # holds time in neither oncpu_ns nor offcpu_ns), which loses the rewait it ended: 1 run in ~8 under load.
+    missed = unaccounted_ns(sleeper) > 50_000
+    assert sleeper["poll_rewaits"] == truth["waker"]["rewaits"] or (
+        missed and truth["waker"]["rewaits"] - 2 <= sleeper["poll_rewaits"] < truth["waker"]["rewaits"]), \
+        (sleeper["poll_rewaits"], unaccounted_ns(sleeper))
     # The slices are timed from the sched_switch tracepoint in to the one out: that holds the context switch
     # itself, which the thread's own CPU clock leaves to the task before it (a few microseconds a slice,
     # measured 5-30% of these 7 us slices): bounded by the clock plus 10 us a slice.
