@@ -13,10 +13,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <libgen.h>
 #include <limits.h>
-#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -36,285 +34,13 @@
 #include "capture.h"
 #include "cgroup.h"
 #include "checks.h"
+#include "options.h"
 #include "probes.h"
 #include "procfs.h"
 #include "spinscope.skel.h"
 
-#define PROG "spinscope-collector"
-/* 1 call in 16 timed: the clock costs ~30 ns per read here, and a counted call read it twice (bench/) */
-#define DEFAULT_TIME_SAMPLE 16
 /* How often the exited threads are drained into the capture: at 1,000 exits a second, ~100 a time. */
 #define DRAIN_EVERY_NS 100000000ULL
-
-struct options {
-	int pid;
-	const char *cgroup_arg; /* --cgroup, as given */
-	struct cgroup_target cgroup; /* resolved, when cgroup_arg */
-	bool follow_children;
-	double duration_s; /* 0: until a signal or the target exits */
-	double interval_s; /* 0: no interval snapshots */
-	double checkpoint_s; /* 0: the capture is written at the end only */
-	const char *output;
-	__u32 max_threads;
-	__u32 time_sample; /* 1 call in N is timed */
-	__u32 exited_rows; /* threads gone kept as rows (--exited-rows) */
-	__u32 max_sockets;
-	bool exit_with_parent; /* --exit-with-parent */
-	pid_t parent;          /* the process that started us */
-	bool keep_cmdline;  /* --cmdline */
-	bool keep_hostname; /* --hostname */
-	bool check;
-	bool json;    /* --check: the checks as JSON on stdout */
-	int ready_fd; /* -1, or where to say "ready" once the probes are live */
-	int stream_fd; /* -1, or where to write the capture so far as a line after each interval (--stream) */
-	bool verbose;
-	bool quiet;
-};
-
-static void usage(FILE *out)
-{
-	fprintf(out,
-		"usage: " PROG " --pid PID [options]\n"
-		"       " PROG " --cgroup PATH [options]\n"
-		"       " PROG " --check\n"
-		"\n"
-		"Count what a process's threads do with sockets, poll calls, futexes and the scheduler,\n"
-		"and write a spinscope capture (JSON, docs/capture-format.md).\n"
-		"\n"
-		"  -p, --pid PID          process to trace (all its threads, also those created later)\n"
-		"  -c, --children         also trace its child processes, those running at attach and those\n"
-		"                         forked later (pre-forked workers, process-per-connection, n-copy)\n"
-		"      --cgroup PATH      instead of --pid: every process in this cgroup v2 and its descendants,\n"
-		"                         also those that enter it later (a systemd unit, a pod); PATH is a\n"
-		"                         directory of the cgroup2 mount, absolute or below it. The capture ends\n"
-		"                         when the cgroup is removed (an empty cgroup is not an end)\n"
-		"  -d, --duration SEC     stop after SEC seconds (default: until Ctrl-C or the target exits)\n"
-		"  -i, --interval SEC     record a snapshot of the counters every SEC seconds\n"
-		"      --checkpoint SEC   rewrite the capture so far every SEC seconds (default 10; 0: only at\n"
-		"                         the end), so a collector killed outright loses at most SEC seconds\n"
-		"  -o, --output FILE      capture file (default: spinscope-PID.json, spinscope-cgroup-ID.json)\n"
-		"      --cmdline          keep the target's argument values in the capture (they may hold\n"
-		"                         secrets; by default only the executable and the argument count)\n"
-		"      --hostname         keep this host's name in the capture (by default left out)\n"
-		"      --exit-with-parent end the capture (and write it) if the process that started the\n"
-		"                         collector dies, as when `spinscope record` is killed\n"
-		"      --max-threads N    threads the maps can hold (default 16384)\n"
-		"      --max-sockets N    sockets with a request in flight (default 65536)\n"
-		"      --exited-rows N    threads gone kept as rows of their own (default 1024); the rest are\n"
-		"                         folded by process and name (threads_folded)\n"
-		"      --time-sample N    time 1 call in N (a power of two, default 16; 1: every call): counts\n"
-		"                         stay exact, the on-CPU time of calls is an estimate (docs/labels.md)\n"
-		"      --ready-fd N       once the probes are live, write one JSON line to file descriptor N\n"
-		"                         ({\"ready\": true, ...}) and close it; closed without it on failure\n"
-		"      --stream N         after each --interval snapshot, write the capture so far as one line\n"
-		"                         of JSON to file descriptor N (the latest interval only); a reader that\n"
-		"                         closes it ends the capture. Without --output no file is written\n"
-		"      --check            check this host: privileges, BTF, tracefs, tracepoints, and load and\n"
-		"                         attach the probes (to this process); exit 0 if all pass\n"
-		"      --json             with --check: print the checks as JSON on stdout\n"
-		"  -q, --quiet            only print errors\n"
-		"  -v, --verbose          print libbpf's log (verifier output on load errors)\n"
-		"  -h, --help             this help\n");
-}
-
-static double parse_seconds(const char *s, const char *what)
-{
-	char *end;
-	double v = strtod(s, &end);
-
-	if (*s == '\0' || *end != '\0' || !isfinite(v) || v < 0 || v > 1e7) {
-		fprintf(stderr, PROG ": error: %s must be a number of seconds >= 0, not '%s'\n", what, s);
-		exit(2);
-	}
-	return v;
-}
-
-static long parse_count(const char *s, const char *what, long min, long max)
-{
-	char *end;
-	long v;
-
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (*s == '\0' || *end != '\0' || errno || v < min || v > max) {
-		fprintf(stderr, PROG ": error: %s must be an integer in [%ld, %ld], not '%s'\n", what,
-			min, max, s);
-		exit(2);
-	}
-	return v;
-}
-
-/* A file descriptor given by the process that started us: it must be open. */
-static int parse_fd(const char *s, const char *what)
-{
-	int fd = parse_count(s, what, 0, INT_MAX);
-
-	if (fcntl(fd, F_GETFD) < 0) {
-		fprintf(stderr, PROG ": error: %s %d is not an open file descriptor\n", what, fd);
-		exit(2);
-	}
-	return fd;
-}
-
-static void parse_options(int argc, char **argv, struct options *o)
-{
-	enum { OPT_MAX_THREADS = 256, OPT_MAX_SOCKETS, OPT_CHECK, OPT_JSON, OPT_READY_FD, OPT_CMDLINE,
-	       OPT_HOSTNAME, OPT_EXIT_WITH_PARENT, OPT_CHECKPOINT, OPT_TIME_SAMPLE, OPT_CGROUP, OPT_STREAM,
-	       OPT_EXITED_ROWS };
-	static const struct option longopts[] = {
-		{ "pid", required_argument, NULL, 'p' },
-		{ "children", no_argument, NULL, 'c' },
-		{ "cgroup", required_argument, NULL, OPT_CGROUP },
-		{ "duration", required_argument, NULL, 'd' },
-		{ "interval", required_argument, NULL, 'i' },
-		{ "output", required_argument, NULL, 'o' },
-		{ "max-threads", required_argument, NULL, OPT_MAX_THREADS },
-		{ "max-sockets", required_argument, NULL, OPT_MAX_SOCKETS },
-		{ "cmdline", no_argument, NULL, OPT_CMDLINE },
-		{ "hostname", no_argument, NULL, OPT_HOSTNAME },
-		{ "exit-with-parent", no_argument, NULL, OPT_EXIT_WITH_PARENT },
-		{ "checkpoint", required_argument, NULL, OPT_CHECKPOINT },
-		{ "time-sample", required_argument, NULL, OPT_TIME_SAMPLE },
-		{ "exited-rows", required_argument, NULL, OPT_EXITED_ROWS },
-		{ "check", no_argument, NULL, OPT_CHECK },
-		{ "json", no_argument, NULL, OPT_JSON },
-		{ "ready-fd", required_argument, NULL, OPT_READY_FD },
-		{ "stream", required_argument, NULL, OPT_STREAM },
-		{ "quiet", no_argument, NULL, 'q' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
-	int c;
-
-	*o = (struct options){ .max_threads = 16384, .max_sockets = 65536, .ready_fd = -1, .stream_fd = -1,
-			       .checkpoint_s = 10, .time_sample = DEFAULT_TIME_SAMPLE, .exited_rows = 1024 };
-	while ((c = getopt_long(argc, argv, "p:cd:i:o:qvh", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'p':
-			o->pid = parse_count(optarg, "--pid", 1, INT_MAX);
-			break;
-		case 'c':
-			o->follow_children = true;
-			break;
-		case OPT_CGROUP:
-			o->cgroup_arg = optarg;
-			break;
-		case 'd':
-			o->duration_s = parse_seconds(optarg, "--duration");
-			break;
-		case 'i':
-			o->interval_s = parse_seconds(optarg, "--interval");
-			break;
-		case 'o':
-			o->output = optarg;
-			break;
-		case OPT_MAX_THREADS:
-			o->max_threads = parse_count(optarg, "--max-threads", 16, 1 << 22);
-			break;
-		case OPT_MAX_SOCKETS:
-			o->max_sockets = parse_count(optarg, "--max-sockets", 16, 1 << 24);
-			break;
-		case OPT_CHECK:
-			o->check = true;
-			break;
-		case OPT_JSON:
-			o->json = true;
-			break;
-		case OPT_CMDLINE:
-			o->keep_cmdline = true;
-			break;
-		case OPT_HOSTNAME:
-			o->keep_hostname = true;
-			break;
-		case OPT_EXIT_WITH_PARENT:
-			o->exit_with_parent = true;
-			break;
-		case OPT_CHECKPOINT:
-			o->checkpoint_s = parse_seconds(optarg, "--checkpoint");
-			break;
-		case OPT_EXITED_ROWS:
-			o->exited_rows = parse_count(optarg, "--exited-rows", 0, 1 << 22);
-			break;
-		case OPT_TIME_SAMPLE:
-			o->time_sample = parse_count(optarg, "--time-sample", 1, 1 << 16);
-			if (o->time_sample & (o->time_sample - 1)) {
-				fprintf(stderr, PROG ": error: --time-sample must be a power of two (1, 2, 4, ... 65536), not %u\n",
-					o->time_sample);
-				exit(2);
-			}
-			break;
-		case OPT_READY_FD:
-			o->ready_fd = parse_fd(optarg, "--ready-fd");
-			break;
-		case OPT_STREAM:
-			o->stream_fd = parse_fd(optarg, "--stream");
-			break;
-		case 'q':
-			o->quiet = true;
-			break;
-		case 'v':
-			o->verbose = true;
-			break;
-		case 'h':
-			usage(stdout);
-			exit(0);
-		default:
-			usage(stderr);
-			exit(2);
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, PROG ": error: unexpected argument '%s'\n", argv[optind]);
-		exit(2);
-	}
-	o->parent = getppid();
-	if (o->json && !o->check) {
-		fprintf(stderr, PROG ": error: --json goes with --check\n");
-		exit(2);
-	}
-	if (o->cgroup_arg && o->check) {
-		fprintf(stderr, PROG ": error: --check checks this host and takes no --cgroup\n");
-		exit(2);
-	}
-	if (o->cgroup_arg && (o->pid || o->follow_children)) {
-		/* A cgroup's processes' children start in it (and a PID's cgroup may hold others): one target. */
-		fprintf(stderr, PROG ": error: --cgroup goes without %s: it traces every process in the cgroup, "
-			"children included\n", o->pid ? "--pid" : "--children");
-		exit(2);
-	}
-	if (!o->pid && !o->cgroup_arg && !o->check) {
-		fprintf(stderr, PROG ": error: --pid PID or --cgroup PATH is required (or --check)\n");
-		usage(stderr);
-		exit(2);
-	}
-	if (o->cgroup_arg) {
-		char err[PATH_MAX + 256];
-
-		if (cgroup_resolve(o->cgroup_arg, &o->cgroup, err, sizeof(err)) != 0) {
-			fprintf(stderr, PROG ": error: %s\n", err);
-			exit(2);
-		}
-	}
-	if (o->output && !*o->output) {
-		fprintf(stderr, PROG ": error: --output must name a file, not ''\n");
-		exit(2);
-	}
-	if (o->checkpoint_s > 0 && o->checkpoint_s < 0.1) {
-		fprintf(stderr, PROG ": error: --checkpoint must be at least 0.1 s (or 0)\n");
-		exit(2);
-	}
-	if (o->interval_s > 0 && o->interval_s < 0.01) {
-		fprintf(stderr, PROG ": error: --interval must be at least 0.01 s\n");
-		exit(2);
-	}
-	if (o->stream_fd >= 0 && o->interval_s <= 0) {
-		fprintf(stderr, PROG ": error: --stream needs --interval SEC (a line per interval)\n");
-		exit(2);
-	}
-	if (o->stream_fd >= 0 && !o->output)
-		o->checkpoint_s = 0; /* the stream is the only output: no file to checkpoint */
-}
 
 static bool verbose_libbpf;
 
@@ -935,7 +661,7 @@ int main(int argc, char **argv)
 	struct options o;
 	int ret;
 
-	parse_options(argc, argv, &o);
+	options_parse(argc, argv, &o);
 	verbose_libbpf = o.verbose;
 	libbpf_set_print(libbpf_print);
 	if (o.check)
