@@ -71,22 +71,6 @@ static int pidfd_open(int pid)
 	return syscall(SYS_pidfd_open, pid, 0);
 }
 
-/* A temporary file beside the output, renamed over it once the capture is complete. */
-static int open_temp_output(const char *output, char *tmp, size_t len)
-{
-	char copy[PATH_MAX];
-	int fd;
-
-	snprintf(copy, sizeof(copy), "%s", output);
-	snprintf(tmp, len, "%s/.%s.XXXXXX", dirname(copy), basename((char *)output));
-	fd = mkstemp(tmp);
-	if (fd >= 0)
-		fchmod(fd, 0644);
-	else
-		tmp[0] = '\0'; /* nothing made, nothing to remove */
-	return fd;
-}
-
 /* A name the target chose, fit for a terminal: every byte outside printable ASCII as '?' (it may hold
  * escape sequences). The capture keeps the name itself. */
 static const char *printable(const char *name, char *buf, size_t len)
@@ -99,31 +83,27 @@ static const char *printable(const char *name, char *buf, size_t len)
 	return buf;
 }
 
-/* Everything up to live probes: the host, the target, the output file, the probes. 0, or fail(). */
-static int session_start(struct session *s, const struct options *o)
+/* The target is a live user process (PID mode). 0, or fail(). */
+static int check_target(struct session *s, const struct options *o)
 {
-	struct check checks[HOST_CHECKS];
-	const struct check *failed = host_checks(checks);
 	enum proc_kind kind;
-	struct stat st;
+
+	if (kill(o->pid, 0) != 0 && errno == ESRCH)
+		return fail(s, -ESRCH, "no process with PID %d", o->pid);
+	if (proc_kind(o->pid, &kind) != 0)
+		kind = PROC_USER; /* it may have exited just now: watching it will say so */
+	if (kind == PROC_KERNEL_THREAD)
+		return fail(s, -EINVAL, "PID %d is a kernel thread: spinscope traces user processes", o->pid);
+	if (kind == PROC_EXITED)
+		return fail(s, -ESRCH, "PID %d has exited (a zombie, not yet reaped by its parent)", o->pid);
+	return 0;
+}
+
+/* From here on SIGINT/SIGTERM/SIGHUP are read from a signalfd: they end the capture cleanly. 0, or fail(). */
+static int catch_end_signals(struct session *s, const struct options *o)
+{
 	sigset_t mask;
 
-	if (failed)
-		return fail(s, -EPERM, "%s; %s", failed->detail, failed->remedy);
-	if (!o->cgroup_arg) {
-		if (kill(o->pid, 0) != 0 && errno == ESRCH)
-			return fail(s, -ESRCH, "no process with PID %d", o->pid);
-		if (proc_kind(o->pid, &kind) != 0)
-			kind = PROC_USER; /* it may have exited just now: watching it will say so */
-		if (kind == PROC_KERNEL_THREAD)
-			return fail(s, -EINVAL, "PID %d is a kernel thread: spinscope traces user processes", o->pid);
-		if (kind == PROC_EXITED)
-			return fail(s, -ESRCH, "PID %d has exited (a zombie, not yet reaped by its parent)", o->pid);
-	}
-	if (o->output && stat(o->output, &st) == 0 && S_ISDIR(st.st_mode))
-		return fail(s, -EISDIR, "cannot write %s: it is a directory (name a file)", o->output);
-
-	/* From here on SIGINT/SIGTERM/SIGHUP are read from a signalfd: they end the capture cleanly. */
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGTERM);
@@ -136,6 +116,12 @@ static int session_start(struct session *s, const struct options *o)
 	 * the capture like any other. If it died before this line, ours is now someone else's child. */
 	if (o->exit_with_parent && (prctl(PR_SET_PDEATHSIG, SIGHUP) != 0 || getppid() != o->parent))
 		return fail(s, -ESRCH, "the process that started the collector has exited");
+	return 0;
+}
+
+/* What ends the capture with the target: its pidfd, or the cgroup's events file. 0, or fail(). */
+static int watch_target(struct session *s, const struct options *o)
+{
 	if (o->cgroup_arg) {
 		/* The capture ends when the cgroup is removed; an empty cgroup is not an end (processes may come). */
 		s->target_fd = cgroup_watch(o->cgroup.dir);
@@ -149,7 +135,12 @@ static int session_start(struct session *s, const struct options *o)
 			return fail(s, -errno, "cannot watch process %d: %s", o->pid,
 				    errno == ESRCH ? "it exited before the probes were attached" : strerror(errno));
 	}
+	return 0;
+}
 
+/* The capture's settings and its target's name, executable and arguments. 0, or fail(). */
+static int describe_capture(struct session *s, const struct options *o)
+{
 	s->meta.pid = o->pid;
 	s->meta.follow_children = o->follow_children;
 	s->meta.interval_s = o->interval_s;
@@ -171,18 +162,27 @@ static int session_start(struct session *s, const struct options *o)
 		proc_exe(o->pid, s->meta.exe, sizeof(s->meta.exe));
 		s->meta.cmdline = proc_cmdline(o->pid, &s->meta.cmdline_len);
 	}
+	return 0;
+}
 
-	if (!o->output) /* --stream alone: no file */
-		return session_attach(s, o);
-	/* Whether the output can be written is known now, not after the capture: a temporary file is
-	 * made and removed. The real one is made at the end, so a collector killed outright leaves none. */
-	s->out_fd = open_temp_output(o->output, s->tmp, sizeof(s->tmp));
-	if (s->out_fd < 0)
-		return fail(s, -errno, "cannot write %s: %s", o->output, strerror(errno));
-	close(s->out_fd);
-	unlink(s->tmp);
-	s->out_fd = -1;
-	s->tmp[0] = '\0';
+/* Everything up to live probes: the host, the target, the output file, the probes. 0, or fail(). */
+static int session_start(struct session *s, const struct options *o)
+{
+	struct check checks[HOST_CHECKS];
+	const struct check *failed = host_checks(checks);
+	struct stat st;
+	int ret;
+
+	if (failed)
+		return fail(s, -EPERM, "%s; %s", failed->detail, failed->remedy);
+	if (!o->cgroup_arg && (ret = check_target(s, o)))
+		return ret;
+	if (o->output && stat(o->output, &st) == 0 && S_ISDIR(st.st_mode))
+		return fail(s, -EISDIR, "cannot write %s: it is a directory (name a file)", o->output);
+	if ((ret = catch_end_signals(s, o)) || (ret = watch_target(s, o)) || (ret = describe_capture(s, o)))
+		return ret;
+	if (o->output && (ret = try_output(s, o))) /* without: --stream alone, no file */
+		return ret;
 	return session_attach(s, o);
 }
 
@@ -201,179 +201,132 @@ static void announce_ready(int fd, const struct session *s, double attach_s)
 	close(fd);
 }
 
-/* The capture of snap, written to a temporary file beside the output and renamed over it: a reader never
- * sees half a file. 0, or fail(). */
-/*
- * The interval journal, OUTPUT.intervals.jsonl: each interval appended as a line when it is taken, emptied
- * at each checkpoint (the checkpoint holds them), removed with the final capture. A collector killed
- * outright leaves its last checkpoint and the intervals after it: `spinscope report` reads both, so at
- * most one interval is lost. (Written, not synced: the page cache outlives a killed process.)
- */
-static void journal_append(struct session *s, const struct options *o)
+/* When the record loop does what next (CLOCK_MONOTONIC ns; 0: never). */
+struct record_clock {
+	__u64 start, deadline;
+	__u64 tick, next_tick;             /* --interval */
+	__u64 every, next_checkpoint;      /* --checkpoint */
+	__u64 next_drain;                  /* DRAIN_EVERY_NS */
+};
+
+static struct record_clock record_clock(const struct session *s, const struct options *o)
 {
-	if (!o->output || s->intervals.n == 0 || !s->checkpointed) /* before it, a kill leaves no file */
-		return;
-	if (s->journal_fd < 0 && !s->journal[0]) {
-		snprintf(s->journal, sizeof(s->journal), "%s.intervals.jsonl", o->output);
-		s->journal_fd = open(s->journal, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
-		if (s->journal_fd < 0)
-			fprintf(stderr, PROG ": warning: cannot write %s: %s (a killed collector loses up to a "
-				"checkpoint period)\n", s->journal, strerror(errno));
-	}
-	if (s->journal_fd >= 0 && capture_interval_line(s->journal_fd, &s->intervals.items[s->intervals.n - 1]))
-		fprintf(stderr, PROG ": warning: interval not journaled: %s\n", strerror(errno));
+	__u64 start = s->meta.start_mono_ns;
+	struct record_clock c = { .start = start, .tick = o->interval_s * 1e9, .every = o->checkpoint_s * 1e9,
+				  .next_drain = start + DRAIN_EVERY_NS };
+
+	if (o->duration_s > 0)
+		c.deadline = start + (__u64)(o->duration_s * 1e9);
+	if (c.tick)
+		c.next_tick = start + c.tick;
+	if (c.every)
+		c.next_checkpoint = start + c.every;
+	return c;
 }
 
-static int write_atomically(struct session *s, const struct options *o, const struct snapshot *snap)
+/* The threads gone since, and their edges, moved out of the maps: so no map fills. */
+static void drain_exited(struct session *s)
 {
-	int ret;
+	struct bpf_map *wakeups = s->skel->maps.wakeups;
+	struct thread_key *gone = NULL;
+	size_t ngone = 0;
 
-	s->out_fd = open_temp_output(o->output, s->tmp, sizeof(s->tmp));
-	if (s->out_fd < 0)
-		return fail(s, -errno, "cannot write %s: %s", o->output, strerror(errno));
-	ret = capture_write(s->out_fd, &s->meta, snap, &s->intervals);
-	if (ret == 0 && fsync(s->out_fd) != 0)
-		ret = -errno;
-	close(s->out_fd);
-	s->out_fd = -1;
-	if (ret == 0 && rename(s->tmp, o->output) != 0)
-		ret = -errno;
-	if (ret) {
-		unlink(s->tmp);
-		s->tmp[0] = '\0';
-		return fail(s, ret, "cannot write %s: %s", o->output, strerror(-ret));
-	}
-	s->tmp[0] = '\0'; /* renamed: nothing to remove */
-	return 0;
+	if (retired_drain(&s->retired, bpf_map__fd(s->skel->maps.exited), &gone, &ngone) ||
+	    retired_edges(&s->retired, bpf_map__fd(wakeups), bpf_map__max_entries(wakeups), gone, ngone))
+		fprintf(stderr, PROG ": warning: out of memory folding exited threads\n");
+	free(gone);
 }
 
-/* The capture so far, as a complete file marked end_reason "checkpoint": what a collector killed outright
- * (SIGKILL, OOM) leaves. The final capture replaces it. */
-static void checkpoint(struct session *s, const struct options *o, __u64 now)
+/* One --interval snapshot: kept, journaled, streamed. false when the stream's reader has gone (the end). */
+static bool take_interval(struct session *s, const struct options *o, const struct record_clock *c, __u64 now)
 {
 	struct snapshot snap;
+	int ret = snapshot_read(s->skel, &s->retired, &snap, false);
 
-	s->meta.duration_s = (now - s->meta.start_mono_ns) / 1e9;
-	s->meta.end_reason = "checkpoint";
-	if (snapshot_read(s->skel, &s->retired, &snap, true) != 0 || write_atomically(s, o, &snap) != 0)
-		fprintf(stderr, PROG ": warning: checkpoint at %.1f s not written%s%s\n", s->meta.duration_s,
-			s->error[0] ? ": " : "", s->error);
-	else if (s->journal_fd >= 0 && ftruncate(s->journal_fd, 0) != 0) /* the checkpoint holds them */
-		fprintf(stderr, PROG ": warning: cannot empty %s: %s\n", s->journal, strerror(errno));
-	else
-		s->checkpointed = true;
+	if (ret == 0 && intervals_add(&s->intervals, &snap, now))
+		fprintf(stderr, PROG ": warning: out of memory: interval at %.1f s not kept\n", (now - c->start) / 1e9);
+	else if (ret == 0 && c->every)
+		journal_append(s, o);
+	if (ret == 0 && o->stream_fd >= 0) {
+		s->meta.duration_s = (now - c->start) / 1e9;
+		s->meta.end_reason = "live";
+		ret = stream_line(s, o, &snap);
+		s->meta.end_reason = "duration";
+	}
 	snapshot_free(&snap);
-	s->error[0] = '\0';
+	if (ret == -EPIPE) {
+		s->meta.end_reason = "stream-closed";
+		return false;
+	}
+	if (ret && o->stream_fd >= 0)
+		fprintf(stderr, PROG ": warning: --stream: line at %.1f s not written: %s\n", (now - c->start) / 1e9,
+			strerror(-ret));
+	return true;
 }
 
-/*
- * --stream: snap as one line with only the latest interval. Without --output the series is not kept
- * (nothing will write it): the collector's memory stays flat however long it streams. A reader that has
- * gone (EPIPE) gives -EPIPE: the capture ends, and nothing more is written to the stream.
- */
-static int stream_line(struct session *s, const struct options *o, const struct snapshot *snap)
+/* Until the next thing to do: -1 (none), or ms rounded up. */
+static int timeout_ms(const struct record_clock *c, __u64 now)
 {
-	struct intervals latest = s->intervals;
-	int ret;
+	__u64 wake = c->deadline;
 
-	if (latest.n > 1) {
-		latest.items += latest.n - 1;
-		latest.n = 1;
+	if (c->next_tick && (!wake || c->next_tick < wake))
+		wake = c->next_tick;
+	if (c->next_checkpoint && (!wake || c->next_checkpoint < wake))
+		wake = c->next_checkpoint;
+	if (!wake || c->next_drain < wake)
+		wake = c->next_drain;
+	return wake ? (int)((wake - now + 999999) / 1000000) : -1;
+}
+
+/* Wait up to timeout_ms for what ends the capture: true if it came (s->meta.end_reason says which). */
+static bool wait_for_end(struct session *s, const struct options *o, int timeout_ms)
+{
+	/* The stream's write end reports POLLERR once its reader has closed it. */
+	struct pollfd fds[3] = { { s->signal_fd, POLLIN, 0 },
+				 { s->target_fd, o->cgroup_arg ? POLLPRI : POLLIN, 0 },
+				 { o->stream_fd, 0, 0 } };
+
+	if (poll(fds, o->stream_fd >= 0 ? 3 : 2, timeout_ms) < 0 && errno != EINTR)
+		return true;
+	if (fds[0].revents & POLLIN) {
+		s->meta.end_reason = "signal";
+		return true;
 	}
-	ret = capture_write_line(o->stream_fd, &s->meta, snap, &latest);
-	if (!o->output)
-		s->intervals.n = 0;
-	return ret;
+	/* The process exited; or the cgroup changed (populated or emptied: go on) or was removed. */
+	if (fds[1].revents && (!o->cgroup_arg || cgroup_removed(s->target_fd))) {
+		s->meta.end_reason = "target-exited";
+		return true;
+	}
+	if (fds[2].revents & (POLLERR | POLLHUP | POLLNVAL)) {
+		s->meta.end_reason = "stream-closed";
+		return true;
+	}
+	return false;
 }
 
 /* Count until the duration ends, a signal comes or the target exits, with interval snapshots. */
 static void session_record(struct session *s, const struct options *o)
 {
-	__u64 start = s->meta.start_mono_ns, deadline = 0, next_tick = 0, tick = o->interval_s * 1e9;
-	__u64 next_checkpoint = 0, every = o->checkpoint_s * 1e9, next_drain = start + DRAIN_EVERY_NS;
+	struct record_clock c = record_clock(s, o);
 
-	if (o->duration_s > 0)
-		deadline = start + (__u64)(o->duration_s * 1e9);
-	if (tick)
-		next_tick = start + tick;
-	if (every)
-		next_checkpoint = start + every;
 	for (;;) {
-		/* The stream's write end reports POLLERR once its reader has closed it. */
-		struct pollfd fds[3] = { { s->signal_fd, POLLIN, 0 },
-					 { s->target_fd, o->cgroup_arg ? POLLPRI : POLLIN, 0 },
-					 { o->stream_fd, 0, 0 } };
-		__u64 now = monotonic_ns(), wake = deadline;
-		int timeout_ms = -1;
+		__u64 now = monotonic_ns();
 
 		s->meta.end_reason = "duration";
-		if (deadline && now >= deadline)
+		if (c.deadline && now >= c.deadline)
 			return;
-		if (now >= next_drain) { /* the threads gone since, and their edges: so no map fills */
-			struct bpf_map *wakeups = s->skel->maps.wakeups;
-			struct thread_key *gone = NULL;
-			size_t ngone = 0;
-
-			if (retired_drain(&s->retired, bpf_map__fd(s->skel->maps.exited), &gone, &ngone) ||
-			    retired_edges(&s->retired, bpf_map__fd(wakeups), bpf_map__max_entries(wakeups), gone,
-					  ngone))
-				fprintf(stderr, PROG ": warning: out of memory folding exited threads\n");
-			free(gone);
-			next_drain = now + DRAIN_EVERY_NS;
+		if (now >= c.next_drain) {
+			drain_exited(s);
+			c.next_drain = now + DRAIN_EVERY_NS;
 		}
-		if (next_checkpoint && now >= next_checkpoint && (!next_tick || now < next_tick)) {
+		if (c.next_checkpoint && now >= c.next_checkpoint && (!c.next_tick || now < c.next_tick)) {
 			checkpoint(s, o, now);
-			next_checkpoint += every;
-			continue;
-		}
-		if (next_tick && now >= next_tick) {
-			struct snapshot snap;
-
-			int ret = snapshot_read(s->skel, &s->retired, &snap, false);
-
-			if (ret == 0 && intervals_add(&s->intervals, &snap, now))
-				fprintf(stderr, PROG ": warning: out of memory: interval at %.1f s not kept\n",
-					(now - start) / 1e9);
-			else if (ret == 0 && every)
-				journal_append(s, o);
-			if (ret == 0 && o->stream_fd >= 0) {
-				s->meta.duration_s = (now - start) / 1e9;
-				s->meta.end_reason = "live";
-				ret = stream_line(s, o, &snap);
-				s->meta.end_reason = "duration";
-			}
-			snapshot_free(&snap);
-			if (ret == -EPIPE) {
-				s->meta.end_reason = "stream-closed";
+			c.next_checkpoint += c.every;
+		} else if (c.next_tick && now >= c.next_tick) {
+			if (!take_interval(s, o, &c, now))
 				return;
-			}
-			if (ret && o->stream_fd >= 0)
-				fprintf(stderr, PROG ": warning: --stream: line at %.1f s not written: %s\n",
-					(now - start) / 1e9, strerror(-ret));
-			next_tick += tick;
-			continue;
-		}
-		if (next_tick && (!wake || next_tick < wake))
-			wake = next_tick;
-		if (next_checkpoint && (!wake || next_checkpoint < wake))
-			wake = next_checkpoint;
-		if (!wake || next_drain < wake)
-			wake = next_drain;
-		if (wake)
-			timeout_ms = (wake - now + 999999) / 1000000;
-		if (poll(fds, o->stream_fd >= 0 ? 3 : 2, timeout_ms) < 0 && errno != EINTR)
-			return;
-		if (fds[0].revents & POLLIN) {
-			s->meta.end_reason = "signal";
-			return;
-		}
-		/* The process exited; or the cgroup changed (populated or emptied: go on) or was removed. */
-		if (fds[1].revents && (!o->cgroup_arg || cgroup_removed(s->target_fd))) {
-			s->meta.end_reason = "target-exited";
-			return;
-		}
-		if (fds[2].revents & (POLLERR | POLLHUP | POLLNVAL)) {
-			s->meta.end_reason = "stream-closed";
+			c.next_tick += c.tick;
+		} else if (wait_for_end(s, o, timeout_ms(&c, now))) {
 			return;
 		}
 	}

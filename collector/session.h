@@ -47,4 +47,16 @@ void session_end(struct session *s);
  */
 int session_attach(struct session *s, const struct options *o);
 
+/* Where the capture goes (output.c). Each 0, or fail(), unless it says otherwise. */
+/* Whether o->output can be written, known before the capture: a temporary file made and removed. */
+int try_output(struct session *s, const struct options *o);
+/* The capture of snap, written to a temporary file beside the output and renamed over it. */
+int write_atomically(struct session *s, const struct options *o, const struct snapshot *snap);
+/* The capture so far as a file marked end_reason "checkpoint" (a warning if it cannot be written). */
+void checkpoint(struct session *s, const struct options *o, __u64 now);
+/* The latest interval appended to the interval journal, once a checkpoint is on disk. */
+void journal_append(struct session *s, const struct options *o);
+/* --stream: snap as one line with the latest interval. 0 or -errno (-EPIPE: the reader has gone). */
+int stream_line(struct session *s, const struct options *o, const struct snapshot *snap);
+
 #endif
