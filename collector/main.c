@@ -7,13 +7,12 @@
  * writes the capture; --ready-fd tells a parent the moment they are.
  *
  * main() is a session: start (host checks, target, output, load, attach), record, write, end; every
- * way out of it goes through session_end(), the one clean-up path.
+ * way out of it goes through session_end(), the one clean-up path. The options are options.c's table;
+ * attaching is attach.c, where the capture goes output.c, what a session holds session.c/session.h.
  *
  * Exit status: 0 capture written (or --check passed), 1 capture could not be made, 2 usage error.
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <libgen.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
