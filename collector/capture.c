@@ -1,4 +1,8 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The capture document as JSON (docs/capture-format.md): built from a snapshot, its retired rows and
+ * processes (snapshot.c, retired.c) and the intervals, and written to a file or as one line.
+ */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,564 +10,13 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/utsname.h>
-#include <time.h>
 #include <unistd.h>
 
-#include <bpf/bpf.h>
-#include <bpf/libbpf.h>
 #include <json-c/json.h>
 
 #include "capture.h"
 #include "cgroup.h"
 #include "procfs.h"
-#include "spinscope.skel.h"
-
-/* ---------------------------------------------------------------------------------------- */
-/* Reading the maps                                                                           */
-
-__u64 monotonic_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
-}
-
-/*
- * The probes add a thread's on-CPU (off-CPU) time when it switches out (in): a thread on a CPU when
- * the maps are read has its current slice still open. Close it at the read, or a loop that never
- * sleeps shows a fraction of its CPU time.
- */
-static void close_open_slices(struct thread_stats *s, __u64 now)
-{
-	if (s->switch_in_ns && now > s->switch_in_ns)
-		s->c.oncpu_ns += now - s->switch_in_ns;
-	else if (s->switch_out_ns && now > s->switch_out_ns && !(s->flags & THREAD_EXITED))
-		s->c.offcpu_ns += now - s->switch_out_ns;
-}
-
-/*
- * Every entry of a hash map, as parallel arrays of keys and values (malloc'd), read in batches: the
- * kernel walks the map bucket by bucket, so entries the probes delete meanwhile cannot make the walk
- * start over and count an entry twice (as a get_next_key walk whose current key was deleted does).
- */
-static int map_dump(int fd, size_t key_size, size_t value_size, __u32 max_entries, void **keys,
-		    void **values, size_t *n)
-{
-	__u64 token = 0; /* hash maps' batch position: a bucket index */
-	size_t cap = max_entries ? max_entries : 1;
-	bool first = true;
-	int err = 0;
-
-	*n = 0;
-	*keys = malloc(cap * key_size);
-	*values = malloc(cap * value_size);
-	if (!*keys || !*values)
-		return -ENOMEM;
-	while (*n < cap) {
-		__u32 count = cap - *n;
-
-		err = bpf_map_lookup_batch(fd, first ? NULL : &token, &token, (char *)*keys + *n * key_size,
-					   (char *)*values + *n * value_size, &count, NULL);
-		err = err ? -errno : 0;
-		*n += count;
-		first = false;
-		if (err == -ENOENT) /* the walk is complete */
-			return 0;
-		if (err)
-			return err;
-	}
-	return 0;
-}
-
-static int read_threads(int fd, __u32 max_entries, struct snapshot *snap)
-{
-	__u64 now = monotonic_ns();
-	int err = map_dump(fd, sizeof(*snap->tids), sizeof(*snap->threads), max_entries, (void **)&snap->tids,
-			   (void **)&snap->threads, &snap->nthreads);
-
-	for (size_t i = 0; !err && i < snap->nthreads; i++)
-		close_open_slices(&snap->threads[i], now);
-	return err;
-}
-
-/* ---------------------------------------------------------------------------------------- */
-/* Threads that are gone                                                                      */
-
-int retired_init(struct retired *r, size_t keep)
-{
-	memset(r, 0, sizeof(*r));
-	r->keep = keep;
-	r->index_size = 64;
-	while (r->index_size < 2 * keep + 2)
-		r->index_size *= 2;
-	r->index = calloc(r->index_size, sizeof(*r->index));
-	r->groups = calloc(MAX_FOLDED_GROUPS, sizeof(*r->groups));
-	return r->index && r->groups ? 0 : -ENOMEM;
-}
-
-void retired_free(struct retired *r)
-{
-	free(r->edges);
-	free(r->edge_counts);
-	free(r->keys);
-	free(r->threads);
-	free(r->index);
-	free(r->groups);
-	memset(r, 0, sizeof(*r));
-}
-
-/* The index slot of tid: its row's (+ 1), or the empty slot where it would go. */
-static __u32 *index_slot(const struct retired *r, __u32 tid)
-{
-	size_t mask = r->index_size - 1, i = (tid * 2654435761u) & mask;
-
-	while (r->index[i] && r->keys[r->index[i] - 1].tid != tid)
-		i = (i + 1) & mask;
-	return &r->index[i];
-}
-
-static void add_counters(struct thread_counters *sum, const struct thread_counters *c)
-{
-#define X(name) sum->name += c->name;
-	SPINSCOPE_COUNTERS(X)
-#undef X
-}
-
-/* Fold thread t into its process-and-name group of groups[0..*n). */
-static void fold_thread(struct folded_group *groups, size_t *n, const struct thread_stats *t)
-{
-	struct folded_group *g = NULL;
-
-	for (size_t i = 0; i < *n && !g; i++)
-		if (groups[i].pid == t->pid && !memcmp(groups[i].comm, t->comm, SPINSCOPE_COMM_LEN))
-			g = &groups[i];
-	if (!g && *n < MAX_FOLDED_GROUPS) {
-		g = &groups[(*n)++];
-		g->pid = t->pid;
-		memcpy(g->comm, t->comm, SPINSCOPE_COMM_LEN);
-		g->sum.first_seen_ns = t->first_seen_ns;
-	} else if (!g) { /* a target making thousands of names: the last group takes the rest */
-		g = &groups[MAX_FOLDED_GROUPS - 1];
-		g->pid = 0;
-		memset(g->comm, 0, SPINSCOPE_COMM_LEN);
-		snprintf(g->comm, SPINSCOPE_COMM_LEN, "(other names)");
-	}
-	g->threads++;
-	add_counters(&g->sum.c, &t->c);
-	for (int i = 0; i < POLL_HIST_BUCKETS; i++)
-		g->sum.poll_hist[i] += t->poll_hist[i];
-	if (t->first_seen_ns < g->sum.first_seen_ns)
-		g->sum.first_seen_ns = t->first_seen_ns;
-	if (t->exit_ns > g->sum.exit_ns)
-		g->sum.exit_ns = t->exit_ns;
-}
-
-static int retire(struct retired *r, const struct thread_key *key, const struct thread_stats *t)
-{
-	__u32 *slot = index_slot(r, key->tid);
-
-	r->count++;
-	add_counters(&r->sum, &t->c);
-	if (*slot) { /* the kernel reused the tid: the older thread is folded, the newer keeps the row */
-		size_t i = *slot - 1;
-
-		if (r->keys[i].start_ns > key->start_ns) {
-			fold_thread(r->groups, &r->ngroups, t);
-			return 0;
-		}
-		fold_thread(r->groups, &r->ngroups, &r->threads[i]);
-		r->keys[i] = *key;
-		r->threads[i] = *t;
-		return 0;
-	}
-	if (r->n >= r->keep) {
-		fold_thread(r->groups, &r->ngroups, t);
-		return 0;
-	}
-	if (r->n == r->cap) {
-		size_t cap = r->cap ? r->cap * 2 : 64;
-		struct thread_key *keys = realloc(r->keys, cap * sizeof(*keys));
-		struct thread_stats *threads;
-
-		if (!keys)
-			return -ENOMEM;
-		r->keys = keys;
-		threads = realloc(r->threads, cap * sizeof(*threads));
-		if (!threads)
-			return -ENOMEM;
-		r->threads = threads;
-		r->cap = cap;
-	}
-	r->keys[r->n] = *key;
-	r->threads[r->n] = *t;
-	*slot = ++r->n;
-	return 0;
-}
-
-static int cmp_u32(const void *a, const void *b)
-{
-	__u32 x = *(const __u32 *)a, y = *(const __u32 *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static void retired_edge_add(struct retired *r, struct wakeup_edge e, __u64 count, const __u32 *gone, size_t ngone)
-{
-	size_t i;
-
-	r->edges_sum += count;
-	if (r->nedges >= 4 * r->keep) { /* full: name the gone side 0, which keeps one edge per live side */
-		if (bsearch(&e.waker_tid, gone, ngone, sizeof(*gone), cmp_u32))
-			e.waker_tid = 0;
-		if (bsearch(&e.wakee_tid, gone, ngone, sizeof(*gone), cmp_u32))
-			e.wakee_tid = 0;
-	}
-	for (i = 0; i < r->nedges; i++) /* linear: edges move out at most once per thread gone */
-		if (!memcmp(&r->edges[i], &e, sizeof(e)))
-			break;
-	if (i == r->nedges) {
-		if (r->nedges == r->edges_cap) {
-			size_t cap = r->edges_cap ? 2 * r->edges_cap : 64;
-			struct wakeup_edge *edges = realloc(r->edges, cap * sizeof(*edges));
-			__u64 *counts = edges ? realloc(r->edge_counts, cap * sizeof(*counts)) : NULL;
-
-			if (edges)
-				r->edges = edges;
-			if (!counts)
-				return; /* out of memory: the count is in edges_sum, the edge is lost */
-			r->edge_counts = counts;
-			r->edges_cap = cap;
-		}
-		r->edges[i] = e;
-		r->edge_counts[i] = 0;
-		r->nedges++;
-	}
-	r->edge_counts[i] += count;
-}
-
-int retired_edges(struct retired *r, int wakeups_fd, __u32 max_entries, const struct thread_key *keys, size_t n)
-{
-	struct wakeup_edge *edges;
-	__u32 *gone;
-	__u64 *counts;
-	size_t nedges;
-	int err;
-
-	if (!n)
-		return 0;
-	gone = malloc(n * sizeof(*gone));
-	if (!gone)
-		return -ENOMEM;
-	for (size_t i = 0; i < n; i++)
-		gone[i] = keys[i].tid;
-	qsort(gone, n, sizeof(*gone), cmp_u32);
-	err = map_dump(wakeups_fd, sizeof(*edges), sizeof(*counts), max_entries, (void **)&edges, (void **)&counts,
-		       &nedges);
-	for (size_t i = 0; !err && i < nedges; i++) {
-		if (!bsearch(&edges[i].waker_tid, gone, n, sizeof(*gone), cmp_u32) &&
-		    !bsearch(&edges[i].wakee_tid, gone, n, sizeof(*gone), cmp_u32))
-			continue;
-		/* A thread gone makes no more wakeups, nor gets any: its edges are final. */
-		if (bpf_map_delete_elem(wakeups_fd, &edges[i]) == 0)
-			retired_edge_add(r, edges[i], counts[i], gone, n);
-	}
-	free(edges);
-	free(counts);
-	free(gone);
-	return err;
-}
-
-#define DRAIN_BATCH 128
-
-int retired_drain(struct retired *r, int exited_fd, struct thread_key **drained, size_t *ndrained)
-{
-	struct thread_key *keys = malloc(DRAIN_BATCH * sizeof(*keys));
-	struct thread_stats *values = malloc(DRAIN_BATCH * sizeof(*values));
-	__u64 token = 0;
-	bool first = true;
-	int err = 0;
-
-	if (ndrained)
-		*ndrained = 0;
-	if (drained)
-		*drained = NULL;
-	if (!keys || !values) {
-		free(keys);
-		free(values);
-		return -ENOMEM;
-	}
-	for (;;) {
-		__u32 count = DRAIN_BATCH;
-		int ret = bpf_map_lookup_and_delete_batch(exited_fd, first ? NULL : &token, &token, keys, values,
-							  &count, NULL);
-
-		ret = ret ? -errno : 0;
-		first = false;
-		for (__u32 i = 0; i < count && !err; i++) {
-			err = retire(r, &keys[i], &values[i]);
-			if (!err && drained) {
-				struct thread_key *grown = realloc(*drained, (*ndrained + 1) * sizeof(**drained));
-
-				if (!grown) {
-					err = -ENOMEM;
-					break;
-				}
-				*drained = grown;
-				grown[(*ndrained)++] = keys[i];
-			}
-		}
-		if (err || ret == -ENOENT) /* ENOENT: the walk is complete */
-			break;
-		if (ret) {
-			err = ret;
-			break;
-		}
-	}
-	free(keys);
-	free(values);
-	return err;
-}
-
-static void add_request_stats(struct request_stats *sum, const struct request_stats *r)
-{
-	/* request_stats is all __u64: add it element-wise. */
-	const __u64 *src = (const __u64 *)r;
-	__u64 *dst = (__u64 *)sum;
-
-	for (size_t i = 0; i < sizeof(*r) / sizeof(__u64); i++)
-		dst[i] += src[i];
-}
-
-static int read_requests(int fd, struct snapshot *snap)
-{
-	int ncpus = libbpf_num_possible_cpus();
-	struct request_stats *percpu;
-	__u32 zero = 0;
-
-	if (ncpus <= 0)
-		return ncpus ? ncpus : -EINVAL;
-	percpu = calloc(ncpus, sizeof(*percpu));
-	if (!percpu)
-		return -ENOMEM;
-	if (bpf_map_lookup_elem(fd, &zero, percpu)) {
-		free(percpu);
-		return -errno;
-	}
-	for (int cpu = 0; cpu < ncpus; cpu++)
-		add_request_stats(&snap->requests, &percpu[cpu]);
-	free(percpu);
-	return 0;
-}
-
-/* Requests still being answered at the final read: counted with the finished ones. */
-static int read_open_requests(int fd, __u32 max_entries, struct snapshot *snap)
-{
-	struct socket_state *states;
-	__u64 *sockets;
-	size_t n;
-	int err = map_dump(fd, sizeof(*sockets), sizeof(*states), max_entries, (void **)&sockets,
-			   (void **)&states, &n);
-
-	for (size_t i = 0; !err && i < n; i++) {
-		if (states[i].phase == REQ_WRITING && states[i].write_calls) {
-			request_stats_add(&snap->requests, &states[i]);
-			snap->open_requests++;
-		}
-	}
-	free(sockets);
-	free(states);
-	return err;
-}
-
-/* The live threads read, less those the drain just found gone: a thread that retired between the two reads
- * is counted once, from its final copy. */
-static void drop_drained(struct snapshot *snap, const struct thread_key *drained, size_t n)
-{
-	for (size_t k = 0; k < n; k++) {
-		for (size_t i = 0; i < snap->nthreads; i++) {
-			if (snap->tids[i] != drained[k].tid || snap->threads[i].start_ns != drained[k].start_ns)
-				continue;
-			snap->nthreads--;
-			snap->tids[i] = snap->tids[snap->nthreads];
-			snap->threads[i] = snap->threads[snap->nthreads];
-			break;
-		}
-	}
-}
-
-/* The listeners, and how many processes called accept on each (from the listener_pids map's pairs). */
-static int read_listeners(struct spinscope_bpf *skel, struct snapshot *snap)
-{
-	struct bpf_map *pids_map = skel->maps.listener_pids;
-	struct listener_pid *pairs = NULL;
-	__u8 *ones = NULL;
-	size_t npairs = 0;
-	int err;
-
-	err = map_dump(bpf_map__fd(skel->maps.listeners), sizeof(*snap->listener_keys), sizeof(*snap->listeners),
-		       bpf_map__max_entries(skel->maps.listeners), (void **)&snap->listener_keys,
-		       (void **)&snap->listeners, &snap->nlisteners);
-	if (!err)
-		err = map_dump(bpf_map__fd(pids_map), sizeof(*pairs), sizeof(*ones), bpf_map__max_entries(pids_map),
-			       (void **)&pairs, (void **)&ones, &npairs);
-	if (!err) {
-		snap->listener_pids = calloc(snap->nlisteners + 1, sizeof(*snap->listener_pids));
-		err = snap->listener_pids ? 0 : -ENOMEM;
-	}
-	for (size_t i = 0; !err && i < snap->nlisteners; i++)
-		for (size_t k = 0; k < npairs; k++)
-			snap->listener_pids[i] += !memcmp(&pairs[k].listener, &snap->listener_keys[i],
-							  sizeof(pairs[k].listener));
-	free(pairs);
-	free(ones);
-	return err;
-}
-
-int snapshot_read(struct spinscope_bpf *skel, struct retired *retired, struct snapshot *snap, bool final)
-{
-	struct bpf_map *threads = skel->maps.threads, *wakeups = skel->maps.wakeups, *sockets = skel->maps.sockets;
-	struct thread_key *drained = NULL;
-	size_t ndrained = 0;
-	int err;
-
-	memset(snap, 0, sizeof(*snap));
-	snap->retired = retired;
-	snap->globals = skel->bss->globals;
-	/* Live threads first, then the ones gone: a thread retiring in between is in both, and counted once. */
-	err = read_threads(bpf_map__fd(threads), bpf_map__max_entries(threads), snap);
-	if (!err)
-		err = retired_drain(retired, bpf_map__fd(skel->maps.exited), &drained, &ndrained);
-	if (!err)
-		drop_drained(snap, drained, ndrained);
-	if (!err)
-		err = retired_edges(retired, bpf_map__fd(wakeups), bpf_map__max_entries(wakeups), drained, ndrained);
-	free(drained);
-	if (!err)
-		err = map_dump(bpf_map__fd(wakeups), sizeof(*snap->edges), sizeof(*snap->edge_counts),
-			       bpf_map__max_entries(wakeups), (void **)&snap->edges, (void **)&snap->edge_counts,
-			       &snap->nedges);
-	if (!err)
-		err = read_requests(bpf_map__fd(skel->maps.requests), snap);
-	if (!err && final)
-		err = read_open_requests(bpf_map__fd(sockets), bpf_map__max_entries(sockets), snap);
-	if (!err && final)
-		err = map_dump(bpf_map__fd(skel->maps.execs), sizeof(*snap->exec_pids), sizeof(*snap->execs),
-			       bpf_map__max_entries(skel->maps.execs), (void **)&snap->exec_pids,
-			       (void **)&snap->execs, &snap->nexecs);
-	if (!err) /* small, and the stream's lines (not final) carry them too */
-		err = read_listeners(skel, snap);
-	return err;
-}
-
-void snapshot_free(struct snapshot *snap)
-{
-	free(snap->tids);
-	free(snap->threads);
-	free(snap->edges);
-	free(snap->edge_counts);
-	free(snap->exec_pids);
-	free(snap->execs);
-	free(snap->listener_keys);
-	free(snap->listeners);
-	free(snap->listener_pids);
-	snap->listener_keys = NULL;
-	snap->listeners = NULL;
-	snap->listener_pids = NULL;
-	snap->exec_pids = NULL;
-	snap->execs = NULL;
-	snap->tids = NULL;
-	snap->threads = NULL;
-	snap->edges = NULL;
-	snap->edge_counts = NULL;
-}
-
-void snapshot_totals(const struct snapshot *snap, struct thread_counters *totals)
-{
-	memset(totals, 0, sizeof(*totals));
-	for (size_t i = 0; i < snap->nthreads; i++)
-		add_counters(totals, &snap->threads[i].c);
-	if (snap->retired)
-		add_counters(totals, &snap->retired->sum);
-}
-
-__u64 snapshot_wakeups(const struct snapshot *snap)
-{
-	__u64 sum = 0;
-
-	for (size_t i = 0; i < snap->nedges; i++)
-		sum += snap->edge_counts[i];
-	if (snap->retired)
-		sum += snap->retired->edges_sum;
-	return sum;
-}
-
-/* ---------------------------------------------------------------------------------------- */
-/* Intervals                                                                                  */
-
-void intervals_init(struct intervals *iv, __u64 start_ns)
-{
-	*iv = (struct intervals){ .start_ns = start_ns, .prev_ns = start_ns };
-}
-
-int intervals_add(struct intervals *iv, const struct snapshot *snap, __u64 now)
-{
-	struct thread_counters totals;
-	__u64 wakeups = snapshot_wakeups(snap);
-	struct interval *it;
-
-	if (iv->n == iv->cap) {
-		size_t cap = iv->cap ? iv->cap * 2 : 64;
-		struct interval *grown = realloc(iv->items, cap * sizeof(*grown));
-
-		if (!grown)
-			return -ENOMEM;
-		iv->items = grown;
-		iv->cap = cap;
-	}
-	snapshot_totals(snap, &totals);
-	it = &iv->items[iv->n++];
-	it->t_s = (now - iv->start_ns) / 1e9;
-	it->duration_s = (now - iv->prev_ns) / 1e9;
-	it->requests = snap->requests.sum.count - iv->prev_requests;
-	it->wakeups_in_process = wakeups > iv->prev_wakeups ? wakeups - iv->prev_wakeups : 0;
-	/*
-	 * A counter's total never falls, but a read can make it look as if it did: the probes update a
-	 * thread's times while the kernel copies its entry, so a copy can hold a slice already added and
-	 * its start still set, and close_open_slices() then adds the slice twice (CI once saw a 17 ms dip in
-	 * offcpu_ns between two intervals). Take each total as the largest seen so far: the
-	 * interval after a dip gets the change from that largest value, and the intervals add up to the
-	 * largest total read.
-	 */
-#define X(name)                                                                                    \
-	it->counters.name = totals.name > iv->prev.name ? totals.name - iv->prev.name : 0;          \
-	if (totals.name < iv->prev.name)                                                            \
-		totals.name = iv->prev.name;
-	SPINSCOPE_COUNTERS(X)
-#undef X
-#define X(name) it->drops.name = snap->globals.drops_##name - iv->prev_drops.name;
-	SPINSCOPE_DROPS(X)
-#undef X
-#define X(name) iv->prev_drops.name = snap->globals.drops_##name;
-	SPINSCOPE_DROPS(X)
-#undef X
-	iv->prev = totals;
-	iv->prev_requests = snap->requests.sum.count;
-	if (wakeups > iv->prev_wakeups)
-		iv->prev_wakeups = wakeups;
-	iv->prev_ns = now;
-	return 0;
-}
-
-void intervals_free(struct intervals *iv)
-{
-	free(iv->items);
-	iv->items = NULL;
-	iv->n = iv->cap = 0;
-}
-
-/* ---------------------------------------------------------------------------------------- */
-/* JSON                                                                                       */
 
 static json_object *jint(__u64 v)
 {
@@ -777,44 +230,21 @@ static json_object *jfolded(const struct capture_meta *meta, const struct folded
 	return o;
 }
 
-/*
- * The threads that are gone: a row each for those kept, and the folded groups. A kept thread whose tid a
- * live thread has taken since is folded here too (on a copy of the groups), so a tid names one row.
- */
+/* The threads that are gone: a row each for those kept (retired_rows), and the folded groups. */
 static void jretired(const struct capture_meta *meta, const struct snapshot *snap, json_object *threads,
 		     json_object *folded)
 {
 	const struct retired *r = snap->retired;
-	struct folded_group *groups;
-	size_t ngroups;
-	bool *taken;
+	struct retired_rows rows;
 
-	if (!r)
+	if (!r || retired_rows(r, snap->tids, snap->nthreads, &rows))
 		return;
-	groups = malloc(MAX_FOLDED_GROUPS * sizeof(*groups));
-	taken = calloc(r->n + 1, sizeof(*taken));
-	if (!groups || !taken) {
-		free(groups);
-		free(taken);
-		return;
-	}
-	memcpy(groups, r->groups, r->ngroups * sizeof(*groups));
-	ngroups = r->ngroups;
-	for (size_t i = 0; i < snap->nthreads; i++) {
-		__u32 row = *index_slot(r, snap->tids[i]);
-
-		if (row && !taken[row - 1]) {
-			taken[row - 1] = true;
-			fold_thread(groups, &ngroups, &r->threads[row - 1]);
-		}
-	}
 	for (size_t i = 0; i < r->n; i++)
-		if (!taken[i])
+		if (!rows.folded[i])
 			json_object_array_add(threads, jthread(meta, r->keys[i].tid, &r->threads[i]));
-	for (size_t i = 0; i < ngroups; i++)
-		json_object_array_add(folded, jfolded(meta, &groups[i]));
-	free(groups);
-	free(taken);
+	for (size_t i = 0; i < rows.ngroups; i++)
+		json_object_array_add(folded, jfolded(meta, &rows.groups[i]));
+	retired_rows_free(&rows);
 }
 
 static const char *wake_mechanism_name(__u32 mechanism)
@@ -943,28 +373,15 @@ static json_object *jtarget(const struct capture_meta *meta, const struct snapsh
 {
 	json_object *o = json_object_new_object();
 	json_object *pids = json_object_new_array();
-	const struct retired *r = snap->retired;
-	size_t nretired = r ? r->n : 0, ngroups = r ? r->ngroups : 0, npids = 0;
-	size_t total = snap->nthreads + nretired + ngroups;
-	__u32 *seen = calloc(total + 1, sizeof(*seen));
+	size_t npids;
+	__u32 *pid = snapshot_pids(snap, meta->pid, &npids);
 
 	/* Every process that had a thread traced, the target first (in PID mode); threads gone included. */
-	if (meta->pid)
+	for (size_t i = 0; i < npids; i++)
+		json_object_array_add(pids, jint(pid[i]));
+	if (!pid && meta->pid) /* out of memory: the target alone */
 		json_object_array_add(pids, jint(meta->pid));
-	for (size_t i = 0; seen && i < total; i++) {
-		__u32 pid = i < snap->nthreads ? snap->threads[i].pid
-			    : i < snap->nthreads + nretired ? r->threads[i - snap->nthreads].pid
-							     : r->groups[i - snap->nthreads - nretired].pid;
-		bool dup = !pid || (meta->pid && pid == (__u32)meta->pid);
-
-		for (size_t j = 0; j < npids && !dup; j++)
-			dup = seen[j] == pid;
-		if (!dup) {
-			seen[npids++] = pid;
-			json_object_array_add(pids, jint(pid));
-		}
-	}
-	free(seen);
+	free(pid);
 	json_object_object_add(o, "pid", jint(meta->pid));
 	if (meta->cgroup) {
 		json_object *cgroup = json_object_new_object();
@@ -1013,7 +430,6 @@ static json_object *capture_doc(const struct capture_meta *meta, const struct sn
 	const struct retired *r = snap->retired;
 	json_object *totals;
 	struct thread_counters sum;
-	__u64 exited = 0;
 
 	json_object_object_add(doc, "schema", jint(CAPTURE_SCHEMA));
 	json_object_object_add(doc, "format", json_object_new_string("spinscope-capture"));
@@ -1035,10 +451,8 @@ static json_object *capture_doc(const struct capture_meta *meta, const struct sn
 	json_object_object_add(doc, "settings", settings);
 	json_object_object_add(doc, "histogram_buckets", json_object_new_string("log2"));
 
-	for (size_t i = 0; i < snap->nthreads; i++) {
+	for (size_t i = 0; i < snap->nthreads; i++)
 		json_object_array_add(threads, jthread(meta, snap->tids[i], &snap->threads[i]));
-		exited += !!(snap->threads[i].flags & THREAD_EXITED);
-	}
 	jretired(meta, snap, threads, folded);
 	json_object_object_add(doc, "threads", threads);
 	json_object_object_add(doc, "threads_folded", folded);
@@ -1046,7 +460,7 @@ static json_object *capture_doc(const struct capture_meta *meta, const struct sn
 	snapshot_totals(snap, &sum);
 	totals = jcounters(&sum);
 	json_object_object_add(totals, "threads_seen", jint(snap->nthreads + (r ? r->count : 0)));
-	json_object_object_add(totals, "threads_exited", jint(exited + (r ? r->count : 0)));
+	json_object_object_add(totals, "threads_exited", jint(snapshot_threads_exited(snap)));
 	json_object_object_add(totals, "processes_created", jint(snap->globals.processes_created));
 	json_object_object_add(doc, "totals", totals);
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * The collector's interval series (capture.c, intervals_add) on snapshots built by hand: each interval
+ * The collector's interval series (intervals.c, intervals_add) on snapshots built by hand: each interval
  * is the change since the one before, a total that reads lower than before (a torn read of an entry
  * the probes were updating) gives a zero change rather than a wrapped-around one, and the intervals add
  * up to the largest total read. Prints one line per failed check; exits 1 if any failed.
@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "capture.h"
+#include "intervals.h"
 
 static int failures;
 

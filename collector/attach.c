@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Attaching the probes: the BPF object opened, configured for the target and loaded, the target's live
+ * threads (and children) seeded, the programs attached.
+ */
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "cgroup.h"
+#include "checks.h"
+#include "probes.h"
+#include "procfs.h"
+#include "session.h"
+#include "spinscope.skel.h"
+
+/* Threads alive at attach get an entry now, so idle ones appear in the capture too. */
+struct seed_ctx {
+	int map_fd;
+	int pid; /* the process whose threads are being seeded */
+	__u64 now;
+	int children_fd;
+};
+
+static void seed_process_thread(int pid, int tid, struct seed_ctx *ctx)
+{
+	struct thread_stats s = { .pid = pid, .first_seen_ns = ctx->now };
+	__u32 key = tid;
+
+	proc_thread_comm(pid, tid, s.comm, sizeof(s.comm));
+	bpf_map_update_elem(ctx->map_fd, &key, &s, BPF_NOEXIST);
+}
+
+static void seed_thread(int tid, void *arg)
+{
+	struct seed_ctx *ctx = arg;
+
+	seed_process_thread(ctx->pid, tid, ctx);
+}
+
+/* cgroup mode: every thread in the cgroup and its descendants, but the collector's own (ctx->pid). */
+static void seed_cgroup_thread(int pid, int tid, void *arg)
+{
+	struct seed_ctx *ctx = arg;
+
+	if (pid != ctx->pid)
+		seed_process_thread(pid, tid, ctx);
+}
+
+static void adopt_child(int pid, void *arg)
+{
+	struct seed_ctx child = *(struct seed_ctx *)arg;
+	__u32 key = pid;
+	__u8 one = 1;
+
+	if (bpf_map_update_elem(child.children_fd, &key, &one, BPF_ANY))
+		return;
+	child.pid = pid;
+	proc_for_each_thread(pid, seed_thread, &child);
+}
+
+/*
+ * Open, load and attach the probes to o->pid, with its live threads (and children) seeded.
+ * Detaching is left to session_end().
+ */
+int session_attach(struct session *s, const struct options *o)
+{
+	struct seed_ctx seed;
+	struct bpf_map *map;
+	char err[256];
+	int ret;
+
+	s->skel = spinscope_bpf__open();
+	if (!s->skel)
+		return fail(s, -errno, "cannot open the BPF object: %s", strerror(errno));
+	s->skel->rodata->targ_tgid = o->pid;
+	s->skel->rodata->targ_more = o->follow_children ? TARGET_CHILDREN : 0;
+	if (o->cgroup_arg) {
+		s->skel->rodata->targ_tgid = TARGET_NO_PID;
+		s->skel->rodata->targ_more = TARGET_CGROUP;
+		s->skel->rodata->targ_cgroup_id = o->cgroup.id;
+		s->skel->rodata->targ_cgroup_level = o->cgroup.level;
+		s->skel->rodata->collector_tgid = getpid();
+	}
+	s->skel->rodata->time_sample = o->time_sample;
+	probes_configure(s->skel);
+	if (kernel_config_enabled("CONFIG_KASAN") == 1)
+		s->skel->rodata->kernel_stack_size *= 2;
+	bpf_map__set_max_entries(s->skel->maps.threads, o->max_threads);
+	bpf_map__set_max_entries(s->skel->maps.sockets, o->max_sockets);
+	/* Waker -> wakee pairs grow with threads (a pool's workers are each woken by one or two): a quarter
+	 * of --max-threads, at least 4096 (preallocated: ~0.3 MiB). */
+	bpf_map__set_max_entries(s->skel->maps.wakeups, o->max_threads / 4 > 4096 ? o->max_threads / 4 : 4096);
+	ret = spinscope_bpf__load(s->skel);
+	if (ret)
+		return fail(s, ret, "cannot load the BPF programs: %s (run with -v for libbpf's log)",
+			    strerror(-ret));
+	bpf_object__for_each_map(map, s->skel->obj) /* their memory goes in the capture (tool.map_bytes) */
+		if (s->meta.nmaps < sizeof(s->meta.map_fds) / sizeof(s->meta.map_fds[0]))
+			s->meta.map_fds[s->meta.nmaps++] = bpf_map__fd(map);
+
+	seed = (struct seed_ctx){ bpf_map__fd(s->skel->maps.threads), o->pid, monotonic_ns(),
+				  bpf_map__fd(s->skel->maps.child_pids) };
+	if (o->cgroup_arg) {
+		/* Every thread in the cgroup now; those that enter it later are added at their first event. */
+		seed.pid = getpid();
+		cgroup_for_each_thread(o->cgroup.dir, seed_cgroup_thread, &seed);
+	} else {
+		proc_for_each_thread(o->pid, seed_thread, &seed);
+	}
+	/* Children forked before we attached (pre-forked workers, n-copy loops) are followed too; those
+	 * forked later are added by the fork probe. */
+	if (o->follow_children)
+		proc_for_each_descendant(o->pid, adopt_child, &seed);
+
+	s->links = calloc(probes_count(), sizeof(*s->links));
+	if (!s->links)
+		return fail(s, -ENOMEM, "out of memory");
+	ret = probes_attach(s->skel, s->links, probes_count(), &s->nlinks, err, sizeof(err));
+	if (ret)
+		return fail(s, ret, "%s", err);
+	return 0;
+}

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The collector's command line: one table of options (options.c) from which getopt_long's table, the
+ * defaults and the usage text are made.
+ */
+#ifndef SPINSCOPE_OPTIONS_H
+#define SPINSCOPE_OPTIONS_H
+
+#include <linux/types.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "cgroup.h"
+
+#define PROG "spinscope-collector"
+
+struct options {
+	int pid;
+	const char *cgroup_arg; /* --cgroup, as given */
+	struct cgroup_target cgroup; /* resolved, when cgroup_arg */
+	bool follow_children;
+	double duration_s; /* 0: until a signal or the target exits */
+	double interval_s; /* 0: no interval snapshots */
+	double checkpoint_s; /* 0: the capture is written at the end only */
+	const char *output;
+	__u32 max_threads;
+	__u32 time_sample; /* 1 call in N is timed */
+	__u32 exited_rows; /* threads gone kept as rows (--exited-rows) */
+	__u32 max_sockets;
+	bool exit_with_parent; /* --exit-with-parent */
+	pid_t parent;          /* the process that started us */
+	bool keep_cmdline;  /* --cmdline */
+	bool keep_hostname; /* --hostname */
+	bool check;
+	bool json;    /* --check: the checks as JSON on stdout */
+	int ready_fd; /* -1, or where to say "ready" once the probes are live */
+	int stream_fd; /* -1, or where to write the capture so far as a line after each interval (--stream) */
+	bool verbose;
+	bool quiet;
+};
+
+/* The options of argv, checked (and --cgroup resolved); on a usage error, the message and exit(2); on
+ * --help, the usage on stdout and exit(0). */
+void options_parse(int argc, char **argv, struct options *o);
+/* The usage text, on out. */
+void usage(FILE *out);
+
+#endif
