@@ -817,6 +817,47 @@ static void jretired(const struct capture_meta *meta, const struct snapshot *sna
 	free(taken);
 }
 
+static int compare_u32(const void *a, const void *b)
+{
+	__u32 x = *(const __u32 *)a, y = *(const __u32 *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The rows jretired and the live threads make of `threads` (a gone thread whose tid a live one took is
+ * folded, not a row) and the distinct processes among them: what the report counts. */
+int capture_rows(const struct snapshot *snap, size_t *threads, size_t *processes)
+{
+	const struct retired *r = snap->retired;
+	size_t nretired = r ? r->n : 0, n = 0;
+	__u32 *pids = malloc((snap->nthreads + nretired + 1) * sizeof(*pids));
+	bool *taken = calloc(nretired + 1, sizeof(*taken));
+
+	if (!pids || !taken) {
+		free(pids);
+		free(taken);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < snap->nthreads; i++) {
+		__u32 row = r ? *index_slot(r, snap->tids[i]) : 0;
+
+		if (row)
+			taken[row - 1] = true;
+		pids[n++] = snap->threads[i].pid;
+	}
+	for (size_t i = 0; i < nretired; i++)
+		if (!taken[i])
+			pids[n++] = r->threads[i].pid;
+	*threads = n;
+	qsort(pids, n, sizeof(*pids), compare_u32);
+	*processes = 0;
+	for (size_t i = 0; i < n; i++)
+		*processes += i == 0 || pids[i] != pids[i - 1];
+	free(pids);
+	free(taken);
+	return 0;
+}
+
 static const char *wake_mechanism_name(__u32 mechanism)
 {
 	static const char *const names[WAKE_MECHANISMS] = {

@@ -141,6 +141,10 @@ void intervals_init(struct intervals *iv, __u64 start_ns);
 int intervals_add(struct intervals *iv, const struct snapshot *snap, __u64 now);
 void intervals_free(struct intervals *iv);
 
+/* The capture's thread rows (live threads and gone ones not folded) and the distinct processes among
+ * them, as the report counts them. 0 or -ENOMEM. */
+int capture_rows(const struct snapshot *snap, size_t *threads, size_t *processes);
+
 /* Write the capture as JSON to fd. 0 or -errno. */
 int capture_write(int fd, const struct capture_meta *meta, const struct snapshot *snap,
 		  const struct intervals *intervals);

@@ -144,6 +144,36 @@ static long parse_count(const char *s, const char *what, long min, long max)
 	return v;
 }
 
+/* The rules spinscope's verbs check too (analyzer targets.py), in the same words. */
+static int parse_pid(const char *s)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (*s == '\0' || *end != '\0' || errno || v < 1 || v > INT_MAX) {
+		fprintf(stderr, PROG ": error: --pid must be a positive process id, not '%s'\n", s);
+		exit(2);
+	}
+	return v;
+}
+
+/* 1 call in N timed: a power of two (the probes test a mask), at most 65536. */
+static __u32 parse_time_sample(const char *s)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (*s == '\0' || *end != '\0' || errno || v < 1 || v > 1 << 16 || (v & (v - 1))) {
+		fprintf(stderr, PROG ": error: --time-sample must be a power of two from 1 to 65536, not '%s'\n", s);
+		exit(2);
+	}
+	return v;
+}
+
 /* A file descriptor given by the process that started us: it must be open. */
 static int parse_fd(const char *s, const char *what)
 {
@@ -192,7 +222,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 	while ((c = getopt_long(argc, argv, "p:cd:i:o:qvh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
-			o->pid = parse_count(optarg, "--pid", 1, INT_MAX);
+			o->pid = parse_pid(optarg);
 			break;
 		case 'c':
 			o->follow_children = true;
@@ -237,12 +267,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 			o->exited_rows = parse_count(optarg, "--exited-rows", 0, 1 << 22);
 			break;
 		case OPT_TIME_SAMPLE:
-			o->time_sample = parse_count(optarg, "--time-sample", 1, 1 << 16);
-			if (o->time_sample & (o->time_sample - 1)) {
-				fprintf(stderr, PROG ": error: --time-sample must be a power of two (1, 2, 4, ... 65536), not %u\n",
-					o->time_sample);
-				exit(2);
-			}
+			o->time_sample = parse_time_sample(optarg);
 			break;
 		case OPT_READY_FD:
 			o->ready_fd = parse_fd(optarg, "--ready-fd");
@@ -822,10 +847,23 @@ static int session_write(struct session *s, const struct options *o)
 	return ret;
 }
 
+/* `15 processes, 30 threads, ` as the report counts them (thread rows, gone ones included; the live
+ * threads alone undercount forked children that exited), or "" if they cannot be counted. */
+static const char *rows_phrase(const struct snapshot *snap, char *buf, size_t len)
+{
+	size_t threads, processes;
+
+	if (capture_rows(snap, &threads, &processes) != 0)
+		return "";
+	snprintf(buf, len, "%zu process%s, %zu thread%s, ", processes, processes == 1 ? "" : "es", threads,
+		 threads == 1 ? "" : "s");
+	return buf;
+}
+
 static void report_written(const struct session *s, const struct options *o)
 {
 	const struct global_stats *g = &s->final.globals;
-	char path[256];
+	char path[256], rows[96];
 
 	if (o->quiet)
 		return;
@@ -845,10 +883,9 @@ static void report_written(const struct session *s, const struct options *o)
 #undef X
 		fputc('\n', stderr);
 	}
-	fprintf(stderr, PROG ": %s%s: %zu threads, %llu requests, %.1f s (%s)\n", o->output ? "wrote " : "",
-		o->output ? o->output : "streamed",
-		s->final.nthreads, (unsigned long long)s->final.requests.sum.count, s->meta.duration_s,
-		s->meta.end_reason);
+	fprintf(stderr, PROG ": %s%s: %s%llu requests, %.1f s (%s)\n", o->output ? "wrote " : "",
+		o->output ? o->output : "streamed", rows_phrase(&s->final, rows, sizeof(rows)),
+		(unsigned long long)s->final.requests.sum.count, s->meta.duration_s, s->meta.end_reason);
 }
 
 /* The one clean-up path: detach and free whatever the session got, remove an unfinished output. */
