@@ -360,10 +360,23 @@ static int session_write(struct session *s, const struct options *o)
 	return ret;
 }
 
+/* `15 processes, 30 threads, ` as the report counts them (thread rows, gone ones included; the live
+ * threads alone undercount forked children that exited), or "" if they cannot be counted. */
+static const char *rows_phrase(const struct snapshot *snap, char *buf, size_t len)
+{
+	size_t threads, processes;
+
+	if (capture_rows(snap, &threads, &processes) != 0)
+		return "";
+	snprintf(buf, len, "%zu process%s, %zu thread%s, ", processes, processes == 1 ? "" : "es", threads,
+		 threads == 1 ? "" : "s");
+	return buf;
+}
+
 static void report_written(const struct session *s, const struct options *o)
 {
 	const struct global_stats *g = &s->final.globals;
-	char path[256];
+	char path[256], rows[96];
 
 	if (o->quiet)
 		return;
@@ -383,10 +396,9 @@ static void report_written(const struct session *s, const struct options *o)
 #undef X
 		fputc('\n', stderr);
 	}
-	fprintf(stderr, PROG ": %s%s: %zu threads, %llu requests, %.1f s (%s)\n", o->output ? "wrote " : "",
-		o->output ? o->output : "streamed",
-		s->final.nthreads, (unsigned long long)s->final.requests.sum.count, s->meta.duration_s,
-		s->meta.end_reason);
+	fprintf(stderr, PROG ": %s%s: %s%llu requests, %.1f s (%s)\n", o->output ? "wrote " : "",
+		o->output ? o->output : "streamed", rows_phrase(&s->final, rows, sizeof(rows)),
+		(unsigned long long)s->final.requests.sum.count, s->meta.duration_s, s->meta.end_reason);
 }
 
 /* --check: the host checks, then loading and attaching the probes to this process. */

@@ -111,4 +111,8 @@ __u64 snapshot_threads_exited(const struct snapshot *snap);
  * memory. */
 __u32 *snapshot_pids(const struct snapshot *snap, __u32 first, size_t *n);
 
+/* The capture's thread rows (live threads and gone ones not folded) and the distinct processes among
+ * them, as the report counts them. 0 or -ENOMEM. */
+int capture_rows(const struct snapshot *snap, size_t *threads, size_t *processes);
+
 #endif

@@ -1,11 +1,14 @@
 """`spinscope` command line: one sub-command per verb, each in its own module, imported only when chosen.
 
-VERBS maps each verb to its module and the one line `spinscope --help` shows for it. The chosen verb's
-module exposes `add_parser(subparsers)`, which registers its sub-command and sets `func` (taking the
-parsed arguments, returning an exit code); every other verb gets a bare sub-command from the table, so
-that help, usage and `invalid choice` errors list them all without importing any of them (the verbs
-pull in pandas, matplotlib and rich: `spinscope --version` and `spinscope record` need none of it).
-Errors meant for the user are raised as SpinscopeError and printed here as a single line.
+VERBS maps each verb to its module and the one line `spinscope --help` shows for it, DESCRIPTIONS to the
+paragraph its own --help starts with: the only place either is written. The chosen verb's module exposes
+`add_parser(subparsers)`, which registers its sub-command (getting its help and description from these
+tables) and sets `func` (taking the parsed arguments, returning an exit code); every other verb gets a
+bare sub-command from the table, so that help, usage and `invalid choice` errors list them all without
+importing any of them (the verbs pull in pandas, matplotlib and rich: `spinscope --version` and
+`spinscope record` need none of it).
+Errors meant for the user are raised as SpinscopeError (UsageError for a command line refused, exit 2) and
+printed here as a single line, the same way for every verb.
 """
 
 from __future__ import annotations
@@ -28,6 +31,41 @@ VERBS = {  # verb: (module, help line)
     "sweep-report": ("spinscope.lab.sweep_report", "compare a sweep's results with the published claims"),
 }
 
+DESCRIPTIONS = {  # verb: the first paragraph of `spinscope VERB --help`
+    "record": "Attach spinscope's probes to a running process, or to every process in a cgroup, and write a "
+    "capture (JSON) when the duration ends, on Ctrl-C, or when the process exits (the cgroup is removed).",
+    "report": "Summarise a capture: verdicts (write-spin, spurious select, handoff overhead) first, then "
+    "per-thread and per-request evidence.",
+    "diff": "Compare BEFORE and AFTER: per-request and per-second changes of every metric, labels that appeared "
+    "or disappeared, and whether each change is larger than the run-to-run noise seen between intervals.",
+    "doctor": "Check privileges, kernel BTF, tracefs, the tracepoints and the collector binary; say what is "
+    "missing and how to fix it.",
+    "top": "Attach to a running process (or every process in a cgroup) and show its threads live, every second: "
+    "requests, writes, EAGAINs and retries of an EAGAIN per request, empty polls, handoffs, futex wait, CPU, and "
+    "the labels of the last seconds. Keys: s/S sort, r reverse, g threads or roles, q quit.",
+    "exporter": "Trace running servers and serve their spinscope signals to Prometheus "
+    "(http://ADDRESS:PORT/metrics). Targets: --pid (once), --comm and --exe (every process that matches, also "
+    "later: restarts are picked up), --cgroup (every process in it). Repeat them for several targets.",
+    "sweep": "Expand a matrix file (TOML, docs/sweep.md) into cells; for each, run a reference server under load "
+    "while recording it, and collect one row per cell in DIR/results.parquet and DIR/results.csv. Re-running "
+    "skips cells already in DIR. Exit: 0 all cells ok, 3 some cells failed, 2 bad matrix, 130 interrupted.",
+    "sweep-report": "Read a sweep directory's results table and put each published claim next to what was "
+    "measured, with a verdict: reproduced, direction reproduced, not reproduced, or not measured in this run "
+    "(or error, when judging a claim failed: exit 3).",
+}
+
+
+class FromTable:
+    """The sub-parsers as a verb's module sees them: `add_parser(verb)` gets the verb's help line and
+    description from VERBS and DESCRIPTIONS, whatever the module passes (the table is their one source)."""
+
+    def __init__(self, sub: argparse._SubParsersAction):
+        self.sub = sub
+
+    def add_parser(self, verb: str, **kwargs) -> argparse.ArgumentParser:
+        kwargs.update(help=VERBS[verb][1], description=DESCRIPTIONS[verb])
+        return self.sub.add_parser(verb, **kwargs)
+
 
 def chosen_verb(argv: list[str]) -> str | None:
     """The verb in `argv`: its first word that is not an option (the top level has no option that takes
@@ -48,7 +86,7 @@ def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
     sub.required = True
     for name, (module, help_line) in VERBS.items():
         if name == verb:
-            importlib.import_module(module).add_parser(sub)
+            importlib.import_module(module).add_parser(FromTable(sub))
         else:
             sub.add_parser(name, help=help_line)
     return parser

@@ -19,9 +19,7 @@ CHECK_TIMEOUT_S = 60
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("doctor", help="check that this host can run the collector",
-                                   description="Check privileges, kernel BTF, tracefs, the tracepoints and the "
-                                   "collector binary; say what is missing and how to fix it.")
+    parser = subparsers.add_parser("doctor")  # its help and description: cli.VERBS
     parser.set_defaults(func=run)
 
 

@@ -30,11 +30,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from spinscope.errors import SpinscopeError
-from spinscope.record import cgroup_dir
+from spinscope import targets
+from spinscope.errors import SpinscopeError, UsageError
 
-DEFAULT_PORT = 9863
-DEFAULT_WINDOW_S = 30.0
+DEFAULT_PORT = targets.EXPORTER_PORT
+DEFAULT_WINDOW_S = targets.EXPORTER_WINDOW_S
 JUDGE_EVERY_S = 5.0
 SCAN_EVERY_S = 2.0
 WRITES_LE_MAX = 20  # writes per request buckets: le = 0, 1, 3, ..., 2^20 - 1, +Inf
@@ -122,21 +122,8 @@ def sample_names() -> set:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("exporter", help="serve live metrics of running servers to Prometheus",
-                       description="Trace running servers and serve their spinscope signals to Prometheus "
-                       "(http://ADDRESS:PORT/metrics). Targets: --pid (once), --comm and --exe (every process "
-                       "that matches, also later: restarts are picked up), --cgroup (every process in it). Repeat "
-                       "them for several targets.")
-    p.add_argument("--pid", "-p", type=int, action="append", default=[], help="a process to trace (repeatable)")
-    p.add_argument("--comm", action="append", default=[], metavar="NAME",
-                   help="every process named NAME (its /proc comm), now and later (repeatable)")
-    p.add_argument("--exe", action="append", default=[], metavar="PATH",
-                   help="every process running the executable PATH, now and later (repeatable)")
-    p.add_argument("--cgroup", action="append", default=[], metavar="PATH",
-                   help="every process in this cgroup v2 (and those that enter it later), as one target with one "
-                   "collector; waits for the cgroup if it does not exist yet (repeatable)")
-    p.add_argument("--children", "-c", action="store_true",
-                   help="also trace the processes --pid, --comm and --exe targets fork")
+    p = sub.add_parser("exporter")  # its help and description: cli.VERBS
+    targets.add_options(p, targets.EXPORTER)
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port to serve on (default {DEFAULT_PORT})")
     p.add_argument("--address", default="127.0.0.1",
                    help="address to serve on (default 127.0.0.1; 0.0.0.0 for every interface)")
@@ -536,22 +523,11 @@ class Exporter:
 
 
 def check_options(args: argparse.Namespace) -> None:
-    def usage(message: str) -> SpinscopeError:
-        return SpinscopeError(message, exit_code=2)
-
-    if not (args.pid or args.comm or args.exe or args.cgroup):
-        raise usage("name a target: --pid PID, --comm NAME, --exe PATH or --cgroup PATH (each repeatable)")
-    args.cgroup = [cgroup_dir(path, must_exist=False) for path in args.cgroup]
-    for pid in args.pid:
-        if pid <= 0:
-            raise usage(f"--pid must be a positive process id, not {pid}")
+    targets.check(args, targets.EXPORTER)
     if not 0 < args.port < 65536:
-        raise usage(f"--port must be in 1..65535, not {args.port}")
+        raise UsageError(f"--port must be in 1..65535, not {args.port}")
     if not math.isfinite(args.window) or args.window < 2:
-        raise usage(f"--window must be at least 2 seconds, not {args.window:g}")
-    for name in args.comm:
-        if not name or len(name.encode()) > 15:
-            raise usage(f"--comm {name!r}: a process name is 1 to 15 bytes (Linux's comm)")
+        raise UsageError(f"--window must be at least 2 seconds, not {args.window:g}")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from spinscope.errors import SpinscopeError
+from spinscope.errors import SpinscopeError, UsageError
 
 NS_GET_NSTYPE = 0xB703  # _IO(0xb7, 0x3), <linux/nsfs.h>, Linux 4.11
 CLONE_NEWPID = 0x20000000
@@ -42,25 +42,25 @@ def namespace_path(value: str) -> Path:
 
 
 def namespace_id(value: str) -> tuple[int, int]:
-    """(st_dev, st_ino) of the PID namespace --pid-ns names. Raises SpinscopeError (exit 2) when it
+    """(st_dev, st_ino) of the PID namespace --pid-ns names. Raises UsageError (exit 2) when it
     names no file, or a file that is not a PID namespace."""
     path = namespace_path(value)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError as exc:
         shown = f" ({path})" if str(path) != value else ""
-        raise SpinscopeError(f"--pid-ns {value}: {exc.strerror.lower()}{shown}", exit_code=2) from None
+        raise UsageError(f"--pid-ns {value}: {exc.strerror.lower()}{shown}") from None
     try:
         try:
             kind = fcntl.ioctl(fd, NS_GET_NSTYPE)
         except OSError as exc:
             if exc.errno in (errno.ENOTTY, errno.EINVAL):
-                raise SpinscopeError(f"--pid-ns {value}: not a namespace file (give /proc/PID/ns/pid of a "
-                                     f"process in the container, or that PID)", exit_code=2) from None
-            raise SpinscopeError(f"--pid-ns {value}: {exc.strerror.lower()}", exit_code=2) from None
+                raise UsageError(f"--pid-ns {value}: not a namespace file (give /proc/PID/ns/pid of a "
+                                     f"process in the container, or that PID)") from None
+            raise UsageError(f"--pid-ns {value}: {exc.strerror.lower()}") from None
         if kind != CLONE_NEWPID:
-            raise SpinscopeError(f"--pid-ns {value}: a {NS_TYPES.get(kind, hex(kind))} namespace, not a PID "
-                                 f"namespace (give /proc/PID/ns/pid)", exit_code=2)
+            raise UsageError(f"--pid-ns {value}: a {NS_TYPES.get(kind, hex(kind))} namespace, not a PID "
+                                 f"namespace (give /proc/PID/ns/pid)")
         st = os.fstat(fd)
         return st.st_dev, st.st_ino
     finally:
@@ -77,8 +77,8 @@ def nspid(status: str) -> list[int]:
 
 def translate(pid: int, value: str) -> Translation:
     """The process with PID `pid` in the PID namespace --pid-ns `value` names, as a PID of this /proc.
-    Raises SpinscopeError: exit 2 for a --pid-ns that is no PID namespace, 1 when no process has that PID
-    there."""
+    Raises UsageError (exit 2) for a --pid-ns that is no PID namespace, SpinscopeError (exit 1) when no
+    process has that PID there."""
     dev, ino = namespace_id(value)
     namespace = f"pid:[{ino}]"
     members = 0

@@ -22,27 +22,16 @@ import threading
 import time
 from pathlib import Path
 
-from spinscope import collector
-from spinscope.errors import SpinscopeError
+from spinscope import collector, targets
+from spinscope.errors import SpinscopeError, UsageError
+from spinscope.targets import cgroup_dir  # noqa: F401 (spinscope.record.cgroup_dir, as before targets.py)
 
-DEFAULT_INTERVAL_S = 1.0
+DEFAULT_INTERVAL_S = targets.RECORD_INTERVAL_S
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "record",
-        help="attach to a running process (or a cgroup) and write a capture",
-        description="Attach spinscope's probes to a running process, or to every process in a cgroup, and "
-        "write a capture (JSON) when the duration ends, on Ctrl-C, or when the process exits (the cgroup is "
-        "removed).",
-    )
-    p.add_argument("--pid", "-p", type=int, help="process to trace")
-    p.add_argument("--pid-ns", metavar="NS",
-                   help="--pid is as seen in this PID namespace (a container's): /proc/X/ns/pid of any process X "
-                   "in it, or X; it is translated to this host's PID (said on stderr, not kept in the capture)")
-    p.add_argument("--cgroup", metavar="PATH",
-                   help="instead of --pid: every process in this cgroup v2 and its descendants, also those that "
-                   "enter it later (a systemd unit, a pod); a directory of the cgroup2 mount, absolute or below it")
+    p = sub.add_parser("record")  # its help and description: cli.VERBS
+    targets.add_options(p, targets.RECORD)
     p.add_argument("--duration", "-d", type=float, default=0.0,
                    help="seconds to record (default: until Ctrl-C or the process exits)")
     p.add_argument("--output", "-o",
@@ -50,13 +39,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--interval", "-i", type=float, default=DEFAULT_INTERVAL_S,
                    help=f"seconds between counter snapshots, used by diff to judge noise "
                    f"(default {DEFAULT_INTERVAL_S:g}; 0 disables)")
-    p.add_argument("--children", "-c", action="store_true",
-                   help="also trace processes it forks (process-per-connection, n-copy)")
-    p.add_argument("--max-threads", type=int, help="threads the maps can hold (default 16384)")
-    p.add_argument("--max-sockets", type=int, help="sockets with a request in flight (default 65536)")
-    p.add_argument("--time-sample", type=int, metavar="N",
-                   help="time 1 call in N (a power of two; default 16; 1: every call, at about twice the "
-                        "probes' cost per call): counts stay exact, the costs are estimates")
     p.add_argument("--cmdline", action="store_true",
                    help="keep the target's argument values in the capture (they may hold secrets; by default "
                    "only its executable and argument count)")
@@ -97,99 +79,20 @@ def default_output(args: argparse.Namespace) -> Path:
     return Path(f"spinscope-{args.pid}-{stamp}.json")
 
 
-def _unescape_mountinfo(field: str) -> str:
-    return re.sub(r"\\([0-3][0-7]{2})", lambda m: chr(int(m.group(1), 8)), field)
-
-
-def _mounts(mountinfo: Path = Path("/proc/self/mountinfo")) -> list[tuple[str, str]]:
-    """(mount point, file system type) of each mount of this process's namespace."""
-    mounts = []
-    try:
-        lines = mountinfo.read_text().splitlines()
-    except OSError:
-        return mounts
-    for line in lines:
-        before, _, after = line.partition(" - ")
-        fields = before.split(" ")
-        if len(fields) >= 5 and after:
-            mounts.append((_unescape_mountinfo(fields[4]), after.split(" ")[0]))
-    return mounts
-
-
-def cgroup_dir(arg: str, mountinfo: Path = Path("/proc/self/mountinfo"), must_exist: bool = True) -> Path:
-    """The directory --cgroup names, as the collector resolves it: a path on this host (/sys/fs/cgroup/a),
-    a path below the cgroup2 mount (a), or the cgroup's path in its hierarchy as /proc/PID/cgroup shows it
-    (/a). Raises SpinscopeError (exit 2) unless it is a directory of a cgroup v2 hierarchy. With
-    must_exist=False (the exporter waits for a cgroup made later) a path that does not exist yet is
-    returned as it will be: below the cgroup2 mount, unless it is already a path there."""
-    def usage(message: str) -> SpinscopeError:
-        return SpinscopeError(message, exit_code=2)
-
-    if not arg:
-        raise usage("--cgroup must name a cgroup v2 directory, not ''")
-    mounts = _mounts(mountinfo)
-    unified = [point for point, fstype in mounts if fstype == "cgroup2"]
-    if not unified:
-        raise usage(f"--cgroup {arg}: no cgroup v2 hierarchy is mounted on this host")
-    candidate = Path(arg)
-    if not candidate.is_absolute() or not candidate.exists():
-        candidate = Path(unified[0]) / arg.lstrip("/")
-    if not candidate.exists():
-        if must_exist:
-            raise usage(f"--cgroup {arg}: no such cgroup")
-        path = Path(arg)
-        if not any(path.is_absolute() and Path(point) in path.parents for point in unified):
-            path = Path(unified[0]) / arg.lstrip("/")
-        return Path(os.path.normpath(path))
-    resolved = Path(os.path.realpath(candidate))
-    under = [(point, fstype) for point, fstype in mounts
-             if point == "/" or resolved == Path(point) or Path(point) in resolved.parents]
-    fstype = max(under, key=lambda mount: len(mount[0]))[1] if under else ""
-    if fstype == "cgroup":
-        raise usage(f"--cgroup {arg} is in a cgroup v1 hierarchy: spinscope follows cgroup v2 (the unified "
-                    f"hierarchy, mounted at {unified[0]})")
-    if fstype != "cgroup2":
-        raise usage(f"--cgroup {arg} is not in a cgroup v2 hierarchy (mounted at {unified[0]})")
-    if not resolved.is_dir():
-        raise usage(f"--cgroup {arg} is a file, not a cgroup directory")
-    return resolved
-
-
 def check_options(args: argparse.Namespace) -> None:
     """Refuse what the collector would misread or fail on late, before anything runs: one line each,
-    exit 2. (argparse's type=int takes `0` and `-5`, type=float takes `nan` and `inf`.)"""
-    def usage(message: str) -> SpinscopeError:
-        return SpinscopeError(message, exit_code=2)
-
-    if args.pid is None and args.cgroup is None:
-        raise usage("--pid PID or --cgroup PATH is required")
-    if args.cgroup is not None and (args.pid is not None or args.children):
-        raise usage(f"--cgroup goes without {'--pid' if args.pid is not None else '--children'}: it traces every "
-                    "process in the cgroup, children included")
-    if args.pid is not None and args.pid <= 0:
-        raise usage(f"--pid must be a positive process id, not {args.pid}")
+    exit 2 (UsageError). (argparse's type=float takes `nan` and `inf`.)"""
+    targets.check(args, targets.RECORD)
     for option, value in (("--duration", args.duration), ("--interval", args.interval)):
         if not math.isfinite(value) or value < 0:
-            raise usage(f"{option} must be a number of seconds >= 0, not {value:g}")
-    for option, value in (("--max-threads", args.max_threads), ("--max-sockets", args.max_sockets)):
-        if value is not None and value <= 0:
-            raise usage(f"{option} must be a positive number of map entries, not {value}")
-    sample = args.time_sample
-    if sample is not None and (sample <= 0 or sample & (sample - 1) or sample > 65536):
-        raise usage(f"--time-sample must be a power of two from 1 to 65536, not {sample}")
+            raise UsageError(f"{option} must be a number of seconds >= 0, not {value:g}")
     if args.output is not None:
         if not args.output:
-            raise usage("--output is empty: name the capture file")
+            raise UsageError("--output is empty: name the capture file")
         if Path(args.output).is_dir():
-            raise usage(f"--output {args.output} is a directory: name the capture file")
-    if args.pid_ns is not None and not args.pid_ns:
-        raise usage("--pid-ns is empty: name a PID namespace file (/proc/PID/ns/pid) or a PID in it")
-    if args.pid_ns is not None and args.pid is None:
-        raise usage("--pid-ns goes with --pid: it says which namespace the PID is seen in")
+            raise UsageError(f"--output {args.output} is a directory: name the capture file")
     if args.ready_fd is not None and not _is_open(args.ready_fd):
-        raise usage(f"--ready-fd {args.ready_fd} is not an open file descriptor")
-    if args.cgroup is not None:
-        args.cgroup = str(cgroup_dir(args.cgroup))
+        raise UsageError(f"--ready-fd {args.ready_fd} is not an open file descriptor")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -199,14 +102,12 @@ def run(args: argparse.Namespace) -> int:
         raise SpinscopeError(collector.not_found_message())
     from rich.console import Console
 
-    from spinscope.output import plain
-
     console = Console(stderr=True, quiet=args.quiet)
     if args.pid_ns is not None:
         from spinscope import pidns
 
         translated = pidns.translate(args.pid, args.pid_ns)
-        console.print(plain(f"spinscope record: {translated.describe()}"))
+        say(console, f"spinscope record: {translated.describe()}")
         args = argparse.Namespace(**{**vars(args), "pid": translated.host_pid})
     output = Path(args.output) if args.output else default_output(args)
     started = collector.start(collector_command(path, args, output), stdin=subprocess.DEVNULL,
@@ -218,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
         for line in proc.stderr:
             line = line.rstrip("\n")
             if not args.quiet or ": error:" in line:
-                console.print(plain(line))  # it may quote the target's name
+                say(console, line)
 
     relay = threading.Thread(target=relay_stderr, daemon=True)
     relay.start()
@@ -238,8 +139,17 @@ def run(args: argparse.Namespace) -> int:
             signal.signal(s, handler)
 
     if proc.returncode == 0 and not args.quiet:
-        console.print(plain(f"next: spinscope report {output}"))
+        say(console, f"next: spinscope report {output}")
     return proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
+
+
+def say(console, line: str) -> None:
+    """One line as written (it may quote the target's name: output.plain), never wrapped by rich: into a
+    file or a pipe rich assumes 80 columns and would break a long line (a path, the closing counts) in
+    two; a terminal wraps a long line itself."""
+    from spinscope.output import plain
+
+    console.print(plain(line), soft_wrap=True)
 
 
 def _is_open(fd: int) -> bool:

@@ -23,10 +23,10 @@ import tty
 from dataclasses import dataclass
 from pathlib import Path
 
-from spinscope.errors import SpinscopeError
-from spinscope.record import cgroup_dir
+from spinscope import targets
+from spinscope.errors import SpinscopeError, UsageError
 
-DEFAULT_WINDOW_S = 10.0
+DEFAULT_WINDOW_S = targets.TOP_WINDOW_S
 ROLE_VIEW_THREADS = 64  # more threads than this: start in the role view
 
 
@@ -52,21 +52,13 @@ SORT_KEYS = ("cpu_percent", "requests_per_s", "writes_per_request", "eagain_per_
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("top", help="watch a running server's threads live",
-                       description="Attach to a running process (or every process in a cgroup) and show its "
-                       "threads live, every second: "
-                       "requests, writes, EAGAINs and retries of an EAGAIN per request, empty polls, handoffs, futex "
-                       "wait, CPU, and the labels of the last seconds. Keys: s/S sort, r reverse, g threads or "
-                       "roles, q quit.")
-    target = p.add_mutually_exclusive_group(required=True)
-    target.add_argument("--pid", "-p", type=int, help="process to watch")
-    target.add_argument("--cgroup", metavar="PATH",
-                        help="instead of --pid: every process in this cgroup v2, also those that enter it later")
-    p.add_argument("--children", "-c", action="store_true", help="also trace processes it forks (with --pid)")
+    p = sub.add_parser("top")  # its help and description: cli.VERBS
+    targets.add_options(p, targets.TOP)
     p.add_argument("--output", "-o", help="also write what was seen as a capture file, on exit")
     p.add_argument("--window", type=float, default=DEFAULT_WINDOW_S,
                    help=f"seconds the labels are judged over (default {DEFAULT_WINDOW_S:g})")
-    p.add_argument("--interval", type=float, default=1.0, help="seconds between refreshes (default 1)")
+    p.add_argument("--interval", type=float, default=targets.TOP_REFRESH_S,
+                   help=f"seconds between refreshes (default {targets.TOP_REFRESH_S:g})")
     p.add_argument("--roles", action="store_true", help="start with one row per role instead of per thread")
     p.add_argument("--batch", type=int, metavar="N", default=0,
                    help="no screen: print N refreshes as text and exit (for scripts and logs)")
@@ -226,24 +218,16 @@ def render(state: ViewState, header: dict, process: dict, table: list, labels: l
 
 
 def check_options(args: argparse.Namespace) -> None:
-    def usage(message: str) -> SpinscopeError:
-        return SpinscopeError(message, exit_code=2)
-
-    if args.pid is not None and args.pid <= 0:
-        raise usage(f"--pid must be a positive process id, not {args.pid}")
-    if args.cgroup is not None:
-        if args.children:
-            raise usage("--cgroup goes without --children: it traces every process in the cgroup")
-        args.cgroup = str(cgroup_dir(args.cgroup))
+    targets.check(args, targets.TOP)
     for option, value in (("--window", args.window), ("--interval", args.interval)):
         if not math.isfinite(value) or value <= 0:
-            raise usage(f"{option} must be a number of seconds > 0, not {value:g}")
+            raise UsageError(f"{option} must be a number of seconds > 0, not {value:g}")
     if args.interval < 0.1:
-        raise usage("--interval must be at least 0.1 s")
+        raise UsageError("--interval must be at least 0.1 s")
     if args.output is not None and (not args.output or Path(args.output).is_dir()):
-        raise usage(f"--output {args.output!r} must name a capture file")
+        raise UsageError(f"--output {args.output!r} must name a capture file")
     if not args.batch and not (sys.stdin.isatty() and sys.stdout.isatty()):
-        raise usage("top needs a terminal (or --batch N for text)")
+        raise UsageError("top needs a terminal (or --batch N for text)")
 
 
 class Keys:

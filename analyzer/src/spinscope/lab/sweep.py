@@ -36,11 +36,7 @@ EXIT_OK, EXIT_FAILED_CELLS, EXIT_INTERRUPTED = 0, 3, 130
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("sweep", help="run reference servers over a matrix of settings and record every cell",
-                       description="Expand a matrix file (TOML, docs/sweep.md) into cells; for each, run a "
-                       "reference server under load while recording it, and collect one row per cell in "
-                       "DIR/results.parquet and DIR/results.csv. Re-running skips cells already in DIR. "
-                       "Exit: 0 all cells ok, 3 some cells failed, 2 bad matrix, 130 interrupted.")
+    p = sub.add_parser("sweep")  # its help and description: cli.VERBS
     p.add_argument("matrix", metavar="MATRIX", help="matrix file (e.g. matrices/quick.toml)")
     p.add_argument("-o", "--output", metavar="DIR", required=True, type=Path, help="output directory")
     p.add_argument("--list", action="store_true", help="print the cells (id and parameters) and exit")

@@ -36,11 +36,7 @@ ALL_CELLS_COLUMNS = ("cell_id", "group", "status", "arch", "write_policy", "path
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("sweep-report", help="compare a sweep's results with the published claims",
-                       description="Read a sweep directory's results table and put each published claim next "
-                       "to what was measured, with a verdict: reproduced, direction reproduced, not "
-                       "reproduced, or not measured in this run (or error, when judging a claim failed: "
-                       "exit 3).")
+    p = sub.add_parser("sweep-report")  # its help and description: cli.VERBS
     p.add_argument("dir", metavar="DIR", type=Path, help="directory written by `spinscope sweep`")
     p.add_argument("--html", metavar="OUT", help="write a self-contained HTML report (figures embedded)")
     p.add_argument("--json", action="store_true", help="print the claims and verdicts as JSON instead")
