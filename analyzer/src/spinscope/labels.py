@@ -458,6 +458,8 @@ HANDOFF_FIXES = {
 }
 MECHANISM_PHRASES = {
     DISPATCH: "each request is handed to another thread and back",
+    # A dispatcher that hands a request over less than once and a half per request (no way back).
+    DISPATCH + "-one-way": "requests are handed to other threads",
     LEADER_FOLLOWER: "each request is answered by the thread that read it, but the pool threads pass the "
                      "selector role among themselves (leader/follower)",
     SHARED_MEMORY: "requests are handed over through shared memory, the threads busy-waiting",
@@ -495,7 +497,9 @@ def handoff_overhead(analysis: Analysis) -> Label | None:
                    f"per request{cpu}; {_busy_threads_line(analysis, m.involved)}")
     else:
         cpu = _share_phrase(m.cpu_share, "their CPU", "in the calls that hand off and wait")
-        summary = (f"handoff overhead: {MECHANISM_PHRASES[m.mechanism]}: {m.per_request:.1f} handoffs between "
+        phrase = MECHANISM_PHRASES[DISPATCH + "-one-way" if m.mechanism == DISPATCH and m.per_request < 1.5
+                                   else m.mechanism]
+        summary = (f"handoff overhead: {phrase}: {m.per_request:.1f} handoffs between "
                    f"threads per request" + (f" ({path})" if path else "") + f"{moved}; {waits}{cpu}")
     evidence = {
         "mechanism": m.mechanism,
