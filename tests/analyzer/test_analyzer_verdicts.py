@@ -8,7 +8,7 @@ import pytest
 
 import captures
 from spinscope.capture import load
-from spinscope.labels import (BUSY_POLLING, CRITICAL, HANDOFF_OVERHEAD, INFO, SPURIOUS_SELECT, WARNING,
+from spinscope.labels import (BUSY_POLLING, CRITICAL, HANDOFF_OVERHEAD, SPURIOUS_SELECT, WARNING,
                               WRITE_SPIN, assess)
 from spinscope.measures import (LEADER_FOLLOWER, MIN_HERD_WAKEUPS, PER_CONNECTION, SHARED_MEMORY, busy_pollers,
                                 measure_handoff)

@@ -16,7 +16,8 @@ import pytest
 from fanout_helpers import CAPTURES, COLLECTOR, handoffs, http_requests, record
 from fanout_helpers import _fanout_built, shards  # noqa: F401 (fixtures)
 from spinscope.capture import load
-from spinscope.labels import IMBALANCE_MAX_LOW_EVENTS, IMBALANCE_MIN_RATIO, assess
+from spinscope.labels import assess
+from spinscope.measures import IMBALANCE_MAX_LOW_EVENTS, IMBALANCE_MIN_RATIO
 from spinscope.metrics import analyze
 from spinscope.report import lifecycle_line
 

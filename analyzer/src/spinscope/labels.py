@@ -19,9 +19,8 @@ import pandas as pd
 
 from spinscope.coverage import coverage_notes
 from spinscope.fmt import fixed, size_class, undefined
-from spinscope.measures import (DISPATCH, IMBALANCE_MAX_LOW_EVENTS, IMBALANCE_MIN_RATIO, LEADER_FOLLOWER,  # noqa: F401
-                                MIN_CALLS, MIN_CLASS_REQUESTS, MIN_REQUESTS, PER_CONNECTION, SHARED_MEMORY,
-                                BusyPollMeasure, HandoffMeasure, SpuriousMeasure, WriteSpinMeasure,
+from spinscope.measures import (DISPATCH, LEADER_FOLLOWER, MIN_CALLS, MIN_REQUESTS, PER_CONNECTION, SHARED_MEMORY,
+                                BusyPollMeasure, SpuriousMeasure, WriteSpinMeasure,
                                 WriteWaitMeasure, measure_busy_poll, measure_handoff, measure_spurious,
                                 measure_write_spin, measure_write_wait)
 from spinscope.metrics import Analysis, drop_line, dropped, role_edges

@@ -416,10 +416,14 @@ def measure_handoff(analysis: Analysis, edges: pd.Series) -> HandoffMeasure | No
         busy_wait_ns = float(_outside_calls_ns(involved).sum())
     if involved.empty:
         return None
+    # The wake-to-run waits on the request path: of the threads that do request work, not of idle ones (a
+    # runtime's helper threads, Node's V8 workers, woken now and then and waiting for a busy CPU).
+    on_path = threads[threads["role"] != IDLE]
+    wait_ms = float(on_path["wakeup_wait_ns"].sum()) / 1e6 / requests
     return HandoffMeasure(mechanism, handoffs, per_request, cross, accept_lock,
                           process["contention_wakeups_per_request"] or 0.0, list(involved.index),
                           float(involved["oncpu_ns"].sum()), float(involved["handoff_oncpu_ns"].sum()),
-                          busy_wait_ns, process["handoff_wait_ms_per_request"] or 0.0, process["request_ms"], edges)
+                          busy_wait_ns, wait_ms, process["request_ms"], edges)
 
 
 def _cross_process_wakeups(analysis: Analysis) -> float:
