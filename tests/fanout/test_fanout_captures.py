@@ -34,7 +34,10 @@ def report(*args):
 
 def check_split_is_imbalanced(path):
     found, analysis = labels(path)
-    assert set(found) == {"spurious-select"}, found
+    # The frontend hands each HTTP request's fanout to the backend loops (about 0.5 wakeups a request at a
+    # few percent of their CPU): labelled by that cost, at info at most; the imbalance is the verdict.
+    assert "spurious-select" in found and set(found) <= {"spurious-select", "handoff-overhead"}, found
+    assert found.get("handoff-overhead") is None or found["handoff-overhead"].severity == "info", found
     ev = found["spurious-select"].evidence
     # The quiet loop is the frontend (the main thread); the busy one a backend loop.
     assert ev["quiet_loop_tid"] == analysis.capture.target["pid"]

@@ -447,9 +447,10 @@ def _handoff_mechanism(analysis: Analysis, per_request: float, cross: float, han
             and handoffs < 0.5 * analysis.requests:
         return PER_CONNECTION
     # Leader/follower: the request is answered by the thread that read it, and the wakeups go between
-    # threads that each poll and serve (the selector role passing from one pool thread to the next).
+    # threads that each poll and read requests (the selector role passing from one pool thread to the next;
+    # a frontend loop waking backend loops that talk to other servers is not that: they read no request).
     roles = threads["role"]
-    serving_pollers = set(threads.index[roles.isin((EVENT_LOOP, HANDLER))])
+    serving_pollers = set(threads.index[roles.isin((EVENT_LOOP, HANDLER)) & (threads["requests_read"] > 0)])
     if cross < SHARED_MEMORY_MIN_CROSS and len(serving_pollers) >= 2:
         wakeups = analysis.capture.wakeups
         deliberate = wakeups[~wakeups["mechanism"].isin(counters.NOT_HANDOFFS)]
