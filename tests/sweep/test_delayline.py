@@ -173,7 +173,9 @@ def test_queue_limit_drops_are_counted(ns):
     assert done["event"] == "exit"
     assert done["to_inner"]["max_queue"] == 4
     assert done["to_inner"]["dropped"] >= 40  # 50 sent, at most 4 held at a time, 10 ms pass in 20 ms
-    assert done["to_inner"]["packets"] + done["to_inner"]["dropped"] + done["discarded_at_exit"] == 50
+    # The 50 datagrams, and now and then a packet of the kernel's own on the link (CI once counted 51: 46
+    # dropped, 5 discarded at exit), which the line forwards like any other.
+    assert 50 <= done["to_inner"]["packets"] + done["to_inner"]["dropped"] + done["discarded_at_exit"] <= 52
     assert "dropped (queue full)" in err
     ns.condition = None  # the managed line was replaced: make the next apply start from scratch
 

@@ -92,17 +92,21 @@ def partial_retries(c: Mapping) -> float:
 
 def copy_rate(c: Mapping, schema: int) -> tuple:
     """(ns per byte, source): what copying a byte into a socket costs these threads when no spin is
-    involved. From schema 5, the writes of at least COPY_MIN_BYTES that moved everything they were asked
-    give it: a header written on its own (83 bytes in 11 µs is 138 ns a byte, 40 times a bulk copy) cannot
-    distort it; without such writes there is no deduction ("none"). Older captures only have the responses'
-    first writes ("first writes"), which a header written on its own does distort."""
-    if schema >= CYCLES_SCHEMA:
-        if get(c, "write_copy_bytes"):
-            return c["write_copy_ns"] / c["write_copy_bytes"], "bulk writes"
-        return 0.0, "none"
-    if c["write_first_bytes"]:
-        return c["write_first_ns"] / c["write_first_bytes"], "first writes"
-    return 0.0, "none"
+    involved: the lowest of the rates of writes that copy in bulk. From schema 5 those are the complete
+    writes of at least COPY_MIN_BYTES ("bulk writes", write_copy_ns / write_copy_bytes) and the responses'
+    first writes when they average COPY_MIN_BYTES or more ("first writes": into an empty buffer, often tens
+    of KiB at once, the cheapest per byte); first writes that are headers written on their own (83 bytes in
+    11 µs is 138 ns a byte, 40 times a bulk copy) are not a copy rate and are left out. Without either, no
+    deduction ("none"). Older captures only have the first writes, whatever their size."""
+    first = (c["write_first_ns"] / c["write_first_bytes"], "first writes") if c["write_first_bytes"] else None
+    if schema < CYCLES_SCHEMA:
+        return first or (0.0, "none")
+    rates = []
+    if get(c, "write_copy_bytes"):
+        rates.append((c["write_copy_ns"] / c["write_copy_bytes"], "bulk writes"))
+    if first and c["write_first_bytes"] >= COPY_MIN_BYTES * max(get(c, "responses_written"), 1):
+        rates.append(first)
+    return min(rates) if rates else (0.0, "none")
 
 
 def spin_cost_ns(c: Mapping, schema: int) -> float:
