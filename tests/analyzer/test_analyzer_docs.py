@@ -59,3 +59,9 @@ def test_counters_mechanisms_match_the_capture_vocabulary():
 
     assert set(counters.COUNTED_MECHANISMS) | {"other"} == set(MECHANISMS)
     assert set(counters.NOT_HANDOFFS) <= set(MECHANISMS)
+
+
+def test_the_copy_rates_threshold_is_the_probes():
+    header = (DOC.parents[1] / "bpf" / "spinscope.h").read_text()
+    [value] = re.findall(r"#define WRITE_COPY_MIN (\d+)", header)
+    assert int(value) == counters.COPY_MIN_BYTES

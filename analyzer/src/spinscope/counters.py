@@ -26,8 +26,8 @@ NOT_HANDOFFS = ("mm", "exit")
 COUNTED_MECHANISMS = ("futex", "io", "mm", "exit")
 
 # A socket write that moved everything it was asked and at least this many bytes copies at full rate
-# (into room in the send buffer): the rate the write-spin deduction prices the retries' bytes at (schema 5,
-# `write_copy_ns` / `write_copy_bytes`). Kept equal to the probes' WRITE_COPY_MIN_BYTES.
+# (into room in the send buffer): one of the rates the write-spin deduction prices the retries' bytes at (schema 5,
+# `write_copy_ns` / `write_copy_bytes`). The probes' WRITE_COPY_MIN (bpf/spinscope.h; a test holds the two equal).
 COPY_MIN_BYTES = 4096
 
 
