@@ -133,7 +133,7 @@ def judge(span) -> tuple:
     from spinscope.metrics import analyze
 
     assessment = assess(analyze(span))
-    return ([LabelLine(label.severity, label.name, label.cost_share, label.summary) for label in assessment.labels]
+    return ([LabelLine(label.severity, label.name, label.cpu_share, label.summary) for label in assessment.labels]
             + [LabelLine("finding", finding.name, finding.cpu_share, finding.summary) for finding in assessment.findings],
             assessment.notes)
 
