@@ -676,9 +676,15 @@ static __always_inline void write_exit(struct thread_stats *t, __u32 tid, __u64 
 	write_copy_count(t, ret, partial, bytes, call);
 	what = request_on_write(t, tid, sock, call, ret, ret == -EAGAIN || partial, bytes);
 	if (what & WRITE_SPIN) {
+		__u64 cycle = write_cycle_oncpu_ns(t, call);
+
 		t->c.write_spin_retries++;
-		t->c.write_spin_ns += write_cycle_oncpu_ns(t, call);
+		t->c.write_spin_ns += cycle;
 		t->c.write_spin_bytes += bytes;
+		if (ret == -EAGAIN) { /* a bare retry: its cycle is what each retry costs beyond its copying */
+			t->c.write_spin_empty++;
+			t->c.write_spin_empty_ns += cycle;
+		}
 		if (what & WRITE_AFTER_EAGAIN)
 			t->c.write_spin_eagain++;
 	} else if (what & WRITE_WAITED) {

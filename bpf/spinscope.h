@@ -111,7 +111,9 @@
 	X(stall_sndbuf_bytes)  /* ...the sum of their send buffers (sk_sndbuf), */              \
 	X(stall_queued_bytes)  /* ...of the bytes queued in them (sk_wmem_queued), */          \
 	X(stall_peer_window_bytes) /* ...of the peer's advertised windows (snd_wnd), */        \
-	X(stall_srtt_us)       /* ...and of the smoothed RTTs, microseconds */
+	X(stall_srtt_us)       /* ...and of the smoothed RTTs, microseconds */                     \
+	X(write_spin_empty)    /* spin retries that returned EAGAIN: moved nothing */              \
+	X(write_spin_empty_ns) /* ...and their cycles' on-CPU (of write_spin_ns) */
 
 struct thread_counters {
 #define X(name) __u64 name;

@@ -237,7 +237,7 @@ def test_spin_retries_and_writes_after_a_wait_exact(tmp_path):
     run = run_fixture("stalls", tmp_path=tmp_path)
     truth, got = run.truth["stalls"], run.thread("stalls")
     keys = ["write_calls", "write_eagain", "write_partial", "write_spin_retries", "write_spin_eagain",
-            "write_waited"]
+            "write_spin_empty", "write_waited"]
     assert {k: got[k] for k in keys} == {k: truth[k] for k in keys}
     assert truth["write_spin_retries"] >= 3 * 20  # SPINS per request, at least
     assert truth["write_waited"] >= 3
@@ -251,6 +251,7 @@ def test_spin_retries_and_writes_after_a_wait_exact(tmp_path):
     # (loop, syscall entry and exit, the call), more than the time inside those calls.
     assert 0 < got["write_eagain_ns"] + got["write_partial_ns"] <= got["write_ns"]
     assert 0 < got["write_spin_ns"] <= got["oncpu_ns"]
+    assert truth["write_spin_empty"] > 0 and 0 < got["write_spin_empty_ns"] < got["write_spin_ns"]
     assert 0 < got["write_spin_bytes"] < got["write_bytes"]
     # What bound each stall, read at the stall: the send buffer the fixture set (as the kernel made it), at
     # every one of them; the client's receive window, which its 4 KB receive buffer (8 KB once the kernel

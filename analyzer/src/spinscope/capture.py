@@ -40,6 +40,7 @@ COUNTERS = (
     "accept_calls", "accept_eagain", "poll_futile", "poll_futile_cycle_ns", "poll_zero_cycle_ns",
     "write_copy_ns", "write_copy_bytes", "poll_check_cycle_ns", "poll_rewaits", "poll_rewait_ns",
     "stalls_sampled", "stall_sndbuf_bytes", "stall_queued_bytes", "stall_peer_window_bytes", "stall_srtt_us",
+    "write_spin_empty", "write_spin_empty_ns",
 )
 # Schema 5 added the socket reads and writes on channels between the target's processes, which serve no
 # requests (before, their messages were counted as requests), the HTTP/2 connections, the accept counts,
@@ -48,7 +49,8 @@ SCHEMA5_COUNTERS = frozenset(("channel_reads", "channel_writes", "channel_socket
                               "accept_calls", "accept_eagain", "poll_futile", "poll_futile_cycle_ns",
                               "poll_zero_cycle_ns", "write_copy_ns", "write_copy_bytes", "poll_check_cycle_ns",
                               "poll_rewaits", "poll_rewait_ns", "stalls_sampled", "stall_sndbuf_bytes",
-                              "stall_queued_bytes", "stall_peer_window_bytes", "stall_srtt_us"))
+                              "stall_queued_bytes", "stall_peer_window_bytes", "stall_srtt_us",
+                              "write_spin_empty", "write_spin_empty_ns"))
 # Schema 4 added calls_timed (its captures before timed every counted call).
 SCHEMA4_COUNTERS = frozenset(("calls_timed",))
 # Schema 1 captures (collectors before the measured costs) lack these: loaded as 0, and

@@ -113,9 +113,18 @@ def spin_cost_ns(c: Mapping, schema: int) -> float:
     """The CPU a write-spin cost: the on-CPU time of the writes retried without waiting (each one's whole
     cycle, from the thread's previous socket write returning to the retry returning: its loop in user space,
     the syscall's entry and exit, the call), less what moving their bytes costs at the copy rate (copying a
-    response is work any server does; copying it in small pieces is the spin's)."""
+    response is work any server does; copying it in small pieces is the spin's); never less than the cycles
+    of the retries that moved nothing."""
     rate, _ = copy_rate(c, schema)
-    return _nonnegative(c["write_spin_ns"] - c["write_spin_bytes"] * rate)
+    return max(_nonnegative(c["write_spin_ns"] - c["write_spin_bytes"] * rate), get(c, "write_spin_empty_ns"))
+
+
+def bare_retry_ns(c: Mapping) -> float | None:
+    """The mean cycle of a spin retry that returned EAGAIN (schema 5): what a retry costs with no copying
+    in it. Their cycles (`write_spin_empty_ns`) are waste whatever the copy rate, the floor of
+    spin_cost_ns; the copy rate, estimated from other writes, moves by 2-3x between half-second intervals
+    of the same run here, and the cost above that floor with it."""
+    return c["write_spin_empty_ns"] / c["write_spin_empty"] if get(c, "write_spin_empty") else None
 
 
 def empty_wakeup_ns(c: Mapping, schema: int) -> float:

@@ -261,6 +261,8 @@ def _write_spin_evidence(analysis: Analysis, m: WriteSpinMeasure) -> dict:
         "spin_us_per_eagain_retry": _round(m.cost_ns / 1e3 / m.retries if m.retries else None),
         "copy_ns_per_byte": _round(m.copy_rate_ns_per_byte, 4),
         "copy_rate_from": m.copy_rate_source,
+        "bare_retry_us": _round(m.bare_retry_ns / 1e3 if m.bare_retry_ns is not None else None),
+        "bare_retries_cpu_ms": round(m.bare_retries_ns / 1e6, 3),
     }
     if m.spinning:
         worst = m.spinning[0]
@@ -288,6 +290,9 @@ def _write_spin_details(m: WriteSpinMeasure) -> list:
             "none": "nothing: no complete write of 4 KiB or more to price copying by"}[m.copy_rate_source]
     lines.append(f"cost: the retries' whole cycles (from the previous write's return to the retry's return, "
                  f"user space included), less copying their bytes at {rate}")
+    if m.bare_retry_ns is not None:
+        lines.append(f"of which retries that moved nothing (EAGAIN): {m.bare_retries_ns / 1e6:,.1f} ms, "
+                     f"{m.bare_retry_ns / 1e3:.2f} µs a retry, waste at any copy rate (the cost's floor)")
     return lines
 
 

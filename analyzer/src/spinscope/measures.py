@@ -124,6 +124,8 @@ class WriteSpinMeasure:
     copy_rate_ns_per_byte: float
     copy_rate_source: str   # counters.copy_rate
     bound: StallBound | None = None
+    bare_retry_ns: float | None = None  # a retry that moved nothing: its cycle (counters.bare_retry_ns)
+    bare_retries_ns: float = 0.0        # those retries' cycles: the floor of cost_ns
 
     @property
     def share(self) -> float | None:
@@ -149,7 +151,8 @@ def measure_write_spin(analysis: Analysis) -> WriteSpinMeasure | None:
     rate, source = counters.copy_rate(sums, schema)
     return WriteSpinMeasure(sorted(classes, key=lambda c: -c.eagain_retries * c.count), list(spinners.index),
                             counters.spin_cost_ns(sums, schema), float(spinners["oncpu_ns"].sum()),
-                            float(counters.eagain_retries(threads).sum()), rate, source, stall_bound(sums))
+                            float(counters.eagain_retries(threads).sum()), rate, source, stall_bound(sums),
+                            counters.bare_retry_ns(sums), float(counters.get(sums, "write_spin_empty_ns")))
 
 
 def _spins(sums) -> bool:
