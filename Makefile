@@ -10,10 +10,14 @@ ARCH       := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
 CFLAGS     ?= -O2 -g
 WARN       := -Wall -Wextra
 PYTHON     ?= python3
-VERSION    := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+# The version has one source, spinscope/__init__.py: pyproject.toml reads it (dynamic), the collector is
+# compiled with it (SPINSCOPE_VERSION), the wheel is named by it.
+VERSION_SRC := analyzer/src/spinscope/__init__.py
+VERSION    := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' $(VERSION_SRC))
 MACHINE    := $(shell uname -m)
 # Extra flags for the BPF object, for experiments: make BUILD=/tmp/x BPF_CFLAGS=-DSOMETHING
 BPF_CFLAGS ?=
+COLLECTOR_CPPFLAGS := -I$(BUILD) -Ibpf -Icollector -DSPINSCOPE_VERSION='"$(VERSION)"'
 
 BPF_SRC    := bpf/spinscope.bpf.c
 BPF_HDRS   := $(wildcard bpf/*.h)
@@ -43,8 +47,8 @@ $(BUILD)/spinscope.bpf.o: $(BPF_SRC) $(BPF_HDRS) $(BUILD)/vmlinux.h
 $(BUILD)/spinscope.skel.h: $(BUILD)/spinscope.bpf.o
 	$(BPFTOOL) gen skeleton $< name spinscope_bpf > $@.tmp && mv $@.tmp $@
 
-$(BUILD)/spinscope-collector: $(COLLECTOR_SRCS) $(COLLECTOR_HDRS) $(BPF_HDRS) $(BUILD)/spinscope.skel.h
-	$(CC) $(CFLAGS) $(WARN) -I$(BUILD) -Ibpf -Icollector $(COLLECTOR_SRCS) -o $@ \
+$(BUILD)/spinscope-collector: $(COLLECTOR_SRCS) $(COLLECTOR_HDRS) $(BPF_HDRS) $(BUILD)/spinscope.skel.h $(VERSION_SRC)
+	$(CC) $(CFLAGS) $(WARN) $(COLLECTOR_CPPFLAGS) $(COLLECTOR_SRCS) -o $@ \
 		$(shell pkg-config --libs libbpf json-c) -lelf -lz
 
 # The collector's C units tested on their own (tests/c/*_test.c, run by tests/collector/test_c_units.py):
@@ -55,7 +59,7 @@ ctests: $(CTESTS)
 
 $(BUILD)/ctests/%: tests/c/%.c $(filter-out collector/main.c,$(COLLECTOR_SRCS)) $(COLLECTOR_HDRS) $(BPF_HDRS) $(BUILD)/spinscope.skel.h
 	mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(WARN) -I$(BUILD) -Ibpf -Icollector $< $(filter-out collector/main.c,$(COLLECTOR_SRCS)) -o $@ \
+	$(CC) $(CFLAGS) $(WARN) $(COLLECTOR_CPPFLAGS) $< $(filter-out collector/main.c,$(COLLECTOR_SRCS)) -o $@ \
 		$(shell pkg-config --libs libbpf json-c) -lelf -lz
 
 # `make dist`: build/dist/spinscope-collector, a collector that runs on any x86-64 Linux with a BTF kernel and
@@ -72,9 +76,9 @@ PY_SRCS := $(shell find analyzer/src/spinscope -name '*.py')
 
 dist: $(DIST)/spinscope-collector $(WHEEL)
 
-$(DIST)/spinscope-collector: $(COLLECTOR_SRCS) $(COLLECTOR_HDRS) $(BPF_HDRS) $(BUILD)/spinscope.skel.h
+$(DIST)/spinscope-collector: $(COLLECTOR_SRCS) $(COLLECTOR_HDRS) $(BPF_HDRS) $(BUILD)/spinscope.skel.h $(VERSION_SRC)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(WARN) -I$(BUILD) -Ibpf -Icollector $(COLLECTOR_SRCS) -o $@.tmp -static -s \
+	$(CC) $(CFLAGS) $(WARN) $(COLLECTOR_CPPFLAGS) $(COLLECTOR_SRCS) -o $@.tmp -static -s \
 		$(shell pkg-config --static --libs libbpf json-c) -lelf -lz
 	mv $@.tmp $@
 

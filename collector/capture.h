@@ -10,7 +10,9 @@
 #include "snapshot.h"
 
 #define CAPTURE_SCHEMA 5
-#define SPINSCOPE_VERSION "0.1.0"
+#ifndef SPINSCOPE_VERSION /* from analyzer/src/spinscope/__init__.py, by the Makefile: one source */
+#error "SPINSCOPE_VERSION is defined by the Makefile (-DSPINSCOPE_VERSION), from spinscope/__init__.py"
+#endif
 
 struct cgroup_target;
 

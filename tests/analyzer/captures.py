@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from spinscope import __version__
 from spinscope.capture import COUNTERS
 
 DURATION_S = 10.0
@@ -76,7 +77,7 @@ def capture(threads: list, wakeups: list = (), requests: int = 0, response_bytes
         request_block["by_size"] = [{"bytes_min": low, "bytes_max": 2 * low - 1, **sums}]
     return {
         "schema": 2, "format": "spinscope-capture",
-        "tool": {"name": "spinscope-collector", "version": "0.1.0"},
+        "tool": {"name": "spinscope-collector", "version": __version__},
         "target": {"pid": pid, "comm": comm, "cmdline": [comm], "follow_children": False, "pids": [pid]},
         "host": {"kernel": "6.1.0", "hostname": "test", "ncpus": 2},
         "start_time": "2026-11-22T10:00:00.000Z", "duration_s": duration_s, "end_reason": "duration",

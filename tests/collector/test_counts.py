@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from spinscope.capture import layout_differences
+import spinscope
+
+from spinscope.capture import SCHEMA, layout_differences
 
 from collector_harness import run_fixture
 
@@ -187,7 +189,9 @@ def test_request_still_open_at_the_end_is_counted(tmp_path):
 def test_capture_document_shape(tmp_path):
     run = run_fixture("reqserver", "3", "1", tmp_path=tmp_path, collector_args=("--interval", "0.2"))
     cap = run.capture
-    assert cap["schema"] == 5 and cap["format"] == "spinscope-capture"
+    assert cap["schema"] == SCHEMA == 5 and cap["format"] == "spinscope-capture"
+    # One version: the collector is built with the package's (the Makefile reads spinscope/__init__.py).
+    assert cap["tool"] == {**cap["tool"], "name": "spinscope-collector", "version": spinscope.__version__}
     assert cap["settings"]["time_sample"] == 1  # the harness times every call
     # What the collector itself used, and when maps filled (none here).
     assert cap["tool"]["cpu_s"] > 0 and cap["tool"]["max_rss_bytes"] > 2**20
