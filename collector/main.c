@@ -345,6 +345,8 @@ static int session_write(struct session *s, const struct options *o)
 	ret = snapshot_read(s->skel, &s->retired, &s->final, true);
 	if (ret)
 		return fail(s, ret, "cannot read the BPF maps: %s", strerror(-ret));
+	if (!strcmp(s->meta.end_reason, "target-exited") && !o->cgroup_arg)
+		snapshot_process_gone(&s->final, s->meta.pid, now);
 	/* The last, shorter interval (at least one interval whenever --interval was given). */
 	if (o->interval_s > 0 && (s->intervals.n == 0 || now > s->intervals.prev_ns + 1000000))
 		intervals_add(&s->intervals, &s->final, now);

@@ -269,6 +269,18 @@ __u64 snapshot_threads_exited(const struct snapshot *snap)
 	return exited;
 }
 
+void snapshot_process_gone(struct snapshot *snap, __u32 pid, __u64 now)
+{
+	for (size_t i = 0; i < snap->nthreads; i++) {
+		struct thread_stats *t = &snap->threads[i];
+
+		if (t->pid == pid && !(t->flags & THREAD_EXITED)) {
+			t->flags |= THREAD_EXITED;
+			t->exit_ns = now;
+		}
+	}
+}
+
 /* The pid of the i-th thread of the snapshot: the live ones, then the retired rows, then the folded groups. */
 static __u32 nth_pid(const struct snapshot *snap, size_t i)
 {

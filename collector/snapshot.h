@@ -106,6 +106,9 @@ void snapshot_totals(const struct snapshot *snap, struct thread_counters *totals
 __u64 snapshot_wakeups(const struct snapshot *snap);
 /* Threads that have exited: those the live map still holds marked exited, and every one retired. */
 __u64 snapshot_threads_exited(const struct snapshot *snap);
+/* The target process is gone: its threads whose exit the probes did not see (it came before they were
+ * live: a process that exits while they attach) are marked exited at now, not left "alive". */
+void snapshot_process_gone(struct snapshot *snap, __u32 pid, __u64 now);
 /* Every process that had a thread traced, each once: first (unless 0) ahead, then those of the live
  * threads, the retired rows and the folded groups in that order. malloc'd, *n of them; NULL if out of
  * memory. */

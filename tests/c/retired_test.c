@@ -4,7 +4,8 @@
  * map shaped like the exited map: the first --exited-rows threads drained keep a row, the rest fold by
  * process and name; a kept row whose tid a live thread has taken since is folded at the write
  * (retired_rows); the processes are listed once each, the target first (snapshot_pids); threads exited
- * count the retired and the live ones marked exited. Needs root (bpf). Prints one line per failed check;
+ * count the retired and the live ones marked exited, and those of a process gone unseen
+ * (snapshot_process_gone). Needs root (bpf). Prints one line per failed check;
  * exits 1 if any failed.
  */
 #include <errno.h>
@@ -103,6 +104,15 @@ int main(void)
 	CHECK_EQ("first process without a target", pids && npids > 0 ? pids[0] : 0, 300);
 	free(pids);
 	CHECK_EQ("threads exited", snapshot_threads_exited(&snap), 4 + 1);
+	/* Process 300 gone with its exit unseen (it came while the probes attached): its live thread is
+	 * marked exited at that time, the one already exited keeps its own; no other process's is touched. */
+	live[1].exit_ns = 5;
+	snapshot_process_gone(&snap, 999, 7);
+	CHECK_EQ("another process gone: threads exited", snapshot_threads_exited(&snap), 4 + 1);
+	snapshot_process_gone(&snap, 300, 7);
+	CHECK_EQ("threads exited after the process is gone", snapshot_threads_exited(&snap), 4 + 2);
+	CHECK_EQ("its exit time", live[0].exit_ns, 7);
+	CHECK_EQ("the exited one's own exit time", live[1].exit_ns, 5);
 
 	retired_free(&r);
 	if (!failures)

@@ -215,9 +215,11 @@ def test_signal_ends_capture_and_writes_it(sleeper, tmp_path, sig):
 
 
 def test_target_exit_mid_capture(tmp_path):
-    target = subprocess.Popen(["sleep", "0.5"])
+    # The target exits once the probes are live (its stdin closed), however long attaching took.
+    target = subprocess.Popen(["head", "-c", "1"], stdin=subprocess.PIPE)
     out = tmp_path / "x.json"
     proc, err = start_collector(target.pid, out, "--duration", "30")
+    target.stdin.close()
     assert proc.wait(timeout=10) == 0
     target.wait()
     err.wait_for(lambda line: "wrote" in line)

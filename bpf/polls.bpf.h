@@ -1,0 +1,209 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The poll family (select, pselect6, poll, ppoll, epoll_wait, epoll_pwait, epoll_pwait2) with its wakeup
+ * cycles, and accept per listening socket. Included by spinscope.bpf.c after sockets.bpf.h.
+ */
+#ifndef SPINSCOPE_POLLS_BPF_H
+#define SPINSCOPE_POLLS_BPF_H
+
+/* ---------------------------------------------------------------------------------------- */
+/* Poll family: select, pselect6, poll, ppoll, epoll_wait, epoll_pwait, epoll_pwait2          */
+
+/* A struct timespec or timeval in user memory (two longs on 64-bit) that is zero: a check, no wait.
+ * NULL means no timeout at all. */
+static __always_inline bool user_time_zero(__u64 uptr)
+{
+	long v[2];
+
+	if (!uptr || bpf_probe_read_user(v, sizeof(v), (void *)uptr))
+		return false;
+	return !v[0] && !v[1];
+}
+
+/* Poll calls whose timeout is a struct in user memory: the kernel writes the time left back into it
+ * (zero once the timeout expired), so it is read at sys_enter, on every call. */
+static __always_inline bool poll_timeout_in_memory(__u32 cls)
+{
+	return cls == SC_POLL_TS2 || cls == SC_POLL_TS3 || cls == SC_POLL_TV4;
+}
+
+static __always_inline bool poll_enter_nowait(__u32 cls, struct pt_regs *regs)
+{
+	switch (cls) {
+	case SC_POLL_TS2:
+		return user_time_zero(SC_ARG(regs, 2));
+	case SC_POLL_TS3:
+		return user_time_zero(SC_ARG(regs, 3));
+	default: /* SC_POLL_TV4 */
+		return user_time_zero(SC_ARG(regs, 4));
+	}
+}
+
+/*
+ * Poll wakeup cycles, on every poll call: the cycle that began at the thread's previous poll exit ends at
+ * this one. Its on-CPU time is its wall time less the thread's time switched out meanwhile (as
+ * write_cycle_oncpu_ns, but exact: the clock is read at every poll exit, no sys_enter work): the whole
+ * loop iteration around the poll, user space, the other syscalls and the next poll call included. A
+ * voluntary sleep outside a poll call (a futex wait, nanosleep) does not end the cycle; its time is off
+ * CPU and not in the cycle's.
+ *
+ * A cycle is productive when the thread found work in it: a read that returned data (from any fd: a
+ * socket, or the pipe or eventfd another thread passes work through) or a socket read that returned EOF,
+ * a socket write that moved bytes, an accept that returned a connection, or a handoff it made (a wakeup
+ * of another of the target's threads from a futex or write-family call: work passed on). An unproductive
+ * cycle that began with an empty poll is counted in poll_zero_cycle_ns (a busy-polling loop's iteration);
+ * one that began with ready fds is a futile wakeup (poll_futile, poll_futile_cycle_ns): the fds gave
+ * nothing (an accept or read that returned EAGAIN: another thread took it, a thundering herd). A cycle
+ * that began with a failed poll (EINTR) is not counted, nor is the one still open when the thread exits
+ * or the capture ends.
+ */
+static __always_inline void poll_cycle_end(struct thread_stats *t, long ret, bool nowait, struct call *call)
+{
+	__u64 now = call_now(call), offcpu = *(volatile __u64 *)&t->c.offcpu_ns;
+
+	/* The syscall tracepoints' programs can be preempted: a switch out and back in between the clock read
+	 * and offcpu's would put that time switched out in offcpu and not in now (measured: a cycle counted
+	 * 60% more than the thread ran, under two CPU hogs). Then read both again. */
+	if (*(volatile __u64 *)&t->switch_in_ns > now) {
+		now = bpf_ktime_get_ns();
+		offcpu = *(volatile __u64 *)&t->c.offcpu_ns;
+	}
+	if (t->cycle_kind != CYCLE_NONE && !t->cycle_productive) {
+		__u64 wall = now - t->cycle_start_ns, off = offcpu - t->cycle_start_offcpu;
+		__u64 oncpu = off < wall ? wall - off : 0;
+
+		if (t->cycle_kind == CYCLE_ZERO) {
+			t->c.poll_zero_cycle_ns += oncpu;
+		} else if (t->cycle_kind == CYCLE_CHECK) {
+			t->c.poll_check_cycle_ns += oncpu;
+		} else {
+			t->c.poll_futile++;
+			t->c.poll_futile_cycle_ns += oncpu;
+		}
+	}
+	if (ret > 0)
+		t->cycle_kind = CYCLE_READY;
+	else if (ret == 0)
+		t->cycle_kind = nowait ? CYCLE_CHECK : CYCLE_ZERO;
+	else
+		t->cycle_kind = CYCLE_NONE;
+	t->cycle_productive = 0;
+	t->cycle_start_ns = now;
+	t->cycle_start_offcpu = offcpu;
+}
+
+static __always_inline void poll_exit(struct thread_stats *t, __u32 cls, struct pt_regs *regs, long ret,
+				      struct call *call)
+{
+	bool nowait;
+
+	if (cls == SC_POLL_MS2)
+		nowait = (int)SC_ARG(regs, 2) == 0;
+	else if (cls == SC_POLL_MS3)
+		nowait = (int)SC_ARG(regs, 3) == 0;
+	else
+		nowait = t->call_flags & CALL_NOWAIT;
+	t->in_request = 0; /* it went back to its loop */
+	t->c.poll_calls++;
+	t->c.poll_ns += call->wall;
+	t->c.poll_oncpu_ns += call->oncpu;
+	t->c.poll_nowait += nowait;
+	poll_cycle_end(t, ret, nowait, call);
+	if (ret < 0) {
+		t->c.poll_errors++;
+		return;
+	}
+	if (ret == 0) {
+		t->c.poll_zero++;
+		if (nowait) {
+			t->c.poll_zero_nowait++;
+			t->c.poll_zero_nowait_ns += call->oncpu;
+		} else {
+			t->c.poll_zero_wait_ns += call->oncpu;
+		}
+	}
+	t->c.poll_events += ret;
+	t->poll_hist[log2_bucket(ret, POLL_HIST_BUCKETS)]++;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Accept: counted on any fd, and per listening socket                                        */
+
+/* A listener's family and local port (0 for families without one), read from its sock once, when its
+ * entry is made. */
+static __always_inline void listener_address(__u64 sock, struct listener_stats *l)
+{
+	struct socket *s = bpf_rdonly_cast((void *)sock, bpf_core_type_id_kernel(struct socket));
+	struct sock *sk = s->sk;
+
+	if (!sk)
+		return;
+	l->family = sk->__sk_common.skc_family;
+	if (l->family == AF_INET || l->family == AF_INET6)
+		l->port = sk->__sk_common.skc_num;
+}
+
+/* The listener's entry, made on its first accept; NULL (and counted as a drop) when the map is full. */
+static __always_inline struct listener_stats *listener_entry(const struct listener_key *key)
+{
+	struct listener_stats *l = bpf_map_lookup_elem(&listeners, key);
+	struct listener_stats fresh = {};
+
+	if (l)
+		return l;
+	listener_address(key->sock, &fresh);
+	bpf_map_update_elem(&listeners, key, &fresh, BPF_NOEXIST); /* EEXIST: made meanwhile, fine */
+	l = bpf_map_lookup_elem(&listeners, key);
+	if (!l)
+		__sync_fetch_and_add(&globals.drops_listeners, 1);
+	return l;
+}
+
+/* Remember that process tgid called accept on the listener (once per pair: a lookup after the first). */
+static __always_inline void listener_note_pid(const struct listener_key *key, __u32 tgid)
+{
+	struct listener_pid pk = { .listener = *key, .tgid = tgid };
+	__u8 one = 1;
+	long err;
+
+	if (bpf_map_lookup_elem(&listener_pids, &pk))
+		return;
+	err = bpf_map_update_elem(&listener_pids, &pk, &one, BPF_NOEXIST);
+	if (err && err != -17 /* EEXIST: made meanwhile */)
+		__sync_fetch_and_add(&globals.drops_listeners, 1);
+}
+
+/* An accept call on a listening socket, counted in its entry (atomically: the processes of a pre-forked
+ * server accept on one listener from every CPU at once). */
+static __noinline void listener_accept(__u64 fd, long ret, __u32 tgid)
+{
+	struct file *file = fd_file(fd);
+	struct listener_key key = {};
+	struct listener_stats *l;
+
+	key.sock = file_socket(file);
+	if (!key.sock || ret == -22 /* EINVAL: the socket is not listening */)
+		return;
+	key.ino = file->f_inode->i_ino;
+	l = listener_entry(&key);
+	if (!l)
+		return;
+	__sync_fetch_and_add(&l->accept_calls, 1);
+	if (ret >= 0)
+		__sync_fetch_and_add(&l->accept_ok, 1);
+	else if (ret == -EAGAIN)
+		__sync_fetch_and_add(&l->accept_eagain, 1);
+	listener_note_pid(&key, tgid);
+}
+
+static __always_inline void accept_exit(struct thread_stats *t, struct pt_regs *regs, long ret)
+{
+	t->c.accept_calls++;
+	if (ret >= 0) /* a connection: the wakeup cycle found work */
+		t->cycle_productive = 1;
+	else if (ret == -EAGAIN)
+		t->c.accept_eagain++;
+	listener_accept(SC_ARG(regs, 0), ret, t->pid);
+}
+
+#endif /* SPINSCOPE_POLLS_BPF_H */
