@@ -8,7 +8,7 @@
 
 /* Settings, fixed by the collector before load. */
 const volatile __u32 targ_tgid = 0; /* the process (TARGET_NO_PID with TARGET_CGROUP) */
-const volatile __u32 targ_more = 0;        /* TARGET_* (spinscope.h) */
+const volatile __u32 targ_flags = 0;       /* TARGET_* (spinscope.h) */
 const volatile __u64 targ_cgroup_id = 0;   /* TARGET_CGROUP: the cgroup's kernfs id (its inode number) */
 const volatile __u32 targ_cgroup_level = 0; /* ...and its depth in the hierarchy (0: the root) */
 const volatile __u32 collector_tgid = 0;   /* TARGET_CGROUP: the collector itself is never traced */

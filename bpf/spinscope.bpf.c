@@ -75,7 +75,7 @@ static __always_inline bool in_target_cgroup(struct task_struct *task)
 
 /*
  * Is the task one of the target's? Run for every syscall of every thread on the machine: a foreign
- * thread costs one compare of its thread group with a constant in PID mode. targ_more is a constant the
+ * thread costs one compare of its thread group with a constant in PID mode. targ_flags is a constant the
  * verifier resolves: with a PID alone, the code below its test is gone (xlated: no lookup, no cgroup
  * load), and the PID mode's foreign thread costs what it did before the cgroup mode existed.
  */
@@ -85,9 +85,9 @@ static __always_inline bool is_target(struct task_struct *task)
 
 	if (tgid == targ_tgid)
 		return true;
-	if (!targ_more)
+	if (!targ_flags)
 		return false;
-	if (targ_more & TARGET_CGROUP)
+	if (targ_flags & TARGET_CGROUP)
 		return in_target_cgroup(task) && tgid != collector_tgid;
 	return bpf_map_lookup_elem(&child_pids, &tgid) != NULL;
 }
@@ -606,11 +606,11 @@ int BPF_PROG(on_sched_process_fork, struct task_struct *parent, struct task_stru
 		t->c.threads_created++;
 	if (child_tgid == (__u32)parent->tgid)
 		return 0;
-	if (targ_more & TARGET_CGROUP) { /* a child starts in its parent's cgroup: traced as the cgroup's */
+	if (targ_flags & TARGET_CGROUP) { /* a child starts in its parent's cgroup: traced as the cgroup's */
 		__sync_fetch_and_add(&globals.processes_created, 1);
 		return 0;
 	}
-	if (!(targ_more & TARGET_CHILDREN))
+	if (!(targ_flags & TARGET_CHILDREN))
 		return 0;
 	__sync_fetch_and_add(&globals.processes_created, 1);
 	if (bpf_map_update_elem(&child_pids, &child_tgid, &one, BPF_ANY))

@@ -12,7 +12,7 @@
 #define SPINSCOPE_COMM_LEN 16
 
 /* What the probes take as the target (their .rodata, fixed by the collector before load): the threads of
- * the process targ_tgid, and, by targ_more: */
+ * the process targ_tgid, and, by targ_flags: */
 #define TARGET_CHILDREN 0x1 /* the processes it forks (--children), in the child_pids map */
 #define TARGET_CGROUP 0x2   /* instead, every task under the cgroup targ_cgroup_id (--cgroup) */
 #define TARGET_NO_PID 0xFFFFFFFFU /* targ_tgid with TARGET_CGROUP: no process has it (the idle tasks' is 0) */

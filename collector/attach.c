@@ -20,7 +20,8 @@
 /* Threads alive at attach get an entry now, so idle ones appear in the capture too. */
 struct seed_ctx {
 	int map_fd;
-	int pid; /* the process whose threads are being seeded */
+	int pid;      /* the process whose threads are being seeded (PID mode) */
+	int skip_pid; /* cgroup mode: the process not to seed, the collector itself */
 	__u64 now;
 	int children_fd;
 };
@@ -41,12 +42,12 @@ static void seed_thread(int tid, void *arg)
 	seed_process_thread(ctx->pid, tid, ctx);
 }
 
-/* cgroup mode: every thread in the cgroup and its descendants, but the collector's own (ctx->pid). */
+/* cgroup mode: every thread in the cgroup and its descendants, but the collector's own (ctx->skip_pid). */
 static void seed_cgroup_thread(int pid, int tid, void *arg)
 {
 	struct seed_ctx *ctx = arg;
 
-	if (pid != ctx->pid)
+	if (pid != ctx->skip_pid)
 		seed_process_thread(pid, tid, ctx);
 }
 
@@ -77,10 +78,10 @@ int session_attach(struct session *s, const struct options *o)
 	if (!s->skel)
 		return fail(s, -errno, "cannot open the BPF object: %s", strerror(errno));
 	s->skel->rodata->targ_tgid = o->pid;
-	s->skel->rodata->targ_more = o->follow_children ? TARGET_CHILDREN : 0;
+	s->skel->rodata->targ_flags = o->follow_children ? TARGET_CHILDREN : 0;
 	if (o->cgroup_arg) {
 		s->skel->rodata->targ_tgid = TARGET_NO_PID;
-		s->skel->rodata->targ_more = TARGET_CGROUP;
+		s->skel->rodata->targ_flags = TARGET_CGROUP;
 		s->skel->rodata->targ_cgroup_id = o->cgroup.id;
 		s->skel->rodata->targ_cgroup_level = o->cgroup.level;
 		s->skel->rodata->collector_tgid = getpid();
@@ -102,11 +103,11 @@ int session_attach(struct session *s, const struct options *o)
 		if (s->meta.nmaps < sizeof(s->meta.map_fds) / sizeof(s->meta.map_fds[0]))
 			s->meta.map_fds[s->meta.nmaps++] = bpf_map__fd(map);
 
-	seed = (struct seed_ctx){ bpf_map__fd(s->skel->maps.threads), o->pid, monotonic_ns(),
-				  bpf_map__fd(s->skel->maps.child_pids) };
+	seed = (struct seed_ctx){ .map_fd = bpf_map__fd(s->skel->maps.threads), .pid = o->pid,
+				  .skip_pid = getpid(), .now = monotonic_ns(),
+				  .children_fd = bpf_map__fd(s->skel->maps.child_pids) };
 	if (o->cgroup_arg) {
 		/* Every thread in the cgroup now; those that enter it later are added at their first event. */
-		seed.pid = getpid();
 		cgroup_for_each_thread(o->cgroup.dir, seed_cgroup_thread, &seed);
 	} else {
 		proc_for_each_thread(o->pid, seed_thread, &seed);

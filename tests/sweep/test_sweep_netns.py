@@ -74,11 +74,13 @@ variants = [{ arch = "no-such-arch" }, { arch = "event-loop", delay_ms = 3 }]
     assert broken.loc["no-such-arch", "status"] == "failed"
     assert proc.returncode == 3
     delayed = broken.loc["event-loop"]  # +3 ms through the delay line: an ok cell whose RTT shows it
-    # The cell's RTT is the whole round trip: the 3 ms the line adds (a timer is never early, and comes up
-    # to ~0.3 ms late on this VM: tests/sweep/test_delayline.py) plus the TUN link's own round trip and the
-    # client's wake-up, 0.05-0.2 ms, not subtracted here (a CI run: 3.315 ms).
+    # The cell's RTT is the whole round trip: the 3 ms the line adds (a timer is never early, and comes
+    # late on a busy VM) plus the TUN link's own round trip and the client's wake-up, not subtracted here
+    # (a CI run: 3.315 ms; with four other jobs on the 2 cores: 3.636 ms). The line's precision, with
+    # those subtracted, is tests/sweep/test_delayline.py's; here: the cell went through the line (veth
+    # alone: ~0.05 ms), once each way.
     assert delayed["status"] == "ok", delayed["error"]
-    assert 3 * 0.97 <= delayed["rtt_ms"] <= 3 + 0.3 + 0.3, delayed["rtt_ms"]
+    assert 3 * 0.97 <= delayed["rtt_ms"] <= 3 * 1.5, delayed["rtt_ms"]
     assert json.loads((out / "sweep.json").read_text())["delay"] == "delay line"
     cell = json.loads((out / "cells" / f"{delayed['cell_id']}.json").read_text())
     assert cell["delayline"]["to_inner"]["packets"] > 0 and cell["delayline"]["to_inner"]["dropped"] == 0
