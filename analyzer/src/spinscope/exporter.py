@@ -132,6 +132,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--duty", type=duty_cycle, metavar="ON/EVERY",
                    help="sample instead of tracing continuously: probes live ON seconds every EVERY seconds "
                    "(e.g. 10/60); counters are scaled by EVERY/ON and spinscope_sampled_ratio says ON/EVERY")
+    p.add_argument("--web-config", metavar="FILE",
+                   help="TLS and basic auth for the endpoint: a web configuration file as Prometheus's exporters "
+                   "take it (exporter-toolkit's format, node_exporter's --web.config.file; docs/live.md)")
     p.add_argument("--quiet", "-q", action="store_true", help="only print errors")
     p.set_defaults(func=run)
 
@@ -528,13 +531,17 @@ def check_options(args: argparse.Namespace) -> None:
         raise UsageError(f"--port must be in 1..65535, not {args.port}")
     if not math.isfinite(args.window) or args.window < 2:
         raise UsageError(f"--window must be at least 2 seconds, not {args.window:g}")
+    if args.web_config is not None:  # read, certificates loaded, hashes parsed: a bad file is one line
+        from spinscope import webconfig
+
+        args.web = webconfig.load(args.web_config)
 
 
 def run(args: argparse.Namespace) -> int:
     check_options(args)
-    from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
+    from prometheus_client import CollectorRegistry, ProcessCollector
 
-    from spinscope import collector
+    from spinscope import collector, webconfig
 
     def say(message: str) -> None:
         if not args.quiet:
@@ -546,12 +553,12 @@ def run(args: argparse.Namespace) -> int:
     registry = CollectorRegistry()
     registry.register(ViewsCollector(exporter))
     ProcessCollector(registry=registry)  # the exporter's own CPU and memory, as process_*
+    web = getattr(args, "web", None)
     try:  # before anything is attached: a port in use is the whole error
-        server, _thread = start_http_server(args.port, addr=args.address, registry=registry)
+        server = webconfig.serve(args.address, args.port, registry, web)
     except OSError as exc:
         raise SpinscopeError(f"cannot serve on {args.address}:{args.port}: {exc.strerror or exc}") from None
-    host = f"[{args.address}]" if ":" in args.address else args.address
-    say(f"serving http://{host}:{args.port}/metrics")
+    say(f"serving {webconfig.url(args.address, args.port, web)}" + (f" ({web.describe()})" if web else ""))
 
     stop = threading.Event()
 
@@ -574,5 +581,6 @@ def run(args: argparse.Namespace) -> int:
             signal.signal(s, handler)
         exporter.stop()
         server.shutdown()
+        server.server_close()
         say("stopped")
     return 0
