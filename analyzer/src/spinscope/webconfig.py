@@ -230,7 +230,7 @@ def _tls(doc: dict, base: Path) -> tuple:
                            "readable by root only)") from None
         except ssl.SSLError as exc:
             raise _Refused(f"tls_server_config: the certificate and key do not load as PEM, a certificate and "
-                           f"its own private key ({exc.reason or exc.library or exc})") from None
+                           f"its own private key ({exc.reason or 'not PEM'})") from None
 
     auth = get["client_auth_type"] or "NoClientCert"
     if auth in UNVERIFIED_CLIENT_AUTH:
