@@ -8,9 +8,6 @@ from __future__ import annotations
 import base64
 import socket
 import ssl
-import subprocess
-import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -394,3 +391,50 @@ def test_rate_limited_requests_get_429(pki, tmp_path):
         assert [endpoint.get()[0] for _ in range(3)] == [200, 200, 429]
     finally:
         endpoint.close()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The files that show it: docs/live.md and deploy/kubernetes/
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_docs_example_loads(pki, tmp_path):
+    import re
+
+    text = (ROOT / "docs" / "live.md").read_text()
+    example = re.search(r"```yaml\n# /etc/spinscope/web.yml\n(.*?)```", text, re.S).group(1)
+    cert, key = pki["server"]
+    (tmp_path / "exporter.crt").write_bytes(cert.read_bytes())
+    (tmp_path / "exporter.key").write_bytes(key.read_bytes())
+    config = webconfig.load(str(write(tmp_path, example)))
+    assert config.describe() == "TLS, basic auth (1 user)"
+
+
+def test_the_daemonset_serves_the_secrets_web_config(pki, tmp_path):
+    import yaml
+
+    spec = yaml.safe_load((ROOT / "deploy" / "kubernetes" / "daemonset.yaml").read_text())["spec"]["template"]["spec"]
+    container = spec["containers"][0]
+    args = container["args"]
+    web = Path(args[args.index("--web-config") + 1])
+    mount = next(m for m in container["volumeMounts"] if Path(m["mountPath"]) == web.parent)
+    volume = next(v for v in spec["volumes"] if v["name"] == mount["name"])
+    files = {item["path"]: source["secret"]["name"] for source in volume["projected"]["sources"]
+             for item in source["secret"]["items"]}
+    assert files == {"web.yml": "spinscope-exporter-web", "tls.crt": "spinscope-exporter-tls",
+                     "tls.key": "spinscope-exporter-tls"}
+    assert "httpGet" not in container["readinessProbe"]  # /metrics would answer 401
+    # The Secret's web.yml, as mounted: refused while its placeholder is there, loaded once it is a hash.
+    secret = yaml.safe_load((ROOT / "deploy" / "kubernetes" / "web-config-secret.yaml").read_text())
+    assert secret["metadata"]["name"] == "spinscope-exporter-web"
+    cert, key = pki["server"]
+    (tmp_path / "tls.crt").write_bytes(cert.read_bytes())
+    (tmp_path / "tls.key").write_bytes(key.read_bytes())
+    text = secret["stringData"][web.name]
+    with pytest.raises(UsageError, match="basic_auth_users.prometheus: not a bcrypt hash"):
+        webconfig.load(str(write(tmp_path, text)))
+    hashed = bcrypt.hashpw(b"pw", bcrypt.gensalt(4)).decode()
+    config = webconfig.load(str(write(tmp_path, text.replace("REPLACE-WITH-A-BCRYPT-HASH", hashed))))
+    assert config.describe() == "TLS, basic auth (1 user)"
