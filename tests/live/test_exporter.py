@@ -1,6 +1,6 @@
 """`spinscope exporter` scraped by a real Prometheus (Debian's package, its own storage and port): the
 request counter's increase agrees with the load generator's count; the exposition passes promtool; every
-dashboard and alert expression evaluates; bad input (a port in use, a selector matching nothing) and a
+dashboard and alert expression evaluates; over TLS with basic auth (--web-config); bad input (a port in use, a selector matching nothing) and a
 target that exits and returns."""
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ later (a server that restarts is picked up again), one collector each; `--cgroup
 cgroup v2 (a systemd unit, a pod) by one collector, its series labelled with the cgroup's name and no pid,
 waiting for the cgroup while it does not exist. A target that exits (a cgroup removed) is dropped: its
 series go.
+The endpoint (plain, or TLS and basic auth from `--web-config`) is spinscope.webconfig's.
 `METRICS` lists every family the exporter writes; the dashboard and alert rules in deploy/ are tested
 against it.
 """
