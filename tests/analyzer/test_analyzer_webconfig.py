@@ -82,7 +82,7 @@ rate_limit: {{interval: 250ms, burst: 20}}
     assert config.users == {"prometheus": hashed.encode()}
     assert config.headers == {"X-Frame-Options": "deny", "Strict-Transport-Security": "max-age=3600"}
     assert config.rate == (0.25, 20)
-    assert config.describe() == "TLS, client certificates required, basic auth (1 user), rate limit 4/s, burst 20"
+    assert config.describe() == "TLS, client certificates required, basic auth: 1 user, rate limit 4/s, burst 20"
 
 
 def test_defaults_and_empty_parts(pki, hashed, tmp_path):
@@ -113,7 +113,7 @@ REFUSALS = [  # (file text; {cert}, {key}, {ca}, {hash} filled in), the message 
     ("tls_server_confg: {{}}\n", "unknown key 'tls_server_confg' (known: tls_server_config, http_server_config, "
                                "basic_auth_users, rate_limit)"),
     ("tls_server_config: {{cert_file: {cert}, key_file: {key}, cert_flie: x}}\n",
-     "unknown key tls_server_config.'cert_flie' (known: cert_file, key_file, cert, key, client_ca_file, client_ca, "
+     "unknown key 'tls_server_config.cert_flie' (known: cert_file, key_file, cert, key, client_ca_file, client_ca, "
      "client_auth_type, client_allowed_sans, min_version, max_version, prefer_server_cipher_suites, "
      "cipher_suites, curve_preferences)"),
     ("tls_server_config: {{cert_file: {cert}, key_file: {key}, cipher_suites: [TLS_AES_128_GCM_SHA256]}}\n",
@@ -409,7 +409,7 @@ def test_the_docs_example_loads(pki, tmp_path):
     (tmp_path / "exporter.crt").write_bytes(cert.read_bytes())
     (tmp_path / "exporter.key").write_bytes(key.read_bytes())
     config = webconfig.load(str(write(tmp_path, example)))
-    assert config.describe() == "TLS, basic auth (1 user)"
+    assert config.describe() == "TLS, basic auth: 1 user"
 
 
 def test_the_daemonset_serves_the_secrets_web_config(pki, tmp_path):
@@ -437,4 +437,4 @@ def test_the_daemonset_serves_the_secrets_web_config(pki, tmp_path):
         webconfig.load(str(write(tmp_path, text)))
     hashed = bcrypt.hashpw(b"pw", bcrypt.gensalt(4)).decode()
     config = webconfig.load(str(write(tmp_path, text.replace("REPLACE-WITH-A-BCRYPT-HASH", hashed))))
-    assert config.describe() == "TLS, basic auth (1 user)"
+    assert config.describe() == "TLS, basic auth: 1 user"

@@ -1,7 +1,7 @@
 """`spinscope exporter` scraped by a real Prometheus (Debian's package, its own storage and port): the
 request counter's increase agrees with the load generator's count; the exposition passes promtool; every
-dashboard and alert expression evaluates; over TLS with basic auth (--web-config); bad input (a port in use, a selector matching nothing) and a
-target that exits and returns."""
+dashboard and alert expression evaluates; the scrape over TLS with basic auth (--web-config); bad input (a
+port in use, a selector matching nothing) and a target that exits and returns."""
 
 from __future__ import annotations
 
@@ -168,7 +168,7 @@ def test_prometheus_scrapes_over_tls_with_basic_auth(tmp_path):
     exporter = prom = None
     try:
         exporter = Exporter("--pid", str(target.pid), "--web-config", str(web))
-        exporter.said(rf"serving https://127.0.0.1:{exporter.port}/metrics \(TLS, basic auth \(1 user\)\)")
+        exporter.said(rf"serving https://127.0.0.1:{exporter.port}/metrics \(TLS, basic auth: 1 user\)")
         exporter.said(rf"tracing PID {target.pid}")
         prom = Prometheus(tmp_path, exporter.port, f"scheme: https\ntls_config: {{ca_file: {ca.cert_file}}}\n"
                           f"basic_auth: {{username: prometheus, password_file: {tmp_path / 'password'}}}")

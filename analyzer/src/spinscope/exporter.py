@@ -532,6 +532,7 @@ def check_options(args: argparse.Namespace) -> None:
         raise UsageError(f"--port must be in 1..65535, not {args.port}")
     if not math.isfinite(args.window) or args.window < 2:
         raise UsageError(f"--window must be at least 2 seconds, not {args.window:g}")
+    args.web = None
     if args.web_config is not None:  # read, certificates loaded, hashes parsed: a bad file is one line
         from spinscope import webconfig
 
@@ -554,7 +555,7 @@ def run(args: argparse.Namespace) -> int:
     registry = CollectorRegistry()
     registry.register(ViewsCollector(exporter))
     ProcessCollector(registry=registry)  # the exporter's own CPU and memory, as process_*
-    web = getattr(args, "web", None)
+    web = args.web
     try:  # before anything is attached: a port in use is the whole error
         server = webconfig.serve(args.address, args.port, registry, web)
     except OSError as exc:

@@ -92,7 +92,7 @@ class WebConfig:
             parts.append("TLS" + {ssl.CERT_REQUIRED: ", client certificates required",
                                   ssl.CERT_OPTIONAL: ", client certificates verified if given"}.get(mode, ""))
         if self.users:
-            parts.append(f"basic auth ({len(self.users)} user{'s' if len(self.users) != 1 else ''})")
+            parts.append(f"basic auth: {len(self.users)} user{'s' if len(self.users) != 1 else ''}")
         if self.rate:
             parts.append(f"rate limit {1 / self.rate[0]:g}/s, burst {self.rate[1]}")
         return ", ".join(parts) or "no TLS, no basic auth"
@@ -109,6 +109,8 @@ class _Refused(Exception):
 def load(path: str) -> WebConfig:
     """The web configuration in `path`, every part checked (certificates loaded, hashes parsed). Raises
     UsageError, one line, naming the key that is wrong."""
+    if not path:
+        raise UsageError("--web-config needs a file name")
     try:
         return _load(Path(path))
     except _Refused as exc:
@@ -176,7 +178,7 @@ def _kind(value) -> str:
 def _known(doc: dict, keys, where: str) -> None:
     for key in doc:
         if key not in keys:
-            raise _Refused(f"unknown key {where}{key!r} (known: {', '.join(keys)})")
+            raise _Refused(f"unknown key {where + key!r} (known: {', '.join(keys)})")
 
 
 def _string(doc: dict, key: str, where: str) -> str | None:
@@ -480,7 +482,6 @@ def guarded(app, config: WebConfig, failures=None):
 
         return app(environ, start)
 
-    guard.credentials = credentials
     return guard
 
 
@@ -557,7 +558,6 @@ def serve(address: str, port: int, registry, config: WebConfig | None) -> Server
         server.server_close()
         raise
     server.set_app(app)
-    server.app_guard = app  # for tests: its .credentials
     threading.Thread(target=server.serve_forever, name="spinscope-http", daemon=True).start()
     return server
 
