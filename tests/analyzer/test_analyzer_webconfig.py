@@ -287,12 +287,13 @@ def test_rate_limit_is_a_token_bucket():
 
 
 class Endpoint:
-    """webconfig.serve on a free port of 127.0.0.1, serving one gauge."""
+    """webconfig.serve on a free port of 127.0.0.1, serving one gauge; what it says is in .said."""
 
     def __init__(self, config):
         self.registry = CollectorRegistry()
         Gauge("spinscope_test_up", "A sample to find in the scrape.", registry=self.registry).set(1)
-        self.server = webconfig.serve("127.0.0.1", 0, self.registry, config)
+        self.said = []
+        self.server = webconfig.serve("127.0.0.1", 0, self.registry, config, self.said.append)
         self.port = self.server.server_address[1]
         self.scheme = "https" if config is not None and config.tls is not None else "http"
 
@@ -349,9 +350,11 @@ def test_tls_and_basic_auth(pki, hashed, tmp_path):
         assert headers["X-Content-Type-Options"] == "nosniff"
         assert 'spinscope_exporter_auth_failures_total{reason="wrong"} 2.0' in body
         assert (endpoint.failures("missing"), endpoint.failures("wrong")) == (1, 2)
-        # Plain HTTP to the TLS port gets no answer; the endpoint serves on.
-        with pytest.raises((urllib.error.URLError, ConnectionError)):
+        # Plain HTTP to the TLS port gets Go's answer; the endpoint serves on.
+        with pytest.raises(urllib.error.HTTPError) as plain:
             urllib.request.urlopen(f"http://127.0.0.1:{endpoint.port}/metrics", timeout=10)
+        assert plain.value.code == 400
+        assert plain.value.read() == b"Client sent an HTTP request to an HTTPS server.\n"
         assert endpoint.get(("alice", PASSWORD), ctx)[0] == 200
         assert endpoint.failures("missing") == 1
     finally:
@@ -438,3 +441,54 @@ def test_the_daemonset_serves_the_secrets_web_config(pki, tmp_path):
     hashed = bcrypt.hashpw(b"pw", bcrypt.gensalt(4)).decode()
     config = webconfig.load(str(write(tmp_path, text.replace("REPLACE-WITH-A-BCRYPT-HASH", hashed))))
     assert config.describe() == "TLS, basic auth: 1 user"
+
+
+def replace(path: Path, data: bytes) -> None:
+    """Write as a Kubernetes Secret's volume changes: a new file renamed over the old."""
+    new = path.with_name(path.name + ".new")
+    new.write_bytes(data)
+    new.replace(path)
+
+
+def test_the_file_is_loaded_again_when_it_or_its_certificate_changes(pki, tmp_path):
+    cert, key = pki["server"]
+    (tmp_path / "tls.crt").write_bytes(cert.read_bytes())
+    (tmp_path / "tls.key").write_bytes(key.read_bytes())
+
+    def users(password: bytes) -> bytes:
+        hashed = bcrypt.hashpw(password, bcrypt.gensalt(4)).decode()
+        return f"tls_server_config: {{cert_file: tls.crt, key_file: tls.key}}\nbasic_auth_users: {{alice: {hashed}}}\n".encode()
+
+    path = tmp_path / "web.yml"
+    path.write_bytes(users(b"first"))
+    endpoint = Endpoint(webconfig.load(str(path)))
+    ctx = client_context(pki)
+    try:
+        assert endpoint.get(("alice", "first"), ctx)[0] == 200
+        assert endpoint.said == []  # nothing changed, nothing said
+        replace(path, users(b"second"))
+        assert endpoint.get(("alice", "first"), ctx)[0] == 401
+        assert endpoint.get(("alice", "second"), ctx)[0] == 200
+        assert endpoint.said == [f"--web-config {path}: loaded again (TLS, basic auth: 1 user)"]
+        assert endpoint.failures("wrong") == 1  # the counter goes on across the change
+
+        # A renewed certificate, from another CA: clients trusting only the first one now fail.
+        renewed = Authority(tmp_path, "renewed-ca")
+        new_cert, new_key = renewed.issue("renewed", ["127.0.0.1"])
+        replace(tmp_path / "tls.key", new_key.read_bytes())
+        replace(tmp_path / "tls.crt", new_cert.read_bytes())
+        with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
+            endpoint.get(("alice", "second"), ctx)
+        renewed_ctx = ssl.create_default_context(cafile=str(renewed.cert_file))
+        assert endpoint.get(("alice", "second"), renewed_ctx)[0] == 200
+        assert endpoint.said[1:] == [f"--web-config {path}: loaded again (TLS, basic auth: 1 user)"]
+
+        # A change that does not load: said once, and the endpoint goes on as it was.
+        replace(path, b"basic_auth_users: {alice: plain}\n")
+        for _ in range(3):
+            assert endpoint.get(("alice", "second"), renewed_ctx)[0] == 200
+        assert endpoint.said[2:] == [f"--web-config {path}: basic_auth_users.alice: not a bcrypt hash ($2y$10$ and 53 "
+                                     "characters, e.g. from `htpasswd -nBC 10 \"\" | tr -d ':\\n'`); still serving "
+                                     "the configuration loaded before"]
+    finally:
+        endpoint.close()

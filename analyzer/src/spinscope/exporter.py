@@ -557,7 +557,8 @@ def run(args: argparse.Namespace) -> int:
     ProcessCollector(registry=registry)  # the exporter's own CPU and memory, as process_*
     web = args.web
     try:  # before anything is attached: a port in use is the whole error
-        server = webconfig.serve(args.address, args.port, registry, web)
+        server = webconfig.serve(args.address, args.port, registry, web,  # its reloads said even with --quiet:
+                                 lambda message: print(f"spinscope exporter: {message}", file=sys.stderr, flush=True))
     except OSError as exc:
         raise SpinscopeError(f"cannot serve on {args.address}:{args.port}: {exc.strerror or exc}") from None
     say(f"serving {webconfig.url(args.address, args.port, web)}" + (f" ({web.describe()})" if web else ""))

@@ -8,10 +8,11 @@ file that is wrong is one line (UsageError, exit 2). `serve` binds the endpoint:
 the TLS handshake in that thread (a client that stalls it holds its own thread, never the listener), then
 the rate limit, the configured headers and the basic-auth check in front of prometheus_client's WSGI app.
 
-What differs from exporter-toolkit, and why:
-- The file is read once, at start (the toolkit reads it again on each request): a changed file, a renewed
-  certificate, takes a restart. The check before attaching is what makes a bad file one line, not a
-  stream of failed scrapes.
+The file is read again when it, or a certificate or key it names, changes (a renewed certificate, a
+changed Kubernetes Secret), as exporter-toolkit does; a change that does not load is said once and the
+configuration before it kept (the toolkit fails each request until the file is fixed).
+
+What else differs from exporter-toolkit, and why:
 - `client_auth_type` RequestClientCert and RequireAnyClientCert (certificates asked for, not verified)
   are refused: Python's ssl module verifies every certificate a client sends. `cipher_suites` and
   `curve_preferences` (Go's names) are refused: OpenSSL's defaults apply. HTTP/2 is not served (an
@@ -83,6 +84,7 @@ class WebConfig:
     users: dict = field(default_factory=dict)  # user -> bcrypt hash (bytes); empty: no basic auth
     headers: dict = field(default_factory=dict)  # added to every response
     rate: tuple | None = None  # (seconds between requests, burst): a token bucket
+    files: tuple = ()  # the files tls_server_config names: a change to one is a change to the configuration
 
     def describe(self) -> str:
         """What the endpoint asks of a client, for the exporter's `serving` line."""
@@ -137,7 +139,9 @@ def _load(path: Path) -> WebConfig:
     config = WebConfig(path=path)
     base = path.parent  # relative file names are relative to the file, as in exporter-toolkit
     if doc.get("tls_server_config"):  # an empty one is no TLS, as in exporter-toolkit
-        config.tls, config.allowed_sans = _tls(_mapping(doc["tls_server_config"], "tls_server_config"), base)
+        tls = _mapping(doc["tls_server_config"], "tls_server_config")
+        config.tls, config.allowed_sans = _tls(tls, base)
+        config.files = tuple(base / tls[key] for key in ("cert_file", "key_file", "client_ca_file") if tls.get(key))
     if doc.get("http_server_config") is not None:
         config.headers = _http(_mapping(doc["http_server_config"], "http_server_config"))
     if doc.get("basic_auth_users") is not None:
@@ -489,11 +493,68 @@ def guarded(app, config: WebConfig, failures=None):
 # Serving
 
 
+def _stamp(config: WebConfig) -> tuple:
+    """What says the file, or a file it names, has changed: each one's identity, size and mtime (a
+    Kubernetes Secret's files are replaced, not rewritten: a new inode)."""
+    stamp = []
+    for path in (config.path, *config.files):
+        try:
+            st = os.stat(path)
+            stamp.append((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+        except OSError as exc:
+            stamp.append(exc.errno)
+    return tuple(stamp)
+
+
+class Current:
+    """The configuration each connection is served with: the file's, loaded again when it or a certificate
+    it names changes (a renewed certificate, a changed Secret), as exporter-toolkit does. A change that does
+    not load is said once and the previous configuration kept: a bad edit never takes the endpoint down."""
+
+    def __init__(self, app, config: WebConfig, registry, say=lambda message: None):
+        self.app, self.registry, self.say = app, registry, say
+        self.failures = None
+        self.lock = threading.Lock()
+        self._use(config)
+        self.stamp = _stamp(config)
+
+    def _use(self, config: WebConfig) -> None:
+        if config.users and self.failures is None:
+            from prometheus_client import Counter
+
+            self.failures = Counter(AUTH_FAILURES, "Requests refused for their basic-auth credentials (401): "
+                                    "missing (none, or not Basic), wrong (an unknown user or a wrong password).",
+                                    ["reason"], registry=self.registry)
+            for reason in AUTH_FAILURE_REASONS:
+                self.failures.labels(reason)  # both series from the start: rate() sees the first failure
+        self.config, self.guard = config, guarded(self.app, config, self.failures)
+
+    def get(self) -> tuple:
+        """(the WebConfig, its guarded WSGI app), loaded again first if the files changed."""
+        with self.lock:
+            stamp = _stamp(self.config)
+            if stamp != self.stamp:
+                self.stamp = stamp
+                try:
+                    config = load(str(self.config.path))
+                except UsageError as exc:
+                    self.say(f"{exc}; still serving the configuration loaded before")
+                else:
+                    self._use(config)
+                    self.stamp = _stamp(config)  # the files it names now
+                    self.say(f"--web-config {config.path}: loaded again ({config.describe()})")
+            return self.config, self.guard
+
+
 class _QuietHandler(WSGIRequestHandler):
     timeout = CONNECTION_TIMEOUT_S
 
     def log_message(self, format, *args):  # noqa: A002 (the base class's name)
         """A scrape is not news; refusals are counted in the metric instead."""
+
+
+PLAIN_TO_TLS = (b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
+                b"Client sent an HTTP request to an HTTPS server.\n")  # Go's answer, which Prometheus users know
 
 
 class Server(ThreadingMixIn, WSGIServer):
@@ -502,19 +563,29 @@ class Server(ThreadingMixIn, WSGIServer):
     loop, where one silent client stops every scrape)."""
 
     daemon_threads = True
-    tls: ssl.SSLContext | None = None
-    allowed_sans: tuple = ()
+    current: Current | None = None
 
     def finish_request(self, request, client_address):
-        if self.tls is None:
+        config = self.current.get()[0] if self.current is not None else None
+        if config is None or config.tls is None:
             return super().finish_request(request, client_address)
         request.settimeout(CONNECTION_TIMEOUT_S)
         try:
-            conn = self.tls.wrap_socket(request, server_side=True)  # the handshake; `request` is detached
-        except (OSError, ValueError):  # a failed handshake (a plain-HTTP client, no client cert): its own end
+            first = request.recv(1, socket.MSG_PEEK)
+        except OSError:
+            return
+        if first and first != b"\x16":  # not a TLS handshake record: plain HTTP, most likely
+            try:
+                request.sendall(PLAIN_TO_TLS)
+            except OSError:
+                pass
             return
         try:
-            if self.allowed_sans and not _san_allowed(conn.getpeercert(), self.allowed_sans):
+            conn = config.tls.wrap_socket(request, server_side=True)  # the handshake; `request` is detached
+        except (OSError, ValueError):  # a failed handshake (no client certificate, an unknown CA): its own end
+            return
+        try:
+            if config.allowed_sans and not _san_allowed(conn.getpeercert(), config.allowed_sans):
                 return
             super().finish_request(conn, client_address)
         finally:
@@ -531,33 +602,27 @@ def _san_allowed(cert: dict | None, allowed: tuple) -> bool:
     return any(name in allowed for name in names)
 
 
-def serve(address: str, port: int, registry, config: WebConfig | None) -> Server:
-    """Bind address:port and serve the registry's metrics on every path, in a thread, as `config` says.
-    Raises OSError when the address cannot be bound."""
-    from prometheus_client import Counter, make_wsgi_app
+def serve(address: str, port: int, registry, config: WebConfig | None, say=lambda message: None) -> Server:
+    """Bind address:port and serve the registry's metrics on every path, in a thread, as `config` says
+    (None: plain HTTP, no file). `say`: for a change of the file, loaded or refused. Raises OSError when
+    the address cannot be bound."""
+    from prometheus_client import make_wsgi_app
 
     app = make_wsgi_app(registry)
-    if config is not None:
-        failures = None
-        if config.users:
-            failures = Counter(AUTH_FAILURES, "Requests refused for their basic-auth credentials (401): missing "
-                               "(none, or not Basic), wrong (an unknown user or a wrong password).",
-                               ["reason"], registry=registry)
-            for reason in AUTH_FAILURE_REASONS:
-                failures.labels(reason)  # both series from the start: rate() sees the first failure
-        app = guarded(app, config, failures)
     family = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
     server_class = type("Server", (Server,), {"address_family": family})
     server = server_class((address, port), _QuietHandler, bind_and_activate=False)
-    if config is not None:
-        server.tls, server.allowed_sans = config.tls, config.allowed_sans
     try:
         server.server_bind()
         server.server_activate()
     except OSError:
         server.server_close()
         raise
-    server.set_app(app)
+    if config is None:
+        server.set_app(app)
+    else:
+        current = server.current = Current(app, config, registry, say)
+        server.set_app(lambda environ, start_response: current.get()[1](environ, start_response))
     threading.Thread(target=server.serve_forever, name="spinscope-http", daemon=True).start()
     return server
 
