@@ -148,10 +148,13 @@ def test_prometheus_scrapes_the_request_count(tmp_path):
 
 
 @pytest.mark.skipif(not PROMETHEUS, reason="prometheus not installed (apt-get install prometheus)")
-def test_prometheus_scrapes_over_tls_with_basic_auth(tmp_path):
-    """--web-config (docs/live.md's example): Prometheus with scheme https, the CA and basic auth scrapes
-    it (up == 1, the target's series); a request without credentials and one with a wrong password get 401
-    and `WWW-Authenticate: Basic`, and spinscope_exporter_auth_failures_total counts exactly those two."""
+@pytest.mark.parametrize("client_certs", [False, True], ids=["tls", "mutual-tls"])
+def test_prometheus_scrapes_over_tls_with_basic_auth(tmp_path, client_certs):
+    """--web-config (docs/live.md's example): Prometheus with scheme https, the CA and basic auth (and, with
+    client_certs, its own certificate) scrapes it (up == 1, the target's series); a request without
+    credentials and one with a wrong password get 401 and `WWW-Authenticate: Basic`, and
+    spinscope_exporter_auth_failures_total counts exactly those two. With client_certs, a client without a
+    certificate does not get past the handshake (and is no auth failure)."""
     import bcrypt
 
     sys.path.insert(0, str(ROOT / "tests" / "analyzer"))
@@ -159,24 +162,35 @@ def test_prometheus_scrapes_over_tls_with_basic_auth(tmp_path):
 
     ca = Authority(tmp_path)
     cert, key = ca.issue("exporter", ["127.0.0.1"])
+    client_cert, client_key = ca.issue("prometheus", ["prometheus.example"], client=True)
     (tmp_path / "password").write_text("s3cret")
     hashed = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(10)).decode()  # the cost the docs suggest
     web = tmp_path / "web.yml"
-    web.write_text(f"tls_server_config:\n  cert_file: {cert.name}\n  key_file: {key.name}\n"
+    mutual = (f"  client_ca_file: {ca.cert_file.name}\n  client_auth_type: RequireAndVerifyClientCert\n"
+              "  client_allowed_sans: [prometheus.example]\n") if client_certs else ""
+    web.write_text(f"tls_server_config:\n  cert_file: {cert.name}\n  key_file: {key.name}\n{mutual}"
                    f"basic_auth_users:\n  prometheus: {hashed}\n")
+    tls_config = f"ca_file: {ca.cert_file}" + (f", cert_file: {client_cert}, key_file: {client_key}"
+                                               if client_certs else "")
     target = subprocess.Popen(["sleep", "120"])
     exporter = prom = None
     try:
         exporter = Exporter("--pid", str(target.pid), "--web-config", str(web))
-        exporter.said(rf"serving https://127.0.0.1:{exporter.port}/metrics \(TLS, basic auth: 1 user\)")
+        tls = "TLS, client certificates required" if client_certs else "TLS"
+        exporter.said(rf"serving https://127.0.0.1:{exporter.port}/metrics \({tls}, basic auth: 1 user\)")
         exporter.said(rf"tracing PID {target.pid}")
-        prom = Prometheus(tmp_path, exporter.port, f"scheme: https\ntls_config: {{ca_file: {ca.cert_file}}}\n"
+        prom = Prometheus(tmp_path, exporter.port, f"scheme: https\ntls_config: {{{tls_config}}}\n"
                           f"basic_auth: {{username: prometheus, password_file: {tmp_path / 'password'}}}")
         wait_until(lambda: prom.scalar('up{job="spinscope"}') == 1, 30, "Prometheus to scrape the exporter")
         wait_until(lambda: prom.scalar(f'spinscope_target_info{{pid="{target.pid}"}}') == 1, 30, "the target")
 
         ctx = ssl.create_default_context(cafile=str(ca.cert_file))
         url = f"https://127.0.0.1:{exporter.port}/metrics"
+        if client_certs:
+            # No certificate: the handshake fails (under TLS 1.3 the client may see it only at its first read).
+            with pytest.raises((urllib.error.URLError, ssl.SSLError, ConnectionError)):
+                urllib.request.urlopen(url, timeout=10, context=ctx)
+            ctx.load_cert_chain(client_cert, client_key)
 
         def get(password: str | None) -> tuple:
             request = urllib.request.Request(url)
