@@ -6,8 +6,10 @@ certificates) on a real local endpoint. The end-to-end scrape by Prometheus is t
 from __future__ import annotations
 
 import base64
+import shutil
 import socket
 import ssl
+import subprocess
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -349,6 +351,10 @@ def test_tls_and_basic_auth(pki, hashed, tmp_path):
         assert status == 200 and "spinscope_test_up 1.0" in body
         assert headers["X-Content-Type-Options"] == "nosniff"
         assert 'spinscope_exporter_auth_failures_total{reason="wrong"} 2.0' in body
+        assert "spinscope_exporter_auth_failures_created" not in body  # like the exporter's own families
+        if shutil.which("promtool"):
+            check = subprocess.run(["promtool", "check", "metrics"], input=body, capture_output=True, text=True)
+            assert check.returncode == 0, check.stdout + check.stderr
         assert (endpoint.failures("missing"), endpoint.failures("wrong")) == (1, 2)
         # Plain HTTP to the TLS port gets Go's answer; the endpoint serves on.
         with pytest.raises(urllib.error.HTTPError) as plain:

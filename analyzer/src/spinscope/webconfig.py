@@ -458,9 +458,35 @@ class RateLimit:
             return True
 
 
-def guarded(app, config: WebConfig, failures=None):
-    """The WSGI app behind the file's rate limit, headers and basic auth. `failures`: a prometheus_client
-    Counter with a `reason` label, counting each 401."""
+class AuthFailures:
+    """spinscope_exporter_auth_failures_total{reason}: a collector like the exporter's own (no _created
+    series), both reasons from 0 so that rate() sees the first failure."""
+
+    def __init__(self):
+        self.counts = dict.fromkeys(AUTH_FAILURE_REASONS, 0)
+        self.lock = threading.Lock()
+
+    def inc(self, reason: str) -> None:
+        with self.lock:
+            self.counts[reason] += 1
+
+    def describe(self):
+        return self.collect()
+
+    def collect(self):
+        from prometheus_client.core import CounterMetricFamily
+
+        family = CounterMetricFamily(AUTH_FAILURES, "Requests refused for their basic-auth credentials (401): "
+                                     "missing (none, or not Basic), wrong (an unknown user or a wrong password).",
+                                     labels=["reason"])
+        with self.lock:
+            for reason, count in self.counts.items():
+                family.add_metric([reason], count)
+        return [family]
+
+
+def guarded(app, config: WebConfig, failures: AuthFailures | None = None):
+    """The WSGI app behind the file's rate limit, headers and basic auth; `failures` counts each 401."""
     credentials = Credentials(config.users) if config.users else None
     limit = RateLimit(*config.rate) if config.rate else None
     extra = list(config.headers.items())
@@ -478,7 +504,7 @@ def guarded(app, config: WebConfig, failures=None):
             given = basic_credentials(environ.get("HTTP_AUTHORIZATION"))
             if given is None or not credentials.check(*given):
                 if failures is not None:
-                    failures.labels("missing" if given is None else "wrong").inc()
+                    failures.inc("missing" if given is None else "wrong")
                 return refuse(start_response, "401 Unauthorized", [("WWW-Authenticate", "Basic")])
 
         def start(status, headers, exc_info=None):
@@ -519,14 +545,9 @@ class Current:
         self.stamp = _stamp(config)
 
     def _use(self, config: WebConfig) -> None:
-        if config.users and self.failures is None:
-            from prometheus_client import Counter
-
-            self.failures = Counter(AUTH_FAILURES, "Requests refused for their basic-auth credentials (401): "
-                                    "missing (none, or not Basic), wrong (an unknown user or a wrong password).",
-                                    ["reason"], registry=self.registry)
-            for reason in AUTH_FAILURE_REASONS:
-                self.failures.labels(reason)  # both series from the start: rate() sees the first failure
+        if config.users and self.failures is None:  # registered with the first users, kept from then on
+            self.failures = AuthFailures()
+            self.registry.register(self.failures)
         self.config, self.guard = config, guarded(self.app, config, self.failures)
 
     def get(self) -> tuple:
