@@ -111,6 +111,7 @@ def test_inline_certificate_and_key(pki, tmp_path):
 REFUSALS = [  # (file text; {cert}, {key}, {ca}, {hash} filled in), the message after "--web-config FILE: "
     ("tls_server_config: [\n", "not valid YAML: expected the node content, but found "
                                "'<stream end>' at line 2, column 1"),
+    ("a: b\x00\n", "not valid YAML: special characters are not allowed (character 5)"),
     ("- a\n- b\n", "the file must be a mapping of keys to values, not a list"),
     ("tls_server_confg: {{}}\n", "unknown key 'tls_server_confg' (known: tls_server_config, http_server_config, "
                                "basic_auth_users, rate_limit)"),

@@ -132,8 +132,10 @@ def _load(path: Path) -> WebConfig:
         mark = exc.problem_mark or exc.context_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise _Refused(f"not valid YAML: {exc.problem or exc.context}{where}") from None
+    except yaml.reader.ReaderError as exc:  # a control character
+        raise _Refused(f"not valid YAML: {exc.reason} (character {exc.position + 1})") from None
     except yaml.YAMLError as exc:
-        raise _Refused(f"not valid YAML: {exc}") from None
+        raise _Refused(f"not valid YAML: {' '.join(str(exc).split())}") from None
     doc = _mapping(doc if doc is not None else {}, "the file")
     _known(doc, ("tls_server_config", "http_server_config", "basic_auth_users", "rate_limit"), "")
     config = WebConfig(path=path)
