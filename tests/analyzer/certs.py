@@ -31,7 +31,8 @@ class Authority:
         now = datetime.datetime.now(datetime.timezone.utc)
         return (x509.CertificateBuilder().subject_name(subject).issuer_name(getattr(self, "name", subject))
                 .public_key(public_key).serial_number(x509.random_serial_number())
-                .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1)))
+                .not_valid_before(now - datetime.timedelta(minutes=5))
+                .not_valid_after(now + datetime.timedelta(days=1)))
 
     def issue(self, name: str, sans: list, client: bool = False) -> tuple:
         """(certificate file, key file) of a leaf for `sans` (IP addresses and DNS names as strings)."""

@@ -464,7 +464,8 @@ def test_the_file_is_loaded_again_when_it_or_its_certificate_changes(pki, tmp_pa
 
     def users(password: bytes) -> bytes:
         hashed = bcrypt.hashpw(password, bcrypt.gensalt(4)).decode()
-        return f"tls_server_config: {{cert_file: tls.crt, key_file: tls.key}}\nbasic_auth_users: {{alice: {hashed}}}\n".encode()
+        return (f"tls_server_config: {{cert_file: tls.crt, key_file: tls.key}}\n"
+                f"basic_auth_users: {{alice: {hashed}}}\n").encode()
 
     path = tmp_path / "web.yml"
     path.write_bytes(users(b"first"))

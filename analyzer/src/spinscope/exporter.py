@@ -555,10 +555,12 @@ def run(args: argparse.Namespace) -> int:
     registry = CollectorRegistry()
     registry.register(ViewsCollector(exporter))
     ProcessCollector(registry=registry)  # the exporter's own CPU and memory, as process_*
+    def tell(message: str) -> None:  # the web config loaded again, or refused: said even with --quiet
+        print(f"spinscope exporter: {message}", file=sys.stderr, flush=True)
+
     web = args.web
     try:  # before anything is attached: a port in use is the whole error
-        server = webconfig.serve(args.address, args.port, registry, web,  # its reloads said even with --quiet:
-                                 lambda message: print(f"spinscope exporter: {message}", file=sys.stderr, flush=True))
+        server = webconfig.serve(args.address, args.port, registry, web, tell)
     except OSError as exc:
         raise SpinscopeError(f"cannot serve on {args.address}:{args.port}: {exc.strerror or exc}") from None
     say(f"serving {webconfig.url(args.address, args.port, web)}" + (f" ({web.describe()})" if web else ""))

@@ -230,7 +230,8 @@ def _tls(doc: dict, base: Path) -> tuple:
     else:
         ctx.options &= ~ssl.OP_CIPHER_SERVER_PREFERENCE
 
-    with _pem(get["cert"], get["cert_file"], base, "cert") as cert, _pem(get["key"], get["key_file"], base, "key") as key:
+    with (_pem(get["cert"], get["cert_file"], base, "cert") as cert,
+          _pem(get["key"], get["key_file"], base, "key") as key):
         try:
             ctx.load_cert_chain(cert, key, password=_no_passphrase)
         except _Encrypted:
