@@ -19,9 +19,8 @@ class Authority:
     def __init__(self, directory: Path, name: str = "ca"):
         self.directory = directory
         self.key = ec.generate_private_key(ec.SECP256R1())
-        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"spinscope test {name}")])
-        self.name = subject
-        self.cert = (self._builder(subject, self.key.public_key())
+        self.name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"spinscope test {name}")])
+        self.cert = (self._builder(self.name, self.key.public_key())
                      .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
                      .sign(self.key, hashes.SHA256()))
         self.cert_file = directory / f"{name}.pem"
@@ -29,7 +28,7 @@ class Authority:
 
     def _builder(self, subject: x509.Name, public_key) -> x509.CertificateBuilder:
         now = datetime.datetime.now(datetime.timezone.utc)
-        return (x509.CertificateBuilder().subject_name(subject).issuer_name(getattr(self, "name", subject))
+        return (x509.CertificateBuilder().subject_name(subject).issuer_name(self.name)
                 .public_key(public_key).serial_number(x509.random_serial_number())
                 .not_valid_before(now - datetime.timedelta(minutes=5))
                 .not_valid_after(now + datetime.timedelta(days=1)))
