@@ -1,19 +1,22 @@
 """`spinscope exporter` scraped by a real Prometheus (Debian's package, its own storage and port): the
 request counter's increase agrees with the load generator's count; the exposition passes promtool; every
-dashboard and alert expression evaluates; bad input (a port in use, a selector matching nothing) and a
-target that exits and returns."""
+dashboard and alert expression evaluates; the scrape over TLS with basic auth (--web-config); bad input (a
+port in use, a selector matching nothing) and a target that exits and returns."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -64,16 +67,18 @@ def sample(text: str, name: str, **labels) -> float | None:
 
 
 class Prometheus:
-    def __init__(self, tmp: Path, target_port: int):
+    def __init__(self, tmp: Path, target_port: int, scrape: str = ""):
+        """`scrape`: more of the job's scrape_config (scheme, tls_config, basic_auth), one key a line."""
         self.port = free_port()
         config = tmp / "prometheus.yml"
+        more = "".join(f"    {line}\n" for line in scrape.splitlines())
         config.write_text(f"""
 global: {{scrape_interval: 1s, evaluation_interval: 1s}}
 rule_files: [{ROOT / 'deploy' / 'prometheus' / 'spinscope-rules.yml'}]
 scrape_configs:
   - job_name: spinscope
     static_configs: [{{targets: ["127.0.0.1:{target_port}"]}}]
-""")
+{more}""")
         self.proc = subprocess.Popen([PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp / 'tsdb'}",
                                       f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
                                      stdout=subprocess.DEVNULL, stderr=open(tmp / "prometheus.log", "w"))
@@ -139,6 +144,81 @@ def test_prometheus_scrapes_the_request_count(tmp_path):
         assert any("stopped" in line for line in exporter.lines)
     finally:
         for proc in (prom and prom.proc, exporter and exporter.proc, server):
+            stop(proc)
+
+
+@pytest.mark.skipif(not PROMETHEUS, reason="prometheus not installed (apt-get install prometheus)")
+@pytest.mark.parametrize("client_certs", [False, True], ids=["tls", "mutual-tls"])
+def test_prometheus_scrapes_over_tls_with_basic_auth(tmp_path, client_certs):
+    """--web-config (docs/live.md's example): Prometheus with scheme https, the CA and basic auth (and, with
+    client_certs, its own certificate) scrapes it (up == 1, the target's series); a request without
+    credentials and one with a wrong password get 401 and `WWW-Authenticate: Basic`, and
+    spinscope_exporter_auth_failures_total counts exactly those two. With client_certs, a client without a
+    certificate does not get past the handshake (and is no auth failure)."""
+    import bcrypt
+
+    sys.path.insert(0, str(ROOT / "tests" / "analyzer"))
+    from certs import Authority
+
+    ca = Authority(tmp_path)
+    cert, key = ca.issue("exporter", ["127.0.0.1"])
+    client_cert, client_key = ca.issue("prometheus", ["prometheus.example"], client=True)
+    (tmp_path / "password").write_text("s3cret")
+    hashed = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(10)).decode()  # the cost the docs suggest
+    web = tmp_path / "web.yml"
+    mutual = (f"  client_ca_file: {ca.cert_file.name}\n  client_auth_type: RequireAndVerifyClientCert\n"
+              "  client_allowed_sans: [prometheus.example]\n") if client_certs else ""
+    web.write_text(f"tls_server_config:\n  cert_file: {cert.name}\n  key_file: {key.name}\n{mutual}"
+                   f"basic_auth_users:\n  prometheus: {hashed}\n")
+    tls_config = f"ca_file: {ca.cert_file}" + (f", cert_file: {client_cert}, key_file: {client_key}"
+                                               if client_certs else "")
+    target = subprocess.Popen(["sleep", "120"])
+    exporter = prom = None
+    try:
+        exporter = Exporter("--pid", str(target.pid), "--web-config", str(web))
+        tls = "TLS, client certificates required" if client_certs else "TLS"
+        exporter.said(rf"serving https://127.0.0.1:{exporter.port}/metrics \({tls}, basic auth: 1 user\)")
+        exporter.said(rf"tracing PID {target.pid}")
+        prom = Prometheus(tmp_path, exporter.port, f"scheme: https\ntls_config: {{{tls_config}}}\n"
+                          f"basic_auth: {{username: prometheus, password_file: {tmp_path / 'password'}}}")
+        wait_until(lambda: prom.scalar('up{job="spinscope"}') == 1, 30, "Prometheus to scrape the exporter")
+        wait_until(lambda: prom.scalar(f'spinscope_target_info{{pid="{target.pid}"}}') == 1, 30, "the target")
+
+        ctx = ssl.create_default_context(cafile=str(ca.cert_file))
+        url = f"https://127.0.0.1:{exporter.port}/metrics"
+        if client_certs:
+            # No certificate: the handshake fails (under TLS 1.3 the client may see it only at its first read).
+            with pytest.raises((urllib.error.URLError, ssl.SSLError, ConnectionError)):
+                urllib.request.urlopen(url, timeout=10, context=ctx)
+            ctx.load_cert_chain(client_cert, client_key)
+
+        def get(password: str | None) -> tuple:
+            request = urllib.request.Request(url)
+            if password is not None:
+                token = base64.b64encode(f"prometheus:{password}".encode()).decode()
+                request.add_header("Authorization", f"Basic {token}")
+            try:
+                with urllib.request.urlopen(request, timeout=10, context=ctx) as response:
+                    return response.status, response.headers, response.read().decode()
+            except urllib.error.HTTPError as refused:
+                return refused.code, refused.headers, ""
+
+        for password in (None, "wrong"):
+            status, headers, _ = get(password)
+            assert (status, headers["WWW-Authenticate"]) == (401, "Basic")
+        status, _, text = get("s3cret")
+        assert status == 200
+        assert sample(text, "spinscope_exporter_auth_failures_total", reason="missing") == 1
+        assert sample(text, "spinscope_exporter_auth_failures_total", reason="wrong") == 1
+        assert sample(text, "spinscope_target_info", pid=target.pid) == 1
+        # Prometheus's own scrapes, with the right password, were never refused: it sees the same two.
+        wait_until(lambda: prom.scalar("sum(spinscope_exporter_auth_failures_total)") == 2, 15,
+                   "Prometheus to see the two failures")
+        assert prom.scalar('up{job="spinscope"}') == 1
+        assert exporter.stop() == 0
+        assert not any("Traceback" in line or "rror" in line for line in exporter.lines), exporter.lines
+    finally:
+        for proc in (prom and prom.proc, exporter and exporter.proc, target):
             stop(proc)
 
 

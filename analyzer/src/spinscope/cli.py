@@ -44,8 +44,9 @@ DESCRIPTIONS = {  # verb: the first paragraph of `spinscope VERB --help`
     "requests, writes, EAGAINs and retries of an EAGAIN per request, empty polls, handoffs, futex wait, CPU, and "
     "the labels of the last seconds. Keys: s/S sort, r reverse, g threads or roles, q quit.",
     "exporter": "Trace running servers and serve their spinscope signals to Prometheus "
-    "(http://ADDRESS:PORT/metrics). Targets: --pid (once), --comm and --exe (every process that matches, also "
-    "later: restarts are picked up), --cgroup (every process in it). Repeat them for several targets.",
+    "(http://ADDRESS:PORT/metrics; HTTPS and basic auth with --web-config). Targets: --pid (once), --comm and "
+    "--exe (every process that matches, also later: restarts are picked up), --cgroup (every process in it). "
+    "Repeat them for several targets.",
     "sweep": "Expand a matrix file (TOML, docs/sweep.md) into cells; for each, run a reference server under load "
     "while recording it, and collect one row per cell in DIR/results.parquet and DIR/results.csv. Re-running "
     "skips cells already in DIR. Exit: 0 all cells ok, 3 some cells failed, 2 bad matrix, 130 interrupted.",

@@ -15,6 +15,7 @@ later (a server that restarts is picked up again), one collector each; `--cgroup
 cgroup v2 (a systemd unit, a pod) by one collector, its series labelled with the cgroup's name and no pid,
 waiting for the cgroup while it does not exist. A target that exits (a cgroup removed) is dropped: its
 series go.
+The endpoint (plain, or TLS and basic auth from `--web-config`) is spinscope.webconfig's.
 `METRICS` lists every family the exporter writes; the dashboard and alert rules in deploy/ are tested
 against it.
 """
@@ -132,6 +133,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--duty", type=duty_cycle, metavar="ON/EVERY",
                    help="sample instead of tracing continuously: probes live ON seconds every EVERY seconds "
                    "(e.g. 10/60); counters are scaled by EVERY/ON and spinscope_sampled_ratio says ON/EVERY")
+    p.add_argument("--web-config", metavar="FILE",
+                   help="TLS and basic auth for the endpoint: a web configuration file as Prometheus's exporters "
+                   "take it (exporter-toolkit's format, node_exporter's --web.config.file; docs/live.md)")
     p.add_argument("--quiet", "-q", action="store_true", help="only print errors")
     p.set_defaults(func=run)
 
@@ -528,13 +532,18 @@ def check_options(args: argparse.Namespace) -> None:
         raise UsageError(f"--port must be in 1..65535, not {args.port}")
     if not math.isfinite(args.window) or args.window < 2:
         raise UsageError(f"--window must be at least 2 seconds, not {args.window:g}")
+    args.web = None
+    if args.web_config is not None:  # read, certificates loaded, hashes parsed: a bad file is one line
+        from spinscope import webconfig
+
+        args.web = webconfig.load(args.web_config)
 
 
 def run(args: argparse.Namespace) -> int:
     check_options(args)
-    from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
+    from prometheus_client import CollectorRegistry, ProcessCollector
 
-    from spinscope import collector
+    from spinscope import collector, webconfig
 
     def say(message: str) -> None:
         if not args.quiet:
@@ -546,12 +555,15 @@ def run(args: argparse.Namespace) -> int:
     registry = CollectorRegistry()
     registry.register(ViewsCollector(exporter))
     ProcessCollector(registry=registry)  # the exporter's own CPU and memory, as process_*
+    def tell(message: str) -> None:  # the web config loaded again, or refused: said even with --quiet
+        print(f"spinscope exporter: {message}", file=sys.stderr, flush=True)
+
+    web = args.web
     try:  # before anything is attached: a port in use is the whole error
-        server, _thread = start_http_server(args.port, addr=args.address, registry=registry)
+        server = webconfig.serve(args.address, args.port, registry, web, tell)
     except OSError as exc:
         raise SpinscopeError(f"cannot serve on {args.address}:{args.port}: {exc.strerror or exc}") from None
-    host = f"[{args.address}]" if ":" in args.address else args.address
-    say(f"serving http://{host}:{args.port}/metrics")
+    say(f"serving {webconfig.url(args.address, args.port, web)}" + (f" ({web.describe()})" if web else ""))
 
     stop = threading.Event()
 
@@ -574,5 +586,6 @@ def run(args: argparse.Namespace) -> int:
             signal.signal(s, handler)
         exporter.stop()
         server.shutdown()
+        server.server_close()
         say("stopped")
     return 0
