@@ -14,6 +14,9 @@ Verdicts:
     not measured in this run   no ok cell carries what the claim needs
     error                      the criterion raised (Claim.judge): a bug, not a finding
 
+A criterion's verdict is the pooled one; the report's verdict also weighs the repetitions (lab/confidence.py:
+"unstable", "too few repetitions", "needs the full matrix").
+
 A verdict's words say what was measured, never a cause the sweep did not measure.
 """
 
@@ -53,6 +56,7 @@ class Finding:
     headers: list = field(default_factory=list)  # a table of the numbers compared
     rows: list = field(default_factory=list)
     data: object = None  # what the verdict was computed from, for the claim's figure (not reported)
+    reps: list = field(default_factory=list)  # [Finding] on each repetition (lab/confidence.py), 2 or more
 
 
 # ------------------------------------------------------------------------------------------- selecting cells
