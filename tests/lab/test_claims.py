@@ -142,7 +142,9 @@ def table4(shares):
 
 
 def test_table4():
-    assert judge("table4", table4([0.0, 0.00001, 0.42, 0.54])).verdict == REPRODUCED
+    assert judge("table4", table4([0.0, 0.01, 0.42, 0.54])).verdict == REPRODUCED
+    # one futex call apart is a tie (it went either way between repetitions): not the paper's ordering
+    assert judge("table4", table4([0.0, 0.00001, 0.42, 0.54])).verdict == DIRECTION
     tie = judge("table4", table4([0.001, 0.0005, 0.42, 0.54]))
     assert tie.verdict == DIRECTION and "tie" in tie.why
     assert judge("table4", table4([0.0, 0.5, 0.42, 0.54])).verdict == NOT_REPRODUCED

@@ -2,19 +2,18 @@
 
 A criterion (lab/criteria.py) judges the table it is given, repetitions averaged. On two shared cores one
 2-3 s cell per point makes a throughput or latency comparison a coin toss, and the average of a few
-tosses is another toss. So a claim is judged once per repetition as well (`split_repetitions`: the r-th
+tosses is another toss. So a claim is judged once per repetition (`split_repetitions`: the r-th
 repetition of every setting the claim reads, the other claims' cells left as they are), and its verdict
-stands only when
-
-    every repetition's verdict and the pooled (averaged) verdict agree            -> that verdict
-
-else it is "unstable", with each repetition's verdict and numbers. A claim whose settings have fewer
-repetitions than it needs (Claim.min_reps: 1 for the counting claims, whose counts per request do not
-move between runs; TIMING_REPS for the throughput and latency claims) is "too few repetitions", with the
-pooled numbers; a claim the sweep's matrix declares it does not settle (`needs_full` in the matrix,
-docs/sweep.md) is "needs the full matrix", with whatever numbers its cells gave. The rule is exact and
-conservative: with 3 repetitions a comparison that flips one time in two passes as stable one time in
-four, one that never flips always does.
+stands only when every repetition gives it; else it is "unstable", with each repetition's verdict and
+numbers. The numbers shown (`ours`) are the pooled ones (repetitions averaged); where the pooled table's
+verdict differs from the repetitions' common one (an average smooths a comparison that fails in each
+repetition, say), `why` says so. A claim whose settings have fewer repetitions than it needs
+(Claim.min_reps: 1 for the counting claims, whose counts per request do not move between runs;
+TIMING_REPS for the throughput and latency claims) is "too few repetitions", with the pooled numbers; a
+claim the sweep's matrix declares it does not settle (`needs_full` in the matrix, docs/sweep.md) is
+"needs the full matrix", with whatever numbers its cells gave. The rule is exact and conservative: with
+3 repetitions a comparison that flips one time in two passes as stable one time in four, one that never
+flips always does.
 """
 
 from __future__ import annotations
@@ -74,10 +73,13 @@ def judge(claim, table: pd.DataFrame, needs_full: bool = False) -> criteria.Find
         return replace(pooled, verdict=TOO_FEW, reps=reps, why=_join(
             f"{n} repetition{'s' if n != 1 else ''} of its cells, {claim.min_reps} needed for a throughput or "
             f"latency verdict; on these: {pooled.verdict}", pooled.why))
-    verdicts = [f.verdict for f in reps]
-    if all(v == pooled.verdict for v in verdicts):
+    verdicts = [f.verdict for f in reps] or [pooled.verdict]
+    if len(set(verdicts)) == 1:
         held = f"the same in each of {n} repetitions" if n >= 2 else "one repetition (a count)"
-        return replace(pooled, reps=reps, why=_join(pooled.why, held))
+        if verdicts[0] != pooled.verdict:
+            held += f" (the pooled numbers: {pooled.verdict})"
+        reasons = pooled.why if verdicts[0] == pooled.verdict else reps[0].why
+        return replace(pooled, verdict=verdicts[0], reps=reps, why=_join(reasons, held))
     return replace(pooled, verdict=UNSTABLE, reps=reps, why=_join(tally(verdicts), f"pooled: {pooled.verdict}"))
 
 
