@@ -307,6 +307,14 @@ def test_readme_table(two_sweeps, tmp_path, capsys):
     assert rows[t4] == f"| {t4} | - | not measured in this run | the same in 2 of 2 |"
     assert lines[-2] == f"{len(claims.CLAIMS) - 2} of {len(claims.CLAIMS)} claims gave the same verdict in all 2 runs."
 
+    (a / "matrix.toml").write_text("name = 'quick'\n")
+    (b / "matrix.toml").write_text("name = 'quick'\n# changed\n")
+    assert sweep_report.run(report_args("--readme-table", a, b)) == 0
+    assert capsys.readouterr().out.splitlines()[1].endswith(
+        "the last column says whether every run gave the same verdict. The runs' matrix files differ "
+        "(DIR/matrix.toml): a claim's cells may not be the same in every run.")
+    (b / "matrix.toml").write_text("name = 'quick'\n")
+
     readme = tmp_path / "README.md"
     readme.write_text(f"# x\n\nbefore\n{sweep_report.README_BEGIN}\nold table\n{sweep_report.README_END}\nafter\n")
     assert sweep_report.run(report_args("--readme-table", a, b, "--readme", readme)) == 0

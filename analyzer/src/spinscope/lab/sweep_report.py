@@ -209,7 +209,10 @@ def readme_table(sweeps: list) -> str:
            f"From {runs} of the matrix {', '.join(matrices)} (started {', '.join(_day(s.meta.get('started_at')) for s in sweeps)}) "
            f"on {'; '.join(machines)}. A verdict holds only when every repetition of the claim's cells gives it; "
            "otherwise it reads unstable (docs/sweep.md, \"Verdicts and their confidence\"). The numbers are the last "
-           "run's; the last column says whether every run gave the same verdict.\n", "\n",
+           "run's; the last column says whether every run gave the same verdict."
+           + ("" if len({_matrix_text(s) for s in sweeps}) == 1 else
+              " The runs' matrix files differ (DIR/matrix.toml): a claim's cells may not be the same in every run.")
+           + "\n", "\n",
            _row(["claim", "ours (last run)", "verdict", "across runs"]), "|---|---|---|---|\n"]
     stable = 0
     for i, (claim, finding) in enumerate(last.judged):
@@ -227,6 +230,14 @@ def readme_table(sweeps: list) -> str:
         out.append(f"\n{stable} of {len(last.judged)} claims gave the same verdict in all {n} runs.\n")
     out.append(README_END + "\n")
     return "".join(out)
+
+
+def _matrix_text(sweep: Sweep) -> str | None:
+    """The matrix file the sweep ran (`spinscope sweep` copies it to DIR/matrix.toml), None if absent."""
+    try:
+        return (sweep.dir / "matrix.toml").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
 
 
 def replace_block(path: Path, block: str) -> None:
