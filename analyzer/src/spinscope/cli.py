@@ -51,8 +51,10 @@ DESCRIPTIONS = {  # verb: the first paragraph of `spinscope VERB --help`
     "while recording it, and collect one row per cell in DIR/results.parquet and DIR/results.csv. Re-running "
     "skips cells already in DIR. Exit: 0 all cells ok, 3 some cells failed, 2 bad matrix, 130 interrupted.",
     "sweep-report": "Read a sweep directory's results table and put each published claim next to what was "
-    "measured, with a verdict: reproduced, direction reproduced, not reproduced, or not measured in this run "
-    "(or error, when judging a claim failed: exit 3).",
+    "measured, with a verdict: reproduced, direction reproduced, not reproduced, or not measured in this run; "
+    "unstable (its repetitions disagree), too few repetitions, or needs the full matrix (or error, when judging "
+    "a claim failed: exit 3). --compare DIR1 DIR2: two sweeps side by side; --readme-table DIR...: the README's "
+    "table from one or more runs, with their stability.",
 }
 
 

@@ -14,7 +14,7 @@ from typing import Callable
 
 import pandas as pd
 
-from spinscope.lab import criteria
+from spinscope.lab import confidence, criteria
 
 EVENT_FLOW = "The Impact of Event Processing Flow on Asynchronous Server Efficiency"
 EVENTS_FAST = '"Are events fast?"'
@@ -36,6 +36,9 @@ class Claim:
     rule: str  # the criterion in words: when reproduced, when direction reproduced
     measured: str  # what the sweep measures for it: which cells, which columns
     criterion: Callable[[pd.DataFrame], criteria.Finding]
+    # Repetitions of its cells a verdict needs (lab/confidence.py): the counting claims' counts per request
+    # do not move between runs (1); a throughput or latency comparison on two shared cores does.
+    min_reps: int = confidence.TIMING_REPS
 
     def judge(self, table: pd.DataFrame) -> criteria.Finding:
         """The criterion's finding on `table`; an exception in it is the verdict "error" with its message."""
@@ -56,7 +59,7 @@ CLAIMS = (
              f"{criteria.TABLE3_NONE}; direction: split > worker > (thread-per-conn, event-loop)",
         measured="handoffs_per_request (wakeups between the server's threads per request, from the capture); "
                  "concurrency 1, /bytes/100, --workers 4",
-        criterion=criteria.table3_handoffs),
+        criterion=criteria.table3_handoffs, min_reps=1),
     Claim(
         id="table6", title="Table 6: write calls per response, 16 KB send buffer",
         publication=EVENT_FLOW, source="Table 6",
@@ -69,7 +72,7 @@ CLAIMS = (
              f"{criteria.TABLE6_SPIN_MIN} writes per 100 KB response and {criteria.TABLE6_SPIN_MIN}x thread-per-conn's",
         measured="writes_per_request (socket write calls per response, from the capture); veth, SO_SNDBUF "
                  "16384, client SO_RCVBUF 4096; event-loop spin and epollout, netty, thread-per-conn",
-        criterion=criteria.table6_write_calls),
+        criterion=criteria.table6_write_calls, min_reps=1),
     Claim(
         id="fig6_7", title="Figures 6/7: throughput and context switches vs concurrency",
         publication=EVENT_FLOW, source="Figures 6 and 7",
@@ -88,11 +91,12 @@ CLAIMS = (
         publication=EVENT_FLOW, source="Table 4",
         paper="event-loop < thread-per-conn < reactor-worker < reactor-split",
         value=criteria.TABLE4_ORDER,
-        tolerance=f"ordering only; shares within {criteria.TABLE4_TIE:.1%} count as a tie for direction",
-        rule="reproduced: the strict ordering; direction: both reactors above both others",
+        tolerance=f"ordering only; shares within {criteria.TABLE4_TIE:.1%} count as a tie (no ordering)",
+        rule=f"reproduced: the strict ordering, each step at least {criteria.TABLE4_TIE:.1%}; direction: both "
+             "reactors above both others",
         measured="futex_share (futex wait+wake calls / traced socket, poll and futex calls, capture), averaged "
                  "over the fig6_7 cells' sizes and concurrencies",
-        criterion=criteria.table4_futex_share),
+        criterion=criteria.table4_futex_share, min_reps=1),
     Claim(
         id="fig11_12", title="Figures 11/12: latency and small receive windows make write-spin worse",
         publication=EVENT_FLOW, source="Figures 11 and 12 (and Figure 10's write-spin vs latency)",
@@ -242,9 +246,10 @@ CLAIMS = CLAIMS + DISK_CLAIMS
 # ================================================================================== end of the disk comparison
 
 
-def judge_all(table: pd.DataFrame) -> list:
-    """[(claim, finding)] for every claim, in CLAIMS order."""
-    return [(claim, claim.judge(table)) for claim in CLAIMS]
+def judge_all(table: pd.DataFrame, needs_full=()) -> list:
+    """[(claim, finding)] for every claim, in CLAIMS order, each verdict weighed over the repetitions of its
+    cells (lab/confidence.py); the claims in `needs_full` are those the sweep's matrix does not settle."""
+    return [(claim, confidence.judge(claim, table, needs_full=claim.id in needs_full)) for claim in CLAIMS]
 
 
 
@@ -293,7 +298,7 @@ CLAIMS = CLAIMS + (
              "the 4 KB-window cells stay with the table6 claim (their count is set by the small window: hundreds)",
         measured="writes_per_request (capture) of event-loop spin and thread-per-conn, veth, SO_SNDBUF 16384, the "
                  "client's default receive window (no --rcvbuf), concurrency 4, 0.1 / 10 / 100 KB",
-        criterion=criteria.table6_default_window),
+        criterion=criteria.table6_default_window, min_reps=1),
     Claim(
         id="events_fast_ab", title='"Are events fast?" with keep-alive off: one request per connection',
         publication=EVENTS_FAST, source="title claim; ApacheBench-style load",

@@ -14,6 +14,9 @@ Verdicts:
     not measured in this run   no ok cell carries what the claim needs
     error                      the criterion raised (Claim.judge): a bug, not a finding
 
+A criterion's verdict is the pooled one; the report's verdict also weighs the repetitions (lab/confidence.py:
+"unstable", "too few repetitions", "needs the full matrix").
+
 A verdict's words say what was measured, never a cause the sweep did not measure.
 """
 
@@ -53,6 +56,7 @@ class Finding:
     headers: list = field(default_factory=list)  # a table of the numbers compared
     rows: list = field(default_factory=list)
     data: object = None  # what the verdict was computed from, for the claim's figure (not reported)
+    reps: list = field(default_factory=list)  # [Finding] on each repetition (lab/confidence.py), 2 or more
 
 
 # ------------------------------------------------------------------------------------------- selecting cells
@@ -75,10 +79,29 @@ def tagged(table: pd.DataFrame, tag: str) -> pd.DataFrame:
     numeric = [c for c in sub.columns if c not in keys and pd.api.types.is_numeric_dtype(sub[c])]
     groups = sub.groupby(keys, dropna=False)
     agg = groups[numeric].mean().reset_index()
-    if "classes_json" in sub:
-        agg = agg.merge(groups[["classes_json"]].first().reset_index(), on=keys, how="left")
+    if "classes_json" in sub:  # loadgen's per-class statistics: averaged field by field like the columns
+        merged = groups["classes_json"].agg(_mean_classes).rename("classes_json").reset_index()
+        agg = agg.merge(merged, on=keys, how="left")
     agg["reps"] = groups.size().values
     return agg
+
+
+def _mean_classes(docs: pd.Series) -> str | None:
+    """The repetitions' per-class statistics (classes_json) averaged: every number present in all of them
+    (the mean of their p99s, as the columns are means; taking one repetition's would pair one run's p99 of
+    a server with another run's of its rival)."""
+    parsed = [json.loads(d) for d in docs if isinstance(d, str) and d]
+    if not parsed:
+        return None
+
+    def mean(values):
+        if all(isinstance(v, dict) for v in values):
+            common = set(values[0]).intersection(*values[1:])
+            return {k: mean([v[k] for v in values]) for k in sorted(common)}
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            return sum(values) / len(values)
+        return values[0]
+    return json.dumps(mean(parsed), sort_keys=True)
 
 
 def failed_for(table: pd.DataFrame, tag: str) -> pd.DataFrame:
@@ -271,7 +294,9 @@ def table4_futex_share(table: pd.DataFrame) -> Finding:
         f.verdict, f.why = DIRECTION if len(share) > 1 else NOT_MEASURED, "not all four servers measured"
         return f
     vals = [share[a] for a in TABLE4_ORDER]
-    if all(x < y for x, y in zip(vals, vals[1:])):
+    # A step smaller than TABLE4_TIE is a tie, not an ordering: event-loop 0.000% below thread-per-conn
+    # 0.001% is one futex call, and it went either way between repetitions of the same cells.
+    if all(y - x >= TABLE4_TIE for x, y in zip(vals, vals[1:])):
         f.verdict, f.why = REPRODUCED, "strict ordering, averaged over sizes and concurrencies"
     elif max(vals[:2]) < min(vals[2:]):
         f.verdict = DIRECTION

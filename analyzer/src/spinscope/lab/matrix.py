@@ -2,7 +2,9 @@
 
 A matrix has `[defaults]` and a list of `[[group]]` tables. In a group every key whose value is a list is
 an axis; the group expands to the cartesian product of its axes, times its `variants` (a list of tables
-merged over the group, for combinations that are not a product), times `repetitions`. A cell is
+merged over the group, for combinations that are not a product), times `repetitions`. Cells run
+repetition-major (every cell's first repetition, then every second one, ...): a drift of the machine
+during the sweep then hits every arm of a comparison alike instead of one arm's repetitions. A cell is
 identified by a hash of its parameters (defaults filled in), so a re-run of the same matrix finds the
 cells it already has. Any problem in a file is one SpinscopeError line naming the file and group, with
 exit code EXIT_USAGE.
@@ -64,7 +66,7 @@ ID_IF_SET = {"shards", "file_set", "memory_max", "drop_caches"}
 CHOICES = {"write_policy": ("spin", "epollout"), "poller": ("epoll", "poll", "select"),
            "keepalive": ("on", "off"), "net": ("loopback", "veth")}
 GROUP_KEYS = {"name", "claims", "variants", "repetitions"}
-TOP_KEYS = {"name", "description", "defaults", "group"}
+TOP_KEYS = {"name", "description", "defaults", "group", "needs_full"}
 CELL_OVERHEAD_S = 1.5  # start, RTT sample, attach, stop: used for the time-left estimate
 # More cells than a sweep can run (full.toml's ~960 take 3.5 h; this many, days): a matrix asking for more
 # is a mistake (`repetitions = 100000000`), refused before a single cell is made.
@@ -98,6 +100,7 @@ class Matrix:
     path: Path
     text: str
     cells: list
+    needs_full: list = field(default_factory=list)  # claim ids this matrix declares it does not settle
 
 
 def cell_id(params: dict) -> str:
@@ -268,8 +271,22 @@ def parse_matrix_text(text: str, path: Path = Path("<matrix>")) -> Matrix:
                         known.claims += [c for c in shape.claims if c not in known.claims]
                     else:
                         cells[cell.id] = cell
+    ordered = sorted(cells.values(), key=lambda c: c.params["repetition"])  # stable: file order within one
     return Matrix(name=str(doc.get("name", path.stem)), description=str(doc.get("description", "")),
-                  path=path, text=text, cells=list(cells.values()))
+                  path=path, text=text, cells=ordered, needs_full=_needs_full(path, doc))
+
+
+def _needs_full(path: Path, doc: dict) -> list:
+    """The matrix's `needs_full`: ids of claims (lab/claims.py) it runs too few points of to settle."""
+    from spinscope.lab.claims import CLAIMS  # the claims module reads this one: imported when used
+
+    ids = doc.get("needs_full", [])
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise SpinscopeError(f"{path}: needs_full must be a list of claim ids", exit_code=EXIT_USAGE)
+    unknown = [i for i in ids if i not in {c.id for c in CLAIMS}]
+    if unknown:
+        raise SpinscopeError(f"{path}: needs_full: unknown claim id(s) {', '.join(unknown)}", exit_code=EXIT_USAGE)
+    return list(ids)
 
 
 def describe(p: dict) -> str:

@@ -58,6 +58,19 @@ def _summary(result: dict) -> Text:
                  f"handoffs/req, labels {labels}")
 
 
+def cpu_model() -> str | None:
+    """The CPU's model name from /proc/cpuinfo (the README's reproduction table names the machine by it)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name":
+                    return " ".join(value.split())
+    except OSError:
+        pass
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
@@ -94,8 +107,9 @@ def run(args: argparse.Namespace) -> int:
     done = {r["id"]: r for r in load_results(outdir)}
     todo = [c for c in cells if c.id not in done or (args.retry_failed and done[c.id]["status"] != "ok")]
     meta = {"matrix": matrix.name, "matrix_path": str(matrix.path), "description": matrix.description,
-            "cells": len(cells), "skipped": len(cells) - len(todo), "started_at": timestamp(),
-            "host": {"kernel": os.uname().release, "ncpus": os.cpu_count(), "hostname": os.uname().nodename},
+            "cells": len(cells), "needs_full": matrix.needs_full, "skipped": len(cells) - len(todo), "started_at": timestamp(),
+            "host": {"kernel": os.uname().release, "ncpus": os.cpu_count(), "hostname": os.uname().nodename,
+                     "cpu_model": cpu_model()},
             "netem": netcond.netem_available(), "delay": "delay line",  # delay_ms: netcond's TUN delay line
             "interrupted": False, "finished_at": None}
     write_json(outdir / "sweep.json", meta)
