@@ -494,32 +494,31 @@ static void log_to(int fd)
 	close(fd);
 }
 
-/* -- COMMAND: found and started, held before its exec. 0, or the exit status (after the error line). */
+/* -- COMMAND: found and started, held before its exec. 0, or -errno (what failed: c->pid 0 if finding). */
 static int command_begin(struct command *c, const struct options *o)
 {
-	int close_fds[] = { o->ready_fd, o->stream_fd, o->log_fd, -1 }, err;
+	int close_fds[4], n = 0, err;
 
-	/* its descriptors, less the collector's (-1 ends the list: the rows that are -1 are dropped) */
-	for (int *in = close_fds, *out = close_fds; ; in++) {
-		if (in == close_fds + 3) {
-			*out = -1;
-			break;
-		}
-		if (*in >= 0)
-			*out++ = *in;
-	}
+	/* the descriptors given to the collector are not the command's */
+	for (int i = 0, given[] = { o->ready_fd, o->stream_fd, o->log_fd }; i < 3; i++)
+		if (given[i] >= 0)
+			close_fds[n++] = given[i];
+	close_fds[n] = -1;
 	err = command_find(c);
-	if (err) {
+	return err ? err : command_start(c, close_fds);
+}
+
+/* Why the command could not start, and the exit status that says so: a shell's when it was not found or is
+ * not executable (command_find's errors), 1 when starting it failed (pipe2, fork). */
+static int command_failed(const struct command *c, int err)
+{
+	if ((err == -ENOENT || err == -EACCES || err == -EISDIR || err == -ENAMETOOLONG)) {
 		fprintf(stderr, PROG ": error: cannot run %s: %s\n", c->argv[0],
 			err == -ENOENT ? "command not found" : strerror(-err));
 		return err == -ENOENT ? EXIT_NOT_FOUND : EXIT_NOT_EXECUTABLE;
 	}
-	err = command_start(c, close_fds);
-	if (err) {
-		fprintf(stderr, PROG ": error: cannot start %s: %s\n", c->argv[0], strerror(-err));
-		return 1;
-	}
-	return 0;
+	fprintf(stderr, PROG ": error: cannot start %s: %s\n", c->argv[0], strerror(-err));
+	return 1;
 }
 
 /* The signals that ended the capture or came since, passed on to the command: SIGTERM, which is sent to one
@@ -570,7 +569,7 @@ int main(int argc, char **argv)
 	struct command command = { .go_fd = -1, .exec_fd = -1, .status = -1 };
 	char default_out[64], comm[256];
 	struct options o;
-	int ret, exec_err = 0;
+	int ret = 0, exec_err = 0;
 
 	options_parse(argc, argv, &o);
 	verbose_libbpf = o.verbose;
@@ -578,15 +577,18 @@ int main(int argc, char **argv)
 	if (o.check)
 		return run_check(&o);
 	if (o.command) {
-		/* First, so the command gets this process's signal dispositions and mask, before ours change. */
+		/* First, so the command gets this process's signal dispositions and mask and stderr, before ours
+		 * change. */
 		command.argv = o.command;
 		ret = command_begin(&command, &o);
-		if (ret)
-			return ret;
+	}
+	log_to(o.log_fd);
+	if (o.command && ret)
+		return command_failed(&command, ret);
+	if (o.command) {
 		o.pid = command.pid;
 		o.command_path = command.path;
 	}
-	log_to(o.log_fd);
 	if (o.stream_fd >= 0)
 		signal(SIGPIPE, SIG_IGN); /* a reader gone is EPIPE, which ends the capture cleanly */
 	if (!o.output && o.stream_fd < 0) { /* with --stream and no --output, no file is written */
