@@ -191,3 +191,34 @@ def test_the_collector_refuses_a_command_without_one_or_with_a_target(argv, mess
     result = subprocess.run([str(COLLECTOR), *argv], capture_output=True, text=True, timeout=30)
     assert result.returncode == 2
     assert result.stderr == f"spinscope-collector: error: {message}\n"
+
+
+def test_the_command_has_spinscopes_streams_environment_and_directory(tmp_path):
+    """What it reads is spinscope's stdin, what it writes spinscope's stdout and stderr (the collector's lines
+    come on stderr too, on a pipe of their own in between), in spinscope's environment and directory."""
+    out = tmp_path / "io.json"
+    result = subprocess.run([*SPINSCOPE, "record", "-o", str(out), "--", "sh", "-c",
+                             'read line; echo "read:$line env:$SPINSCOPE_TEST_VALUE cwd:$(pwd)"; echo to-stderr >&2'],
+                            input="hello\n", capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                            env={**ENV, "SPINSCOPE_TEST_VALUE": "42"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"read:hello env:42 cwd:{tmp_path}\n"
+    assert "to-stderr\n" in result.stderr and "wrote" in result.stderr
+
+
+def drop_to_nobody():
+    os.setgroups([])
+    os.setgid(65534)
+    os.setuid(65534)
+
+
+def test_a_collector_that_fails_before_the_probes_are_live_never_runs_the_command(tmp_path):
+    """Not root: the host check fails after the command was started held, and it exits without its exec."""
+    os.chmod(tmp_path, 0o777)
+    marker = tmp_path / "ran"
+    result = subprocess.run([str(COLLECTOR), "-o", str(tmp_path / "x.json"), "--", "touch", str(marker)],
+                            capture_output=True, text=True, timeout=30, preexec_fn=drop_to_nobody)
+    assert result.returncode == 1
+    (error,) = [line for line in result.stderr.splitlines() if ": error:" in line]
+    assert error.startswith("spinscope-collector: error: needs root")
+    assert not marker.exists() and not (tmp_path / "x.json").exists()

@@ -38,9 +38,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("record")  # its help and description: cli.VERBS
     targets.add_options(p, targets.RECORD)
     p.add_argument("--duration", "-d", type=float, default=0.0,
-                   help="seconds to record (default: until Ctrl-C or the process exits)")
+                   help="seconds to record (default: until Ctrl-C or the process exits); with -- COMMAND, the command is "
+                   "then sent SIGTERM and waited for")
     p.add_argument("--output", "-o",
-                   help="capture file (default: spinscope-PID-TIMESTAMP.json)")
+                   help="capture file (default: spinscope-PID-TIMESTAMP.json, spinscope-cgroup-NAME-TIMESTAMP.json or "
+                   "spinscope-COMMAND-TIMESTAMP.json)")
     p.add_argument("--interval", "-i", type=float, default=DEFAULT_INTERVAL_S,
                    help=f"seconds between counter snapshots, used by diff to judge noise "
                    f"(default {DEFAULT_INTERVAL_S:g}; 0 disables)")
