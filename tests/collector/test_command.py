@@ -6,7 +6,10 @@ capture is written. A command that cannot run is refused with a shell's status b
 from __future__ import annotations
 
 import json
+import shlex
+import shutil
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -222,3 +225,33 @@ def test_a_collector_that_fails_before_the_probes_are_live_never_runs_the_comman
     (error,) = [line for line in result.stderr.splitlines() if ": error:" in line]
     assert error.startswith("spinscope-collector: error: needs root")
     assert not marker.exists() and not (tmp_path / "x.json").exists()
+
+
+@pytest.mark.skipif(not shutil.which("tmux"), reason="tmux not installed (apt-get install tmux)")
+def test_ctrl_c_in_a_real_terminal(tmp_path):
+    """The same as a terminal does it (tmux): Ctrl-C to the foreground job, the command's trap runs once, the
+    capture is written, and the shell sees the command's exit status."""
+    session = f"spinscope-record-{time.monotonic_ns()}"
+    out, got, done = tmp_path / "tty.json", tmp_path / "got", tmp_path / "done"
+    script = f"trap 'echo INT >> {got}' INT; while [ ! -e {done} ]; do sleep 0.05; done; exit 7"
+
+    def screen() -> str:
+        return subprocess.run(["tmux", "capture-pane", "-p", "-J", "-t", session], capture_output=True, text=True,
+                              check=True).stdout
+
+    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "200", "-y", "50", "bash --norc --noprofile"],
+                   check=True)
+    try:
+        command = (f"SPINSCOPE_COLLECTOR={COLLECTOR} PYTHONPATH={ENV['PYTHONPATH']} {sys.executable} -m spinscope "
+                   f"record -o {out} -- sh -c {shlex.quote(script)}; echo RECORD-EXIT=$?")
+        subprocess.run(["tmux", "send-keys", "-t", session, command, "Enter"], check=True)
+        wait_for(lambda: "probes live" in screen(), 60, "the probes")
+        subprocess.run(["tmux", "send-keys", "-t", session, "C-c"], check=True)
+        assert wait_for(lambda: final_capture(out), 30, "the capture")["end_reason"] == "signal"
+        wait_for(lambda: got.exists(), 30, "the command's trap")
+        done.touch()
+        exits = wait_for(lambda: re.findall(r"^RECORD-EXIT=(\d+)", screen(), re.M), 30, "the exit")
+        assert exits == ["7"], screen()
+        assert got.read_text() == "INT\n"
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)

@@ -143,3 +143,20 @@ def test_top_runs_a_command_from_its_first_syscall_and_passes_its_status_on(tmp_
     assert [(e["pid"], e["count"], e["comm"]) for e in saved.raw["target"]["execs"]] == [(pid, 2, "firstwrites")]
     writes = {(t["pid"] == pid, t["comm"]): t["write_calls"] for t in saved.raw["threads"]}
     assert writes == {(True, "firstwrites"): 6, (False, "firstwrites"): 2}
+
+
+def test_top_quitting_ends_its_command(tmp_path):
+    """`top -- COMMAND` in a terminal: q quits top, which ends the command with SIGTERM (through the collector)
+    and exits with its status, 143; the command is gone."""
+    pane = Pane(f"spinscope-top-{time.monotonic_ns()}")
+    try:
+        pane.send(f"SPINSCOPE_COLLECTOR={COLLECTOR} PYTHONPATH={ANALYZER} {sys.executable} -m spinscope top -- sleep 600"
+                  "; echo TOP-EXIT=$?", "Enter")
+        screen = pane.wait_for(r"^\s*process\s+", timeout=30)
+        pid = int(re.search(r"sleep \(pid (\d+)\)", screen).group(1))
+        pane.send("q")
+        done = pane.wait_for(r"^TOP-EXIT=\d+")
+        assert re.search(r"^TOP-EXIT=143$", done, re.M), done
+        wait_until(lambda: not os.path.exists(f"/proc/{pid}"), 10, "the command gone")
+    finally:
+        pane.kill()
