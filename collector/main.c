@@ -494,7 +494,7 @@ static void log_to(int fd)
 	close(fd);
 }
 
-/* -- COMMAND: found and started, held before its exec. 0, or -errno (what failed: c->pid 0 if finding). */
+/* -- COMMAND: found and started, held before its exec. 0, or -errno (command_failed says it). */
 static int command_begin(struct command *c, const struct options *o)
 {
 	int close_fds[4], n = 0, err;
@@ -512,7 +512,7 @@ static int command_begin(struct command *c, const struct options *o)
  * not executable (command_find's errors), 1 when starting it failed (pipe2, fork). */
 static int command_failed(const struct command *c, int err)
 {
-	if ((err == -ENOENT || err == -EACCES || err == -EISDIR || err == -ENAMETOOLONG)) {
+	if (err == -ENOENT || err == -EACCES || err == -EISDIR || err == -ENAMETOOLONG) {
 		fprintf(stderr, PROG ": error: cannot run %s: %s\n", c->argv[0],
 			err == -ENOENT ? "command not found" : strerror(-err));
 		return err == -ENOENT ? EXIT_NOT_FOUND : EXIT_NOT_EXECUTABLE;
