@@ -147,6 +147,7 @@ static int describe_capture(struct session *s, const struct options *o)
 {
 	s->meta.pid = o->pid;
 	s->meta.follow_children = o->follow_children;
+	s->meta.started = o->command != NULL;
 	s->meta.interval_s = o->interval_s;
 	s->meta.checkpoint_s = o->checkpoint_s;
 	s->meta.max_threads = o->max_threads;
