@@ -5,7 +5,8 @@ polls/s, handoffs per request, futex wait, CPU, over the last second; the labels
 seconds on top with their measured share. Keys: `s`/`S` sort by the next/previous column, `r` reverses,
 `g` switches between threads and roles, `q` (or Ctrl-C) quits, restoring the terminal; `-o FILE` also
 writes the whole session as a capture. Built on rich's Live (alternate screen); the data is the
-collector's --stream (spinscope.live, docs/live.md).
+collector's --stream (spinscope.live, docs/live.md). With `-- COMMAND` the collector runs the command, which
+quitting ends (SIGTERM, through the collector), and top's exit status is the command's.
 """
 
 from __future__ import annotations
