@@ -590,8 +590,9 @@ int main(int argc, char **argv)
 		o.pid = command.pid;
 		o.command_path = command.path;
 	}
-	if (o.stream_fd >= 0)
-		signal(SIGPIPE, SIG_IGN); /* a reader gone is EPIPE, which ends the capture cleanly */
+	/* A reader gone is EPIPE, not death: the stream's ends the capture cleanly; our messages' (the spinscope
+	 * that started us killed outright) leaves the capture to be written and a command to be ended. */
+	signal(SIGPIPE, SIG_IGN);
 	if (!o.output && o.stream_fd < 0) { /* with --stream and no --output, no file is written */
 		if (o.cgroup_arg)
 			snprintf(default_out, sizeof(default_out), "spinscope-cgroup-%llu.json",

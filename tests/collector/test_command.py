@@ -255,3 +255,24 @@ def test_ctrl_c_in_a_real_terminal(tmp_path):
         assert got.read_text() == "INT\n"
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+def test_spinscope_killed_outright_still_writes_the_capture_and_ends_the_command(tmp_path):
+    """SIGKILL to spinscope: its collector (--exit-with-parent) writes the capture and sends the command SIGTERM,
+    which no terminal would: the command does not outlive the spinscope that started it."""
+    out = tmp_path / "killed.json"
+    ready_read, ready_write = os.pipe()
+    proc = subprocess.Popen([*SPINSCOPE, "record", "-o", str(out), "--ready-fd", str(ready_write), "--", "sleep", "600"],
+                            env=ENV, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            pass_fds=(ready_write,), start_new_session=True)
+    os.close(ready_write)
+    try:
+        with os.fdopen(ready_read) as ready:
+            command_pid = json.loads(ready.readline())["pid"]
+        proc.kill()
+        proc.wait()
+        capture = wait_for(lambda: final_capture(out), 30, "the capture")
+        assert capture["end_reason"] == "signal" and capture["target"]["pid"] == command_pid
+        wait_for(lambda: not Path(f"/proc/{command_pid}").exists(), 30, "the command gone")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the collector and the command, if the test failed
