@@ -302,14 +302,20 @@ static json_object *jexecs(const struct capture_meta *meta, const struct snapsho
 
 	for (size_t i = 0; i < snap->nexecs; i++) {
 		const struct exec_record *e = &snap->execs[i];
-		json_object *o = json_object_new_object();
+		/* With -- COMMAND the command's own exec is its start (the process before it was ours, held,
+		 * and did nothing spinscope counts), not a program it replaced: not listed. */
+		__u64 count = e->count - (meta->started && snap->exec_pids[i] == (__u32)meta->pid);
 		char comm[SPINSCOPE_COMM_LEN + 1] = { 0 }, filename[EXEC_FILENAME_LEN + 1] = { 0 };
+		json_object *o;
 
+		if (!count)
+			continue;
+		o = json_object_new_object();
 		memcpy(comm, e->comm, SPINSCOPE_COMM_LEN);
 		memcpy(filename, e->filename, EXEC_FILENAME_LEN);
 		json_object_object_add(o, "pid", jint(snap->exec_pids[i]));
 		json_object_object_add(o, "t_s", jseconds(since_start(meta, e->last_ns)));
-		json_object_object_add(o, "count", jint(e->count));
+		json_object_object_add(o, "count", jint(count));
 		json_object_object_add(o, "comm", jtext(comm));
 		json_object_object_add(o, "filename", jtext(filename));
 		json_object_array_add(list, o);

@@ -20,6 +20,7 @@ struct capture_meta {
 	int pid;                            /* 0 in cgroup mode */
 	const struct cgroup_target *cgroup; /* the target cgroup (--cgroup), or NULL */
 	bool follow_children;
+	bool started;   /* the collector started the target (-- COMMAND): its first exec is its start (jexecs) */
 	char comm[256]; /* the process's name; in cgroup mode, the cgroup's */
 	char exe[4096];       /* the executable's path at attach ("" if unreadable) */
 	char *cmdline;        /* NUL-separated arguments */

@@ -4,13 +4,16 @@
  * children) or to a cgroup v2 (every process in it, whenever it entered), let the kernel aggregate, and
  * write one capture when the capture ends: at --duration, on SIGINT/SIGTERM/SIGHUP, or when the target
  * exits (the process, or the cgroup is removed). Once the probes are attached, every way out
- * writes the capture; --ready-fd tells a parent the moment they are.
+ * writes the capture; --ready-fd tells a parent the moment they are. With `-- COMMAND` the target is a
+ * command the collector starts itself, held before its exec until the probes are live (command.c).
  *
  * main() is a session: start (host checks, target, output, load, attach), record, write, end; every
  * way out of it goes through session_end(), the one clean-up path. The options are options.c's table;
  * attaching is attach.c, where the capture goes output.c, what a session holds session.c/session.h.
  *
- * Exit status: 0 capture written (or --check passed), 1 capture could not be made, 2 usage error.
+ * Exit status: 0 capture written (or --check passed), 1 capture could not be made, 2 usage error. With
+ * a COMMAND, once it ran: its exit status (128+N if signal N killed it), like time(1) and perf record; 1
+ * if the capture could not be made; 127 and 126 if it could not run (not found, not executable).
  */
 #include <errno.h>
 #include <limits.h>
@@ -24,6 +27,7 @@
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -33,6 +37,7 @@
 #include "capture.h"
 #include "cgroup.h"
 #include "checks.h"
+#include "command.h"
 #include "options.h"
 #include "probes.h"
 #include "procfs.h"
@@ -142,6 +147,7 @@ static int describe_capture(struct session *s, const struct options *o)
 {
 	s->meta.pid = o->pid;
 	s->meta.follow_children = o->follow_children;
+	s->meta.started = o->command != NULL;
 	s->meta.interval_s = o->interval_s;
 	s->meta.checkpoint_s = o->checkpoint_s;
 	s->meta.max_threads = o->max_threads;
@@ -156,6 +162,24 @@ static int describe_capture(struct session *s, const struct options *o)
 		/* No one process: named after the cgroup, no executable, no arguments. */
 		s->meta.cgroup = &o->cgroup;
 		snprintf(s->meta.comm, sizeof(s->meta.comm), "%s", o->cgroup.name);
+	} else if (o->command) {
+		/* Not yet exec'd: described as the exec will make it (the name the kernel gives it, the file it
+		 * runs, the arguments it is given), which target.execs then shows it did. */
+		const char *base = strrchr(o->command_path, '/');
+		size_t len = 0;
+		char *p;
+
+		snprintf(s->meta.comm, 16, "%s", base ? base + 1 : o->command_path); /* comm: 15 bytes */
+		if (!realpath(o->command_path, s->meta.exe))
+			snprintf(s->meta.exe, sizeof(s->meta.exe), "%s", o->command_path);
+		for (char **arg = o->command; *arg; arg++)
+			len += strlen(*arg) + 1;
+		s->meta.cmdline = p = malloc(len);
+		if (!p)
+			return fail(s, -ENOMEM, "out of memory");
+		for (char **arg = o->command; *arg; arg++)
+			p = stpcpy(p, *arg) + 1;
+		s->meta.cmdline_len = len;
 	} else {
 		proc_comm(o->pid, s->meta.comm, sizeof(s->meta.comm));
 		proc_exe(o->pid, s->meta.exe, sizeof(s->meta.exe));
@@ -375,7 +399,7 @@ static const char *rows_phrase(const struct snapshot *snap, char *buf, size_t le
 	return buf;
 }
 
-static void report_written(const struct session *s, const struct options *o)
+static void report_written(const struct session *s, const struct options *o, const struct command *c)
 {
 	const struct global_stats *g = &s->final.globals;
 	char path[256], rows[96];
@@ -385,6 +409,12 @@ static void report_written(const struct session *s, const struct options *o)
 	if (!strcmp(s->meta.end_reason, "target-exited") && o->cgroup_arg)
 		fprintf(stderr, PROG ": target cgroup %s was removed after %.1f s\n",
 			printable(o->cgroup.path, path, sizeof(path)), s->meta.duration_s);
+	else if (!strcmp(s->meta.end_reason, "target-exited") && o->command && WIFSIGNALED(c->status))
+		fprintf(stderr, PROG ": the command (PID %d) was killed by signal %d after %.1f s\n", o->pid,
+			WTERMSIG(c->status), s->meta.duration_s);
+	else if (!strcmp(s->meta.end_reason, "target-exited") && o->command)
+		fprintf(stderr, PROG ": the command (PID %d) exited with status %d after %.1f s\n", o->pid,
+			command_exit_status(c), s->meta.duration_s);
 	else if (!strcmp(s->meta.end_reason, "target-exited"))
 		fprintf(stderr, PROG ": target PID %d exited after %.1f s\n", o->pid, s->meta.duration_s);
 	if (0
@@ -456,21 +486,115 @@ static int run_check(struct options *o)
 	return 0;
 }
 
+/* The collector's messages to --log-fd instead of stderr: the command started before keeps this stderr. */
+static void log_to(int fd)
+{
+	if (fd < 0)
+		return;
+	fflush(stderr);
+	if (dup2(fd, STDERR_FILENO) < 0)
+		fprintf(stderr, PROG ": warning: --log-fd %d: %s\n", fd, strerror(errno));
+	close(fd);
+}
+
+/* -- COMMAND: found and started, held before its exec. 0, or -errno (command_failed says it). */
+static int command_begin(struct command *c, const struct options *o)
+{
+	int close_fds[4], n = 0, err;
+
+	/* the descriptors given to the collector are not the command's */
+	for (int i = 0, given[] = { o->ready_fd, o->stream_fd, o->log_fd }; i < 3; i++)
+		if (given[i] >= 0)
+			close_fds[n++] = given[i];
+	close_fds[n] = -1;
+	err = command_find(c);
+	return err ? err : command_start(c, close_fds);
+}
+
+/* Why the command could not start, and the exit status that says so: a shell's when it was not found or is
+ * not executable (command_find's errors), 1 when starting it failed (pipe2, fork). */
+static int command_failed(const struct command *c, int err)
+{
+	if (err == -ENOENT || err == -EACCES || err == -EISDIR || err == -ENAMETOOLONG) {
+		fprintf(stderr, PROG ": error: cannot run %s: %s\n", c->argv[0],
+			err == -ENOENT ? "command not found" : strerror(-err));
+		return err == -ENOENT ? EXIT_NOT_FOUND : EXIT_NOT_EXECUTABLE;
+	}
+	fprintf(stderr, PROG ": error: cannot start %s: %s\n", c->argv[0], strerror(-err));
+	return 1;
+}
+
+/* The signals that ended the capture or came since, passed on to the command: SIGTERM, which is sent to one
+ * process. Not SIGINT and SIGHUP: the terminal sends them (Ctrl-C, a hangup) to its whole foreground group,
+ * the command included, and a second SIGINT means "now, without cleaning up" to many servers. */
+static void pass_signals_on(const struct session *s, const struct command *c)
+{
+	struct signalfd_siginfo si;
+
+	while (read(s->signal_fd, &si, sizeof(si)) == sizeof(si))
+		if (si.ssi_signo == SIGTERM)
+			kill(c->pid, SIGTERM);
+}
+
+/*
+ * The capture is written (or failed) and the probes detached: wait for the command. If it outlived the
+ * capture, it is asked to end with SIGTERM, as perf record does: at --duration, when the stream's reader
+ * has gone, when the process that started us died (--exit-with-parent), or on a SIGTERM (passed on).
+ * After a SIGINT or a SIGHUP it is only waited for: it had its own (pass_signals_on).
+ */
+static void command_end(struct session *s, const struct options *o, struct command *c)
+{
+	bool said = false;
+
+	if (command_reaped(c))
+		return;
+	if (strcmp(s->meta.end_reason, "signal") != 0 || (o->exit_with_parent && getppid() != o->parent))
+		kill(c->pid, SIGTERM);
+	for (;;) {
+		struct pollfd fds[2] = { { s->signal_fd, POLLIN, 0 }, { s->target_fd, POLLIN, 0 } };
+
+		pass_signals_on(s, c);
+		if (command_reaped(c))
+			return;
+		/* Said once it has taken a second: most commands end at once. */
+		if (poll(fds, 2, said || o->quiet ? -1 : 1000) == 0) {
+			fprintf(stderr, PROG ": the capture has ended; waiting for the command (PID %d) to exit\n",
+				c->pid);
+			said = true;
+		}
+	}
+}
+
 int main(int argc, char **argv)
 {
 	__u64 launched = monotonic_ns();
 	struct session s = { .signal_fd = -1, .target_fd = -1, .out_fd = -1, .journal_fd = -1 };
+	struct command command = { .go_fd = -1, .exec_fd = -1, .status = -1 };
 	char default_out[64], comm[256];
 	struct options o;
-	int ret;
+	int ret = 0, exec_err = 0;
 
 	options_parse(argc, argv, &o);
 	verbose_libbpf = o.verbose;
 	libbpf_set_print(libbpf_print);
 	if (o.check)
 		return run_check(&o);
-	if (o.stream_fd >= 0)
-		signal(SIGPIPE, SIG_IGN); /* a reader gone is EPIPE, which ends the capture cleanly */
+	if (o.command) {
+		/* First, so the command gets this process's signal dispositions and mask and stderr, before ours
+		 * change. */
+		command.argv = o.command;
+		ret = command_begin(&command, &o);
+	}
+	log_to(o.log_fd);
+	if (o.command && ret)
+		return command_failed(&command, ret);
+	if (o.command) {
+		o.pid = command.pid;
+		o.command_path = command.path;
+	}
+	/* A reader gone is EPIPE, not death: the stream's ends the capture cleanly; our messages' (the spinscope
+	 * that started us killed outright) leaves the capture to be written and a command to be ended. */
+	signal(SIGPIPE, SIG_IGN);
 	if (!o.output && o.stream_fd < 0) { /* with --stream and no --output, no file is written */
 		if (o.cgroup_arg)
 			snprintf(default_out, sizeof(default_out), "spinscope-cgroup-%llu.json",
@@ -485,22 +609,38 @@ int main(int argc, char **argv)
 		s.meta.start_mono_ns = monotonic_ns();
 		iso_now(s.meta.start_time, sizeof(s.meta.start_time));
 		intervals_init(&s.intervals, s.meta.start_mono_ns);
+		if (o.command && (exec_err = command_release(&command)) != 0)
+			ret = fail(&s, exec_err, "cannot run %s: %s", o.command_path, strerror(-exec_err));
+	}
+	if (ret == 0) {
 		if (!o.quiet && o.cgroup_arg)
 			fprintf(stderr, PROG ": attached to cgroup %s (id %llu): %zu probes live in %.3f s\n",
 				printable(o.cgroup.path, comm, sizeof(comm)), (unsigned long long)o.cgroup.id,
 				s.nlinks, (s.meta.start_mono_ns - launched) / 1e9);
 		else if (!o.quiet)
-			fprintf(stderr, PROG ": attached to PID %d (%s): %zu probes live in %.3f s\n", o.pid,
-				printable(s.meta.comm, comm, sizeof(comm)), s.nlinks,
-				(s.meta.start_mono_ns - launched) / 1e9);
+			fprintf(stderr, PROG ": %s PID %d (%s): %zu probes live in %.3f s\n",
+				o.command ? "started" : "attached to", o.pid, printable(s.meta.comm, comm, sizeof(comm)),
+				s.nlinks, (s.meta.start_mono_ns - launched) / 1e9);
 		announce_ready(o.ready_fd, &s, (s.meta.start_mono_ns - launched) / 1e9);
 		session_record(&s, &o);
+		if (o.command && !strcmp(s.meta.end_reason, "target-exited"))
+			command_wait(&command); /* it has exited: its status, for the report */
 		ret = session_write(&s, &o);
 	}
 	if (ret == 0)
-		report_written(&s, &o);
+		report_written(&s, &o, &command);
 	else
 		fprintf(stderr, PROG ": error: %s\n", s.error);
+	if (command.released && command.status < 0) {
+		session_detach(&s);
+		command_end(&s, &o, &command);
+	} else {
+		command_abandon(&command);
+	}
 	session_end(&s);
+	if (exec_err)
+		return exec_err == -ENOENT ? EXIT_NOT_FOUND : EXIT_NOT_EXECUTABLE;
+	if (o.command && command.released && ret == 0)
+		return command_exit_status(&command);
 	return ret ? 1 : 0;
 }

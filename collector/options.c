@@ -91,6 +91,9 @@ static const struct option_row rows[] = {
 	  "after each --interval snapshot, write the capture so far as one line\n"
 	  "of JSON to file descriptor N (the latest interval only); a reader that\n"
 	  "closes it ends the capture. Without --output no file is written" },
+	{ "log-fd", 0, "N", FD, FIELD(log_fd), -1, 0, 0,
+	  "write the collector's messages to file descriptor N instead of stderr\n"
+	  "(with a COMMAND, its stderr stays this one's)" },
 	{ "check", 0, NULL, FLAG, FIELD(check), 0, 0, 0,
 	  "check this host: privileges, BTF, tracefs, tracepoints, and load and\n"
 	  "attach the probes (to this process); exit 0 if all pass" },
@@ -131,10 +134,18 @@ void usage(FILE *out)
 	fprintf(out,
 		"usage: " PROG " --pid PID [options]\n"
 		"       " PROG " --cgroup PATH [options]\n"
+		"       " PROG " [options] -- COMMAND [ARG...]\n"
 		"       " PROG " --check\n"
 		"\n"
 		"Count what a process's threads do with sockets, poll calls, futexes and the scheduler,\n"
 		"and write a spinscope capture (JSON, docs/capture-format.md).\n"
+		"\n"
+		"With -- COMMAND the collector runs the command (on $PATH, in this environment and\n"
+		"directory, with these standard streams) and traces it and its children from its first\n"
+		"syscall on. Its exit ends the capture; a capture that ends first (--duration, SIGTERM)\n"
+		"sends it SIGTERM (SIGINT and SIGHUP from the terminal reach it by themselves) and waits\n"
+		"for it. The exit status is then the command's (128+N if signal N killed it); 127: not\n"
+		"found, 126: not executable.\n"
 		"\n");
 	for (size_t i = 0; i < NROWS; i++)
 		usage_row(out, &rows[i]);
@@ -308,12 +319,19 @@ static void options_check(struct options *o)
 		usage_error("--json goes with --check");
 	if (o->cgroup_arg && o->check)
 		usage_error("--check checks this host and takes no --cgroup");
+	if (o->command && !o->command[0])
+		usage_error("-- must be followed by the command to run");
+	if (o->command && (o->pid || o->cgroup_arg || o->check))
+		usage_error("-- COMMAND goes without %s: the command is the target",
+			    o->pid ? "--pid" : o->cgroup_arg ? "--cgroup" : "--check");
+	if (o->command) /* like perf record -- COMMAND: what it forks is the command's work too */
+		o->follow_children = true;
 	/* A cgroup's processes' children start in it (and a PID's cgroup may hold others): one target. */
 	if (o->cgroup_arg && (o->pid || o->follow_children))
 		usage_error("--cgroup goes without %s: it traces every process in the cgroup, children included",
 			    o->pid ? "--pid" : "--children");
-	if (!o->pid && !o->cgroup_arg && !o->check) {
-		fprintf(stderr, PROG ": error: --pid PID or --cgroup PATH is required (or --check)\n");
+	if (!o->pid && !o->cgroup_arg && !o->check && !o->command) {
+		fprintf(stderr, PROG ": error: --pid PID, --cgroup PATH or -- COMMAND is required (or --check)\n");
 		usage(stderr);
 		exit(2);
 	}
@@ -338,11 +356,14 @@ static void options_check(struct options *o)
 void options_parse(int argc, char **argv, struct options *o)
 {
 	struct option longopts[NROWS + 1];
-	char shortopts[2 * NROWS + 1];
+	char shortopts[2 * NROWS + 2];
+	const char *last_arg = NULL;
 	int c;
 
 	options_defaults(o);
-	getopt_tables(longopts, shortopts);
+	/* '+': options end at the first word that is not one (a COMMAND's own options are its own) */
+	shortopts[0] = '+';
+	getopt_tables(longopts, shortopts + 1);
 	while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
 		const struct option_row *row = row_of(c);
 
@@ -351,8 +372,12 @@ void options_parse(int argc, char **argv, struct options *o)
 			exit(2);
 		}
 		parse_row(row, optarg, o);
+		last_arg = optarg;
 	}
-	if (optind < argc)
+	/* What follows a `--` (not an option's argument, as in `-o --`) is the command. */
+	if (optind > 1 && !strcmp(argv[optind - 1], "--") && argv[optind - 1] != last_arg)
+		o->command = &argv[optind];
+	else if (optind < argc)
 		usage_error("unexpected argument '%s'", argv[optind]);
 	o->parent = getppid();
 	options_check(o);

@@ -36,6 +36,9 @@ struct options {
 	bool json;    /* --check: the checks as JSON on stdout */
 	int ready_fd; /* -1, or where to say "ready" once the probes are live */
 	int stream_fd; /* -1, or where to write the capture so far as a line after each interval (--stream) */
+	int log_fd;    /* -1, or where the collector's messages go instead of stderr (--log-fd) */
+	char **command; /* `-- COMMAND [ARG...]`: run it and trace it (NULL-terminated), or NULL */
+	const char *command_path; /* the command's executable, as found on $PATH (main.c) */
 	bool verbose;
 	bool quiet;
 };

@@ -24,12 +24,21 @@ int fail(struct session *s, int err, const char *fmt, ...)
 	return err ? err : -1;
 }
 
-/* The one clean-up path: detach and free whatever the session got, remove an unfinished output. */
-void session_end(struct session *s)
+void session_detach(struct session *s)
 {
 	if (s->links)
 		probes_detach(s->links, s->nlinks);
+	free(s->links);
+	s->links = NULL;
+	s->nlinks = 0;
 	spinscope_bpf__destroy(s->skel);
+	s->skel = NULL;
+}
+
+/* The one clean-up path: detach and free whatever the session got, remove an unfinished output. */
+void session_end(struct session *s)
+{
+	session_detach(s);
 	if (s->out_fd >= 0)
 		close(s->out_fd);
 	if (s->tmp[0])
@@ -43,6 +52,5 @@ void session_end(struct session *s)
 	snapshot_free(&s->final);
 	intervals_free(&s->intervals);
 	retired_free(&s->retired);
-	free(s->links);
 	free(s->meta.cmdline);
 }

@@ -38,6 +38,9 @@ struct session {
 /* Say why the session failed (s->error) and give err back (-1 if 0): `return fail(s, err, ...)`. */
 int fail(struct session *s, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* The probes detached and unloaded, the rest kept (a capture written, its command still to wait for). */
+void session_detach(struct session *s);
+
 /* The one clean-up path: detach and free whatever the session got, remove an unfinished output. */
 void session_end(struct session *s);
 

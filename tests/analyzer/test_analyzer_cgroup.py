@@ -167,7 +167,7 @@ def collector(tmp_path):
                                       "children included"),
     (["--cgroup", "x", "--children"], "--cgroup goes without --children: it traces every process in the cgroup, "
                                       "children included"),
-    ([], "--pid PID or --cgroup PATH is required"),
+    ([], "--pid PID, --cgroup PATH or -- COMMAND is required"),
     (["--cgroup", ""], "--cgroup must name a cgroup v2 directory, not ''"),
 ])
 def test_record_refuses_bad_targets_before_the_collector_starts(options, message, collector, cli):

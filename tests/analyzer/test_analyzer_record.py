@@ -56,3 +56,38 @@ def test_good_options_reach_the_collector(collector, cli, tmp_path):
     assert "--max-threads 64" in ran.read_text() and "--time-sample 4" in ran.read_text()
     # Its stderr is relayed as data: the target's name as written, no escape sequence.
     assert "attached to PID 1 ([/]\\x1b[31m)" in result.stderr and "\x1b" not in result.stderr
+
+
+def test_a_command_goes_to_the_collector_after_every_option_and_its_status_comes_back(tmp_path, cli):
+    """`record [options] -- COMMAND`: the collector gets its options, then `-- COMMAND` untouched (the command's
+    own options and `--` included), its messages on --log-fd; its exit status (the command's) is record's."""
+    ran = tmp_path / "ran"
+    script = tmp_path / "spinscope-collector"
+    # A stand-in: records its arguments, says one line on the --log-fd descriptor, exits as a command would.
+    script.write_text(f"#!/bin/sh\necho \"$@\" > {ran}\n"
+                      "while [ $# -gt 0 ]; do [ \"$1\" = --log-fd ] && fd=$2; shift; done\n"
+                      "echo 'spinscope-collector: wrote x' >&$fd\nexit 3\n")
+    script.chmod(0o755)
+    out = tmp_path / "run.json"
+    result = cli("record", "-o", out, "--duration", "2", "--", "server", "-p", "5", "--", "-o", "x",
+                 env={**os.environ, COLLECTOR_ENV: str(script)})
+    assert result.returncode == 3, result.stderr
+    words = ran.read_text().split()
+    assert words[:7] == ["--output", str(out), "--exit-with-parent", "--duration", "2", "--interval", "1"]
+    assert "--pid" not in words and "--log-fd" in words
+    assert words[-9:-7][0] == "--ready-fd" and words[-7:] == ["--", "server", "-p", "5", "--", "-o", "x"]
+    assert result.stderr == f"spinscope-collector: wrote x\nnext: spinscope report {out}\n"
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--"], "-- must be followed by the command to run"),
+    (["--pid", "1", "--", "true"], "-- COMMAND goes without --pid: the command is the target"),
+    (["--cgroup", "x", "--", "true"], "-- COMMAND goes without --cgroup: the command is the target"),
+    (["--pid-ns", "1", "--", "true"], "--pid-ns goes with --pid: it says which namespace the PID is seen in"),
+])
+def test_a_command_alone_is_the_target(options, message, collector, cli):
+    ran, env = collector
+    result = cli("record", *options, env=env)
+    assert result.returncode == 2
+    assert result.stderr == f"spinscope record: error: {message}\n"
+    assert not ran.exists()

@@ -51,8 +51,45 @@ def test_every_verb_refuses_a_pid_that_names_no_process_in_the_same_words(verb, 
 
 
 @pytest.mark.parametrize("verb", ["record", "top"])
-def test_one_target_verbs_need_a_pid_or_a_cgroup(verb):
-    assert refusal(SPECS[verb]) == "--pid PID or --cgroup PATH is required"
+def test_one_target_verbs_need_a_pid_a_cgroup_or_a_command(verb):
+    assert refusal(SPECS[verb]) == "--pid PID, --cgroup PATH or -- COMMAND is required"
+
+
+def with_command(spec: targets.Targets, command: list, *argv: str) -> argparse.Namespace:
+    """The options as cli.main hands them over: argv before `--`, the command after it."""
+    args = parse(spec, *argv)
+    args.command = command
+    return args
+
+
+@pytest.mark.parametrize("verb", ["record", "top"])
+@pytest.mark.parametrize("argv, named", [(("--pid", "1"), "--pid"), (("--cgroup", "x"), "--cgroup")])
+def test_a_command_is_the_target_alone(verb, argv, named):
+    """The collector's rule and words; --cgroup refused before it is looked for."""
+    with pytest.raises(UsageError) as raised:
+        targets.check(with_command(SPECS[verb], ["true"], *argv), SPECS[verb])
+    assert str(raised.value) == f"-- COMMAND goes without {named}: the command is the target"
+
+
+@pytest.mark.parametrize("verb", ["record", "top"])
+def test_a_dash_dash_needs_a_command(verb):
+    with pytest.raises(UsageError) as raised:
+        targets.check(with_command(SPECS[verb], []), SPECS[verb])
+    assert str(raised.value) == "-- must be followed by the command to run"
+
+
+def test_cli_splits_the_command_off_at_the_first_dash_dash(monkeypatch):
+    """What follows the first `--` is the command's, its own options and `--` included; the other verbs take
+    none (argparse refuses a stray word)."""
+    seen = []
+    monkeypatch.setattr(record, "run", lambda args: seen.append(args) or 0)
+    from spinscope import cli
+
+    assert cli.main(["record", "-o", "x.json", "--", "server", "-p", "5", "--", "-o"]) == 0
+    assert seen[0].command == ["server", "-p", "5", "--", "-o"] and seen[0].output == "x.json"
+    assert seen[0].pid is None
+    assert cli.main(["record", "--pid", "7"]) == 0
+    assert seen[1].command is None
 
 
 def test_the_exporter_needs_a_target_of_any_kind():

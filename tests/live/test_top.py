@@ -119,3 +119,45 @@ def test_top_quits_on_ctrl_c_and_needs_a_terminal(tmp_path):
     finally:
         pane.kill()
         stop(target)
+
+
+def test_top_runs_a_command_from_its_first_syscall_and_passes_its_status_on(tmp_path):
+    """`top -- COMMAND` (batch: no terminal needed): the command's first writes are in the capture top
+    writes, its output is the terminal's (here a pipe), its exit ends the stream and its status is top's."""
+    firstwrites = COLLECTOR.parent / "fixtures" / "firstwrites"
+    output = tmp_path / "top.json"
+    result = subprocess.run([sys.executable, "-m", "spinscope", "top", "--batch", "1", "-o", str(output), "--",
+                             "sh", "-c", f'echo command-output; exec {firstwrites} 6 2 5'],
+                            capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "PYTHONPATH": str(ANALYZER), "SPINSCOPE_COLLECTOR": str(COLLECTOR)})
+    assert result.returncode == 5, result.stderr
+    assert result.stdout.startswith("command-output\n") and "ENDED: the target exited" in result.stdout
+    assert f"wrote {output}" in result.stderr.replace("\n", "")
+    from spinscope import capture
+
+    saved = capture.load(output)
+    pid = saved.raw["target"]["pid"]
+    assert saved.raw["end_reason"] == "target-exited" and saved.raw["target"]["comm"] == "sh"
+    # sh exec'd the fixture (its echo wrote to a pipe, which no socket count holds): one program change
+    # after the command's start, which is not one
+    assert [(e["pid"], e["count"], e["comm"], e["filename"]) for e in saved.raw["target"]["execs"]] == [
+        (pid, 1, "firstwrites", str(firstwrites))]
+    writes = {(t["pid"] == pid, t["comm"]): t["write_calls"] for t in saved.raw["threads"]}
+    assert writes == {(True, "firstwrites"): 6, (False, "firstwrites"): 2}
+
+
+def test_top_quitting_ends_its_command(tmp_path):
+    """`top -- COMMAND` in a terminal: q quits top, which ends the command with SIGTERM (through the collector)
+    and exits with its status, 143; the command is gone."""
+    pane = Pane(f"spinscope-top-{time.monotonic_ns()}")
+    try:
+        pane.send(f"SPINSCOPE_COLLECTOR={COLLECTOR} PYTHONPATH={ANALYZER} {sys.executable} -m spinscope top -- sleep 600"
+                  "; echo TOP-EXIT=$?", "Enter")
+        screen = pane.wait_for(r"^\s*process\s+", timeout=30)
+        pid = int(re.search(r"sleep \(pid (\d+)\)", screen).group(1))
+        pane.send("q")
+        done = pane.wait_for(r"^TOP-EXIT=\d+")
+        assert re.search(r"^TOP-EXIT=143$", done, re.M), done
+        wait_until(lambda: not os.path.exists(f"/proc/{pid}"), 10, "the command gone")
+    finally:
+        pane.kill()

@@ -31,9 +31,18 @@ VERBS = {  # verb: (module, help line)
     "sweep-report": ("spinscope.lab.sweep_report", "compare a sweep's results with the published claims"),
 }
 
+# Verbs that also run a command: `spinscope VERB [options] -- COMMAND [ARG...]`. Everything after the first
+# `--` is the command's, whatever it looks like (its own options are its own); main() sets args.command.
+COMMAND_VERBS = ("record", "top")
+
 DESCRIPTIONS = {  # verb: the first paragraph of `spinscope VERB --help`
     "record": "Attach spinscope's probes to a running process, or to every process in a cgroup, and write a "
-    "capture (JSON) when the duration ends, on Ctrl-C, or when the process exits (the cgroup is removed).",
+    "capture (JSON) when the duration ends, on Ctrl-C, or when the process exits (the cgroup is removed). With "
+    "`-- COMMAND [ARG...]` instead, run the command (in this environment, directory and terminal) and trace it and "
+    "its children from its first syscall: its exit ends the capture and its exit status is spinscope's (128+N if "
+    "signal N killed it; 127: not found, 126: not executable). Ctrl-C reaches the command as usual; SIGTERM to "
+    "spinscope is passed on to it; --duration ends the capture and sends it SIGTERM. Either way the capture is "
+    "written.",
     "report": "Summarise a capture: verdicts (write-spin, spurious select, handoff overhead) first, then "
     "per-thread and per-request evidence.",
     "diff": "Compare BEFORE and AFTER: per-request and per-second changes of every metric, labels that appeared "
@@ -42,7 +51,9 @@ DESCRIPTIONS = {  # verb: the first paragraph of `spinscope VERB --help`
     "missing and how to fix it.",
     "top": "Attach to a running process (or every process in a cgroup) and show its threads live, every second: "
     "requests, writes, EAGAINs and retries of an EAGAIN per request, empty polls, handoffs, futex wait, CPU, and "
-    "the labels of the last seconds. Keys: s/S sort, r reverse, g threads or roles, q quit.",
+    "the labels of the last seconds. Keys: s/S sort, r reverse, g threads or roles, q quit. With `-- COMMAND "
+    "[ARG...]` instead of a target, run the command and watch it from its first syscall (q or Ctrl-C sends it "
+    "SIGTERM; spinscope's exit status is the command's).",
     "exporter": "Trace running servers and serve their spinscope signals to Prometheus "
     "(http://ADDRESS:PORT/metrics; HTTPS and basic auth with --web-config). Targets: --pid (once), --comm and "
     "--exe (every process that matches, also later: restarts are picked up), --cgroup (every process in it). "
@@ -77,6 +88,14 @@ def chosen_verb(argv: list[str]) -> str | None:
     return word if word in VERBS else None
 
 
+def split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """(argv before the first `--`, the command after it), or (argv, None) without a `--`."""
+    if "--" not in argv:
+        return argv, None
+    at = argv.index("--")
+    return argv[:at], argv[at + 1:]
+
+
 def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
     """The parser with `verb`'s sub-command complete (its module imported) and the others by name only."""
     parser = argparse.ArgumentParser(
@@ -97,7 +116,13 @@ def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser(chosen_verb(argv)).parse_args(argv)
+    verb = chosen_verb(argv)
+    command = None
+    if verb in COMMAND_VERBS:
+        argv, command = split_command(argv)
+    args = build_parser(verb).parse_args(argv)
+    if verb in COMMAND_VERBS:
+        args.command = command
     try:
         return int(args.func(args) or 0)
     except SpinscopeError as exc:

@@ -141,13 +141,15 @@ class Collector:
             self._ready_fd = -1
 
 
-def start(argv: list[str], **popen_kwargs) -> Collector:
-    """Start the collector (argv[0] is its path) with a ready descriptor; popen_kwargs go to Popen
-    (pass_fds are passed on with the ready descriptor)."""
+def start(argv: list[str], command: list[str] | None = None, **popen_kwargs) -> Collector:
+    """Start the collector (argv[0] is its path) with a ready descriptor; `command`: the collector runs it
+    (`-- COMMAND [ARG...]`, after every option). popen_kwargs go to Popen (pass_fds are passed on with the
+    ready descriptor)."""
     read_fd, write_fd = os.pipe()
     pass_fds = (write_fd, *popen_kwargs.pop("pass_fds", ()))  # the caller's own (a --stream pipe)
+    tail = ["--", *command] if command is not None else []
     try:
-        proc = subprocess.Popen([*map(str, argv), "--ready-fd", str(write_fd)], pass_fds=pass_fds,
+        proc = subprocess.Popen([*map(str, argv), "--ready-fd", str(write_fd), *tail], pass_fds=pass_fds,
                                 **popen_kwargs)
     except BaseException:
         os.close(read_fd)

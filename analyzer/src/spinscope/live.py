@@ -50,12 +50,12 @@ class Ended:
 
 
 class LiveCollector:
-    """A collector streaming to us. `target_args` select what it traces (`--pid N [--children]`);
-    `output`: also write the final capture there (the collector's --output). Lines arrive on `lines`
-    (a queue of Line, then one Ended)."""
+    """A collector streaming to us. `target_args` select what it traces (`--pid N [--children]`), or
+    `command` (COMMAND [ARG...]) is what it runs and traces; `output`: also write the final capture there
+    (the collector's --output). Lines arrive on `lines` (a queue of Line, then one Ended)."""
 
     def __init__(self, target_args: list, output: Path | None = None, interval: float = STREAM_INTERVAL_S,
-                 duration: float | None = None, extra: tuple = ()):
+                 duration: float | None = None, extra: tuple = (), command: list | None = None):
         path = collector.find()
         if path is None:
             looked = ", ".join(str(c) for c in collector.candidates()) or "PATH"
@@ -70,17 +70,32 @@ class LiveCollector:
             cmd += ["--output", str(output), "--checkpoint", "0"]
         if duration:
             cmd += ["--duration", f"{duration:g}"]
+        pass_fds = [write_fd]
+        if command:
+            # The command writes to our stdout and stderr (its stdin is not ours: the keys are); the
+            # collector's messages come on a pipe of their own.
+            log_read, log_write = os.pipe()
+            cmd += ["--log-fd", str(log_write)]
+            pass_fds.append(log_write)
+            streams = {"stdout": None, "stderr": None}
+        else:
+            streams = {"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE}
         try:
-            # Its own session: a Ctrl-C in our terminal is ours to handle (we end it with SIGTERM).
-            self._started = collector.start(cmd, pass_fds=(write_fd,), stdin=subprocess.DEVNULL,
-                                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                            start_new_session=True)
+            # Its own session: a Ctrl-C in our terminal is ours to handle (we end it with SIGTERM, which
+            # it passes on to a command).
+            self._started = collector.start(cmd, command=command, pass_fds=tuple(pass_fds),
+                                            stdin=subprocess.DEVNULL, start_new_session=True, **streams)
         except BaseException:
             os.close(read_fd)
+            if command:
+                os.close(log_read)
             raise
         finally:
             os.close(write_fd)
+            if command:
+                os.close(log_write)
         self.proc = self._started.proc
+        self._messages = os.fdopen(log_read, "rb") if command else self.proc.stderr
         self._reader: threading.Thread | None = None
         self._stream = os.fdopen(read_fd, "rb")
         self._err_thread = threading.Thread(target=self._drain_stderr, daemon=True)
@@ -107,7 +122,7 @@ class LiveCollector:
         return ""
 
     def _drain_stderr(self) -> None:
-        for raw in self.proc.stderr:
+        for raw in self._messages:
             self.stderr.append(raw.decode(errors="replace").rstrip("\n"))
 
     def _read_stream(self) -> None:

@@ -1,11 +1,16 @@
-"""`spinscope record`: run the collector against a PID or a cgroup and show progress until the capture is
-written.
+"""`spinscope record`: run the collector against a PID, a cgroup or a command, and show progress until the
+capture is written.
 
 The collector (C, libbpf) does the work; this wrapper picks a capture name, shows a progress bar on
 long captures once the collector says its probes are live, and makes sure Ctrl-C ends the capture the
 way the collector expects: the signal reaches the collector (same process group, or forwarded), which
 reads its maps, writes the file and detaches. The wrapper only waits for that, so an interrupted
 capture is still complete.
+
+With `-- COMMAND [ARG...]` the collector starts the command itself (held before its exec until the probes
+are live: collector/command.c) and its exit status is passed on as ours. The command has the terminal:
+our stdin, stdout and stderr (the collector's messages come to us on a pipe of their own, --log-fd), no
+progress bar, and Ctrl-C reaches it from the terminal, not from us: we pass on SIGTERM only.
 """
 
 from __future__ import annotations
@@ -33,9 +38,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("record")  # its help and description: cli.VERBS
     targets.add_options(p, targets.RECORD)
     p.add_argument("--duration", "-d", type=float, default=0.0,
-                   help="seconds to record (default: until Ctrl-C or the process exits)")
+                   help="seconds to record (default: until Ctrl-C or the process exits); with -- COMMAND, the command is "
+                   "then sent SIGTERM and waited for")
     p.add_argument("--output", "-o",
-                   help="capture file (default: spinscope-PID-TIMESTAMP.json)")
+                   help="capture file (default: spinscope-PID-TIMESTAMP.json, spinscope-cgroup-NAME-TIMESTAMP.json or "
+                   "spinscope-COMMAND-TIMESTAMP.json)")
     p.add_argument("--interval", "-i", type=float, default=DEFAULT_INTERVAL_S,
                    help=f"seconds between counter snapshots, used by diff to judge noise "
                    f"(default {DEFAULT_INTERVAL_S:g}; 0 disables)")
@@ -51,8 +58,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def collector_command(path: Path, args: argparse.Namespace, output: Path) -> list[str]:
+    """The collector's options; a command (args.command) goes after them all (collector.start)."""
     # The collector ends the capture (and writes it) if this wrapper is killed outright.
-    target = ["--cgroup", str(args.cgroup)] if args.cgroup is not None else ["--pid", str(args.pid)]
+    if args.command:
+        target = []  # the collector follows the command's children itself
+    elif args.cgroup is not None:
+        target = ["--cgroup", str(args.cgroup)]
+    else:
+        target = ["--pid", str(args.pid)]
     cmd = [str(path), *target, "--output", str(output), "--exit-with-parent"]
     if args.duration:
         cmd += ["--duration", f"{args.duration:g}"]
@@ -71,11 +84,17 @@ def collector_command(path: Path, args: argparse.Namespace, output: Path) -> lis
 
 
 def default_output(args: argparse.Namespace) -> Path:
-    """spinscope-PID-TIME.json, or spinscope-cgroup-NAME-TIME.json (its last component, in safe letters)."""
+    """spinscope-PID-TIME.json, spinscope-cgroup-NAME-TIME.json (its last component), or
+    spinscope-COMMAND-TIME.json (the command's file name); names in safe letters."""
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+
+    def safe(name: str, empty: str) -> str:
+        return (re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._") or empty)[:64]
+
+    if args.command:
+        return Path(f"spinscope-{safe(Path(args.command[0]).name, 'command')}-{stamp}.json")
     if args.cgroup is not None:
-        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(args.cgroup).name).strip("._") or "root"
-        return Path(f"spinscope-cgroup-{name[:64]}-{stamp}.json")
+        return Path(f"spinscope-cgroup-{safe(Path(args.cgroup).name, 'root')}-{stamp}.json")
     return Path(f"spinscope-{args.pid}-{stamp}.json")
 
 
@@ -110,37 +129,62 @@ def run(args: argparse.Namespace) -> int:
         say(console, f"spinscope record: {translated.describe()}")
         args = argparse.Namespace(**{**vars(args), "pid": translated.host_pid})
     output = Path(args.output) if args.output else default_output(args)
-    started = collector.start(collector_command(path, args, output), stdin=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True, errors="replace", bufsize=1)
+    argv = collector_command(path, args, output)
+    if args.command:
+        # The command's streams are ours (the collector passes its own on); its messages come on a pipe.
+        log_read, log_write = os.pipe()
+        try:
+            started = collector.start([*argv, "--log-fd", str(log_write)], command=args.command,
+                                      pass_fds=(log_write,))
+        except BaseException:
+            os.close(log_read)
+            raise
+        finally:
+            os.close(log_write)
+        messages = open(log_read, errors="replace", buffering=1)
+    else:
+        started = collector.start(argv, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                  errors="replace", bufsize=1)
+        messages = started.proc.stderr
     proc = started.proc
+    errors: list[str] = []
 
-    def relay_stderr() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
+    def relay_messages() -> None:
+        for line in messages:
             line = line.rstrip("\n")
+            if ": error:" in line:
+                errors.append(line)
             if not args.quiet or ": error:" in line:
                 say(console, line)
 
-    relay = threading.Thread(target=relay_stderr, daemon=True)
+    relay = threading.Thread(target=relay_messages, daemon=True)
     relay.start()
 
     # Ctrl-C in a terminal reaches the collector too (same process group); a signal sent to this
-    # process alone is forwarded. Either way we wait for the collector to write the capture.
+    # process alone is forwarded. Either way we wait for the collector to write the capture. With a
+    # command, only SIGTERM is: SIGINT and SIGHUP come from the terminal, to the whole foreground group
+    # (the collector and the command have theirs), and a second SIGINT means "now" to many servers.
     def forward(signum: int, _frame: object) -> None:
-        if proc.poll() is None:
+        if proc.poll() is None and (signum == signal.SIGTERM or not args.command):
             proc.send_signal(signum)
 
     previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
-        wait_with_progress(started, args.duration, console, args.ready_fd)
+        wait_with_progress(started, args.duration, console, args.ready_fd, bar=not args.command)
         relay.join(timeout=5)
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+        if args.command:
+            messages.close()
 
-    if proc.returncode == 0 and not args.quiet:
+    returncode = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
+    # With a command the exit status is the command's: whether the capture was written, the collector's
+    # error line says.
+    written = proc.returncode == 0 if not args.command else proc.returncode >= 0 and not errors
+    if written and not args.quiet:
         say(console, f"next: spinscope report {output}")
-    return proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
+    return returncode
 
 
 def say(console, line: str) -> None:
@@ -160,9 +204,10 @@ def _is_open(fd: int) -> bool:
     return True
 
 
-def wait_with_progress(started: collector.Collector, duration: float, console, ready_fd: int | None) -> None:
-    """Wait for the collector, with a bar over the duration once the probes are live (TTY only), passing
-    its ready line on to ready_fd."""
+def wait_with_progress(started: collector.Collector, duration: float, console, ready_fd: int | None,
+                       bar: bool = True) -> None:
+    """Wait for the collector, with a bar over the duration once the probes are live (TTY only, and if
+    `bar`), passing its ready line on to ready_fd."""
     proc = started.proc
     try:
         ready = started.wait_ready(timeout=collector.READY_TIMEOUT_S)
@@ -172,7 +217,7 @@ def wait_with_progress(started: collector.Collector, duration: float, console, r
     if ready_fd is not None:
         with os.fdopen(ready_fd, "w") as out:
             out.write(json.dumps(ready) + "\n")
-    if not (console.is_terminal and not console.quiet):
+    if not (bar and console.is_terminal and not console.quiet):
         proc.wait()
         return
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn

@@ -3,8 +3,8 @@ declared once as an argument group each verb adds, checked once before anything 
 defaults the verbs and the collector share.
 
 A verb says which target options it takes with a `Targets` row (RECORD, TOP, EXPORTER): one target (a
-process or a cgroup) or several (the exporter, which also finds processes by name); record also sizes the
-collector's maps. `add_options` declares them, `check` refuses what the collector would refuse or misread,
+process, a cgroup, or a command the collector runs: `-- COMMAND [ARG...]`, split off by cli.main) or several
+(the exporter, which also finds processes by name); record also sizes the collector's maps. `add_options` declares them, `check` refuses what the collector would refuse or misread,
 with the collector's words where it has a rule of its own (collector/main.c), and resolves --cgroup to its
 directory. Every refusal is a UsageError: one line, exit 2.
 
@@ -56,16 +56,22 @@ class Targets:
     pid_ns: bool = False  # --pid-ns: the PID as a container sees it
     map_sizes: bool = False  # --max-threads, --max-sockets, --time-sample
     cgroup_may_come_later: bool = False  # a --cgroup that does not exist yet is waited for
+    command: bool = False  # `-- COMMAND [ARG...]` instead of a target: the collector runs it (args.command)
 
 
-RECORD = Targets("record", pid_ns=True, map_sizes=True)
-TOP = Targets("top")
+RECORD = Targets("record", pid_ns=True, map_sizes=True, command=True)
+TOP = Targets("top", command=True)
 EXPORTER = Targets("exporter", several=True, cgroup_may_come_later=True)
 
 
 def add_options(parser: argparse.ArgumentParser, spec: Targets) -> None:
     """The target options `spec` names, in a group of their own in the verb's --help."""
-    group = parser.add_argument_group("target", "what to trace")
+    if spec.command:
+        parser.usage = f"spinscope {spec.verb} [options] (--pid PID | --cgroup PATH | -- COMMAND [ARG...])"
+        parser.set_defaults(command=None)
+    group = parser.add_argument_group("target", "what to trace" + (
+        "; or, after all options, -- COMMAND [ARG...]: run the command and trace it and its children from its "
+        "first syscall (its exit ends the capture; spinscope's exit status is the command's)" if spec.command else ""))
     more = " (repeatable)" if spec.several else ""
     repeat = {"action": "append", "default": []} if spec.several else {}
     group.add_argument("--pid", "-p", type=int, **repeat, help=f"a process to trace, all its threads{more}")
@@ -137,10 +143,20 @@ def _pids(args: argparse.Namespace) -> list:
 
 
 def _check_named(args: argparse.Namespace, spec: Targets) -> None:
+    command = getattr(args, "command", None) if spec.command else None
+    if command is not None:  # the collector's rules and words
+        if not command:
+            raise UsageError("-- must be followed by the command to run")
+        if args.pid is not None or args.cgroup is not None:
+            raise UsageError(f"-- COMMAND goes without {'--pid' if args.pid is not None else '--cgroup'}: the command "
+                             "is the target")
+        return
     if spec.several and not (args.pid or args.comm or args.exe or args.cgroup):
         raise UsageError("name a target: --pid PID, --comm NAME, --exe PATH or --cgroup PATH (each repeatable)")
     if not spec.several and args.pid is None and args.cgroup is None:
-        raise UsageError("--pid PID or --cgroup PATH is required")  # the collector's words, less its --check
+        # the collector's words, less its --check
+        raise UsageError("--pid PID, --cgroup PATH or -- COMMAND is required" if spec.command else
+                         "--pid PID or --cgroup PATH is required")
 
 
 def _check_cgroup_alone(args: argparse.Namespace) -> None:

@@ -5,7 +5,8 @@ polls/s, handoffs per request, futex wait, CPU, over the last second; the labels
 seconds on top with their measured share. Keys: `s`/`S` sort by the next/previous column, `r` reverses,
 `g` switches between threads and roles, `q` (or Ctrl-C) quits, restoring the terminal; `-o FILE` also
 writes the whole session as a capture. Built on rich's Live (alternate screen); the data is the
-collector's --stream (spinscope.live, docs/live.md).
+collector's --stream (spinscope.live, docs/live.md). With `-- COMMAND` the collector runs the command, which
+quitting ends (SIGTERM, through the collector), and top's exit status is the command's.
 """
 
 from __future__ import annotations
@@ -253,32 +254,45 @@ def run(args: argparse.Namespace) -> int:
 
     from spinscope import live
 
-    if args.cgroup is not None:
+    if args.command:
+        target = []  # the collector runs it, and follows its children
+    elif args.cgroup is not None:
         target = ["--cgroup", args.cgroup]
     else:
         target = ["--pid", str(args.pid)] + (["--children"] if args.children else [])
-    stream = live.LiveCollector(target, output=Path(args.output) if args.output else None, interval=args.interval)
+    stream = live.LiveCollector(target, output=Path(args.output) if args.output else None, interval=args.interval,
+                                command=args.command)
     err = Console(stderr=True)
     try:
         stream.wait_ready()
-    except SpinscopeError:
+    except SpinscopeError as exc:
         stream.close()
+        if args.command and stream.proc.returncode in (126, 127):  # a shell's: not executable, not found
+            raise SpinscopeError(str(exc), exit_code=stream.proc.returncode) from None
         raise
     history = live.History(args.window)
     state = ViewState(by_role=args.roles)
+    status = 0
     try:
         if args.batch:
-            return _batch(args, stream, history, state)
-        return _screen(args, stream, history, state)
+            status = _batch(args, stream, history, state)
+        else:
+            status = _screen(args, stream, history, state)
     finally:
+        # With a command, the collector passes our SIGTERM on to it and waits for it (STOP_TIMEOUT_S).
         returncode = stream.stop()
         stream.close()
+        # With a command, the exit status is the command's: the collector's error line says it failed.
+        written = returncode == 0 if not args.command else returncode >= 0 and not stream.error()
         if args.output:
-            if returncode == 0 and Path(args.output).exists():
+            if written and Path(args.output).exists():
                 err.print(f"spinscope top: wrote {args.output}", highlight=False)
             else:
                 err.print(f"spinscope top: error: {args.output} not written: {stream.error() or 'the collector failed'}",
                           highlight=False)
+    if args.command:  # the command's exit status, as the collector passed it on
+        return returncode if returncode >= 0 else 128 - returncode
+    return status
 
 
 def _frame(args, history, state, height):
