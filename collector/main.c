@@ -537,6 +537,29 @@ static void pass_signals_on(const struct session *s, const struct command *c)
 }
 
 /*
+ * Has the process that started us (--exit-with-parent) died? Its death's SIGHUP (PR_SET_PDEATHSIG) comes
+ * when the thread that started us exits, and while its other threads are still exiting we are theirs:
+ * getppid() still says the parent (1 run in 5 of a multi-threaded spinscope killed outright). So: a
+ * parent still ours is gone when its pidfd says so within a second.
+ */
+static bool parent_gone(const struct options *o)
+{
+	struct pollfd fd = { -1, POLLIN, 0 };
+	bool gone;
+
+	if (!o->exit_with_parent)
+		return false;
+	if (getppid() != o->parent)
+		return true;
+	fd.fd = pidfd_open(o->parent);
+	if (fd.fd < 0)
+		return errno == ESRCH;
+	gone = poll(&fd, 1, 1000) == 1;
+	close(fd.fd);
+	return gone;
+}
+
+/*
  * The capture is written (or failed) and the probes detached: wait for the command. If it outlived the
  * capture, it is asked to end with SIGTERM, as perf record does: at --duration, when the stream's reader
  * has gone, when the process that started us died (--exit-with-parent), or on a SIGTERM (passed on).
@@ -548,7 +571,7 @@ static void command_end(struct session *s, const struct options *o, struct comma
 
 	if (command_reaped(c))
 		return;
-	if (strcmp(s->meta.end_reason, "signal") != 0 || (o->exit_with_parent && getppid() != o->parent))
+	if (strcmp(s->meta.end_reason, "signal") != 0 || parent_gone(o))
 		kill(c->pid, SIGTERM);
 	for (;;) {
 		struct pollfd fds[2] = { { s->signal_fd, POLLIN, 0 }, { s->target_fd, POLLIN, 0 } };

@@ -97,9 +97,10 @@ def test_the_commands_exit_status_is_spinscopes(ending, status, tmp_path):
 
 def trapping_command(tmp_path: Path, signame: str, then: str) -> list[str]:
     """sh, appending a line to `got` for each `signame` it receives (then running `then`), and exiting 7 once
-    the file `done` exists."""
-    got, done = tmp_path / "got", tmp_path / "done"
-    return ["sh", "-c", f"trap 'echo {signame} >> {got}; {then}' {signame}; "
+    the file `done` exists. It makes the file `armed` once its trap is set: a signal sent before that (the
+    probes are live, the command released, the shell not yet at its `trap`) would kill it instead."""
+    got, done, armed = tmp_path / "got", tmp_path / "done", tmp_path / "armed"
+    return ["sh", "-c", f"trap 'echo {signame} >> {got}; {then}' {signame}; : > {armed}; "
             f"while [ ! -e {done} ]; do sleep 0.05; done; exit 7"]
 
 
@@ -111,9 +112,9 @@ def foreground_job() -> None:
     signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
 
-def start_recording(tmp_path: Path, out: Path, command: list[str]) -> subprocess.Popen:
+def start_recording(tmp_path: Path, out: Path, command: list[str], armed: Path | None = None) -> subprocess.Popen:
     """spinscope record -- command, in a process group of its own (as a terminal's foreground job is), once
-    its probes are live."""
+    its probes are live (and, given `armed`, once the command has made that file)."""
     ready_read, ready_write = os.pipe()
     proc = subprocess.Popen([*SPINSCOPE, "record", "-o", str(out), "--ready-fd", str(ready_write), "--", *command],
                             env=ENV, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -122,6 +123,8 @@ def start_recording(tmp_path: Path, out: Path, command: list[str]) -> subprocess
     with os.fdopen(ready_read) as ready:
         line = ready.readline()
     assert json.loads(line)["ready"], proc.communicate(timeout=30)
+    if armed:
+        wait_for(lambda: armed.exists() or proc.poll() is not None, 30, "the command's trap set")
     return proc
 
 
@@ -130,7 +133,7 @@ def test_ctrl_c_reaches_the_command_once_and_the_capture_is_written(tmp_path):
     (the capture ends, `signal`, and is written), the command gets it once (not again from the collector) and
     is waited for; its exit status is spinscope's."""
     out = tmp_path / "int.json"
-    proc = start_recording(tmp_path, out, trapping_command(tmp_path, "INT", ":"))
+    proc = start_recording(tmp_path, out, trapping_command(tmp_path, "INT", ":"), tmp_path / "armed")
     try:
         os.killpg(proc.pid, signal.SIGINT)
         capture = wait_for(lambda: final_capture(out), 30, "the capture")
@@ -150,7 +153,7 @@ def test_ctrl_c_reaches_the_command_once_and_the_capture_is_written(tmp_path):
 def test_sigterm_to_spinscope_is_passed_on_to_the_command(tmp_path):
     """SIGTERM to spinscope alone: the capture ends (`signal`) and is written, the command gets it once."""
     out = tmp_path / "term.json"
-    proc = start_recording(tmp_path, out, trapping_command(tmp_path, "TERM", "exit 9"))
+    proc = start_recording(tmp_path, out, trapping_command(tmp_path, "TERM", "exit 9"), tmp_path / "armed")
     try:
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=30)
@@ -232,8 +235,8 @@ def test_ctrl_c_in_a_real_terminal(tmp_path):
     """The same as a terminal does it (tmux): Ctrl-C to the foreground job, the command's trap runs once, the
     capture is written, and the shell sees the command's exit status."""
     session = f"spinscope-record-{time.monotonic_ns()}"
-    out, got, done = tmp_path / "tty.json", tmp_path / "got", tmp_path / "done"
-    script = f"trap 'echo INT >> {got}' INT; while [ ! -e {done} ]; do sleep 0.05; done; exit 7"
+    out, got, done, armed = tmp_path / "tty.json", tmp_path / "got", tmp_path / "done", tmp_path / "armed"
+    script = f"trap 'echo INT >> {got}' INT; : > {armed}; while [ ! -e {done} ]; do sleep 0.05; done; exit 7"
 
     def screen() -> str:
         return subprocess.run(["tmux", "capture-pane", "-p", "-J", "-t", session], capture_output=True, text=True,
@@ -246,6 +249,7 @@ def test_ctrl_c_in_a_real_terminal(tmp_path):
                    f"record -o {out} -- sh -c {shlex.quote(script)}; echo RECORD-EXIT=$?")
         subprocess.run(["tmux", "send-keys", "-t", session, command, "Enter"], check=True)
         wait_for(lambda: "probes live" in screen(), 60, "the probes")
+        wait_for(armed.exists, 30, "the command's trap set")  # Ctrl-C before it would kill the shell
         subprocess.run(["tmux", "send-keys", "-t", session, "C-c"], check=True)
         assert wait_for(lambda: final_capture(out), 30, "the capture")["end_reason"] == "signal"
         wait_for(lambda: got.exists(), 30, "the command's trap")
