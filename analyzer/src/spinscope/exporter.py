@@ -172,12 +172,14 @@ def view_of(cap, selector: str, labels: list, sampled: float = 1.0) -> View:
     from spinscope.capture import COUNTERS
     from spinscope.roles import infer_roles
 
-    threads = cap.threads.copy()
-    threads["role"] = infer_roles(threads, cap.request_count)
+    roles = infer_roles(cap.threads, cap.request_count)
+    by_group: dict = {}
+    for tid, thread in cap.threads.items():
+        by_group.setdefault((thread["comm"], roles[tid]), []).append(thread)
     groups = []
-    for (comm, role), group in threads.groupby(["comm", "role"], sort=True):
-        sums = {key: int(group[key].sum()) for key in COUNTERS}
-        groups.append((comm, role, int(group["alive"].sum()), sums))
+    for (comm, role), group in sorted(by_group.items()):
+        sums = {key: sum(thread[key] for thread in group) for key in COUNTERS}
+        groups.append((comm, role, sum(thread["alive"] for thread in group), sums))
     target = cap.target
     return View(pid=int(target.get("pid", 0)), process=str(target.get("comm", "")), exe=str(target.get("exe") or ""),
                 selector=selector, traced_s=cap.duration_s, sampled=sampled,
