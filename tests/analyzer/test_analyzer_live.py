@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from spinscope import capture, exporter, live, top
 from spinscope.errors import SpinscopeError
+from spinscope.labels import FINDING_NAMES, LABEL_NAMES
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURES = ROOT / "tests" / "data" / "captures"
@@ -301,9 +302,14 @@ def test_the_exporter_judges_a_window_as_report_does_and_without_pandas(tmp_path
     share (one implementation), and judging them and writing every family loads neither pandas nor numpy
     (the exporter's memory and CPU budget, issue 23)."""
     import captures
+    from test_analyzer_verdicts import N, busy_poller, herd_worker, schema5
 
     docs = {name: json.loads((CAPTURES / name).read_text()) for name in JUDGED}
     docs.update({name: make() for name, make in captures.SCENARIOS.items()})
+    docs["busy-poller"] = schema5(captures.capture([busy_poller()], requests=N))
+    docs["herd"] = schema5(captures.capture([herd_worker(10 + i, 850, 60_000, 0.6e9) for i in range(4)], requests=N),
+                           listeners=[{"port": 8000, "accept_calls": 23_400, "accept_ok": N, "accept_eagain": 13_400,
+                                       "processes": 4}], pids={10 + i: 10 + i for i in range(4)})
     files = []
     for name, doc in docs.items():
         span = live.window(capture.from_document(part_of(doc, 1 / 3)), capture.from_document(doc))
@@ -339,5 +345,4 @@ print(json.dumps({"judged": judged, "families": len(families),
                     + [[finding["name"], None, finding["cpu_share"]] for finding in doc["findings"]])
         assert out["judged"][str(path)] == expected, path.name
         seen |= {name for name, _, _ in expected}
-    # Every label and finding but busy polling (no capture here busy-polls) was judged both ways.
-    assert seen == {"write-spin", "spurious-select", "handoff-overhead", "write-wait"}
+    assert seen == set(LABEL_NAMES) | set(FINDING_NAMES)  # every label and finding was judged both ways
