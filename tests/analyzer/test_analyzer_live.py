@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -244,6 +245,20 @@ def test_selectors_match_by_pid_name_and_executable():
     assert live.Selector("comm", "nginx").collector_args(10) == ["--pid", "10"]
     assert live.Selector("cgroup", "/sys/fs/cgroup/pod").collector_args() == ["--cgroup", "/sys/fs/cgroup/pod"]
     assert live.Selector("cgroup", "/sys/fs/cgroup/pod").can_return
+
+
+def test_processes_of_given_pids_are_those_of_the_whole_scan():
+    """The exporter with PIDs alone reads only their /proc entries: the same Proc as a whole scan gives, and
+    nothing for a PID that is gone or a kernel thread (pid 2, kthreadd)."""
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        whole = live.processes()
+        got = live.processes(only=[sleeper.pid, 2, 2**22 + 1])
+        assert got == {sleeper.pid: whole[sleeper.pid]}
+        assert got[sleeper.pid].comm == "sleep" and got[sleeper.pid].ppid == os.getpid()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
 
 
 def test_exporter_refuses_bad_options():

@@ -367,7 +367,9 @@ class Exporter:
     def scan(self) -> None:
         from spinscope import live
 
-        procs = live.processes()
+        # PIDs alone (no --children, whose descendants are looked up): only their processes can match.
+        by_pid = not self.args.children and all(s.kind in ("pid", "cgroup") for s in self.selectors)
+        procs = live.processes(only=[int(s.value) for s in self.selectors if s.kind == "pid"] if by_pid else None)
         cgroups = {s.text for s in self.selectors if s.kind == "cgroup" and Path(s.value).is_dir()}
         self.done &= set(procs) | cgroups  # a pid that is gone may be reused by a new match, a cgroup made again
         for selector in self.selectors:
