@@ -17,7 +17,6 @@ say "n/a" and explain why.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Mapping
 
