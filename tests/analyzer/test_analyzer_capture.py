@@ -14,20 +14,20 @@ from spinscope.errors import SpinscopeError
 
 def test_frames_hold_what_the_document_says(capture_file):
     cap = load(capture_file(captures.reactor_split()))
-    assert list(cap.threads.index) == [300, 301, 302, 303, 304]
-    assert set(COUNTERS) <= set(cap.threads.columns)
-    assert cap.threads.at[300, "poll_calls"] == 12_000
-    assert cap.totals["wakeups_sent"] == cap.wakeups["count"].sum() == 40_000
+    assert list(cap.threads) == [300, 301, 302, 303, 304]
+    assert all(set(COUNTERS) <= set(thread) and thread["tid"] == tid for tid, thread in cap.threads.items())
+    assert cap.threads[300]["poll_calls"] == 12_000
+    assert cap.totals["wakeups_sent"] == sum(edge["count"] for edge in cap.wakeups) == 40_000
     assert cap.request_count == 10_000
-    assert list(cap.by_size.columns[:2]) == ["bytes_min", "bytes_max"]
-    assert len(cap.intervals) == 10 and cap.intervals["requests"].sum() == 10_000
+    assert list(cap.by_size[0])[:2] == ["bytes_min", "bytes_max"]
+    assert len(cap.intervals) == 10 and sum(row["requests"] for row in cap.intervals) == 10_000
     assert cap.name == "reactor (pid 300)"
 
 
 def test_capture_without_intervals_or_requests_loads(capture_file):
     doc = captures.capture([captures.thread(1, poll_calls=5)], intervals=0)
     cap = load(capture_file(doc))
-    assert cap.intervals.empty and cap.request_count == 0 and cap.by_size.empty
+    assert cap.intervals == [] and cap.request_count == 0 and cap.by_size == []
 
 
 def bad_documents():

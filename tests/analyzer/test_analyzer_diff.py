@@ -219,7 +219,8 @@ def test_noise_is_judged_on_the_intervals_that_carry_load(capture_file, cli):
     before, after = capture_file(before_doc, "before.json"), capture_file(after_doc, "after.json")
     result = compare_captures(analyze(load(before)), analyze(load(after)))
     # The premise: on every full interval the change is within the noise.
-    every_interval = compare(result.before.intervals["cpu_ms_per_request"], result.after.intervals["cpu_ms_per_request"])
+    every_interval = compare([row["cpu_ms_per_request"] for row in result.before.intervals],
+                             [row["cpu_ms_per_request"] for row in result.after.intervals])
     assert every_interval.verdict == WITHIN_NOISE and every_interval.n_before == 4  # the 0-request one is n/a
     cpu = result.change("cpu_ms_per_request")
     assert cpu.noise.verdict == SIGNIFICANT and (cpu.noise.n_before, cpu.noise.n_after) == (3, 3)

@@ -36,7 +36,7 @@ def test_spinning_event_loop_is_write_spin_with_hundreds_of_writes_per_response(
     labels, analysis = labels_of("event-loop-spin-100k.json")
     assert set(labels) == {"write-spin"} and labels["write-spin"].severity == "critical"
     # Its polls are a sliver of its calls (the writes swamp them), yet readiness drives every read.
-    assert list(analysis.threads["role"]) == ["event-loop"]
+    assert [thread["role"] for thread in analysis.threads.values()] == ["event-loop"]
     raw = analysis.capture.raw["requests"]
     assert raw["write_calls"] / raw["count"] > 100  # the paper's ~102 per 100 KB at a 16 KB buffer
     out = spinscope("report", str(CAPTURES / "event-loop-spin-100k.json"))
@@ -52,14 +52,14 @@ def test_the_same_loop_waiting_for_epollout_gets_only_a_finding():
     assert set(findings) == {"write-wait"}
     assert findings["write-wait"].summary.startswith("64–128 KiB responses wait for writability")
     assert analysis.process["eagain_retries_per_request"] == 0
-    assert list(analysis.threads["role"]) == ["event-loop"]
+    assert [thread["role"] for thread in analysis.threads.values()] == ["event-loop"]
 
 
 def test_reactor_split_hands_off_four_times_per_request():
     labels, analysis = labels_of("reactor-split.json")
     assert set(labels) == {"handoff-overhead"}
     # The reactor polls and wakes a worker; the workers read and write the requests.
-    assert sorted(analysis.threads["role"]) == ["dispatcher"] + ["handler"] * 4
+    assert sorted(thread["role"] for thread in analysis.threads.values()) == ["dispatcher"] + ["handler"] * 4
     edges = sum(e["count"] for e in analysis.capture.raw["wakeups"])
     per_request = edges / analysis.capture.raw["requests"]["count"]
     assert 3.4 <= per_request <= 4.6  # Table 3: 4 handoffs per request (within 15%)

@@ -208,7 +208,7 @@ def test_zero_requests_leave_per_request_metrics_undefined(capture_file):
 
 def test_roles(capture_file):
     def roles(doc):
-        return analysis_of(doc, capture_file).threads["role"].to_dict()
+        return {tid: thread["role"] for tid, thread in analysis_of(doc, capture_file).threads.items()}
 
     # The reactor reads and writes, and wakes a worker twice per request: an event loop that dispatches.
     assert roles(captures.reactor_split()) == {300: EVENT_LOOP, **{t: WORKER for t in range(301, 305)}}

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from spinscope import capture, exporter, live, top
 from spinscope.errors import SpinscopeError
+from spinscope.labels import FINDING_NAMES, LABEL_NAMES
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURES = ROOT / "tests" / "data" / "captures"
@@ -53,19 +56,22 @@ def test_a_window_from_the_start_is_the_whole_capture(split):
     start = capture.from_document(zeroed(split.raw))
     whole = live.window(start, split)
     assert whole.duration_s == pytest.approx(split.duration_s)
-    assert whole.totals.equals(split.totals)
-    assert whole.requests.equals(split.requests)
+    assert whole.totals == split.totals
+    assert whole.requests == split.requests
     assert whole.request_hists == split.request_hists
-    assert whole.threads[list(capture.COUNTERS)].equals(split.threads[list(capture.COUNTERS)])
-    assert whole.wakeups["count"].sum() == split.wakeups["count"].sum()
-    assert whole.intervals.empty
+
+    def counters(cap):
+        return {tid: {key: thread[key] for key in capture.COUNTERS} for tid, thread in cap.threads.items()}
+    assert counters(whole) == counters(split)
+    assert sum(edge["count"] for edge in whole.wakeups) == sum(edge["count"] for edge in split.wakeups)
+    assert whole.intervals == []
 
 
 def test_a_window_of_nothing_counts_nothing(split):
     nothing = live.window(split, split)
     assert nothing.duration_s == 0
-    assert nothing.totals[list(capture.COUNTERS)].sum() == 0
-    assert nothing.request_count == 0 and nothing.by_size.empty
+    assert sum(nothing.totals[key] for key in capture.COUNTERS) == 0
+    assert nothing.request_count == 0 and nothing.by_size == []
     assert all(hist == [] for hist in nothing.request_hists.values())
 
 
@@ -74,7 +80,7 @@ def test_a_reused_tid_counts_whole(split):
     tid = older["threads"][0]["tid"]
     older["threads"][0]["pid"] += 1  # another process had that tid before
     got = live.window(capture.from_document(older), split)
-    assert got.threads.loc[tid, "oncpu_ns"] == split.threads.loc[tid, "oncpu_ns"]
+    assert got.threads[tid]["oncpu_ns"] == split.threads[tid]["oncpu_ns"]
 
 
 def test_history_keeps_a_window():
@@ -241,6 +247,20 @@ def test_selectors_match_by_pid_name_and_executable():
     assert live.Selector("cgroup", "/sys/fs/cgroup/pod").can_return
 
 
+def test_processes_of_given_pids_are_those_of_the_whole_scan():
+    """The exporter with PIDs alone reads only their /proc entries: the same Proc as a whole scan gives, and
+    nothing for a PID that is gone or a kernel thread (pid 2, kthreadd)."""
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        whole = live.processes()
+        got = live.processes(only=[sleeper.pid, 2, 2**22 + 1])
+        assert got == {sleeper.pid: whole[sleeper.pid]}
+        assert got[sleeper.pid].comm == "sleep" and got[sleeper.pid].ppid == os.getpid()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
 def test_exporter_refuses_bad_options():
     from spinscope.cli import main
 
@@ -264,3 +284,80 @@ def test_duty_cycle_scales_each_finished_cycle(spin):
     assert twice.traced_s == pytest.approx(2 * spin.duration_s)  # the time traced is not scaled
     assert twice.groups[0][3]["oncpu_ns"] == 8 * spin.totals["oncpu_ns"]
     assert twice.sampled == 0.25
+
+
+def part_of(doc: dict, fraction: float) -> dict:
+    """The same capture a `fraction` of the way through: every count, sum and histogram bucket scaled down
+    (rounded down), so that a window from it to the whole is a real difference, not the whole capture."""
+    def scale(value):
+        return int(value * fraction)
+    part = copy.deepcopy(doc)
+    part["duration_s"] = doc["duration_s"] * fraction
+    for row in part["threads"]:
+        row.update({key: scale(row[key]) for key in capture.COUNTERS if key in row},
+                   poll_events_hist=[scale(v) for v in row["poll_events_hist"]])
+    part["totals"].update({key: scale(part["totals"][key]) for key in capture.COUNTERS if key in part["totals"]})
+    for edge in part["wakeups"]:
+        edge["count"] = scale(edge["count"])
+    requests = part["requests"]
+    requests.update({key: scale(requests[key]) for key in (*capture.REQUEST_SUMS, "unattributed_writes")
+                     if key in requests})
+    requests["hist"] = {key: [scale(v) for v in hist] for key, hist in requests["hist"].items()}
+    for row in requests["by_size"]:
+        row.update({key: scale(row[key]) for key in capture.REQUEST_SUMS if key in row})
+    return part
+
+
+JUDGED = ["event-loop-spin-100k.json", "event-loop-epollout-100k.json", "reactor-split.json", "reactor-worker.json",
+          "thread-per-conn.json", "fanout-pool-20k.json"]
+
+
+def test_the_exporter_judges_a_window_as_report_does_and_without_pandas(tmp_path):
+    """The exporter's labels and findings over a window are report's over the same window, to the cost
+    share (one implementation), and judging them and writing every family loads neither pandas nor numpy
+    (the exporter's memory and CPU budget, issue 23)."""
+    import captures
+    from test_analyzer_verdicts import N, busy_poller, herd_worker, schema5
+
+    docs = {name: json.loads((CAPTURES / name).read_text()) for name in JUDGED}
+    docs.update({name: make() for name, make in captures.SCENARIOS.items()})
+    docs["busy-poller"] = schema5(captures.capture([busy_poller()], requests=N))
+    docs["herd"] = schema5(captures.capture([herd_worker(10 + i, 850, 60_000, 0.6e9) for i in range(4)], requests=N),
+                           listeners=[{"port": 8000, "accept_calls": 23_400, "accept_ok": N, "accept_eagain": 13_400,
+                                       "processes": 4}], pids={10 + i: 10 + i for i in range(4)})
+    files = []
+    for name, doc in docs.items():
+        span = live.window(capture.from_document(part_of(doc, 1 / 3)), capture.from_document(doc))
+        assert span.duration_s == pytest.approx(doc["duration_s"] * 2 / 3)
+        path = tmp_path / f"{name.removesuffix('.json')}.window.json"
+        path.write_text(json.dumps(span.raw))
+        files.append(path)
+    script = """
+import json, sys
+from spinscope import capture, exporter
+judged = {}
+for path in sys.argv[1:]:
+    cap = capture.load(path)
+    labels = exporter.judge(cap)
+    view = exporter.view_of(cap, "--pid 1", labels)
+    families = list(exporter.families([view], {"--pid 1": 1}))
+    judged[path] = [list(label) for label in labels]
+print(json.dumps({"judged": judged, "families": len(families),
+                  "loaded": sorted(m for m in ("pandas", "numpy") if m in sys.modules)}))
+"""
+    result = subprocess.run([sys.executable, "-c", script, *map(str, files)], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["loaded"] == [] and out["families"] == len(exporter.FAMILIES)
+    seen = set()
+    for path in files:
+        report = subprocess.run([sys.executable, "-m", "spinscope", "report", "--json", str(path)],
+                                capture_output=True, text=True, timeout=120)
+        assert report.returncode == 0, report.stderr
+        doc = json.loads(report.stdout)
+        expected = ([[label["name"], label["severity"], label["cost_share"]] for label in doc["labels"]]
+                    + [[finding["name"], None, finding["cpu_share"]] for finding in doc["findings"]])
+        assert out["judged"][str(path)] == expected, path.name
+        seen |= {name for name, _, _ in expected}
+    assert seen == set(LABEL_NAMES) | set(FINDING_NAMES)  # every label and finding was judged both ways

@@ -55,7 +55,7 @@ def test_stream_lines_end_with_the_exact_counts(tmp_path):
     assert caps[0].totals["write_calls"] == 0  # before "go"
     last = caps[-1]
     for name, keys in (("sockwriter", WRITE_KEYS), ("sockreader", READ_KEYS)):
-        row = last.threads.loc[truth[name]["tid"]]
+        row = last.threads[truth[name]["tid"]]
         assert {k: int(row[k]) for k in keys} == {k: truth[name][k] for k in keys}
     assert not any(p.name.endswith(".json") for p in tmp_path.iterdir())
     assert not any("wrote" in line for line in stderr)  # --stream alone writes no file

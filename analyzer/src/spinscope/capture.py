@@ -1,9 +1,13 @@
-"""Reading a capture file (docs/capture-format.md) into pandas frames.
+"""Reading a capture file (docs/capture-format.md) into plain rows (dicts), without pandas.
 
 The capture format is the contract with the C collector, so this module is strict about it: anything
 that is not a complete, well-formed capture of a schema we understand is refused with one
 SpinscopeError line naming the file and the first problem found. Everything downstream (metrics,
 roles, labels, reports) can then rely on every documented key being present and numeric.
+
+The tables are small (a thread per row, some thousands at most) and read row by row, so they are plain
+Python: the exporter judges every scrape with this code and must not pay pandas' memory and import time.
+Verbs that want a DataFrame (diff, figures, the lab) make one locally from the rows.
 """
 
 from __future__ import annotations
@@ -13,9 +17,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
-
-import pandas as pd
+from typing import Any, Iterable, Mapping
 
 from spinscope.errors import SpinscopeError
 
@@ -128,7 +130,7 @@ KINDS = {
     "listeners[]": {"family": TEXT},
     "intervals[]": {"t_s": SECONDS, "duration_s": SECONDS, "counters": OBJECT, "drops": OBJECT},
 }
-MAX_COUNT = 2**63 - 1  # the frames are int64; the collector's u64 counters stay far below
+MAX_COUNT = 2**63 - 1  # int64, what other readers (pandas, the lab's tables) hold; the collector's u64 counters stay far below
 MAX_HISTOGRAM_BUCKETS = 64  # REQ_HIST_BUCKETS in bpf/spinscope.h, the largest the collector writes
 # Bigger files are refused before they are read: a 71 MiB capture (16,384 threads, 36,000 intervals)
 # takes 8.7 s and 420 MiB to report (bench/capture_scale.py), so the bound costs about 15 s and 0.8 GiB.
@@ -196,32 +198,32 @@ class _Malformed(Exception):
 
 @dataclass
 class Capture:
-    """One capture, as frames indexed the way the analysis needs them.
+    """One capture, as rows (dicts) keyed the way the analysis needs them.
 
-    threads    one row per thread, index `tid`: pid, comm, alive, first_seen_s, exit_s, the counters,
-               and `poll_events_hist` (a list per row)
-    totals     Series of the process-wide counters (plus threads_seen, ...)
-    wakeups    columns waker_tid, wakee_tid, count: the handoff graph between the target's threads
-    requests   Series of the request sums (count, write_calls, write_eagain, write_partial,
-               write_bytes, cross_thread, unattributed_writes)
+    threads    {tid: row} in the capture's order, a row: tid, pid, comm, alive, first_seen_s, exit_s (None
+               while alive), the counters, and `poll_events_hist` (a list)
+    totals     {counter: value} for the whole target (plus threads_seen, ...)
+    wakeups    [row]: waker_tid, wakee_tid, count, mechanism: the handoff graph between the target's threads
+    requests   {sum: value}: the request sums (count, write_calls, write_eagain, write_partial,
+               write_bytes, cross_thread, unattributed_writes, ...)
     request_hists  {name: list of log2 bucket counts} for the `requests.hist` histograms
-    by_size    one row per response-size class
-    intervals  one row per snapshot: t_s, duration_s, requests, wakeups_in_process, the counters and
+    by_size    [row] per response-size class (BY_SIZE_KEYS), smallest first
+    intervals  [row] per snapshot: t_s, duration_s, requests, wakeups_in_process, the counters and
                `drops_<kind>` (the drops during the interval; 0 before schema 4)
     """
 
     path: Path
     raw: dict
-    threads: pd.DataFrame
-    totals: pd.Series
-    wakeups: pd.DataFrame
-    requests: pd.Series
+    threads: dict
+    totals: dict
+    wakeups: list
+    requests: dict
     request_hists: dict
-    by_size: pd.DataFrame
-    intervals: pd.DataFrame
+    by_size: list
+    intervals: list
     journaled: int = 0  # intervals read from the journal beside a checkpoint (docs/capture-format.md)
     # One row per listening socket the target called accept on (LISTENER_KEYS); empty before schema 5.
-    listeners: pd.DataFrame = field(default_factory=lambda: _listeners_frame([]))
+    listeners: list = field(default_factory=list)
 
     @property
     def duration_s(self) -> float:
@@ -506,26 +508,26 @@ def _build(path: Path, doc: dict, optional: frozenset) -> Capture:
     if duration < 0:
         raise _Malformed(f"duration_s is negative ({duration})")
 
-    threads = _threads_frame(_list(doc, "threads", "top level"), optional)
-    totals = pd.Series(_counters(_dict(doc, "totals", "top level"), "totals", optional), dtype="int64")
-    wakeups = _wakeups_frame(_list(doc, "wakeups", "top level"))
+    threads = _threads_rows(_list(doc, "threads", "top level"), optional)
+    totals = _counters(_dict(doc, "totals", "top level"), "totals", optional)
+    wakeups = _wakeup_rows(_list(doc, "wakeups", "top level"))
     requests_doc = _dict(doc, "requests", "top level")
     requests, hists, by_size = _requests(requests_doc, optional)
-    intervals = _intervals_frame(doc.get("intervals", []), optional)
+    intervals = _interval_rows(doc.get("intervals", []), optional)
     drops = doc.get("drops", {})
     if not isinstance(drops, dict):
         raise _Malformed("drops is not an object")
     for key in DROP_KEYS:
         if key in drops and not _is_number(drops[key]):
             raise _Malformed(f"drops.{key} is not a number")
-    listeners = _listeners_frame(doc.get("listeners", []))  # schema 5
+    listeners = _listener_rows(doc.get("listeners", []))  # schema 5
     return Capture(path=path, raw=doc, threads=threads, totals=totals, wakeups=wakeups,
                    requests=requests, request_hists=hists, by_size=by_size, intervals=intervals,
                    listeners=listeners)
 
 
-def _threads_frame(rows: list, optional: frozenset) -> pd.DataFrame:
-    records = []
+def _threads_rows(rows: list, optional: frozenset) -> dict:
+    threads: dict = {}
     for i, row in enumerate(rows):
         where = f"threads[{i}]"
         if not isinstance(row, dict):
@@ -535,20 +537,16 @@ def _threads_frame(rows: list, optional: frozenset) -> pd.DataFrame:
         record["alive"] = bool(row.get("alive", True))
         record["first_seen_s"] = float(row.get("first_seen_s") or 0.0)
         exit_s = row.get("exit_s")
-        record["exit_s"] = float(exit_s) if _is_number(exit_s) else math.nan
+        record["exit_s"] = float(exit_s) if _is_number(exit_s) else None
         record.update(_counters(row, where, optional))
         record["poll_events_hist"] = _histogram(row.get("poll_events_hist", []), f"{where}.poll_events_hist")
-        records.append(record)
-    columns = ["tid", "pid", "comm", "alive", "first_seen_s", "exit_s", *COUNTERS, "poll_events_hist"]
-    # The types stated, not inferred: without threads the columns would be of objects.
-    frame = pd.DataFrame.from_records(records, columns=columns).astype(
-        {**{key: "int64" for key in ("tid", "pid", *COUNTERS)}, "alive": bool, "first_seen_s": float, "exit_s": float})
-    if frame["tid"].duplicated().any():
-        raise _Malformed(f"thread {int(frame.loc[frame['tid'].duplicated(), 'tid'].iloc[0])} appears twice")
-    return frame.set_index("tid")
+        if record["tid"] in threads:
+            raise _Malformed(f"thread {record['tid']} appears twice")
+        threads[record["tid"]] = record
+    return threads
 
 
-def _wakeups_frame(rows: list) -> pd.DataFrame:
+def _wakeup_rows(rows: list) -> list:
     records = []
     for i, row in enumerate(rows):
         where = f"wakeups[{i}]"
@@ -558,11 +556,10 @@ def _wakeups_frame(rows: list) -> pd.DataFrame:
         mechanism = row.get("mechanism", "unknown")
         record["mechanism"] = mechanism if mechanism in MECHANISMS else "unknown"
         records.append(record)
-    frame = pd.DataFrame.from_records(records, columns=["waker_tid", "wakee_tid", "count", "mechanism"])
-    return frame.astype({"waker_tid": "int64", "wakee_tid": "int64", "count": "int64", "mechanism": "object"})
+    return records
 
 
-def _requests(doc: dict, optional: frozenset) -> tuple[pd.Series, dict, pd.DataFrame]:
+def _requests(doc: dict, optional: frozenset) -> tuple[dict, dict, list]:
     sums = _sums(doc, REQUEST_SUMS, "requests", optional)
     sums["unattributed_writes"] = int(_number(doc, "unattributed_writes", "requests")) \
         if "unattributed_writes" in doc else 0
@@ -579,11 +576,10 @@ def _requests(doc: dict, optional: frozenset) -> tuple[pd.Series, dict, pd.DataF
         if not isinstance(row, dict):
             raise _Malformed(f"{where} is not an object")
         records.append(_sums(row, BY_SIZE_KEYS, where, optional))
-    by_size = pd.DataFrame.from_records(records, columns=list(BY_SIZE_KEYS)).astype("int64")
-    return pd.Series(sums, dtype="int64"), hists, by_size.sort_values("bytes_min", ignore_index=True)
+    return sums, hists, sorted(records, key=lambda row: row["bytes_min"])
 
 
-def _listeners_frame(rows: Any) -> pd.DataFrame:
+def _listener_rows(rows: Any) -> list:
     if not isinstance(rows, list):
         raise _Malformed("listeners is not a list")
     records = []
@@ -593,12 +589,11 @@ def _listeners_frame(rows: Any) -> pd.DataFrame:
             raise _Malformed(f"{where} is not an object")
         record = _sums(row, tuple(key for key in LISTENER_KEYS if key != "family"), where, frozenset())
         record["family"] = str(row.get("family", ""))
-        records.append(record)
-    return pd.DataFrame.from_records(records, columns=list(LISTENER_KEYS)).astype(
-        {key: "int64" for key in LISTENER_KEYS if key != "family"})
+        records.append({key: record[key] for key in LISTENER_KEYS})
+    return records
 
 
-def _intervals_frame(rows: Any, optional: frozenset) -> pd.DataFrame:
+def _interval_rows(rows: Any, optional: frozenset) -> list:
     if not isinstance(rows, list):
         raise _Malformed("intervals is not a list")
     records = []
@@ -616,8 +611,13 @@ def _intervals_frame(rows: Any, optional: frozenset) -> pd.DataFrame:
         record.update({f"drops_{key}": int(_number(drops, key, f"{where}.drops")) if key in drops else 0
                        for key in DROP_KEYS})
         records.append(record)
-    columns = ["t_s", "duration_s", "requests", "wakeups_in_process", *COUNTERS, *(f"drops_{k}" for k in DROP_KEYS)]
-    return pd.DataFrame.from_records(records, columns=columns)
+    return records
+
+
+def summed(rows: Iterable[Mapping]) -> dict:
+    """{counter: its sum over rows} (thread rows, interval rows): a group's counters, for counters.py."""
+    rows = list(rows)
+    return {key: sum(row[key] for row in rows) for key in COUNTERS}
 
 
 def _counters(doc: Mapping, where: str, optional: frozenset) -> dict:

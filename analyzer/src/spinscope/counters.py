@@ -3,7 +3,7 @@
 Every reader of per-thread counters (roles, metrics, labels, top, the exporter) takes these quantities from
 here: what a handoff is, what a spin retry or an empty wakeup costs, which writes, reads and polls went which
 way. `c` is a mapping of counter names (docs/capture-format.md, "Counters") to values: a capture's totals, a
-thread's row, a sum over a group, or a whole column of the thread frame (the arithmetic is the same).
+thread's row (Capture.threads), or a group's sum (capture.summed).
 Counters a capture of an older schema lacks read as 0 (`get`); where an older schema measured a quantity
 differently, the function takes the capture's `schema` and says what it does with it.
 
@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import Mapping
 
 # The capture schema from which the probes time whole cycles (empty and futile wakeups) and bulk writes'
-# copy rate. This module imports nothing of spinscope (the exporter's hot path uses it without pandas).
+# copy rate. This module imports nothing of spinscope: the exporter's hot path, like all of the analysis, is
+# pure Python.
 CYCLES_SCHEMA = 5
 
 # Wakeup mechanisms (capture `wakeups[].mechanism`, counters `wakeups_sent_<mechanism>`) that are not a
@@ -32,7 +33,7 @@ COPY_MIN_BYTES = 4096
 
 
 def _nonnegative(value):
-    """max(0, value), for a number or a whole column (no pandas needed)."""
+    """max(0, value), keeping the value's type (0 for an int, 0.0 for a float)."""
     return value * (value > 0)
 
 

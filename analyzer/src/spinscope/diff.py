@@ -252,15 +252,15 @@ class NoiseSample:
 def noise_sample(analysis: Analysis) -> NoiseSample:
     """The loaded full intervals of a capture, and every other interval as a LeftOut (Analysis.intervals
     already lacks the cut-short ones; they are found again by their end time)."""
-    full = analysis.intervals
+    full = pd.DataFrame.from_records(analysis.intervals, columns=["t_s", *(m.name for m in METRICS)]).astype(float)
     is_loaded = loaded(full["requests_per_s"])
     kept_ends, loaded_ends = set(full["t_s"]), set(full["t_s"][is_loaded])
     left_out = []
-    for number_, row in enumerate(analysis.capture.intervals.itertuples(index=False), start=1):
-        if row.t_s in loaded_ends:
+    for number_, row in enumerate(analysis.capture.intervals, start=1):
+        if row["t_s"] in loaded_ends:
             continue
-        reason = LITTLE_LOAD if row.t_s in kept_ends else CUT_SHORT
-        left_out.append(LeftOut(number_, row.t_s - row.duration_s, row.t_s, int(row.requests), reason))
+        reason = LITTLE_LOAD if row["t_s"] in kept_ends else CUT_SHORT
+        left_out.append(LeftOut(number_, row["t_s"] - row["duration_s"], row["t_s"], row["requests"], reason))
     return NoiseSample(full[is_loaded], left_out, load_reference(full["requests_per_s"]))
 
 

@@ -176,12 +176,14 @@ def view_of(cap, selector: str, labels: list, sampled: float = 1.0) -> View:
     from spinscope.capture import COUNTERS
     from spinscope.roles import infer_roles
 
-    threads = cap.threads.copy()
-    threads["role"] = infer_roles(threads, cap.request_count)
+    roles = infer_roles(cap.threads, cap.request_count)
+    by_group: dict = {}
+    for tid, thread in cap.threads.items():
+        by_group.setdefault((thread["comm"], roles[tid]), []).append(thread)
     groups = []
-    for (comm, role), group in threads.groupby(["comm", "role"], sort=True):
-        sums = {key: int(group[key].sum()) for key in COUNTERS}
-        groups.append((comm, role, int(group["alive"].sum()), sums))
+    for (comm, role), group in sorted(by_group.items()):
+        sums = {key: sum(thread[key] for thread in group) for key in COUNTERS}
+        groups.append((comm, role, sum(thread["alive"] for thread in group), sums))
     target = cap.target
     return View(pid=int(target.get("pid", 0)), process=str(target.get("comm", "")), exe=str(target.get("exe") or ""),
                 selector=selector, traced_s=cap.duration_s, sampled=sampled,
@@ -369,7 +371,9 @@ class Exporter:
     def scan(self) -> None:
         from spinscope import live
 
-        procs = live.processes()
+        # PIDs alone (no --children, whose descendants are looked up): only their processes can match.
+        by_pid = not self.args.children and all(s.kind in ("pid", "cgroup") for s in self.selectors)
+        procs = live.processes(only=[int(s.value) for s in self.selectors if s.kind == "pid"] if by_pid else None)
         cgroups = {s.text for s in self.selectors if s.kind == "cgroup" and Path(s.value).is_dir()}
         self.done &= set(procs) | cgroups  # a pid that is gone may be reused by a new match, a cgroup made again
         for selector in self.selectors:

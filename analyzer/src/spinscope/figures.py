@@ -69,9 +69,11 @@ def thread_label(tid: int, row: pd.Series) -> str:
 
 
 def busiest_threads(analysis: Analysis) -> pd.DataFrame:
+    """The MAX_THREADS_SHOWN threads that made the most traced calls, busiest first, as a frame (index tid)."""
     threads = analysis.threads
-    order = activity(threads).sort_values(ascending=False).index
-    return threads.loc[order].head(MAX_THREADS_SHOWN)
+    busiest = sorted(threads, key=lambda tid: -activity(threads[tid]))[:MAX_THREADS_SHOWN]
+    columns = list(next(iter(threads.values()), {"tid": 0, "role": "", "comm": "", "poll_calls": 0}))
+    return pd.DataFrame.from_records([threads[tid] for tid in busiest], columns=columns).set_index("tid")
 
 
 def syscall_mix(analysis: Analysis) -> str | None:
@@ -139,15 +141,15 @@ def events_per_poll_hist(analysis: Analysis) -> str | None:
 def handoff_graph(analysis: Analysis) -> str | None:
     """Who hands off to whom: threads (or roles, for many threads) on a circle, arrows sized by handoffs
     (wakeups other than mm-lock contention and thread exit)."""
-    wakeups = analysis.capture.wakeups
-    wakeups = wakeups[~wakeups["mechanism"].isin(NOT_HANDOFFS)]
+    wakeups = pd.DataFrame.from_records([edge for edge in analysis.capture.wakeups if edge["mechanism"] not in NOT_HANDOFFS],
+                                        columns=["waker_tid", "wakee_tid", "count", "mechanism"])
     if wakeups.empty or not wakeups["count"].sum():
         return None
-    roles = analysis.threads["role"]
+    roles = {tid: thread["role"] for tid, thread in analysis.threads.items()}
     involved = pd.unique(wakeups[["waker_tid", "wakee_tid"]].to_numpy().ravel())
     if len(involved) <= MAX_GRAPH_THREADS:
         def node(tid):
-            comm = printable(analysis.threads["comm"].get(tid, "?"))
+            comm = printable(analysis.threads[tid]["comm"] if tid in analysis.threads else "?")
             return f"{ROLE_NOUNS[roles.get(tid, WORKER)]}\n{comm} ({tid})"
         color_of = {node(t): ROLE_COLORS[roles.get(t, WORKER)] for t in involved}
     else:
@@ -198,8 +200,8 @@ def handoff_graph(analysis: Analysis) -> str | None:
 
 
 def time_series(frames: dict) -> str | None:
-    """Per-second rates over time; `frames` maps a legend name to an interval-metrics frame."""
-    frames = {name: frame for name, frame in frames.items() if not frame.empty}
+    """Per-second rates over time; `frames` maps a legend name to interval metrics (Analysis.intervals)."""
+    frames = {name: pd.DataFrame.from_records(rows).astype(float) for name, rows in frames.items() if rows}
     if not frames:
         return None
     fig, axes = plt.subplots(len(SERIES), 1, figsize=(8, 1.7 * len(SERIES)), sharex=True)

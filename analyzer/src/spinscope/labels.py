@@ -14,8 +14,7 @@ and a note saying so (`Assessment.notes`), so a quiet capture is reported as "no
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-
-import pandas as pd
+from typing import Mapping
 
 from spinscope.coverage import coverage_notes
 from spinscope.fmt import fixed, size_class, undefined
@@ -121,12 +120,11 @@ def exec_notes(target: dict) -> list:
     return notes
 
 
-def first_drop(intervals: pd.DataFrame, key: str) -> str:
+def first_drop(intervals: list, key: str) -> str:
     """` from 12.0 s on`: when the capture's intervals (schema 4) say the first drop of this kind came."""
-    column = f"drops_{key}"
-    if intervals.empty or column not in intervals or not (intervals[column] > 0).any():
+    first = next((row for row in intervals if row.get(f"drops_{key}", 0) > 0), None)
+    if first is None:
         return ""
-    first = intervals[intervals[column] > 0].iloc[0]
     return f" from {fixed(first['t_s'] - first['duration_s'], 1)} s on"
 
 
@@ -155,7 +153,7 @@ def capture_notes(analysis: Analysis) -> list:
         journaled = ""
         if cap.journaled:
             journaled = (f", and {cap.journaled} interval{'s' if cap.journaled > 1 else ''} after it up to "
-                         f"{fixed(cap.intervals['t_s'].iloc[-1], 1)} s from its journal (the totals and verdicts "
+                         f"{fixed(cap.intervals[-1]['t_s'], 1)} s from its journal (the totals and verdicts "
                          "end at the checkpoint)")
         notes.append(f"incomplete: the collector stopped without writing its final capture (killed?); this is "
                      f"its last checkpoint, {fixed(cap.duration_s, 1)} s into the recording{journaled}")
@@ -354,14 +352,18 @@ def spurious_select(analysis: Analysis) -> Label | None:
     if level is None:
         return None
     threads = analysis.threads
+
+    def total(key: str) -> int:
+        return sum(thread[key] for thread in threads.values())
+
     signals, fixes, details = [], [], []
     evidence = {
-        "poll_calls": int(threads["poll_calls"].sum()),
-        "poll_zero": int(threads["poll_zero"].sum()),
-        "poll_zero_nowait": int(threads["poll_zero_nowait"].sum()),
+        "poll_calls": total("poll_calls"),
+        "poll_zero": total("poll_zero"),
+        "poll_zero_nowait": total("poll_zero_nowait"),
         "poll_zero_fraction": _round(analysis.process["poll_zero_fraction"]),
         "events_per_poll": _round(analysis.process["events_per_poll"]),
-        "read_eagain": int(threads["read_eagain"].sum()),
+        "read_eagain": total("read_eagain"),
         "read_eagain_fraction": _round(analysis.process["read_eagain_fraction"]),
     }
     if m.empty:
@@ -391,13 +393,13 @@ def spurious_select(analysis: Analysis) -> Label | None:
         details += _thread_lines(threads, "read_eagain", "read_calls", "of its socket reads return EAGAIN")
     if m.imbalance:
         quiet, busy = m.imbalance.quiet, m.imbalance.busy
-        signals.append(f"{_name(threads, quiet)} handles {threads.at[quiet, 'events_per_poll']:.1f} events per poll "
-                       f"call while {_name(threads, busy)} handles {threads.at[busy, 'events_per_poll']:.0f}")
+        signals.append(f"{_name(threads, quiet)} handles {threads[quiet]['events_per_poll']:.1f} events per poll "
+                       f"call while {_name(threads, busy)} handles {threads[busy]['events_per_poll']:.0f}")
         fixes.append("balance the event loops (spread connections with SO_REUSEPORT, or merge the quiet "
                      "loop into the busy one): a loop woken for under one event per call pays a wakeup "
                      "per event")
-        evidence.update({"quiet_loop_tid": quiet, "quiet_loop_events_per_poll": _round(threads.at[quiet, "events_per_poll"]),
-                         "busy_loop_tid": busy, "busy_loop_events_per_poll": _round(threads.at[busy, "events_per_poll"]),
+        evidence.update({"quiet_loop_tid": quiet, "quiet_loop_events_per_poll": _round(threads[quiet]["events_per_poll"]),
+                         "busy_loop_tid": busy, "busy_loop_events_per_poll": _round(threads[busy]["events_per_poll"]),
                          "quiet_loop_excess_calls": int(m.imbalance.excess_calls)})
     if m.excluded_busy_pollers:
         details.append(f"left out: {_who(threads, m.excluded_busy_pollers)}, busy polling by design "
@@ -486,7 +488,7 @@ def handoff_overhead(analysis: Analysis) -> Label | None:
         return None
     requests = analysis.requests
     path = ", ".join(f"{ROLE_NOUNS[a]} → {ROLE_NOUNS[b]} {n / requests:.1f}"
-                     for (a, b), n in edges.head(3).items() if n / requests >= 0.05)
+                     for (a, b), n in list(edges.items())[:3] if n / requests >= 0.05)
     waits = f"{fixed(m.wait_ms_per_request, 3)} ms per request waiting for a woken thread to run"
     if m.latency_share is not None:
         waits += (f" (requests take {fixed(m.request_ms, 3)} ms)" if m.latency_share >= 1
@@ -543,8 +545,8 @@ def _busy_threads_line(analysis: Analysis, tids: list) -> str:
     """`threads on CPU for this share of the capture: 'io_thd_1' 97%, 'redis-server' 95%; 1.9 ms CPU per
     request`: busy-waiting shows as threads on CPU nearly all the time while their syscalls are few."""
     threads, seconds = analysis.threads, analysis.capture.duration_s or 1.0
-    busy = threads.loc[tids].sort_values("oncpu_ns", ascending=False).head(3)
-    parts = [f"'{row.comm}' {row.oncpu_ns / 1e9 / seconds:.0%}" for row in busy.itertuples()]
+    busy = sorted((threads[tid] for tid in tids), key=lambda thread: -thread["oncpu_ns"])[:3]
+    parts = [f"'{thread['comm']}' {thread['oncpu_ns'] / 1e9 / seconds:.0%}" for thread in busy]
     return (f"threads on CPU for this share of the capture: {', '.join(parts)}; "
             f"{fixed(analysis.process['cpu_ms_per_request'], 3)} ms CPU per request")
 
@@ -559,7 +561,7 @@ def _share_phrase(share: float | None, whose: str, where: str = "", estimated: b
     return f", {'about' if estimated else 'measured'} {amount} of {whose}" + (f" {where}" if where else "")
 
 
-def _whose(threads: pd.DataFrame, tids) -> str:
+def _whose(threads: Mapping[int, Mapping], tids) -> str:
     """`the CPU of event loop 'nginx' (tid 812)`, `the CPU of the 3 threads involved`."""
     tids = list(tids)
     if len(tids) == 1:
@@ -567,7 +569,7 @@ def _whose(threads: pd.DataFrame, tids) -> str:
     return f"the CPU of the {len(tids)} threads involved"
 
 
-def _who(threads: pd.DataFrame, tids) -> str:
+def _who(threads: Mapping[int, Mapping], tids) -> str:
     """`event loop 'haproxy' (tid 812)`, `3 threads`."""
     tids = list(tids)
     return _name(threads, tids[0]) if len(tids) == 1 else f"{len(tids)} threads"
@@ -577,11 +579,11 @@ def _round(value: float | None, digits: int = 3) -> float | None:
     return None if undefined(value) else round(float(value), digits)
 
 
-def _name(threads: pd.DataFrame, tid: int) -> str:
-    return thread_name(threads.at[tid, "role"], threads.at[tid, "comm"], int(tid))
+def _name(threads: Mapping[int, Mapping], tid: int) -> str:
+    return thread_name(threads[tid]["role"], threads[tid]["comm"], int(tid))
 
 
-def _thread_lines(threads: pd.DataFrame, part: str, whole: str, phrase: str) -> list:
-    busy = threads[threads[whole] >= MIN_CALLS]
-    return [f"{_name(threads, tid)}: {row[part] / row[whole]:.0%} {phrase}"
-            for tid, row in busy.sort_values(part, ascending=False).iterrows() if row[part]]
+def _thread_lines(threads: Mapping[int, Mapping], part: str, whole: str, phrase: str) -> list:
+    busy = sorted((tid for tid, row in threads.items() if row[whole] >= MIN_CALLS), key=lambda tid: -threads[tid][part])
+    return [f"{_name(threads, tid)}: {threads[tid][part] / threads[tid][whole]:.0%} {phrase}"
+            for tid in busy if threads[tid][part]]

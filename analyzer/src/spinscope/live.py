@@ -296,10 +296,12 @@ class Proc:
     exe: str
 
 
-def processes(proc: Path = Path("/proc")) -> dict:
-    """{pid: Proc} of the user processes now running (kernel threads and zombies left out)."""
+def processes(proc: Path = Path("/proc"), only=None) -> dict:
+    """{pid: Proc} of the user processes now running (kernel threads and zombies left out); with `only`
+    (PIDs), of those alone, without reading the rest of /proc (8 ms for 90 processes here: a scan every
+    2 s was the exporter's largest steady cost)."""
     found = {}
-    for entry in proc.iterdir():
+    for entry in proc.iterdir() if only is None else (proc / str(pid) for pid in only):
         if not entry.name.isdigit():
             continue
         try:

@@ -14,10 +14,10 @@ counters.empty_wakeup_ns, counters.spin_cost_ns), and the shares are of those th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-import pandas as pd
+from typing import Mapping
 
 from spinscope import counters
+from spinscope.capture import summed
 from spinscope.metrics import Analysis, ratio
 from spinscope.roles import EVENT_LOOP, HANDLER, IDLE
 
@@ -72,16 +72,16 @@ class SizeClass:
 
 def size_classes(analysis: Analysis, min_count: int = 0) -> list:
     """The response-size classes with at least `min_count` responses, per response: the one per-response
-    frame the write-spin measure and the report's table share."""
+    table the write-spin measure and the report's table share."""
     out = []
-    for row in analysis.capture.by_size.itertuples():
-        if row.count < max(min_count, 1):
+    for row in analysis.capture.by_size:
+        if row["count"] < max(min_count, 1):
             continue
-        n = row.count
-        out.append(SizeClass(int(row.bytes_min), int(row.bytes_max), int(n), row.write_calls / n,
-                             row.write_eagain / n, row.write_partial / n, row.spin_eagain / n,
-                             (row.spin_retries - row.spin_eagain) / n, row.write_waited / n,
-                             ratio(row.duration_ns / 1e6, n)))
+        n = row["count"]
+        out.append(SizeClass(row["bytes_min"], row["bytes_max"], n, row["write_calls"] / n,
+                             row["write_eagain"] / n, row["write_partial"] / n, row["spin_eagain"] / n,
+                             (row["spin_retries"] - row["spin_eagain"]) / n, row["write_waited"] / n,
+                             ratio(row["duration_ns"] / 1e6, n)))
     return out
 
 
@@ -139,20 +139,21 @@ def measure_write_spin(analysis: Analysis) -> WriteSpinMeasure | None:
     if analysis.requests < MIN_REQUESTS:
         return None
     threads = analysis.threads
-    spinners = threads[counters.eagain_retries(threads) > 0]
+    spinners = [tid for tid, thread in threads.items() if counters.eagain_retries(thread) > 0]
     # The requests' own writes must retry their EAGAINs rather than wait (a client socket of the server's,
     # or a greeting, is not a response spinning).
-    if spinners.empty or not _spins(analysis.capture.requests):
+    if not spinners or not _spins(analysis.capture.requests):
         return None
     classes = [c for c in size_classes(analysis, MIN_CLASS_REQUESTS)
                if c.eagain_retries >= SPIN_MIN_RETRIES_PER_STALL * (c.waits + 1)]
-    sums = spinners.sum(numeric_only=True)
+    sums = summed(threads[tid] for tid in spinners)
     schema = analysis.capture.schema
     rate, source = counters.copy_rate(sums, schema)
-    return WriteSpinMeasure(sorted(classes, key=lambda c: -c.eagain_retries * c.count), list(spinners.index),
-                            counters.spin_cost_ns(sums, schema), float(spinners["oncpu_ns"].sum()),
-                            float(counters.eagain_retries(threads).sum()), rate, source, stall_bound(sums),
-                            counters.bare_retry_ns(sums), float(counters.get(sums, "write_spin_empty_ns")))
+    return WriteSpinMeasure(sorted(classes, key=lambda c: -c.eagain_retries * c.count), spinners,
+                            counters.spin_cost_ns(sums, schema), float(sums["oncpu_ns"]),
+                            float(sum(counters.eagain_retries(thread) for thread in threads.values())), rate,
+                            source, stall_bound(sums), counters.bare_retry_ns(sums),
+                            float(counters.get(sums, "write_spin_empty_ns")))
 
 
 def _spins(sums) -> bool:
@@ -177,7 +178,7 @@ def measure_write_wait(analysis: Analysis) -> WriteWaitMeasure | None:
     if not waiting:
         return None
     return WriteWaitMeasure(max(waiting, key=lambda c: c.waits * c.count), waiting,
-                            stall_bound(analysis.threads.sum(numeric_only=True)))
+                            stall_bound(summed(analysis.threads.values())))
 
 
 # --- busy polling -----------------------------------------------------------------------------------
@@ -195,24 +196,25 @@ class BusyPollMeasure:
         return share(self.cost_ns, self.cpu_ns)
 
 
-def busy_pollers(threads: pd.DataFrame) -> pd.Index:
-    """Threads that poll with a zero timeout back to back and never block: busy polling by design (HAProxy's
-    busy-polling, DPDK-style loops), a CPU-for-latency trade rather than a loop that forgot to block."""
-    calls = threads["poll_calls"]
-    nowait = threads["poll_nowait"] >= BUSY_POLL_MIN_NOWAIT_SHARE * calls
-    never_blocks = threads["cs_voluntary"] <= BUSY_POLL_MAX_SLEEPS_PER_POLL * calls
-    return threads.index[(calls >= MIN_CALLS) & nowait & never_blocks]
+def busy_pollers(threads: Mapping[int, Mapping]) -> list:
+    """The tids of the threads that poll with a zero timeout back to back and never block: busy polling by
+    design (HAProxy's busy-polling, DPDK-style loops), a CPU-for-latency trade rather than a loop that
+    forgot to block."""
+    def busy(thread: Mapping) -> bool:
+        calls = thread["poll_calls"]
+        return (calls >= MIN_CALLS and thread["poll_nowait"] >= BUSY_POLL_MIN_NOWAIT_SHARE * calls
+                and thread["cs_voluntary"] <= BUSY_POLL_MAX_SLEEPS_PER_POLL * calls)
+    return [tid for tid, thread in threads.items() if busy(thread)]
 
 
 def measure_busy_poll(analysis: Analysis) -> BusyPollMeasure | None:
     threads = analysis.threads
     tids = busy_pollers(threads)
-    if tids.empty:
+    if not tids:
         return None
-    group = threads.loc[tids]
-    sums = group.sum(numeric_only=True)
+    sums = summed(threads[tid] for tid in tids)
     cost = counters.busy_check_ns(sums, analysis.capture.schema)
-    return BusyPollMeasure(list(tids), cost, float(sums["oncpu_ns"]),
+    return BusyPollMeasure(tids, cost, float(sums["oncpu_ns"]),
                            ratio(sums["poll_calls"], analysis.capture.duration_s) or 0.0,
                            ratio(sums["poll_zero"], sums["poll_calls"]) or 0.0)
 
@@ -293,49 +295,52 @@ def measure_spurious(analysis: Analysis) -> SpuriousMeasure | None:
     schema = analysis.capture.schema
     whole = analysis.threads
     pollers = busy_pollers(whole)
-    threads = whole.drop(index=pollers)
-    wasted = pd.Series(0.0, index=threads.index)
+    threads = {tid: thread for tid, thread in whole.items() if tid not in pollers}
+    rows = threads.values()
+    wasted = dict.fromkeys(threads, 0.0)  # tid -> on-CPU ns of its wakeups for nothing
     involved: set = set()
     cycles = schema >= counters.CYCLES_SCHEMA
 
+    def total(key: str) -> int:
+        return sum(thread[key] for thread in rows)
+
+    def add(cost) -> None:
+        for tid, thread in threads.items():
+            wasted[tid] += cost(thread)
+
     empty = None
-    zero = threads["poll_zero"]
-    if zero.sum() >= MIN_CALLS:
-        nowait = int(threads["poll_zero_nowait"].sum())
-        waited = int(zero.sum()) - nowait
+    zero = total("poll_zero")
+    if zero >= MIN_CALLS:
+        nowait = total("poll_zero_nowait")
+        waited = zero - nowait
         # A blocking poll that woke with nothing costs its whole cycle (schema 5); a zero-timeout check, the
         # time inside it (counters.empty_wakeup_ns).
-        woke = threads["poll_zero_cycle_ns"] if cycles else threads["poll_zero_wait_ns"]
-        cost = woke + threads["poll_zero_nowait_ns"]
-        empty = EmptyPolls(nowait, waited, ratio(threads["poll_zero_nowait_ns"].sum() / 1e3, nowait),
-                           ratio(threads["poll_zero_wait_ns"].sum() / 1e3, waited),
-                           ratio(woke.sum() / 1e3, waited) if cycles else None)
-        wasted += cost
-        involved |= set(threads.index[zero > 0])
+        woke = "poll_zero_cycle_ns" if cycles else "poll_zero_wait_ns"
+        empty = EmptyPolls(nowait, waited, ratio(total("poll_zero_nowait_ns") / 1e3, nowait),
+                           ratio(total("poll_zero_wait_ns") / 1e3, waited),
+                           ratio(total(woke) / 1e3, waited) if cycles else None)
+        add(lambda thread: thread[woke] + thread["poll_zero_nowait_ns"])
+        involved |= {tid for tid, thread in threads.items() if thread["poll_zero"] > 0}
 
     herd = None
-    woken = counters.herd_wakeups(threads) if cycles else pd.Series(0, index=threads.index)
-    if cycles and woken.sum() >= MIN_HERD_WAKEUPS:
-        tids = list(threads.index[woken > 0])
-        accepts = counters.accepts_by_result(threads.loc[tids])
-        frame = analysis.capture.listeners
-        listeners = frame[frame["accept_eagain"] > 0].to_dict(orient="records")
-        processes = max([int(entry["processes"]) for entry in listeners] + [int(threads.loc[tids, "pid"].nunique())])
-        cost = counters.herd_ns(threads)
-        herd = Herd(int(threads["poll_futile"].sum()), int(threads["poll_rewaits"].sum()),
-                    int(accepts["eagain"].sum()), int(accepts["ok"].sum()), tids, processes, listeners,
-                    float(cost.sum()))
-        wasted += cost
+    if cycles and sum(counters.herd_wakeups(thread) for thread in rows) >= MIN_HERD_WAKEUPS:
+        tids = [tid for tid, thread in threads.items() if counters.herd_wakeups(thread) > 0]
+        accepts = [counters.accepts_by_result(threads[tid]) for tid in tids]
+        listeners = [dict(entry) for entry in analysis.capture.listeners if entry["accept_eagain"] > 0]
+        processes = max([entry["processes"] for entry in listeners] + [len({threads[tid]["pid"] for tid in tids})])
+        herd = Herd(total("poll_futile"), total("poll_rewaits"), sum(a["eagain"] for a in accepts),
+                    sum(a["ok"] for a in accepts), tids, processes,
+                    listeners, float(sum(counters.herd_ns(thread) for thread in rows)))
+        add(counters.herd_ns)
         involved |= set(tids)
 
     eagain_reads = 0
-    reads = threads["read_calls"].sum()
-    eagain = threads["read_eagain"]
-    if eagain.sum() >= MIN_CALLS and (ratio(eagain.sum(), reads) or 0) >= SPURIOUS_MIN_READ_EAGAIN_SHARE:
-        eagain_reads = int(eagain.sum())
+    eagain = total("read_eagain")
+    if eagain >= MIN_CALLS and (ratio(eagain, total("read_calls")) or 0) >= SPURIOUS_MIN_READ_EAGAIN_SHARE:
+        eagain_reads = eagain
         if not cycles:  # with whole cycles, a read that found nothing is inside its wakeup's cycle
-            wasted += threads["read_eagain_ns"]
-        involved |= set(threads.index[eagain > 0])
+            add(lambda thread: thread["read_eagain_ns"])
+        involved |= {tid for tid, thread in threads.items() if thread["read_eagain"] > 0}
 
     imbalance, estimated = _loop_imbalance(threads), False
     if imbalance:
@@ -346,22 +351,25 @@ def measure_spurious(analysis: Analysis) -> SpuriousMeasure | None:
     if not (empty or herd or eagain_reads or imbalance):
         return None
     tids = sorted(involved)
-    return SpuriousMeasure(empty, herd, eagain_reads, imbalance, float(wasted.sum()), tids,
-                           float(threads.loc[tids, "oncpu_ns"].sum()), estimated, list(pollers))
+    return SpuriousMeasure(empty, herd, eagain_reads, imbalance, float(sum(wasted.values())), tids,
+                           float(sum(threads[tid]["oncpu_ns"] for tid in tids)), estimated, pollers)
 
 
-def _loop_imbalance(threads: pd.DataFrame) -> Imbalance | None:
+def _loop_imbalance(threads: Mapping[int, Mapping]) -> Imbalance | None:
     """Two event loops that differ by IMBALANCE_MIN_RATIO in events per poll call, the quiet one handling
     fewer than IMBALANCE_MAX_LOW_EVENTS."""
-    loops = threads[(threads["role"] == EVENT_LOOP) & (threads["poll_calls"] >= MIN_CALLS)]
+    loops = [tid for tid, thread in threads.items()
+             if thread["role"] == EVENT_LOOP and thread["poll_calls"] >= MIN_CALLS]
     if len(loops) < 2:
         return None
-    quiet, busy = loops["events_per_poll"].idxmin(), loops["events_per_poll"].idxmax()
-    low, high = loops.at[quiet, "events_per_poll"], loops.at[busy, "events_per_poll"]
+    quiet = min(loops, key=lambda tid: threads[tid]["events_per_poll"])
+    busy = max(loops, key=lambda tid: threads[tid]["events_per_poll"])
+    low, high = threads[quiet]["events_per_poll"], threads[busy]["events_per_poll"]
     if low >= IMBALANCE_MAX_LOW_EVENTS or high < IMBALANCE_MIN_RATIO * low or not high:  # not high: no events at all
         return None
-    excess = loops.at[quiet, "poll_calls"] - loops.at[quiet, "poll_events"] / high
-    excess_ns = loops.at[quiet, "poll_oncpu_ns"] * excess / max(loops.at[quiet, "poll_calls"], 1)
+    loop = threads[quiet]
+    excess = loop["poll_calls"] - loop["poll_events"] / high
+    excess_ns = loop["poll_oncpu_ns"] * excess / max(loop["poll_calls"], 1)
     return Imbalance(int(quiet), int(busy), float(excess), float(excess_ns))
 
 
@@ -381,7 +389,7 @@ class HandoffMeasure:
     busy_wait_ns: float       # shared memory: the busy-waiting threads' on-CPU outside their syscalls (estimated)
     wait_ms_per_request: float
     request_ms: float | None
-    edges: pd.Series          # (waker role, wakee role) -> count, largest first
+    edges: dict               # (waker role, wakee role) -> count, largest first (metrics.role_edges)
 
     @property
     def cpu_share(self) -> float | None:
@@ -394,7 +402,7 @@ class HandoffMeasure:
         return share(self.wait_ms_per_request, self.request_ms) if self.request_ms else None
 
 
-def measure_handoff(analysis: Analysis, edges: pd.Series) -> HandoffMeasure | None:
+def measure_handoff(analysis: Analysis, edges: dict) -> HandoffMeasure | None:
     """Requests passed between the target's own threads, and what passing them costs: the on-CPU time of
     the calls that hand a request over or wait for one (waker and wakee), the wake-to-run wait, and for a
     shared-memory hand-over the busy-waiting threads' CPU. None without a handoff or a request answered by
@@ -410,22 +418,22 @@ def measure_handoff(analysis: Analysis, edges: pd.Series) -> HandoffMeasure | No
     if handoffs == 0 and cross == 0:
         return None
     per_request = handoffs / requests
-    sent = counters.handoffs(threads)
-    involved = threads[(sent > 0) | (threads["wakeups_received"] > 0)]
+    involved = [tid for tid, thread in threads.items()
+                if counters.handoffs(thread) > 0 or thread["wakeups_received"] > 0]
     mechanism = _handoff_mechanism(analysis, per_request, cross, handoffs)
     busy_wait_ns = 0.0
     if mechanism == SHARED_MEMORY:
         involved = _busy_threads(analysis)
-        busy_wait_ns = float(_outside_calls_ns(involved).sum())
-    if involved.empty:
+        busy_wait_ns = float(sum(_outside_calls_ns(threads[tid]) for tid in involved))
+    if not involved:
         return None
     # The wake-to-run waits on the request path: of the threads that do request work, not of idle ones (a
     # runtime's helper threads, Node's V8 workers, woken now and then and waiting for a busy CPU).
-    on_path = threads[threads["role"] != IDLE]
-    wait_ms = float(on_path["wakeup_wait_ns"].sum()) / 1e6 / requests
+    wait_ms = float(sum(thread["wakeup_wait_ns"] for thread in threads.values() if thread["role"] != IDLE)) / 1e6 / requests
     return HandoffMeasure(mechanism, handoffs, per_request, cross, accept_lock,
-                          process["contention_wakeups_per_request"] or 0.0, list(involved.index),
-                          float(involved["oncpu_ns"].sum()), float(involved["handoff_oncpu_ns"].sum()),
+                          process["contention_wakeups_per_request"] or 0.0, involved,
+                          float(sum(threads[tid]["oncpu_ns"] for tid in involved)),
+                          float(sum(threads[tid]["handoff_oncpu_ns"] for tid in involved)),
                           busy_wait_ns, wait_ms, process["request_ms"], edges)
 
 
@@ -433,12 +441,18 @@ def _cross_process_wakeups(analysis: Analysis) -> float:
     """Deliberate wakeups whose waker and wakee are threads of different traced processes: pre-forked
     processes taking turns on a shared accept lock (Apache prefork's accept mutex), not a request handed
     over."""
-    wakeups, pids = analysis.capture.wakeups, analysis.threads["pid"]
-    if wakeups.empty or pids.nunique() < 2:
+    wakeups = analysis.capture.wakeups
+    pids = {tid: thread["pid"] for tid, thread in analysis.threads.items()}
+    if not wakeups or len(set(pids.values())) < 2:
         return 0.0
-    deliberate = wakeups[~wakeups["mechanism"].isin(counters.NOT_HANDOFFS)]
-    waker, wakee = deliberate["waker_tid"].map(pids), deliberate["wakee_tid"].map(pids)
-    return float(deliberate.loc[waker.notna() & wakee.notna() & (waker != wakee), "count"].sum())
+    return float(sum(edge["count"] for edge in _deliberate(wakeups)
+                     if edge["waker_tid"] in pids and edge["wakee_tid"] in pids
+                     and pids[edge["waker_tid"]] != pids[edge["wakee_tid"]]))
+
+
+def _deliberate(wakeups: list) -> list:
+    """The wakeup edges (Capture.wakeups) that can be handoffs: not memory-map contention, not exits."""
+    return [edge for edge in wakeups if edge["mechanism"] not in counters.NOT_HANDOFFS]
 
 
 def _handoff_mechanism(analysis: Analysis, per_request: float, cross: float, handoffs: float) -> str:
@@ -452,13 +466,14 @@ def _handoff_mechanism(analysis: Analysis, per_request: float, cross: float, han
     # Leader/follower: the request is answered by the thread that read it, and the wakeups go between
     # threads that each poll and read requests (the selector role passing from one pool thread to the next;
     # a frontend loop waking backend loops that talk to other servers is not that: they read no request).
-    roles = threads["role"]
-    serving_pollers = set(threads.index[roles.isin((EVENT_LOOP, HANDLER)) & (threads["requests_read"] > 0)])
+    serving_pollers = {tid for tid, thread in threads.items()
+                       if thread["role"] in (EVENT_LOOP, HANDLER) and thread["requests_read"] > 0}
     if cross < SHARED_MEMORY_MIN_CROSS and len(serving_pollers) >= 2:
-        wakeups = analysis.capture.wakeups
-        deliberate = wakeups[~wakeups["mechanism"].isin(counters.NOT_HANDOFFS)]
-        among = deliberate["waker_tid"].isin(serving_pollers) & deliberate["wakee_tid"].isin(serving_pollers)
-        if deliberate["count"].sum() and deliberate.loc[among, "count"].sum() >= 0.5 * deliberate["count"].sum():
+        deliberate = _deliberate(analysis.capture.wakeups)
+        every = sum(edge["count"] for edge in deliberate)
+        among = sum(edge["count"] for edge in deliberate
+                    if edge["waker_tid"] in serving_pollers and edge["wakee_tid"] in serving_pollers)
+        if every and among >= 0.5 * every:
             return LEADER_FOLLOWER
     return DISPATCH
 
@@ -468,20 +483,21 @@ def _handoff_mechanism(analysis: Analysis, per_request: float, cross: float, han
 BUSY_WAIT_MIN_ONCPU_SHARE = 0.5
 
 
-def _busy_threads(analysis: Analysis) -> pd.DataFrame:
-    """The threads that serve requests (read or answer them) and are on CPU at least
+def _busy_threads(analysis: Analysis) -> list:
+    """The tids of the threads that serve requests (read or answer them) and are on CPU at least
     BUSY_WAIT_MIN_ONCPU_SHARE of the capture."""
     threads, seconds = analysis.threads, analysis.capture.duration_s or 1.0
-    serving = threads[(threads["role"] != IDLE) & (threads["read_calls"] + threads["write_calls"] > 0)]
-    return serving[serving["oncpu_ns"] >= BUSY_WAIT_MIN_ONCPU_SHARE * seconds * 1e9]
+    return [tid for tid, thread in threads.items()
+            if thread["role"] != IDLE and thread["read_calls"] + thread["write_calls"] > 0
+            and thread["oncpu_ns"] >= BUSY_WAIT_MIN_ONCPU_SHARE * seconds * 1e9]
 
 
-def _outside_calls_ns(threads: pd.DataFrame) -> pd.Series:
-    """On-CPU time outside the traced calls (an upper bound of busy-waiting: user-space work is in it too):
-    on-CPU less the time inside polls, futex calls and socket reads and writes (their wall time: a
+def _outside_calls_ns(thread: Mapping) -> int:
+    """A thread's on-CPU time outside the traced calls (an upper bound of busy-waiting: user-space work is in
+    it too): on-CPU less the time inside polls, futex calls and socket reads and writes (their wall time: a
     non-blocking socket call rarely sleeps)."""
-    inside = threads["poll_oncpu_ns"] + threads["futex_oncpu_ns"] + threads["read_ns"] + threads["write_ns"]
-    return (threads["oncpu_ns"] - inside).clip(lower=0)
+    inside = thread["poll_oncpu_ns"] + thread["futex_oncpu_ns"] + thread["read_ns"] + thread["write_ns"]
+    return max(0, thread["oncpu_ns"] - inside)
 
 
 def share(ns: float, oncpu_ns: float | None) -> float | None:

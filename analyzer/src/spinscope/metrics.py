@@ -17,11 +17,8 @@ say "n/a" and explain why.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Mapping
-
-import pandas as pd
 
 from spinscope import counters
 from spinscope.capture import SCHEMA, Capture
@@ -203,16 +200,16 @@ class Analysis:
     """A capture with its metrics: what labels and reports are computed from.
 
     process    {metric: value or None} for the whole target
-    threads    the capture's thread frame plus `role` and one column per metric (NaN when undefined);
+    threads    {tid: row}: the capture's thread rows plus `role` and every metric (None when undefined);
                a thread's per-request values divide its own counters by the process request count, so
                they sum to the process value (its share of each request's cost)
-    intervals  one row per interval (short final one left out) with every metric
+    intervals  [row] per interval (short final one left out): t_s and every metric
     """
 
     capture: Capture
     process: dict
-    threads: pd.DataFrame
-    intervals: pd.DataFrame
+    threads: dict
+    intervals: list
 
     @property
     def requests(self) -> int:
@@ -222,40 +219,36 @@ class Analysis:
 def analyze(cap: Capture) -> Analysis:
     requests = cap.request_count
     process = derive(cap.totals, requests, cap.duration_s, request_sums=cap.requests, schema=cap.schema)
-
-    threads = cap.threads.copy()
-    threads["role"] = infer_roles(threads, requests)
-    per_thread = [derive(row, requests, cap.duration_s, schema=cap.schema) for _, row in threads.iterrows()]
-    thread_metrics = pd.DataFrame.from_records(per_thread, index=threads.index,
-                                               columns=[m.name for m in METRICS]).astype(float)
-    thread_metrics["requests_per_s"] = math.nan  # requests belong to the process, not one thread
-    return Analysis(capture=cap, process=process, threads=threads.join(thread_metrics),
-                    intervals=interval_metrics(cap))
+    roles = infer_roles(cap.threads, requests)
+    threads = {}
+    for tid, row in cap.threads.items():
+        values = derive(row, requests, cap.duration_s, schema=cap.schema)
+        values["requests_per_s"] = None  # requests belong to the process, not one thread
+        threads[tid] = {**row, "role": roles[tid], **values}
+    return Analysis(capture=cap, process=process, threads=threads, intervals=interval_metrics(cap))
 
 
-def interval_metrics(cap: Capture) -> pd.DataFrame:
-    """Every metric per interval snapshot, leaving out cut-short intervals (see MIN_INTERVAL_SHARE)."""
-    frame = cap.intervals
-    if frame.empty:
-        return pd.DataFrame(columns=["t_s", *[m.name for m in METRICS]])
-    nominal = cap.interval_s or float(frame["duration_s"].max())
-    frame = frame[frame["duration_s"] >= MIN_INTERVAL_SHARE * nominal]
-    records = [
-        {"t_s": row["t_s"], **derive(row, row["requests"], row["duration_s"], schema=cap.schema)}
-        for _, row in frame.iterrows()
-    ]
-    return pd.DataFrame.from_records(records, columns=["t_s", *[m.name for m in METRICS]]).astype(float)
+def interval_metrics(cap: Capture) -> list:
+    """Every metric per interval snapshot ({"t_s": ..., metric: value or None}), leaving out cut-short
+    intervals (see MIN_INTERVAL_SHARE)."""
+    rows = cap.intervals
+    if not rows:
+        return []
+    nominal = cap.interval_s or max(row["duration_s"] for row in rows)
+    return [{"t_s": row["t_s"], **derive(row, row["requests"], row["duration_s"], schema=cap.schema)}
+            for row in rows if row["duration_s"] >= MIN_INTERVAL_SHARE * nominal]
 
 
-def role_edges(analysis: Analysis) -> pd.Series:
-    """Handoff counts between roles, {(waker role, wakee role): count}, largest first (mm-lock and exit
-    wakeups are not handoffs). Threads that left no entry (a dropped map slot) count as workers."""
-    roles = analysis.threads["role"]
-    wakeups = analysis.capture.wakeups
-    wakeups = wakeups[~wakeups["mechanism"].isin(NOT_HANDOFFS)]
-    if wakeups.empty:
-        return pd.Series(dtype="int64")
-    frame = pd.DataFrame({"waker": wakeups["waker_tid"].map(roles).fillna(WORKER),
-                          "wakee": wakeups["wakee_tid"].map(roles).fillna(WORKER),
-                          "count": wakeups["count"]})
-    return frame.groupby(["waker", "wakee"])["count"].sum().sort_values(ascending=False)
+def role_edges(analysis: Analysis) -> dict:
+    """Handoff counts between roles, {(waker role, wakee role): count}, largest first (ties in role order
+    by name; mm-lock and exit wakeups are not handoffs). Threads that left no entry (a dropped map slot)
+    count as workers."""
+    threads = analysis.threads
+    edges: dict = {}
+    for edge in analysis.capture.wakeups:
+        if edge["mechanism"] in NOT_HANDOFFS:
+            continue
+        waker, wakee = threads.get(edge["waker_tid"]), threads.get(edge["wakee_tid"])
+        key = (waker["role"] if waker else WORKER, wakee["role"] if wakee else WORKER)
+        edges[key] = edges.get(key, 0) + edge["count"]
+    return dict(sorted(sorted(edges.items()), key=lambda item: -item[1]))

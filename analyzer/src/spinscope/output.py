@@ -31,13 +31,14 @@ def plain(text, style: str = "") -> Text:
 
 def jsonable(value):
     """Plain JSON types: numpy scalars unwrapped, NaN and infinities as null (they are not JSON)."""
-    import numpy as np  # not at module level: doctor prints through this module and needs no numpy
+    # Without numpy loaded no value is a numpy scalar: report and doctor print without importing it.
+    np = sys.modules.get("numpy")
 
     if isinstance(value, dict):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [jsonable(v) for v in value]
-    if isinstance(value, np.generic):
+    if np is not None and isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
         return None

@@ -16,7 +16,7 @@ def headline(analysis: Analysis) -> str:
     """`spinsrv (pid 100): 10.0 s, 1 thread, 5,000 requests (500/s)`."""
     cap = analysis.capture
     rate = analysis.process["requests_per_s"]
-    n, processes = len(cap.threads), cap.threads["pid"].nunique()
+    n, processes = len(cap.threads), len({thread["pid"] for thread in cap.threads.values()})
     who = f"{processes} processes, " if processes > 1 else ""
     return (f"{cap.name}: {cap.duration_s:.1f} s, {who}{n} thread{'' if n == 1 else 's'}, "
             f"{analysis.requests:,} requests" + (f" ({rate:,.0f}/s)" if rate is not None else ""))

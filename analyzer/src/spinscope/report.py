@@ -7,6 +7,7 @@ page (--html OUT) and a JSON document for machines (--json).
 from __future__ import annotations
 
 import sys
+from collections import Counter
 
 from rich.console import Console
 from rich.table import Table
@@ -69,13 +70,12 @@ def no_label_line() -> str:
 
 def thread_rows(analysis: Analysis) -> list:
     """(role, comm/tid, cells...) for the busiest threads, grouped by role (event loops first)."""
-    threads = analysis.threads.assign(
-        cs_total=analysis.threads["cs_voluntary"] + analysis.threads["cs_involuntary"],
-        cpu_ms=analysis.threads["oncpu_ns"] / 1e6, _activity=activity(analysis.threads),
-        _order=analysis.threads["role"].map({role: i for i, role in enumerate(ROLES)}))
-    threads = threads.sort_values(["_order", "_activity"], ascending=[True, False])
+    order = {role: i for i, role in enumerate(ROLES)}
+    busiest = sorted(analysis.threads.items(), key=lambda item: (order[item[1]["role"]], -activity(item[1])))
     rows = []
-    for tid, row in threads.head(MAX_THREAD_ROWS).iterrows():
+    for tid, thread in busiest[:MAX_THREAD_ROWS]:
+        row = {**thread, "cs_total": thread["cs_voluntary"] + thread["cs_involuntary"],
+               "cpu_ms": thread["oncpu_ns"] / 1e6}
         cells = [percent(row[col], 0) if digits is None else fixed(row[col], digits)
                  for _, col, digits in THREAD_COLUMNS]
         rows.append([ROLE_NOUNS[row["role"]], thread_label(analysis, tid, row), *cells])
@@ -84,7 +84,7 @@ def thread_rows(analysis: Analysis) -> list:
 
 def thread_label(analysis: Analysis, tid: int, row) -> str:
     """`comm/tid`, and `comm/tid (pid P)` for threads of a forked child when several processes were traced."""
-    if analysis.capture.threads["pid"].nunique() > 1 and row["pid"] != tid:
+    if _processes(analysis.threads) > 1 and row["pid"] != tid:
         return f"{row['comm']}/{tid} (pid {row['pid']})"
     return f"{row['comm']}/{tid}"
 
@@ -101,17 +101,17 @@ def edge_rows(analysis: Analysis) -> list:
     threads, wakeups, requests = analysis.threads, analysis.capture.wakeups, analysis.requests
 
     def who(tid):
-        if tid not in threads.index:
+        if tid not in threads:
             return f"tid {tid}"
-        return f"{ROLE_NOUNS[threads.at[tid, 'role']]} {threads.at[tid, 'comm']}/{tid}"
+        return f"{ROLE_NOUNS[threads[tid]['role']]} {threads[tid]['comm']}/{tid}"
 
-    top = wakeups.sort_values("count", ascending=False).head(MAX_EDGES)
-    return [[who(row.waker_tid), who(row.wakee_tid), row.mechanism, f"{row.count:,}",
-             fixed(row.count / requests if requests else None)] for row in top.itertuples()]
+    top = sorted(wakeups, key=lambda edge: -edge["count"])[:MAX_EDGES]
+    return [[who(edge["waker_tid"]), who(edge["wakee_tid"]), edge["mechanism"], f"{edge['count']:,}",
+             fixed(edge["count"] / requests if requests else None)] for edge in top]
 
 
 def size_rows(analysis: Analysis) -> list:
-    """The response-size classes, per response: the frame the write-spin verdict reads (measures.size_classes)."""
+    """The response-size classes, per response: the table the write-spin verdict reads (measures.size_classes)."""
     return [[size_class(c.bytes_min, c.bytes_max), f"{c.count:,}",
              *(fixed(v, 1) for v in (c.writes, c.eagain, c.partial, c.eagain_retries, c.waits)),
              fixed(c.request_ms, 3)] for c in size_classes(analysis)]
@@ -121,19 +121,32 @@ def role_summary(analysis: Analysis) -> str:
     """`1 event loop, 4 workers`; with several processes traced, per process name:
     `nginx: 1 idle thread (pid 10), 1 event loop (pid 11)` or `apache2, 5 processes: 5 handlers, ...`."""
     threads = analysis.threads
-    if threads.empty:
+    if not threads:
         return "no threads seen"
-    if threads["pid"].nunique() == 1:
-        return _roles_phrase(threads["role"])
+    if _processes(threads) == 1:
+        return _roles_phrase(thread["role"] for thread in threads.values())
+    # A process is named by its first thread's name; processes of one name are counted together.
+    process_name: dict = {}
+    for thread in threads.values():
+        process_name.setdefault(thread["pid"], thread["comm"])
+    by_name: dict = {}
+    for thread in threads.values():
+        by_name.setdefault(process_name[thread["pid"]], []).append(thread)
     parts = []
-    for comm, group in threads.groupby(threads.groupby("pid")["comm"].transform("first"), sort=False):
-        pids = group["pid"].nunique()
-        parts.append(f"{comm}, {pids} process{'es' if pids > 1 else ''}: {_roles_phrase(group['role'])}")
+    for comm, group in by_name.items():
+        pids = _processes(group)
+        parts.append(f"{comm}, {pids} process{'es' if pids > 1 else ''}: "
+                     f"{_roles_phrase(thread['role'] for thread in group)}")
     return "; ".join(parts)
 
 
+def _processes(threads) -> int:
+    """How many processes the threads ({tid: row}, or rows) belong to."""
+    return len({thread["pid"] for thread in (threads.values() if isinstance(threads, dict) else threads)})
+
+
 def _roles_phrase(roles) -> str:
-    counts = roles.value_counts()
+    counts = Counter(roles)
     return ", ".join(f"{counts[role]} {ROLE_NOUNS[role]}{'s' if counts[role] > 1 else ''}"
                      for role in ROLES if role in counts)
 
@@ -170,7 +183,8 @@ def collector_line(analysis: Analysis) -> str | None:
 
 def to_json(analysis: Analysis, assessment: Assessment) -> dict:
     cap = analysis.capture
-    threads = analysis.threads.drop(columns=["poll_events_hist"]).reset_index()
+    threads = [{key: value for key, value in thread.items() if key != "poll_events_hist"}
+               for thread in analysis.threads.values()]
     return {
         "capture": {"file": str(cap.path), "target": cap.target, "duration_s": cap.duration_s,
                     "end_reason": cap.raw.get("end_reason"), "requests": analysis.requests, "drops": cap.drops,
@@ -178,8 +192,8 @@ def to_json(analysis: Analysis, assessment: Assessment) -> dict:
                     "threads_exited": int(cap.raw.get("totals", {}).get("threads_exited", 0)),
                     "collector": {key: cap.raw.get("tool", {}).get(key) for key in ("cpu_s", "max_rss_bytes",
                                                                                     "map_bytes")}},
-        "metrics": {"process": analysis.process, "threads": threads.to_dict(orient="records"),
-                    "roles": {role: [int(t) for t in analysis.threads.index[analysis.threads["role"] == role]]
+        "metrics": {"process": analysis.process, "threads": threads,
+                    "roles": {role: [tid for tid, thread in analysis.threads.items() if thread["role"] == role]
                               for role in ROLES}},
         "labels": [label.to_dict() for label in assessment.labels],
         "findings": [finding.to_dict() for finding in assessment.findings],
@@ -234,7 +248,7 @@ def render_terminal(analysis: Analysis, assessment: Assessment, console: Console
         f"{fixed(analysis.process['eagain_per_request'])} EAGAIN per request; "
         f"{requests['cross_thread']:,} finished in another thread than they started; "
         f"{requests['unattributed_writes']:,} writes belonged to no request")))
-    if not analysis.capture.by_size.empty:
+    if analysis.capture.by_size:
         table = Table(title="Responses by size", title_justify="left")
         for header in SIZE_HEADERS:
             table.add_column(header, justify="left" if header == "size" else "right")

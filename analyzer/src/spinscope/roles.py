@@ -30,7 +30,7 @@ What a thread does with requests decides first, what else it polls second. In th
 
 from __future__ import annotations
 
-import pandas as pd
+from typing import Mapping
 
 from spinscope.counters import handoffs
 
@@ -56,39 +56,45 @@ DISPATCH_MIN_WAKEUPS_PER_REQUEST = 0.5
 EVENT_DRIVEN_MIN_EVENTS_PER_READ = 0.5
 
 
-def activity(threads: pd.DataFrame) -> pd.Series:
-    """Traced calls per thread: the work the role rules weigh."""
-    return threads["poll_calls"] + threads["read_calls"] + threads["write_calls"] + threads["futex_waits"]
+def activity(thread: Mapping) -> int:
+    """Traced calls of a thread (a row of Capture.threads): the work the role rules weigh."""
+    return thread["poll_calls"] + thread["read_calls"] + thread["write_calls"] + thread["futex_waits"]
 
 
-def multiplex_share(threads: pd.DataFrame) -> pd.Series:
-    """Share of each thread's poll calls that returned two or more ready fds (log2 buckets 2 and up)."""
-    several = threads["poll_events_hist"].map(lambda hist: sum(hist[2:]))
-    return several / threads["poll_calls"].clip(lower=1)
+def multiplex_share(thread: Mapping) -> float:
+    """Share of a thread's poll calls that returned two or more ready fds (log2 buckets 2 and up)."""
+    return sum(thread["poll_events_hist"][2:]) / max(thread["poll_calls"], 1)
 
 
-def infer_roles(threads: pd.DataFrame, requests: int) -> pd.Series:
-    """Role of each thread (index tid), following the rules in the module docstring; `requests` is the
-    process's request count."""
-    calls = activity(threads)
-    busiest = calls.max() if len(calls) else 0
-    idle = (calls < IDLE_MAX_CALLS) | (calls < IDLE_MAX_SHARE * busiest)
-    reads = threads["read_calls"] - threads["read_eagain"] - threads["read_errors"]
-    serves = (reads > 0) & (threads["write_calls"] > 0)
-    event_driven = threads["poll_events"] >= EVENT_DRIVEN_MIN_EVENTS_PER_READ * reads
-    polls = (threads["poll_calls"] > 0) & ((threads["poll_calls"] >= POLLING_MIN_SHARE * calls) | event_driven)
-    wakes = handoffs(threads)
-    dispatches = (requests > 0) & (wakes >= DISPATCH_MIN_WAKEUPS_PER_REQUEST * requests)
-    interleaves = threads["socket_switches"] >= MULTIPLEX_MIN_SWITCHES_PER_REQUEST * threads["requests_read"].clip(lower=1)
-    multiplexes = (multiplex_share(threads) >= MULTIPLEX_MIN_SHARE) | interleaves
+def infer_roles(threads: Mapping[int, Mapping], requests: int) -> dict:
+    """{tid: role} of each thread (Capture.threads), following the rules in the module docstring;
+    `requests` is the process's request count."""
+    busiest = max((activity(thread) for thread in threads.values()), default=0)
+    return {tid: role_of(thread, busiest, requests) for tid, thread in threads.items()}
 
-    roles = pd.Series(WORKER, index=threads.index, dtype="object", name="role")
-    roles[polls & ~serves & (wakes == 0)] = ACCEPTOR
-    roles[polls & ~serves & (wakes > 0)] = DISPATCHER
-    roles[serves] = HANDLER
-    roles[serves & polls & (multiplexes | dispatches)] = EVENT_LOOP
-    roles[idle & ~(polls & (wakes > 0))] = IDLE
-    return roles
+
+def role_of(thread: Mapping, busiest: int, requests: int) -> str:
+    """The role of one thread, `busiest` being the largest activity() among the target's threads."""
+    calls = activity(thread)
+    idle = calls < IDLE_MAX_CALLS or calls < IDLE_MAX_SHARE * busiest
+    reads = thread["read_calls"] - thread["read_eagain"] - thread["read_errors"]
+    serves = reads > 0 and thread["write_calls"] > 0
+    event_driven = thread["poll_events"] >= EVENT_DRIVEN_MIN_EVENTS_PER_READ * reads
+    polls = thread["poll_calls"] > 0 and (thread["poll_calls"] >= POLLING_MIN_SHARE * calls or event_driven)
+    wakes = handoffs(thread)
+    dispatches = requests > 0 and wakes >= DISPATCH_MIN_WAKEUPS_PER_REQUEST * requests
+    interleaves = thread["socket_switches"] >= MULTIPLEX_MIN_SWITCHES_PER_REQUEST * max(thread["requests_read"], 1)
+    multiplexes = multiplex_share(thread) >= MULTIPLEX_MIN_SHARE or interleaves
+
+    if idle and not (polls and wakes > 0):
+        return IDLE
+    if serves:
+        return EVENT_LOOP if polls and (multiplexes or dispatches) else HANDLER
+    if polls and wakes > 0:
+        return DISPATCHER
+    if polls and wakes == 0:
+        return ACCEPTOR
+    return WORKER
 
 
 def thread_name(role: str, comm: str, tid: int) -> str:

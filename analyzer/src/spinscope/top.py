@@ -74,6 +74,7 @@ def rows(last, cumulative, by_role: bool) -> tuple:
     """(process row, [row]) over the capture `last` (one window), roles from `cumulative` (the whole
     stream so far, so a thread idle for a second keeps its role). A row: name, tid (None for a role),
     role, threads, ended, and every COLUMNS key (None when undefined)."""
+    from spinscope.capture import summed
     from spinscope.counters import handoffs
     from spinscope.metrics import derive
     from spinscope.roles import infer_roles
@@ -81,8 +82,7 @@ def rows(last, cumulative, by_role: bool) -> tuple:
     seconds = last.duration_s
     requests = last.request_count
     roles = infer_roles(cumulative.threads, cumulative.request_count)
-    threads = last.threads.copy()
-    threads["role"] = roles.reindex(threads.index).fillna("idle")
+    threads = {tid: {**thread, "role": roles.get(tid, "idle")} for tid, thread in last.threads.items()}
 
     def row(counters, name, tid, role, count, ended, own_requests):
         m = derive(counters, requests, seconds, schema=last.schema)
@@ -102,13 +102,16 @@ def rows(last, cumulative, by_role: bool) -> tuple:
         process[key] = last.requests[total] / requests if requests else None
     out = []
     if by_role:
-        for role, group in threads.groupby("role"):
-            sums = group.drop(columns=["comm", "poll_events_hist", "role"]).sum(numeric_only=True)
-            out.append(row(sums, role, None, role, len(group), not group["alive"].any(),
-                           group["responses_written"].sum()))
+        by_role: dict = {}
+        for thread in threads.values():
+            by_role.setdefault(thread["role"], []).append(thread)
+        for role, group in sorted(by_role.items()):
+            sums = summed(group)
+            out.append(row(sums, role, None, role, len(group), not any(thread["alive"] for thread in group),
+                           sums["responses_written"]))
     else:
-        for tid, t in threads.iterrows():
-            out.append(row(t, t["comm"], int(tid), t["role"], 1, not t["alive"], t["responses_written"]))
+        for tid, t in threads.items():
+            out.append(row(t, t["comm"], tid, t["role"], 1, not t["alive"], t["responses_written"]))
     return process, out
 
 

@@ -39,7 +39,7 @@ def analyze_capture(path: Path) -> dict:
                     "summary": lab.summary} for lab in assessment.labels],
         "notes": assessment.notes,
         "requests": int(cap.request_count),
-        "handoffs": int(cap.wakeups["count"].sum()) if len(cap.wakeups) else 0,
+        "handoffs": sum(edge["count"] for edge in cap.wakeups),
         "duration_s": cap.duration_s,
         "end_reason": cap.raw.get("end_reason"),
         "threads_seen": int(t.get("threads_seen", 0)),
@@ -47,7 +47,7 @@ def analyze_capture(path: Path) -> dict:
         "write_calls": int(cap.requests["write_calls"]),
         "futex_share": (float(t["futex_waits"] + t["futex_wakes"]) / calls) if calls else None,
         "futex_wait_share": (float(t["futex_wait_ns"]) / traced_ns) if traced_ns else None,
-        "by_size": cap.by_size.to_dict(orient="records"),
+        "by_size": cap.by_size,
     }
 
 
@@ -68,11 +68,13 @@ def fanout_figures(path: Path) -> dict:
 
     cap = load(path)
     t, th = cap.totals, cap.threads
-    by = cap.by_size
-    http = int(by[by["bytes_min"] >= FANOUT_GET_MAX]["count"].sum()) if len(by) else 0
+    http = sum(row["count"] for row in cap.by_size if row["bytes_min"] >= FANOUT_GET_MAX)
     pid = int(cap.target.get("pid", 0))
-    main = th[th.index == pid] if len(th) else th
-    others = th[(th.index != pid) & (th["poll_calls"] > 0)] if len(th) else th
+    main = [thread for tid, thread in th.items() if tid == pid]
+    others = [thread for tid, thread in th.items() if tid != pid and thread["poll_calls"] > 0]
+
+    def total(rows, key):
+        return sum(row[key] for row in rows)
 
     def ratio(a, b):
         return float(a) / float(b) if b else None
@@ -83,11 +85,11 @@ def fanout_figures(path: Path) -> dict:
         "polls_per_http": ratio(t["poll_calls"], http),
         "poll_cpu_share": ratio(t["poll_oncpu_ns"], t["oncpu_ns"]),
         "cs_per_http": ratio(t["cs_voluntary"] + t["cs_involuntary"], http),
-        "handoffs_per_http": ratio(cap.wakeups["count"].sum() if len(cap.wakeups) else 0, http),
+        "handoffs_per_http": ratio(sum(edge["count"] for edge in cap.wakeups), http),
         "futex_per_http": ratio(t["futex_waits"] + t["futex_wakes"], http),
-        "front_events_per_poll": ratio(main["poll_events"].sum(), main["poll_calls"].sum()) if len(main) else None,
-        "backend_events_per_poll": (ratio(others["poll_events"].sum(), others["poll_calls"].sum())
-                                    if len(others) else None),
+        "front_events_per_poll": ratio(total(main, "poll_events"), total(main, "poll_calls")) if main else None,
+        "backend_events_per_poll": (ratio(total(others, "poll_events"), total(others, "poll_calls"))
+                                    if others else None),
         "backend_loops": int(len(others)),
     }
 
