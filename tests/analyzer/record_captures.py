@@ -8,10 +8,8 @@ for the clean event loop) after 0.7 s of load, with 0.5 s intervals.
 """
 import importlib.util
 import sys
-from pathlib import Path
+from paths import ROOT, CAPTURES
 
-ROOT = Path(__file__).resolve().parents[2]
-CAPTURES = ROOT / "tests" / "data" / "captures"
 _spec = importlib.util.spec_from_file_location("refserver_helpers", ROOT / "tests" / "refservers" / "refserver_harness.py")
 refhelp = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(refhelp)

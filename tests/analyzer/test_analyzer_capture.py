@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 import captures
 from spinscope.capture import COUNTERS, load
 from spinscope.errors import SpinscopeError
+from paths import CAPTURES
 
 
 def test_frames_hold_what_the_document_says(capture_file):
@@ -96,7 +96,7 @@ def test_load_raises_spinscope_error_not_json_error(tmp_path):
         load(path)
 
 
-GOLDEN = sorted((Path(__file__).resolve().parents[1] / "data" / "captures").glob("*.json"))
+GOLDEN = sorted(CAPTURES.glob("*.json"))
 
 
 @pytest.mark.skipif(not GOLDEN, reason="no golden captures from the collector in tests/data/captures yet")
@@ -110,7 +110,7 @@ def test_golden_captures_load_and_report(path):
     assert len(analysis.threads) == analysis.capture.raw["totals"]["threads_seen"]
 
 
-SCHEMA1 = sorted((Path(__file__).resolve().parents[1] / "data" / "captures" / "schema1").glob("*.json"))
+SCHEMA1 = sorted((CAPTURES / "schema1").glob("*.json"))
 
 
 @pytest.mark.parametrize("path", SCHEMA1, ids=[p.name for p in SCHEMA1])

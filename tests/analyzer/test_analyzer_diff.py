@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 
@@ -15,6 +14,7 @@ from spinscope.fmt import number
 from spinscope.labels import CRITICAL, WARNING, WRITE_SPIN
 from spinscope.metrics import analyze
 from spinscope.noise import SIGNIFICANT, TOO_FEW, WITHIN_NOISE, compare, load_reference, loaded, t_critical
+from paths import CAPTURES
 
 
 def comparison(before, after, capture_file):
@@ -101,7 +101,6 @@ def test_welch_t_test():
 
 # --- what the verdict leads with, and how it writes numbers ---------------------------------------------
 
-CAPTURES = Path(__file__).resolve().parents[1] / "data" / "captures"
 
 
 def rows_of(result) -> dict:

@@ -4,13 +4,13 @@ have that value in the code, and every constant the detectors use must be docume
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
 from spinscope import counters, labels, measures, metrics, noise, roles
+from paths import DOCS, ROOT
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "labels.md"
+DOC = DOCS / "labels.md"
 MODULES = (measures, labels, roles, noise, metrics, counters)  # where each is defined first
 # `NAME` | 50 |   `NAME` (0.9)   `NAME` = 20%   `NAME`, 0.9,
 VALUE = r"(-?\d[\d,]*(?:\.\d+)?)\s*(%?)"
@@ -62,6 +62,6 @@ def test_counters_mechanisms_match_the_capture_vocabulary():
 
 
 def test_the_copy_rates_threshold_is_the_probes():
-    header = (DOC.parents[1] / "bpf" / "spinscope.h").read_text()
+    header = (ROOT / "bpf" / "spinscope.h").read_text()
     [value] = re.findall(r"#define WRITE_COPY_MIN (\d+)", header)
     assert int(value) == counters.COPY_MIN_BYTES

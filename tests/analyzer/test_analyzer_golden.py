@@ -5,15 +5,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from spinscope.capture import load
 from spinscope.labels import assess
 from spinscope.metrics import analyze
+from paths import CAPTURES
 
-CAPTURES = Path(__file__).resolve().parents[1] / "data" / "captures"
 
 
 def labels_of(name: str) -> dict[str, object]:

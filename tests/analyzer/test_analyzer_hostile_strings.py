@@ -19,8 +19,8 @@ from rich.console import Console
 from spinscope.capture import COUNTERS
 from spinscope.output import plain
 from spinscope.untrusted import printable
+from paths import CAPTURES
 
-CAPTURES = Path(__file__).resolve().parents[1] / "data" / "captures"
 
 HOSTILE = [
     "[/]",                          # a closing tag with nothing to close: MarkupError

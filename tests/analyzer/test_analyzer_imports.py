@@ -10,14 +10,13 @@ import re
 import subprocess
 import sys
 import tomllib
-from pathlib import Path
 
 import pytest
 
 import spinscope
 from spinscope.cli import VERBS, build_parser
+from paths import PYPROJECT
 
-PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 MODULES = sorted(m.name for m in pkgutil.walk_packages(spinscope.__path__, "spinscope.")
                  if m.name != "spinscope.__main__")  # __main__ runs the CLI
 ANALYSIS = ("pandas", "numpy", "matplotlib", "spinscope.capture", "spinscope.metrics", "spinscope.labels")

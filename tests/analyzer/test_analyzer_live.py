@@ -11,7 +11,6 @@ import re
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
@@ -21,10 +20,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from spinscope import capture, exporter, live, top
 from spinscope.errors import SpinscopeError
 from spinscope.labels import FINDING_NAMES, LABEL_NAMES
+from paths import CAPTURES, DEPLOY
 
-ROOT = Path(__file__).resolve().parents[2]
-CAPTURES = ROOT / "tests" / "data" / "captures"
-DEPLOY = ROOT / "deploy"
 
 
 def zeroed(doc: dict) -> dict:

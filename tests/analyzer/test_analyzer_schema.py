@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
+from paths import CAPTURES as CAPTURES_DIR
+from paths import ROOT
 from spinscope.capture import (BY_SIZE_KEYS, COUNTERS, DROP_KEYS, INTERVAL_KEYS, LAYOUT, REQUEST_HISTS,
                                REQUEST_SUMS, layout_differences)
 
-ROOT = Path(__file__).resolve().parents[2]
-CAPTURES = sorted((ROOT / "tests" / "data" / "captures").glob("*.json"))
+CAPTURES = sorted(CAPTURES_DIR.glob("*.json"))
 
 
 def xmacro(name: str) -> list:

@@ -8,7 +8,6 @@ import io
 import os
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -17,8 +16,8 @@ from spinscope import record, targets
 from spinscope.cli import DESCRIPTIONS, VERBS, build_parser
 from spinscope.collector import COLLECTOR_ENV
 from spinscope.errors import SpinscopeError, UsageError
+from paths import COLLECTOR
 
-COLLECTOR = Path(__file__).resolve().parents[2] / "build" / "spinscope-collector"
 needs_collector = pytest.mark.skipif(not os.access(COLLECTOR, os.X_OK), reason="collector not built (make)")
 SPECS = {"record": targets.RECORD, "top": targets.TOP, "exporter": targets.EXPORTER}
 

@@ -22,6 +22,7 @@ from certs import Authority
 from spinscope import webconfig
 from spinscope.cli import main
 from spinscope.errors import UsageError
+from paths import ROOT
 
 PASSWORD = "correct horse"
 
@@ -407,7 +408,6 @@ def test_rate_limited_requests_get_429(pki, tmp_path):
 # The files that show it: docs/live.md and deploy/kubernetes/
 
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_docs_example_loads(pki, tmp_path):

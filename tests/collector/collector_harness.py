@@ -11,11 +11,8 @@ from pathlib import Path
 
 
 from spinscope import collector
+from paths import ROOT, BUILD, COLLECTOR, FIXTURES  # noqa: F401 (the suites import them from here too)
 
-ROOT = Path(__file__).resolve().parents[2]
-BUILD = ROOT / "build"
-COLLECTOR = BUILD / "spinscope-collector"
-FIXTURES = BUILD / "fixtures"
 
 
 class LineReader:

@@ -4,11 +4,10 @@ prints one line per failed check (and exits 1)."""
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
 
 import pytest
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 UNITS = sorted(p.stem for p in (ROOT / "tests" / "c").glob("*_test.c"))
 
 

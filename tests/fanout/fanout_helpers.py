@@ -17,11 +17,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from paths import ROOT, BUILD, COLLECTOR, CAPTURES  # noqa: F401 (the suites import them from here too)
 
-ROOT = Path(__file__).resolve().parents[2]
-BUILD = ROOT / "build"
-COLLECTOR = BUILD / "spinscope-collector"
-CAPTURES = ROOT / "tests" / "data" / "captures"
 FANOUT_ARCHS = ["fanout-sync", "fanout-pool", "fanout-split", "fanout-shared"]
 SHARD_COUNT = 4
 

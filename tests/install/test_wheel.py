@@ -20,9 +20,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-DIST = ROOT / "build" / "dist"
-FIXTURES = ROOT / "build" / "fixtures"
+from paths import DIST, FIXTURES, ROOT
+
 sys.path.insert(0, str(ROOT / "tests" / "collector"))
 from collector_harness import LineReader, run_fixture  # noqa: E402
 

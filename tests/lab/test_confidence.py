@@ -16,6 +16,7 @@ from spinscope.lab.confidence import NEEDS_FULL, TOO_FEW, UNSTABLE
 from spinscope.lab.criteria import DIRECTION, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED
 from spinscope.lab.matrix import PARAMS, parse_matrix_text
 from spinscope.lab.results import row_of
+from paths import ROOT
 
 NUMBERS = itertools.count()
 CLAIM = {c.id: c for c in claims.CLAIMS}
@@ -207,10 +208,9 @@ def test_needs_full_is_checked(value, message):
 
 
 def test_the_quick_matrix_names_what_it_cannot_settle():
-    from pathlib import Path
     from spinscope.lab.matrix import parse_matrix
 
-    quick = parse_matrix(Path(__file__).resolve().parents[2] / "matrices" / "quick.toml")
+    quick = parse_matrix(ROOT / "matrices" / "quick.toml")
     reps = {}
     for c in quick.cells:
         for tag in c.claims:

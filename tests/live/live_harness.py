@@ -12,14 +12,8 @@ import time
 from pathlib import Path
 
 from machine_lock import load_lock  # noqa: F401 (the live tests take it from here)
+from paths import ROOT, BUILD, COLLECTOR, FIXTURES, LOADGEN, REFSERVER, ANALYZER  # noqa: F401 (the suites import them from here too)
 
-ROOT = Path(__file__).resolve().parents[2]
-BUILD = ROOT / "build"
-COLLECTOR = BUILD / "spinscope-collector"
-FIXTURES = BUILD / "fixtures"
-LOADGEN = BUILD / "loadgen"
-REFSERVER = BUILD / "refserver"
-ANALYZER = ROOT / "analyzer" / "src"
 
 
 def env() -> dict:

@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 
 from live_harness import LOADGEN, REFSERVER, env, free_port, load_lock, spinscope, stop, wait_until
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 PROMETHEUS = shutil.which("prometheus")
 
 

@@ -23,8 +23,8 @@ import pytest
 from spinscope.capture import load
 from spinscope.labels import CRITICAL, HANDOFF_OVERHEAD, WRITE_SPIN, assess
 from spinscope.metrics import analyze
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("refserver_helpers", ROOT / "tests" / "refservers" / "refserver_harness.py")
 refhelp = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(refhelp)

@@ -18,13 +18,8 @@ import time
 from pathlib import Path
 
 from spinscope.lab import refserver
+from paths import ROOT, BUILD, REFSERVER, COLLECTOR, REFSERVER_ASAN, LOADGEN
 
-ROOT = Path(__file__).resolve().parents[2]
-BUILD = ROOT / "build"
-REFSERVER = BUILD / "refserver"
-COLLECTOR = BUILD / "spinscope-collector"
-REFSERVER_ASAN = BUILD / "refserver-asan"
-LOADGEN = BUILD / "loadgen"
 
 ARCHS = [
     "thread-per-conn", "process-per-conn", "thread-pool", "event-loop", "n-copy",

@@ -4,8 +4,8 @@ import sys
 from pathlib import Path
 
 from spinscope.lab.runner import find_leftovers, sweep_tag
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def write_matrix(tmp_path, text, name="m.toml"):
