@@ -495,7 +495,7 @@ def per_event_cost(args) -> list:
     # syscount counts every syscall by number and nothing else: the floor of a syscall-tracepoint tool.
     tools = [t for t in TRACERS if t.name.split()[0] in ("spinscope", "bpftrace", "syscount") and t.available()
              and (not args.tools or t.name.split()[0] in args.tools)]
-    for mode in ("epoll", "write"):
+    for mode in ("epoll", "write", "read"):
         base = [syscall_cost_once(mode, "none", None, args.calls) for _ in range(args.repeat)]
         for tool in tools:
             for trace in ("self", "other"):
@@ -558,7 +558,7 @@ def program_costs(args) -> list:
     per-call cost above.)"""
     rows = []
     for tool, mode, trace in [(tool, mode, trace) for tool in spinscope_variants(args)
-                              for mode in ("epoll", "write") for trace in ("self", "other")]:
+                              for mode in ("epoll", "write", "read") for trace in ("self", "other")]:
             snapshots: list = []
             bpf_stats(True)
             try:

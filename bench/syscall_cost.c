@@ -2,6 +2,8 @@
  * Cost of a traced syscall: times a tight loop of cheap calls the collector counts.
  *   syscall_cost MODE N      MODE: epoll (zero-timeout epoll_wait on an idle fd, returns 0)
  *                                  write (1-byte write to a socket whose peer drains it)
+ *                                  read (1-byte read from a stream socket holding data, refilled
+ *                                        64 KiB at a time: one write per 65,536 reads)
  *                                  getppid (a syscall spinscope does not trace at all)
  * Prints "ready PID" and waits for a line on stdin (so a tracer can attach), then prints the mean
  * nanoseconds per call as JSON.
@@ -50,6 +52,15 @@ int main(int argc, char **argv)
 			if ((i & 63) == 63)
 				while (recv(sv[0], buf, sizeof(buf), MSG_DONTWAIT) > 0)
 					;
+		}
+	} else if (!strcmp(mode, "read")) {
+		static char fill[65536];
+
+		for (long i = 0; i < n; i++) {
+			if ((i & 65535) == 0 && write(drain[1], fill, sizeof(fill)) != sizeof(fill))
+				return 3;
+			if (read(drain[0], buf, 1) != 1)
+				return 3;
 		}
 	} else {
 		for (long i = 0; i < n; i++)
