@@ -19,7 +19,7 @@ import pytest
 from prometheus_client import CollectorRegistry, Gauge
 
 from certs import Authority
-from spinscope import webconfig
+from spinscope import exporter, webconfig
 from spinscope.cli import main
 from spinscope.errors import UsageError
 from paths import ROOT
@@ -354,6 +354,10 @@ def test_tls_and_basic_auth(pki, hashed, tmp_path):
         assert headers["X-Content-Type-Options"] == "nosniff"
         assert 'spinscope_exporter_auth_failures_total{reason="wrong"} 2.0' in body
         assert "spinscope_exporter_auth_failures_created" not in body  # like the exporter's own families
+        # The family is exporter.METRICS's (a name is a contract): its help and labels, written only with users.
+        spec = exporter.FAMILIES[webconfig.AUTH_FAILURES]
+        assert spec.when and spec.labels == ("reason",)
+        assert f"# HELP spinscope_exporter_auth_failures_total {spec.help}" in body
         if shutil.which("promtool"):
             check = subprocess.run(["promtool", "check", "metrics"], input=body, capture_output=True, text=True)
             assert check.returncode == 0, check.stdout + check.stderr

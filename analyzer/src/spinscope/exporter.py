@@ -51,6 +51,7 @@ class Family:
     kind: str  # counter, gauge, histogram
     help: str
     labels: tuple
+    when: str = ""  # written only then (a configuration that adds it); "": always, by families()
 
 
 METRICS = (
@@ -105,14 +106,20 @@ METRICS = (
            GROUP),
     Family("spinscope_runqueue_wait_seconds", "counter", "Time runnable but waiting for a CPU.", GROUP),
     Family("spinscope_cpu_seconds", "counter", "Time on CPU while traced.", GROUP),
+    Family("spinscope_exporter_auth_failures", "counter",
+           "Requests refused for their basic-auth credentials (401): missing (none, or not Basic), wrong (an "
+           "unknown user or a wrong password).", ("reason",), when="--web-config with basic_auth_users"),
 )
 FAMILIES = {family.name: family for family in METRICS}
 
 
-def sample_names() -> set:
-    """Every sample name the exposition can hold (counters' _total, histograms' _bucket/_sum/_count)."""
+def sample_names(conditional: bool = True) -> set:
+    """Every sample name the exposition can hold (counters' _total, histograms' _bucket/_sum/_count);
+    without `conditional`, only those of the families always written (Family.when empty)."""
     names = set()
     for family in METRICS:
+        if family.when and not conditional:
+            continue
         if family.kind == "counter":
             names.add(family.name + "_total")
         elif family.kind == "histogram":
@@ -247,7 +254,7 @@ def families(views: list, selectors: dict):
     from spinscope import counters as counts
 
     made = {}
-    for family in METRICS:
+    for family in (f for f in METRICS if not f.when):
         cls = {"counter": CounterMetricFamily, "gauge": GaugeMetricFamily, "histogram": HistogramMetricFamily}[family.kind]
         made[family.name] = cls(family.name, family.help, labels=list(family.labels))
 

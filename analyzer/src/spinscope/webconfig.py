@@ -462,8 +462,8 @@ class RateLimit:
 
 
 class AuthFailures:
-    """spinscope_exporter_auth_failures_total{reason}: a collector like the exporter's own (no _created
-    series), both reasons from 0 so that rate() sees the first failure."""
+    """spinscope_exporter_auth_failures_total{reason}, as exporter.METRICS names it: a collector like the
+    exporter's own (no _created series), both reasons from 0 so that rate() sees the first failure."""
 
     def __init__(self):
         self.counts = dict.fromkeys(AUTH_FAILURE_REASONS, 0)
@@ -479,9 +479,10 @@ class AuthFailures:
     def collect(self):
         from prometheus_client.core import CounterMetricFamily
 
-        family = CounterMetricFamily(AUTH_FAILURES, "Requests refused for their basic-auth credentials (401): "
-                                     "missing (none, or not Basic), wrong (an unknown user or a wrong password).",
-                                     labels=["reason"])
+        from spinscope.exporter import FAMILIES
+
+        spec = FAMILIES[AUTH_FAILURES]
+        family = CounterMetricFamily(spec.name, spec.help, labels=list(spec.labels))
         with self.lock:
             for reason, count in self.counts.items():
                 family.add_metric([reason], count)
