@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
 import pytest
 
 import captures
+from spinscope.collector import COLLECTOR_ENV
 
 
 @pytest.fixture
@@ -27,3 +29,17 @@ def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
 @pytest.fixture
 def cli():
     return run_cli
+
+
+@pytest.fixture
+def stand_in_collector(tmp_path):
+    """make(then="") -> (ran, env): a collector that is a script (SPINSCOPE_COLLECTOR in env), which writes
+    its arguments to `ran` when it runs, then runs the shell lines `then`. No root needed; a command line
+    refused before the collector starts leaves no `ran`."""
+    def make(then: str = ""):
+        ran = tmp_path / "ran"
+        script = tmp_path / "spinscope-collector"
+        script.write_text(f'#!/bin/sh\necho "$@" > {ran}\n{then}')
+        script.chmod(0o755)
+        return ran, {**os.environ, COLLECTOR_ENV: str(script)}
+    return make

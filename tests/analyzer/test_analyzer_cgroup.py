@@ -11,7 +11,6 @@ import pytest
 
 import captures
 from spinscope.capture import layout_differences, load
-from spinscope.collector import COLLECTOR_ENV
 from spinscope.errors import SpinscopeError
 from spinscope.record import cgroup_dir
 
@@ -154,12 +153,8 @@ def test_no_cgroup2_mount(tmp_path):
 
 
 @pytest.fixture
-def collector(tmp_path):
-    ran = tmp_path / "ran"
-    script = tmp_path / "spinscope-collector"
-    script.write_text(f"#!/bin/sh\necho \"$@\" > {ran}\n")
-    script.chmod(0o755)
-    return ran, {**os.environ, COLLECTOR_ENV: str(script)}
+def collector(stand_in_collector):
+    return stand_in_collector()
 
 
 @pytest.mark.parametrize("options, message", [

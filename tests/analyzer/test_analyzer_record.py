@@ -11,15 +11,10 @@ from spinscope.collector import COLLECTOR_ENV
 
 
 @pytest.fixture
-def collector(tmp_path):
+def collector(stand_in_collector):
     """A stand-in collector: records its arguments in `ran`, prints a line naming a hostile target on
     stderr, and exits without probes (so record waits for nothing)."""
-    ran = tmp_path / "ran"
-    script = tmp_path / "spinscope-collector"
-    script.write_text(f"#!/bin/sh\necho \"$@\" > {ran}\n"
-                      "printf 'spinscope-collector: attached to PID 1 ([/]\\033[31m)\\n' >&2\n")
-    script.chmod(0o755)
-    return ran, {**os.environ, COLLECTOR_ENV: str(script)}
+    return stand_in_collector("printf 'spinscope-collector: attached to PID 1 ([/]\\033[31m)\\n' >&2\n")
 
 
 @pytest.mark.parametrize("options, message", [

@@ -159,13 +159,9 @@ def test_a_usage_error_is_a_spinscope_error_with_exit_2():
 
 
 @pytest.fixture
-def stand_in(tmp_path):
+def stand_in(stand_in_collector):
     """A collector that leaves a mark if run: a refused command line must not start it."""
-    ran = tmp_path / "ran"
-    script = tmp_path / "spinscope-collector"
-    script.write_text(f"#!/bin/sh\ntouch {ran}\n")
-    script.chmod(0o755)
-    return ran, {**os.environ, COLLECTOR_ENV: str(script)}
+    return stand_in_collector()
 
 
 @pytest.mark.parametrize("verb", SPECS)
