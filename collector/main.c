@@ -7,9 +7,10 @@
  * writes the capture; --ready-fd tells a parent the moment they are. With `-- COMMAND` the target is a
  * command the collector starts itself, held before its exec until the probes are live (command.c).
  *
- * main() is a session: start (host checks, target, output, load, attach), record, write, end; every
+ * main() is a session: start (host checks, target, output, load, attach), go, record, write, end; every
  * way out of it goes through session_end(), the one clean-up path. The options are options.c's table;
- * attaching is attach.c, where the capture goes output.c, what a session holds session.c/session.h.
+ * attaching is attach.c, where the capture goes output.c, what a session holds session.c/session.h, and
+ * the command's part (started first, released at go, ended after the capture) command.c.
  *
  * Exit status: 0 capture written (or --check passed), 1 capture could not be made, 2 usage error. With
  * a COMMAND, once it ran: its exit status (128+N if signal N killed it), like time(1) and perf record; 1
@@ -26,8 +27,6 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -68,11 +67,6 @@ static void iso_now(char *buf, size_t len)
 	gmtime_r(&ts.tv_sec, &tm);
 	strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm);
 	snprintf(buf, len, "%.20s.%03dZ", base, (int)(ts.tv_nsec / 1000000));
-}
-
-static int pidfd_open(int pid)
-{
-	return syscall(SYS_pidfd_open, pid, 0);
 }
 
 /* A name the target chose, fit for a terminal: every byte outside printable ASCII as '?' (it may hold
@@ -399,24 +393,25 @@ static const char *rows_phrase(const struct snapshot *snap, char *buf, size_t le
 	return buf;
 }
 
-static void report_written(const struct session *s, const struct options *o, const struct command *c)
+/* What ended the capture, when the target did: the cgroup removed, the command or the process exited. */
+static void say_target_exited(const struct session *s, const struct options *o, const struct command *c)
 {
-	const struct global_stats *g = &s->final.globals;
-	char path[256], rows[96];
+	char path[256];
 
-	if (o->quiet)
+	if (strcmp(s->meta.end_reason, "target-exited") != 0)
 		return;
-	if (!strcmp(s->meta.end_reason, "target-exited") && o->cgroup_arg)
+	if (o->cgroup_arg)
 		fprintf(stderr, PROG ": target cgroup %s was removed after %.1f s\n",
 			printable(o->cgroup.path, path, sizeof(path)), s->meta.duration_s);
-	else if (!strcmp(s->meta.end_reason, "target-exited") && o->command && WIFSIGNALED(c->status))
-		fprintf(stderr, PROG ": the command (PID %d) was killed by signal %d after %.1f s\n", o->pid,
-			WTERMSIG(c->status), s->meta.duration_s);
-	else if (!strcmp(s->meta.end_reason, "target-exited") && o->command)
-		fprintf(stderr, PROG ": the command (PID %d) exited with status %d after %.1f s\n", o->pid,
-			command_exit_status(c), s->meta.duration_s);
-	else if (!strcmp(s->meta.end_reason, "target-exited"))
+	else if (o->command)
+		command_say_exit(c, s);
+	else
 		fprintf(stderr, PROG ": target PID %d exited after %.1f s\n", o->pid, s->meta.duration_s);
+}
+
+/* A map that was full dropped what it could not hold: the counts are lower bounds, and by how much. */
+static void warn_drops(const struct global_stats *g)
+{
 	if (0
 #define X(name) || g->drops_##name
 	    SPINSCOPE_DROPS(X)
@@ -428,62 +423,77 @@ static void report_written(const struct session *s, const struct options *o, con
 #undef X
 		fputc('\n', stderr);
 	}
+}
+
+/* The capture is written: what ended it, what it dropped, and the closing line with its counts. */
+static void report_written(const struct session *s, const struct options *o, const struct command *c)
+{
+	char rows[96];
+
+	if (o->quiet)
+		return;
+	say_target_exited(s, o, c);
+	warn_drops(&s->final.globals);
 	fprintf(stderr, PROG ": %s%s: %s%llu requests, %.1f s (%s)\n", o->output ? "wrote " : "",
 		o->output ? o->output : "streamed", rows_phrase(&s->final, rows, sizeof(rows)),
 		(unsigned long long)s->final.requests.sum.count, s->meta.duration_s, s->meta.end_reason);
 }
 
-/* --check: the host checks, then loading and attaching the probes to this process. */
+/* --check's last two checks: loading the probes, and attaching them to this process. */
+static void check_probes(struct options *o, struct check *load, struct check *attach)
+{
+	struct session s = SESSION_INIT;
+	__u64 begin = monotonic_ns();
+	int ret;
+
+	o->pid = getpid();
+	s.meta.pid = o->pid;
+	ret = session_attach(&s, o);
+	if (!s.links) /* failed before attaching: opening or loading */
+		check_fail(load, "run with -v for libbpf's log (the verifier's output)", "%s", s.error);
+	else
+		check_pass(load, "the BPF programs pass the verifier on this kernel");
+	if (s.links && ret)
+		check_fail(attach, "see the kernel's message above", "%s", s.error);
+	else if (s.links)
+		check_pass(attach, "%zu probes live in %.3f s", s.nlinks, (monotonic_ns() - begin) / 1e9);
+	else
+		check_skip(attach, "the programs did not load");
+	session_end(&s);
+}
+
+/* --check: the host checks, then loading and attaching the probes to this process. 0 if all passed, or 1. */
 static int run_check(struct options *o)
 {
 	struct check checks[HOST_CHECKS + 2];
 	struct check *load = &checks[HOST_CHECKS], *attach = &checks[HOST_CHECKS + 1];
-	struct session s = { .signal_fd = -1, .target_fd = -1, .out_fd = -1, .journal_fd = -1 };
-	const struct check *failed = host_checks(checks);
+	const struct check *failed = NULL;
 	size_t n = HOST_CHECKS + 2;
-	__u64 begin = monotonic_ns();
-	int ret;
 
 	*load = (struct check){ .name = "probes load" };
 	*attach = (struct check){ .name = "probes attach" };
-	if (failed) {
+	if (host_checks(checks)) {
 		check_skip(load, "the host checks above failed");
 		check_skip(attach, "the host checks above failed");
 	} else {
-		o->pid = getpid();
-		s.meta.pid = o->pid;
-		ret = session_attach(&s, o);
-		if (!s.links) /* failed before attaching: opening or loading */
-			check_fail(load, "run with -v for libbpf's log (the verifier's output)", "%s", s.error);
-		else
-			check_pass(load, "the BPF programs pass the verifier on this kernel");
-		if (s.links && ret)
-			check_fail(attach, "see the kernel's message above", "%s", s.error);
-		else if (s.links)
-			check_pass(attach, "%zu probes live in %.3f s", s.nlinks, (monotonic_ns() - begin) / 1e9);
-		else
-			check_skip(attach, "the programs did not load");
-		session_end(&s);
+		check_probes(o, load, attach);
 	}
+	for (size_t i = 0; i < n && !failed; i++)
+		if (!checks[i].ok)
+			failed = &checks[i];
 	if (o->json) {
 		checks_print_json(stdout, checks, n);
-	} else {
-		for (size_t i = 0; i < n; i++)
-			fprintf(stderr, PROG ": check %s: %s: %s%s%s\n", checks[i].name,
-				checks[i].ok ? "ok" : checks[i].skipped ? "skipped" : "FAILED", checks[i].detail,
-				checks[i].remedy[0] && !checks[i].ok ? "; " : "",
-				checks[i].ok ? "" : checks[i].remedy);
+		return failed ? 1 : 0;
 	}
-	for (size_t i = 0; i < n; i++) {
-		if (!checks[i].ok) {
-			if (!o->json)
-				fprintf(stderr, PROG ": error: check failed: %s\n", checks[i].detail);
-			return 1;
-		}
-	}
-	if (!o->json)
+	for (size_t i = 0; i < n; i++)
+		fprintf(stderr, PROG ": check %s: %s: %s%s%s\n", checks[i].name,
+			checks[i].ok ? "ok" : checks[i].skipped ? "skipped" : "FAILED", checks[i].detail,
+			checks[i].remedy[0] && !checks[i].ok ? "; " : "", checks[i].ok ? "" : checks[i].remedy);
+	if (failed)
+		fprintf(stderr, PROG ": error: check failed: %s\n", failed->detail);
+	else
 		fprintf(stderr, PROG ": check passed: the probes load and attach on this kernel\n");
-	return 0;
+	return failed ? 1 : 0;
 }
 
 /* The collector's messages to --log-fd instead of stderr: the command started before keeps this stderr. */
@@ -497,173 +507,87 @@ static void log_to(int fd)
 	close(fd);
 }
 
-/* -- COMMAND: found and started, held before its exec. 0, or -errno (command_failed says it). */
-static int command_begin(struct command *c, const struct options *o)
+/* With --stream and no --output no file is written; without either, spinscope-PID.json (or -cgroup-ID). */
+static void default_output(struct options *o, char *buf, size_t len)
 {
-	int close_fds[4], n = 0, err;
-
-	/* the descriptors given to the collector are not the command's */
-	for (int i = 0, given[] = { o->ready_fd, o->stream_fd, o->log_fd }; i < 3; i++)
-		if (given[i] >= 0)
-			close_fds[n++] = given[i];
-	close_fds[n] = -1;
-	err = command_find(c);
-	return err ? err : command_start(c, close_fds);
-}
-
-/* Why the command could not start, and the exit status that says so: a shell's when it was not found or is
- * not executable (command_find's errors), 1 when starting it failed (pipe2, fork). */
-static int command_failed(const struct command *c, int err)
-{
-	if (err == -ENOENT || err == -EACCES || err == -EISDIR || err == -ENAMETOOLONG) {
-		fprintf(stderr, PROG ": error: cannot run %s: %s\n", c->argv[0],
-			err == -ENOENT ? "command not found" : strerror(-err));
-		return err == -ENOENT ? EXIT_NOT_FOUND : EXIT_NOT_EXECUTABLE;
-	}
-	fprintf(stderr, PROG ": error: cannot start %s: %s\n", c->argv[0], strerror(-err));
-	return 1;
-}
-
-/* The signals that ended the capture or came since, passed on to the command: SIGTERM, which is sent to one
- * process. Not SIGINT and SIGHUP: the terminal sends them (Ctrl-C, a hangup) to its whole foreground group,
- * the command included, and a second SIGINT means "now, without cleaning up" to many servers. */
-static void pass_signals_on(const struct session *s, const struct command *c)
-{
-	struct signalfd_siginfo si;
-
-	while (read(s->signal_fd, &si, sizeof(si)) == sizeof(si))
-		if (si.ssi_signo == SIGTERM)
-			kill(c->pid, SIGTERM);
-}
-
-/*
- * Has the process that started us (--exit-with-parent) died? Its death's SIGHUP (PR_SET_PDEATHSIG) comes
- * when the thread that started us exits, and while its other threads are still exiting we are theirs:
- * getppid() still says the parent (1 run in 5 of a multi-threaded spinscope killed outright). So: a
- * parent still ours is gone when its pidfd says so within a second.
- */
-static bool parent_gone(const struct options *o)
-{
-	struct pollfd fd = { -1, POLLIN, 0 };
-	bool gone;
-
-	if (!o->exit_with_parent)
-		return false;
-	if (getppid() != o->parent)
-		return true;
-	fd.fd = pidfd_open(o->parent);
-	if (fd.fd < 0)
-		return errno == ESRCH;
-	gone = poll(&fd, 1, 1000) == 1;
-	close(fd.fd);
-	return gone;
-}
-
-/*
- * The capture is written (or failed) and the probes detached: wait for the command. If it outlived the
- * capture, it is asked to end with SIGTERM, as perf record does: at --duration, when the stream's reader
- * has gone, when the process that started us died (--exit-with-parent), or on a SIGTERM (passed on).
- * After a SIGINT or a SIGHUP it is only waited for: it had its own (pass_signals_on).
- */
-static void command_end(struct session *s, const struct options *o, struct command *c)
-{
-	bool said = false;
-
-	if (command_reaped(c))
+	if (o->output || o->stream_fd >= 0)
 		return;
-	if (strcmp(s->meta.end_reason, "signal") != 0 || parent_gone(o))
-		kill(c->pid, SIGTERM);
-	for (;;) {
-		struct pollfd fds[2] = { { s->signal_fd, POLLIN, 0 }, { s->target_fd, POLLIN, 0 } };
+	if (o->cgroup_arg)
+		snprintf(buf, len, "spinscope-cgroup-%llu.json", (unsigned long long)o->cgroup.id);
+	else
+		snprintf(buf, len, "spinscope-%d.json", o->pid);
+	o->output = buf;
+}
 
-		pass_signals_on(s, c);
-		if (command_reaped(c))
-			return;
-		/* Said once it has taken a second: most commands end at once. */
-		if (poll(fds, 2, said || o->quiet ? -1 : 1000) == 0) {
-			fprintf(stderr, PROG ": the capture has ended; waiting for the command (PID %d) to exit\n",
-				c->pid);
-			said = true;
-		}
-	}
+/* The probes are live: what the target did before was not counted, what it does from now on is. */
+static void say_live(const struct session *s, const struct options *o, __u64 launched)
+{
+	double attach_s = (s->meta.start_mono_ns - launched) / 1e9;
+	char name[256];
+
+	if (!o->quiet && o->cgroup_arg)
+		fprintf(stderr, PROG ": attached to cgroup %s (id %llu): %zu probes live in %.3f s\n",
+			printable(o->cgroup.path, name, sizeof(name)), (unsigned long long)o->cgroup.id, s->nlinks,
+			attach_s);
+	else if (!o->quiet)
+		fprintf(stderr, PROG ": %s PID %d (%s): %zu probes live in %.3f s\n",
+			o->command ? "started" : "attached to", o->pid, printable(s->meta.comm, name, sizeof(name)),
+			s->nlinks, attach_s);
+	announce_ready(o->ready_fd, s, attach_s);
+}
+
+/* The capture starts: its clock, the command let run (it execs now), and whoever waits for it told. 0, or
+ * fail(). */
+static int session_go(struct session *s, const struct options *o, struct command *c, __u64 launched)
+{
+	int ret;
+
+	s->meta.start_mono_ns = monotonic_ns();
+	iso_now(s->meta.start_time, sizeof(s->meta.start_time));
+	intervals_init(&s->intervals, s->meta.start_mono_ns);
+	if (o->command && (ret = command_go(c, s)))
+		return ret;
+	say_live(s, o, launched);
+	return 0;
 }
 
 int main(int argc, char **argv)
 {
 	__u64 launched = monotonic_ns();
-	struct session s = { .signal_fd = -1, .target_fd = -1, .out_fd = -1, .journal_fd = -1 };
-	struct command command = { .go_fd = -1, .exec_fd = -1, .status = -1 };
-	char default_out[64], comm[256];
+	struct session s = SESSION_INIT;
+	struct command command = COMMAND_INIT;
+	char default_out[64];
 	struct options o;
-	int ret = 0, exec_err = 0;
+	int ret = 0;
 
 	options_parse(argc, argv, &o);
 	verbose_libbpf = o.verbose;
 	libbpf_set_print(libbpf_print);
 	if (o.check)
 		return run_check(&o);
-	if (o.command) {
-		/* First, so the command gets this process's signal dispositions and mask and stderr, before ours
-		 * change. */
-		command.argv = o.command;
+	if (o.command) /* first, before this process's signal dispositions, mask and stderr change */
 		ret = command_begin(&command, &o);
-	}
 	log_to(o.log_fd);
-	if (o.command && ret)
+	if (ret)
 		return command_failed(&command, ret);
-	if (o.command) {
-		o.pid = command.pid;
-		o.command_path = command.path;
-	}
 	/* A reader gone is EPIPE, not death: the stream's ends the capture cleanly; our messages' (the spinscope
 	 * that started us killed outright) leaves the capture to be written and a command to be ended. */
 	signal(SIGPIPE, SIG_IGN);
-	if (!o.output && o.stream_fd < 0) { /* with --stream and no --output, no file is written */
-		if (o.cgroup_arg)
-			snprintf(default_out, sizeof(default_out), "spinscope-cgroup-%llu.json",
-				 (unsigned long long)o.cgroup.id);
-		else
-			snprintf(default_out, sizeof(default_out), "spinscope-%d.json", o.pid);
-		o.output = default_out;
-	}
+	default_output(&o, default_out, sizeof(default_out));
 
 	ret = session_start(&s, &o);
+	if (ret == 0)
+		ret = session_go(&s, &o, &command, launched);
 	if (ret == 0) {
-		s.meta.start_mono_ns = monotonic_ns();
-		iso_now(s.meta.start_time, sizeof(s.meta.start_time));
-		intervals_init(&s.intervals, s.meta.start_mono_ns);
-		if (o.command && (exec_err = command_release(&command)) != 0)
-			ret = fail(&s, exec_err, "cannot run %s: %s", o.command_path, strerror(-exec_err));
-	}
-	if (ret == 0) {
-		if (!o.quiet && o.cgroup_arg)
-			fprintf(stderr, PROG ": attached to cgroup %s (id %llu): %zu probes live in %.3f s\n",
-				printable(o.cgroup.path, comm, sizeof(comm)), (unsigned long long)o.cgroup.id,
-				s.nlinks, (s.meta.start_mono_ns - launched) / 1e9);
-		else if (!o.quiet)
-			fprintf(stderr, PROG ": %s PID %d (%s): %zu probes live in %.3f s\n",
-				o.command ? "started" : "attached to", o.pid, printable(s.meta.comm, comm, sizeof(comm)),
-				s.nlinks, (s.meta.start_mono_ns - launched) / 1e9);
-		announce_ready(o.ready_fd, &s, (s.meta.start_mono_ns - launched) / 1e9);
 		session_record(&s, &o);
-		if (o.command && !strcmp(s.meta.end_reason, "target-exited"))
-			command_wait(&command); /* it has exited: its status, for the report */
+		command_ended_capture(&command, &s);
 		ret = session_write(&s, &o);
 	}
 	if (ret == 0)
 		report_written(&s, &o, &command);
 	else
 		fprintf(stderr, PROG ": error: %s\n", s.error);
-	if (command.released && command.status < 0) {
-		session_detach(&s);
-		command_end(&s, &o, &command);
-	} else {
-		command_abandon(&command);
-	}
+	command_finish(&command, &s, &o);
 	session_end(&s);
-	if (exec_err)
-		return exec_err == -ENOENT ? EXIT_NOT_FOUND : EXIT_NOT_EXECUTABLE;
-	if (o.command && command.released && ret == 0)
-		return command_exit_status(&command);
-	return ret ? 1 : 0;
+	return o.command ? command_session_status(&command, ret) : ret ? 1 : 0;
 }

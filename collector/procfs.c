@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -258,4 +259,9 @@ int proc_for_each_descendant(int pid, void (*fn)(int pid, void *arg), void *arg)
 	free(pids);
 	free(parents);
 	return found;
+}
+
+int pidfd_open(int pid)
+{
+	return syscall(SYS_pidfd_open, pid, 0);
 }

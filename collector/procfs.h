@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
-/* What the collector reads from /proc about its target. */
+/* What the collector reads from /proc about its target, and the pidfd that watches it. */
 #ifndef SPINSCOPE_PROCFS_H
 #define SPINSCOPE_PROCFS_H
 
@@ -33,6 +33,9 @@ int proc_for_each_thread(int pid, void (*fn)(int tid, void *arg), void *arg);
 /* Call fn(pid, arg) for every descendant process of pid (children, their children, ...).
  * Returns the number found, or -errno. */
 int proc_for_each_descendant(int pid, void (*fn)(int pid, void *arg), void *arg);
+
+/* A pidfd for process pid (pidfd_open(2): glibc has no wrapper before 2.36), or -1 with errno set. */
+int pidfd_open(int pid);
 
 /* Whether the running kernel was built with option=y (/proc/config.gz or /boot/config-RELEASE).
  * Returns 1 or 0, or -1 when no kernel config can be read. */

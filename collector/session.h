@@ -35,6 +35,9 @@ struct session {
 	char error[512]; /* why the session failed, one line */
 };
 
+/* A session that holds nothing yet. */
+#define SESSION_INIT { .signal_fd = -1, .target_fd = -1, .out_fd = -1, .journal_fd = -1 }
+
 /* Say why the session failed (s->error) and give err back (-1 if 0): `return fail(s, err, ...)`. */
 int fail(struct session *s, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
