@@ -38,7 +38,7 @@ struct options {
 	int stream_fd; /* -1, or where to write the capture so far as a line after each interval (--stream) */
 	int log_fd;    /* -1, or where the collector's messages go instead of stderr (--log-fd) */
 	char **command; /* `-- COMMAND [ARG...]`: run it and trace it (NULL-terminated), or NULL */
-	const char *command_path; /* the command's executable, as found on $PATH (main.c) */
+	const char *command_path; /* the command's executable, as found on $PATH (command.c) */
 	bool verbose;
 	bool quiet;
 };

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * One run of the collector (main.c): what it holds (session.c), and attaching the probes (attach.c).
+ * One run of the collector (main.c): what it holds (session.c), attaching the probes (attach.c), the
+ * record loop and the final capture (record.c), where the capture goes (output.c).
  */
 #ifndef SPINSCOPE_SESSION_H
 #define SPINSCOPE_SESSION_H
@@ -52,6 +53,12 @@ void session_end(struct session *s);
  * 0, or fail(). Detaching is left to session_end().
  */
 int session_attach(struct session *s, const struct options *o);
+
+/* The record loop (record.c): count until the duration ends, a signal comes or the target exits (which,
+ * s->meta.end_reason says), with interval snapshots, checkpoints and drained exited threads. */
+void session_record(struct session *s, const struct options *o);
+/* The final read and the capture written (and streamed). 0, or fail(). */
+int session_write(struct session *s, const struct options *o);
 
 /* Where the capture goes (output.c). Each 0, or fail(), unless it says otherwise. */
 /* Whether o->output can be written, known before the capture: a temporary file made and removed. */
