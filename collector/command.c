@@ -264,7 +264,7 @@ static bool parent_gone(const struct options *o)
 		return false;
 	if (getppid() != o->parent)
 		return true;
-	fd.fd = pidfd_open(o->parent);
+	fd.fd = proc_pidfd(o->parent);
 	if (fd.fd < 0)
 		return errno == ESRCH;
 	gone = poll(&fd, 1, 1000) == 1;

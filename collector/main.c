@@ -122,7 +122,7 @@ static int watch_target(struct session *s, const struct options *o)
 				    s->target_fd == -ENOENT ? "it was removed before the probes were attached"
 							    : strerror(-s->target_fd));
 	} else {
-		s->target_fd = pidfd_open(o->pid);
+		s->target_fd = proc_pidfd(o->pid);
 		if (s->target_fd < 0)
 			return fail(s, -errno, "cannot watch process %d: %s", o->pid,
 				    errno == ESRCH ? "it exited before the probes were attached" : strerror(errno));

@@ -261,7 +261,7 @@ int proc_for_each_descendant(int pid, void (*fn)(int pid, void *arg), void *arg)
 	return found;
 }
 
-int pidfd_open(int pid)
+int proc_pidfd(int pid)
 {
 	return syscall(SYS_pidfd_open, pid, 0);
 }

@@ -34,8 +34,8 @@ int proc_for_each_thread(int pid, void (*fn)(int tid, void *arg), void *arg);
  * Returns the number found, or -errno. */
 int proc_for_each_descendant(int pid, void (*fn)(int pid, void *arg), void *arg);
 
-/* A pidfd for process pid (pidfd_open(2): glibc has no wrapper before 2.36), or -1 with errno set. */
-int pidfd_open(int pid);
+/* A pidfd for process pid (pidfd_open(2), which glibc wraps only from 2.36), or -1 with errno set. */
+int proc_pidfd(int pid);
 
 /* Whether the running kernel was built with option=y (/proc/config.gz or /boot/config-RELEASE).
  * Returns 1 or 0, or -1 when no kernel config can be read. */
