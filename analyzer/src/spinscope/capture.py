@@ -71,13 +71,13 @@ REQUEST_SUMS = ("count", "write_calls", "write_eagain", "write_partial", "spin_r
 SCHEMA2_REQUEST_SUMS = frozenset(("spin_retries", "spin_eagain", "write_waited", "duration_ns", "cross_thread"))
 # requests.hist: SPINSCOPE_REQUEST_HISTS.
 REQUEST_HISTS = ("write_calls", "write_eagain", "write_bytes", "duration_ns")
-# drops: SPINSCOPE_DROPS. Schema 3 added the execs map's drops, schema 4 the exited threads', schema 5
-# the listeners'.
+# drops: SPINSCOPE_DROPS.
 DROP_KEYS = ("threads", "sockets", "wakeup_edges", "pids", "exited", "execs", "listeners")
-DROPS_SINCE = {"execs": 3, "exited": 4, "listeners": 5}
-# The schema that added each key of those lists that schema 1 lacked (the others: 1).
+# The schema that added each key of those lists that schema 1 lacked (the others: 1), by name: a name in
+# two lists (write_waited, a counter and a request sum) came with the same schema in both. Schema 3 added
+# the execs map's drops, schema 4 the exited threads', schema 5 the listeners'.
 SINCE = {**dict.fromkeys(SCHEMA2_COUNTERS | SCHEMA2_REQUEST_SUMS, 2), **dict.fromkeys(SCHEMA4_COUNTERS, 4),
-         **dict.fromkeys(SCHEMA5_COUNTERS, 5)}
+         **dict.fromkeys(SCHEMA5_COUNTERS, 5), "execs": 3, "exited": 4, "listeners": 5}
 # What a waker was doing (wakeups[].mechanism); "unknown" in schema 1 captures.
 MECHANISMS = ("futex", "io", "mm", "exit", "other")
 
@@ -156,7 +156,8 @@ KEYS: tuple[Key, ...] = (
     Key("threads_folded[]", "last_exit_s", SECONDS, 4), *_rows("threads_folded[]", COUNTERS, since=4),
     Key("threads_folded[]", "poll_events_hist", HISTOGRAM, 4),
 
-    *_rows("totals", COUNTERS, required=True), *_rows("totals", ("threads_seen", "threads_exited", "processes_created")),
+    *_rows("totals", COUNTERS, required=True),
+    *_rows("totals", ("threads_seen", "threads_exited", "processes_created")),
 
     Key("wakeups[]", "waker_tid", required=True), Key("wakeups[]", "wakee_tid", required=True),
     Key("wakeups[]", "mechanism", TEXT), Key("wakeups[]", "count", required=True),
@@ -175,9 +176,9 @@ KEYS: tuple[Key, ...] = (
     *_rows("intervals[]", ("requests", "wakeups_in_process"), required=True),
     Key("intervals[]", "counters", OBJECT, required=True), Key("intervals[]", "drops", OBJECT, 4),
     *_rows("intervals[].counters", COUNTERS, required=True),
-    *(Key("intervals[].drops", key, COUNT, max(4, DROPS_SINCE.get(key, 1))) for key in DROP_KEYS),
+    *_rows("intervals[].drops", DROP_KEYS, 4),
 
-    *(Key("drops", key, COUNT, DROPS_SINCE.get(key, 1)) for key in DROP_KEYS),
+    *_rows("drops", DROP_KEYS),
 )
 # KEYS by the object that holds them ({path: (Key, ...)}, in the document's order), and their names.
 ROWS = {path: tuple(row for row in KEYS if row.path == path) for path in dict.fromkeys(row.path for row in KEYS)}
@@ -190,7 +191,8 @@ INTERVAL_KEYS = LAYOUT["intervals[]"]  # SPINSCOPE_INTERVAL_FIELDS
 def layout_differences(doc: Any) -> list:
     """How the keys of a capture document differ from KEYS (as of the document's schema): one line per
     object path whose keys are not exactly those (the elements of a list merged; a block inside a list
-    that is empty in this document, a null one or one newer than its schema is not missing). [] for a document the collector wrote."""
+    that is empty in this document, a null one or one newer than its schema is not missing). [] for a
+    document the collector wrote."""
     schema = doc.get("schema", SCHEMA) if isinstance(doc, dict) else SCHEMA
     found: dict = {}
     null: set = set()  # blocks that are null here (target.cgroup of a PID's capture)
