@@ -271,11 +271,23 @@ def _is_seconds(value: Any) -> bool:
     return _is_number(value) and value >= 0
 
 
+def _is_text(value: Any) -> bool:
+    """A string that is Unicode text: JSON's \\ud800 escapes can make lone surrogates, which are not."""
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+# What each kind accepts.
 IS_KIND = {
     COUNT: _is_count,
     SECONDS: _is_seconds,
     SECONDS_OR_NULL: lambda value: value is None or _is_seconds(value),
-    TEXT: lambda value: _is_text(value),
+    TEXT: _is_text,
     TEXT_OR_NULL: lambda value: value is None or _is_text(value),
     TEXTS_OR_NULL: lambda value: value is None or isinstance(value, list) and all(map(_is_text, value)),
     BOOL: lambda value: isinstance(value, bool),
@@ -286,17 +298,6 @@ IS_KIND = {
                               and all(map(_is_count, value))),
     COUNTS: lambda value: isinstance(value, list) and all(map(_is_count, value)),
 }
-
-
-def _is_text(value: Any) -> bool:
-    """A string that is Unicode text: JSON's \\ud800 escapes can make lone surrogates, which are not."""
-    if not isinstance(value, str):
-        return False
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _short(value: Any) -> str:
