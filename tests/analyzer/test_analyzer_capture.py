@@ -124,3 +124,21 @@ def test_schema1_captures_load_with_counts_and_no_verdict(path):
     assert cap.schema == 1 and not cap.costs_measured and cap.request_count > 0
     assessment = assess(analyze(cap))
     assert assessment.labels == [] and "no verdict is drawn" in assessment.notes[0]
+
+
+def test_accessors_read_what_readers_need_with_older_schemas_defaults(capture_file):
+    """The properties readers use instead of the raw document: the fixture is schema 2, so what schema 3
+    and 4 added reads as empty or None."""
+    doc = captures.reactor_split()
+    doc["end_reason"] = "checkpoint"
+    cap = load(capture_file(doc))
+    assert (cap.target_pid, cap.target_comm, cap.target_exe, cap.target_pids) == (300, "reactor", "", [300])
+    assert cap.end_reason == "checkpoint" and cap.execs == [] and cap.threads_folded == []
+    assert cap.threads_seen == 5 and cap.threads_created == 4 and cap.threads_exited == 0
+    assert cap.collector_usage == {"cpu_s": None, "max_rss_bytes": None, "map_bytes": None}
+    doc.update(schema=4, tool=dict(doc["tool"], cpu_s=0.5, max_rss_bytes=2**20, map_bytes=4096))
+    doc["target"].update(exe="/usr/bin/reactor", execs=[{"pid": 300, "t_s": 1.0, "count": 1, "comm": "reactor",
+                                                          "filename": "/usr/bin/reactor"}])
+    cap = load(capture_file(doc, "schema4.json"))
+    assert cap.collector_usage == {"cpu_s": 0.5, "max_rss_bytes": 2**20, "map_bytes": 4096}
+    assert cap.target_exe == "/usr/bin/reactor" and [e["pid"] for e in cap.execs] == [300]

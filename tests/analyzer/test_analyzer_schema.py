@@ -96,3 +96,26 @@ def test_schema5_listeners_are_read_and_checked(capture_file):
     doc["listeners"] = [dict(LISTENER, accept_eagain=-1)]
     with pytest.raises(SpinscopeError, match=r"listeners\[0\]\.accept_eagain is not a count"):
         load(capture_file(doc, "negative.json"))
+
+
+def test_each_key_has_one_row_no_older_than_its_block():
+    """KEYS names each key once, and no key is older than the block holding it: layout_differences takes a
+    block all of whose rows are newer than a document's schema as not due (target.cgroup in schema 3)."""
+    from spinscope.capture import KEYS
+
+    assert len({(row.path, row.key) for row in KEYS}) == len(KEYS)
+    blocks = {(f"{row.path}.{row.key}" if row.path else row.key): row.since for row in KEYS}
+    assert [row for row in KEYS if row.path and row.since < blocks[row.path.removesuffix("[]")]] == []
+    assert {row.path.removesuffix("[]") for row in KEYS if row.path} <= set(blocks)
+
+
+def test_a_schema_says_which_keys_are_due():
+    """A key added by a later schema is neither missing from an older capture nor read from it."""
+    from spinscope.capture import KEYS
+
+    since = {(row.path, row.key): row.since for row in KEYS}
+    assert since[("target", "exe")] == since[("settings", "checkpoint_s")] == 3
+    assert since[("threads[]", "calls_timed")] == since[("intervals[].counters", "calls_timed")] == 4
+    assert since[("totals", "write_spin_ns")] == since[("requests.by_size[]", "duration_ns")] == 2
+    assert since[("drops", "listeners")] == since[("intervals[].drops", "listeners")] == 5
+    assert since[("intervals[].drops", "threads")] == 4 and since[("drops", "threads")] == 1

@@ -17,7 +17,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, NamedTuple
 
 from spinscope.errors import SpinscopeError
 
@@ -59,7 +59,8 @@ SCHEMA4_COUNTERS = frozenset(("calls_timed",))
 # Capture.costs_measured is False so that no verdict is drawn from the zeros.
 SCHEMA2_COUNTERS = frozenset((
     "write_eagain_ns", "write_partial_ns", "write_spin_retries", "write_spin_ns", "write_spin_eagain",
-    "write_spin_bytes", "write_first_ns", "write_first_bytes", "write_waited", "read_eagain_ns", "requests_read", "socket_switches", "responses_written", "poll_oncpu_ns", "poll_nowait",
+    "write_spin_bytes", "write_first_ns", "write_first_bytes", "write_waited", "read_eagain_ns", "requests_read",
+    "socket_switches", "responses_written", "poll_oncpu_ns", "poll_nowait",
     "poll_zero_nowait", "poll_zero_nowait_ns", "poll_zero_wait_ns", "futex_waits_req", "futex_wait_req_ns",
     "futex_oncpu_ns", "handoff_oncpu_ns", "wakeups_sent_futex", "wakeups_sent_io", "wakeups_sent_mm", "wakeups_sent_exit",
     "wakeup_wait_ns",
@@ -70,100 +71,129 @@ REQUEST_SUMS = ("count", "write_calls", "write_eagain", "write_partial", "spin_r
 SCHEMA2_REQUEST_SUMS = frozenset(("spin_retries", "spin_eagain", "write_waited", "duration_ns", "cross_thread"))
 # requests.hist: SPINSCOPE_REQUEST_HISTS.
 REQUEST_HISTS = ("write_calls", "write_eagain", "write_bytes", "duration_ns")
-BY_SIZE_KEYS = ("bytes_min", "bytes_max", *REQUEST_SUMS)
 # drops: SPINSCOPE_DROPS.
 DROP_KEYS = ("threads", "sockets", "wakeup_edges", "pids", "exited", "execs", "listeners")
-# Each entry of listeners (schema 5): the listening sockets the target called accept on.
-LISTENER_KEYS = ("inode", "family", "port", "accept_calls", "accept_ok", "accept_eagain", "processes")
-# Each entry of intervals: SPINSCOPE_INTERVAL_FIELDS.
-INTERVAL_KEYS = ("t_s", "duration_s", "requests", "wakeups_in_process", "counters", "drops")
+# The schema that added each key of those lists that schema 1 lacked (the others: 1), by name: a name in
+# two lists (write_waited, a counter and a request sum) came with the same schema in both. Schema 3 added
+# the execs map's drops, schema 4 the exited threads', schema 5 the listeners'.
+SINCE = {**dict.fromkeys(SCHEMA2_COUNTERS | SCHEMA2_REQUEST_SUMS, 2), **dict.fromkeys(SCHEMA4_COUNTERS, 4),
+         **dict.fromkeys(SCHEMA5_COUNTERS, 5), "execs": 3, "exited": 4, "listeners": 5}
+# What a waker was doing (wakeups[].mechanism); "unknown" in schema 1 captures.
+MECHANISMS = ("futex", "io", "mm", "exit", "other")
 
-# Every key the collector writes, by where it is in the document ("[]": each element of a list). The
-# tests hold this to bpf/spinscope.h's X-macros, to docs/capture-format.md and to fresh captures.
-LAYOUT = {
-    "": ("schema", "format", "tool", "target", "host", "start_time", "duration_s", "end_reason", "settings",
-         "histogram_buckets", "threads", "threads_folded", "totals", "wakeups", "requests", "listeners", "intervals",
-         "drops"),
-    "tool": ("name", "version", "cpu_s", "max_rss_bytes", "map_bytes"),
-    "target": ("pid", "cgroup", "comm", "exe", "argc", "cmdline", "follow_children", "pids", "execs"),
-    "target.cgroup": ("path", "id"),
-    "target.execs[]": ("pid", "t_s", "count", "comm", "filename"),
-    "host": ("kernel", "hostname", "ncpus"),
-    "settings": ("interval_s", "checkpoint_s", "max_threads", "max_sockets", "time_sample", "exited_rows"),
-    "threads[]": ("tid", "pid", "comm", "alive", "first_seen_s", "exit_s", *COUNTERS, "poll_events_hist"),
-    "threads_folded[]": ("pid", "comm", "threads", "first_seen_s", "last_exit_s", *COUNTERS, "poll_events_hist"),
-    "totals": (*COUNTERS, "threads_seen", "threads_exited", "processes_created"),
-    "wakeups[]": ("waker_tid", "wakee_tid", "mechanism", "count"),
-    "requests": (*REQUEST_SUMS, "unattributed_writes", "open_at_end", "hist", "by_size"),
-    "requests.hist": REQUEST_HISTS,
-    "requests.by_size[]": BY_SIZE_KEYS,
-    "listeners[]": LISTENER_KEYS,
-    "intervals[]": INTERVAL_KEYS,
-    "intervals[].counters": COUNTERS,
-    "intervals[].drops": DROP_KEYS,
-    "drops": DROP_KEYS,
-}
-# What each key's value must be, where it is not a count (a non-negative integer: every counter, sum,
-# drop and id). The loader checks every key a document has against this before reading it.
+# What a key's value must be. The names are said in the error lines ("totals.write_calls is not a count").
 (COUNT, SECONDS, SECONDS_OR_NULL, TEXT, TEXT_OR_NULL, TEXTS_OR_NULL, BOOL, OBJECT, OBJECT_OR_NULL, LIST, HISTOGRAM,
  COUNTS) = ("count", "seconds", "seconds or null", "text", "text or null", "list of text or null", "boolean",
             "object", "object or null", "list", "histogram", "list of counts")
-KINDS = {
-    "": {"schema": COUNT, "format": TEXT, "tool": OBJECT, "target": OBJECT, "host": OBJECT, "start_time": TEXT,
-         "duration_s": SECONDS, "end_reason": TEXT, "settings": OBJECT, "histogram_buckets": TEXT,
-         "threads": LIST, "threads_folded": LIST, "totals": OBJECT, "wakeups": LIST, "requests": OBJECT,
-         "listeners": LIST, "intervals": LIST,
-         "drops": OBJECT},
-    "tool": {"name": TEXT, "version": TEXT, "cpu_s": SECONDS},
-    "target": {"cgroup": OBJECT_OR_NULL, "comm": TEXT, "exe": TEXT_OR_NULL, "cmdline": TEXTS_OR_NULL,
-               "follow_children": BOOL, "pids": COUNTS, "execs": LIST},
-    "target.cgroup": {"path": TEXT},
-    "target.execs[]": {"t_s": SECONDS, "comm": TEXT, "filename": TEXT},
-    "host": {"kernel": TEXT, "hostname": TEXT_OR_NULL},
-    "settings": {"interval_s": SECONDS, "checkpoint_s": SECONDS},
-    "threads[]": {"comm": TEXT, "alive": BOOL, "first_seen_s": SECONDS, "exit_s": SECONDS_OR_NULL,
-                  "poll_events_hist": HISTOGRAM},
-    "threads_folded[]": {"comm": TEXT, "first_seen_s": SECONDS, "last_exit_s": SECONDS, "poll_events_hist": HISTOGRAM},
-    "wakeups[]": {"mechanism": TEXT},
-    "requests": {"hist": OBJECT, "by_size": LIST},
-    "requests.hist": {key: HISTOGRAM for key in REQUEST_HISTS},
-    "listeners[]": {"family": TEXT},
-    "intervals[]": {"t_s": SECONDS, "duration_s": SECONDS, "counters": OBJECT, "drops": OBJECT},
-}
 MAX_COUNT = 2**63 - 1  # int64, what other readers (pandas, the lab's tables) hold; the collector's u64 counters stay far below
 MAX_HISTOGRAM_BUCKETS = 64  # REQ_HIST_BUCKETS in bpf/spinscope.h, the largest the collector writes
 # Bigger files are refused before they are read: a 71 MiB capture (16,384 threads, 36,000 intervals)
 # takes 8.7 s and 420 MiB to report (bench/capture_scale.py), so the bound costs about 15 s and 0.8 GiB.
 MAX_CAPTURE_BYTES = int(os.environ.get("SPINSCOPE_MAX_CAPTURE_MB", "128")) * 2**20
 
-# Keys LAYOUT has that captures of an older schema lack, by the schema that added them ("block.key").
-# Schema 3: the executable and argument count instead of the arguments (now only with --cmdline, else
-# null), the processes that exec'd, the execs map's drops, the checkpoint period (end_reason "checkpoint":
-# the file a collector killed outright left); the hostname only with --hostname.
-# Schema 5: reads and writes on channels between the target's processes (socket pairs) apart, no longer
-# requests; HTTP/2 connections recognised by their preface.
-# Schema 4: calls timed 1 in settings.time_sample (the on-CPU time of calls an estimate when above 1; the
-# off-CPU part of their wall time exact), and calls already in flight at attach counted when they return;
-# a cgroup as the target (--cgroup: target.cgroup, else null; target.pid 0 then).
-# Schema 5: accept calls (per thread and per listening socket: listeners, drops.listeners), the poll wakeup
-# cycles (poll_futile, poll_futile_cycle_ns, poll_zero_cycle_ns) and the copy rate (write_copy_ns, _bytes).
-ADDED_IN = {3: ("target.exe", "target.argc", "target.execs", "drops.execs", "settings.checkpoint_s"),
-            4: ("settings.time_sample", "threads[].calls_timed", "totals.calls_timed",
-                "intervals[].counters.calls_timed", "intervals[].drops", "tool.cpu_s", "tool.max_rss_bytes",
-                "tool.map_bytes", "target.cgroup", "threads_folded", "drops.exited", "settings.exited_rows"),
-            5: ("listeners", "drops.listeners", "intervals[].drops.listeners",
-                *(f"{block}.{key}" for block in ("threads[]", "threads_folded[]", "totals", "intervals[].counters")
-                  for key in sorted(SCHEMA5_COUNTERS)))}
-# What a waker was doing (wakeups[].mechanism); "unknown" in schema 1 captures.
-MECHANISMS = ("futex", "io", "mm", "exit", "other")
+
+class Key(NamedTuple):
+    """One key of the capture document: a row of KEYS."""
+
+    path: str  # the object that holds it: "" the top level, "target.cgroup", "threads[]" (each element of threads)
+    key: str
+    kind: str = COUNT  # what its value must be
+    since: int = 1  # the schema that added it: captures of an older schema lack it (a count is then read as 0)
+    # Whether a capture (of schema `since` or later) that lacks it is refused: the keys the loader reads
+    # without a default. The collector writes every key; hand-made documents may leave the others out.
+    required: bool = False
+
+
+def _rows(path: str, keys: Iterable[str], since: int = 1, required: bool = False) -> tuple:
+    """Count rows for the keys of one of the collector's lists (its X-macros), each since `since` or the
+    schema that added it, whichever is later."""
+    return tuple(Key(path, key, COUNT, max(since, SINCE.get(key, 1)), required) for key in keys)
+
+
+# Every key the collector writes, in the document's order, by the object that holds it. This is the one
+# description of the layout: the loader checks a document against it (_check()), layout_differences()
+# compares a document's keys with it, and the tests hold it to bpf/spinscope.h's X-macros, to
+# docs/capture-format.md and to fresh captures. A new key is one row here (and one in the docs).
+# Schema 3 stored the executable and argument count instead of the arguments (now only with --cmdline,
+# else null), the processes that exec'd and the checkpoint period (end_reason "checkpoint": the file a
+# collector killed outright left). Schema 4 timed 1 call in settings.time_sample, added the collector's own
+# usage (tool), a cgroup as the target (target.cgroup, else null; target.pid 0 then), the exited threads
+# folded by process (threads_folded) and the drops per interval. Schema 5 added the listening sockets.
+KEYS: tuple[Key, ...] = (
+    Key("", "schema", required=True), Key("", "format", TEXT, required=True), Key("", "tool", OBJECT),
+    Key("", "target", OBJECT), Key("", "host", OBJECT), Key("", "start_time", TEXT),
+    Key("", "duration_s", SECONDS, required=True), Key("", "end_reason", TEXT), Key("", "settings", OBJECT),
+    Key("", "histogram_buckets", TEXT), Key("", "threads", LIST, required=True),
+    Key("", "threads_folded", LIST, 4), Key("", "totals", OBJECT, required=True),
+    Key("", "wakeups", LIST, required=True), Key("", "requests", OBJECT, required=True),
+    Key("", "listeners", LIST, 5), Key("", "intervals", LIST), Key("", "drops", OBJECT),
+
+    Key("tool", "name", TEXT), Key("tool", "version", TEXT), Key("tool", "cpu_s", SECONDS, 4),
+    Key("tool", "max_rss_bytes", since=4), Key("tool", "map_bytes", since=4),
+
+    Key("target", "pid"), Key("target", "cgroup", OBJECT_OR_NULL, 4), Key("target", "comm", TEXT),
+    Key("target", "exe", TEXT_OR_NULL, 3), Key("target", "argc", since=3), Key("target", "cmdline", TEXTS_OR_NULL),
+    Key("target", "follow_children", BOOL), Key("target", "pids", COUNTS), Key("target", "execs", LIST, 3),
+    Key("target.cgroup", "path", TEXT, 4), Key("target.cgroup", "id", since=4),
+    Key("target.execs[]", "pid", since=3), Key("target.execs[]", "t_s", SECONDS, 3),
+    Key("target.execs[]", "count", since=3), Key("target.execs[]", "comm", TEXT, 3),
+    Key("target.execs[]", "filename", TEXT, 3),
+
+    Key("host", "kernel", TEXT), Key("host", "hostname", TEXT_OR_NULL), Key("host", "ncpus"),
+
+    Key("settings", "interval_s", SECONDS), Key("settings", "checkpoint_s", SECONDS, 3),
+    Key("settings", "max_threads"), Key("settings", "max_sockets"), Key("settings", "time_sample", since=4),
+    Key("settings", "exited_rows", since=4),
+
+    Key("threads[]", "tid", required=True), Key("threads[]", "pid", required=True), Key("threads[]", "comm", TEXT),
+    Key("threads[]", "alive", BOOL), Key("threads[]", "first_seen_s", SECONDS),
+    Key("threads[]", "exit_s", SECONDS_OR_NULL),  # null while alive
+    *_rows("threads[]", COUNTERS, required=True), Key("threads[]", "poll_events_hist", HISTOGRAM),
+
+    # Threads gone beyond settings.exited_rows, summed by process and name.
+    Key("threads_folded[]", "pid", since=4), Key("threads_folded[]", "comm", TEXT, 4),
+    Key("threads_folded[]", "threads", since=4), Key("threads_folded[]", "first_seen_s", SECONDS, 4),
+    Key("threads_folded[]", "last_exit_s", SECONDS, 4), *_rows("threads_folded[]", COUNTERS, since=4),
+    Key("threads_folded[]", "poll_events_hist", HISTOGRAM, 4),
+
+    *_rows("totals", COUNTERS, required=True),
+    *_rows("totals", ("threads_seen", "threads_exited", "processes_created")),
+
+    Key("wakeups[]", "waker_tid", required=True), Key("wakeups[]", "wakee_tid", required=True),
+    Key("wakeups[]", "mechanism", TEXT), Key("wakeups[]", "count", required=True),
+
+    *_rows("requests", REQUEST_SUMS, required=True), Key("requests", "unattributed_writes"),
+    Key("requests", "open_at_end"), Key("requests", "hist", OBJECT), Key("requests", "by_size", LIST),
+    *(Key("requests.hist", key, HISTOGRAM) for key in REQUEST_HISTS),
+    *_rows("requests.by_size[]", ("bytes_min", "bytes_max", *REQUEST_SUMS), required=True),
+
+    # The listening sockets the target called accept on.
+    Key("listeners[]", "inode", since=5, required=True), Key("listeners[]", "family", TEXT, 5),
+    *_rows("listeners[]", ("port", "accept_calls", "accept_ok", "accept_eagain", "processes"), 5, required=True),
+
+    # SPINSCOPE_INTERVAL_FIELDS: each interval's deltas.
+    Key("intervals[]", "t_s", SECONDS, required=True), Key("intervals[]", "duration_s", SECONDS, required=True),
+    *_rows("intervals[]", ("requests", "wakeups_in_process"), required=True),
+    Key("intervals[]", "counters", OBJECT, required=True), Key("intervals[]", "drops", OBJECT, 4),
+    *_rows("intervals[].counters", COUNTERS, required=True),
+    *_rows("intervals[].drops", DROP_KEYS, 4),
+
+    *_rows("drops", DROP_KEYS),
+)
+# KEYS by the object that holds them ({path: (Key, ...)}, in the document's order), and their names.
+ROWS = {path: tuple(row for row in KEYS if row.path == path) for path in dict.fromkeys(row.path for row in KEYS)}
+LAYOUT = {path: tuple(row.key for row in rows) for path, rows in ROWS.items()}
+BY_SIZE_KEYS = LAYOUT["requests.by_size[]"]
+LISTENER_KEYS = LAYOUT["listeners[]"]
+INTERVAL_KEYS = LAYOUT["intervals[]"]  # SPINSCOPE_INTERVAL_FIELDS
 
 
 def layout_differences(doc: Any) -> list:
-    """How the keys of a capture document differ from LAYOUT (as of the document's schema): one line per
-    object path whose keys are not exactly LAYOUT's (the elements of a list merged; a block inside a list
-    that is empty in this document is not missing). [] for a document the collector wrote."""
+    """How the keys of a capture document differ from KEYS (as of the document's schema): one line per
+    object path whose keys are not exactly those (the elements of a list merged; a block inside a list
+    that is empty in this document, a null one or one newer than its schema is not missing). [] for a
+    document the collector wrote."""
     schema = doc.get("schema", SCHEMA) if isinstance(doc, dict) else SCHEMA
-    newer = {key for version, keys in ADDED_IN.items() if version > schema for key in keys}
     found: dict = {}
     null: set = set()  # blocks that are null here (target.cgroup of a PID's capture)
 
@@ -180,16 +210,100 @@ def layout_differences(doc: Any) -> list:
 
     walk(doc, "")
     differences = []
-    for path in sorted(set(LAYOUT) | set(found)):
-        expected = {key for key in LAYOUT.get(path, ()) if (f"{path}.{key}" if path else key) not in newer}
+    for path in sorted(set(ROWS) | set(found)):
+        expected = {row.key for row in ROWS.get(path, ()) if row.since <= schema}
         keys = found.get(path)
-        if keys is None and ("[]" in path or path in newer or path in null):
+        if keys is None and ("[]" in path or path in null or not expected):
             continue
         if keys != expected:
             keys = keys or set()
             differences.append(f"{path or 'top level'}: missing {sorted(expected - keys)}, "
                                f"unexpected {sorted(keys - expected)}")
     return differences
+
+
+def _check(doc: dict) -> None:
+    """Hold a document (whose format and schema are known good) to KEYS: every key it has that KEYS names
+    holds what the row says, and every required key of its schema is there. Keys KEYS does not name are
+    left alone (a newer collector may add some). Raises _Malformed at the first wrong value, else at the
+    first missing key."""
+    schema, missing = doc["schema"], None
+    for path, rows in ROWS.items():
+        for where, obj in _objects_at(doc, path):
+            for row in rows:
+                if row.key in obj:
+                    if not IS_KIND[row.kind](obj[row.key]):
+                        raise _Malformed(f"{where + '.' if where else ''}{row.key} is not a {row.kind} "
+                                         f"({_short(obj[row.key])})")
+                elif row.required and row.since <= schema and missing is None:
+                    missing = f"{where or 'top level'} lacks {row.key!r}"
+    if missing:
+        raise _Malformed(missing)
+
+
+def _objects_at(doc: Any, path: str):
+    """(where, object) for each object at a KEYS path ("threads[]": each element of threads), skipping
+    what is missing; an element that is not an object is an error."""
+    found = [("", doc)]
+    for step in path.split(".") if path else ():
+        key, each = step.removesuffix("[]"), step.endswith("[]")
+        deeper = []
+        for where, obj in found:
+            value = obj.get(key) if isinstance(obj, dict) else None
+            name = f"{where}.{key}" if where else key
+            if not each:
+                deeper += [(name, value)] if isinstance(value, dict) else []
+                continue
+            for i, element in enumerate(value if isinstance(value, list) else ()):
+                if not isinstance(element, dict):
+                    raise _Malformed(f"{name}[{i}] is not an object ({_short(element)})")
+                deeper.append((f"{name}[{i}]", element))
+        found = deeper
+    return found
+
+
+def _is_count(value: Any) -> bool:
+    """An integer, or a float with an integral value (as other writers may make), in int64."""
+    return _is_number(value) and 0 <= value <= MAX_COUNT and (isinstance(value, int) or float(value).is_integer())
+
+
+def _is_seconds(value: Any) -> bool:
+    return _is_number(value) and value >= 0
+
+
+def _is_text(value: Any) -> bool:
+    """A string that is Unicode text: JSON's \\ud800 escapes can make lone surrogates, which are not."""
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+# What each kind accepts.
+IS_KIND = {
+    COUNT: _is_count,
+    SECONDS: _is_seconds,
+    SECONDS_OR_NULL: lambda value: value is None or _is_seconds(value),
+    TEXT: _is_text,
+    TEXT_OR_NULL: lambda value: value is None or _is_text(value),
+    TEXTS_OR_NULL: lambda value: value is None or isinstance(value, list) and all(map(_is_text, value)),
+    BOOL: lambda value: isinstance(value, bool),
+    OBJECT: lambda value: isinstance(value, dict),
+    OBJECT_OR_NULL: lambda value: value is None or isinstance(value, dict),
+    LIST: lambda value: isinstance(value, list),
+    HISTOGRAM: lambda value: (isinstance(value, list) and len(value) <= MAX_HISTOGRAM_BUCKETS
+                              and all(map(_is_count, value))),
+    COUNTS: lambda value: isinstance(value, list) and all(map(_is_count, value)),
+}
+
+
+def _short(value: Any) -> str:
+    """A value for an error line: its repr, cut to 40 characters."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 class _Malformed(Exception):
@@ -202,7 +316,7 @@ class Capture:
 
     threads    {tid: row} in the capture's order, a row: tid, pid, comm, alive, first_seen_s, exit_s (None
                while alive), the counters, and `poll_events_hist` (a list)
-    totals     {counter: value} for the whole target (plus threads_seen, ...)
+    totals     {counter: value} for the whole target (the other keys of `totals`: threads_seen, ...)
     wakeups    [row]: waker_tid, wakee_tid, count, mechanism: the handoff graph between the target's threads
     requests   {sum: value}: the request sums (count, write_calls, write_eagain, write_partial,
                write_bytes, cross_thread, unattributed_writes, ...)
@@ -210,6 +324,10 @@ class Capture:
     by_size    [row] per response-size class (BY_SIZE_KEYS), smallest first
     intervals  [row] per snapshot: t_s, duration_s, requests, wakeups_in_process, the counters and
                `drops_<kind>` (the drops during the interval; 0 before schema 4)
+
+    `raw` is the document as read (checked against KEYS). Readers take what they need from the rows and
+    the properties below, which give a key an older schema lacks its default in one place; only code that
+    makes a document (live.window) works on `raw`.
     """
 
     path: Path
@@ -230,13 +348,45 @@ class Capture:
         return float(self.raw["duration_s"])
 
     @property
+    def end_reason(self) -> str | None:
+        """Why the collector wrote it ("duration", "signal", "target-exited", "live" for a line of a stream,
+        "checkpoint" for what a collector killed outright left), None in a document without one."""
+        return self.raw.get("end_reason")
+
+    @property
     def interval_s(self) -> float | None:
         value = self.raw.get("settings", {}).get("interval_s")
         return float(value) if _is_number(value) and value > 0 else None
 
     @property
     def target(self) -> dict:
+        """The `target` block as written (what `report --json` passes on); the properties below read it."""
         return self.raw.get("target", {})
+
+    @property
+    def target_pid(self) -> int:
+        """The traced process (its first, with --children); 0 for a cgroup target."""
+        return int(self.target.get("pid", 0))
+
+    @property
+    def target_comm(self) -> str:
+        return str(self.target.get("comm", ""))
+
+    @property
+    def target_exe(self) -> str:
+        """Its executable's path ("" before schema 3, or when the collector could not read it)."""
+        return str(self.target.get("exe") or "")
+
+    @property
+    def target_pids(self) -> list:
+        """Every process traced (the target and, with --children, its descendants)."""
+        return list(self.target.get("pids", []))
+
+    @property
+    def execs(self) -> list:
+        """The traced processes that replaced their program while traced (target.execs, schema 3): rows of
+        pid, t_s (the latest), count, comm and filename (after the exec); empty before schema 3."""
+        return list(self.target.get("execs") or [])
 
     @property
     def cgroup(self) -> dict | None:
@@ -264,6 +414,35 @@ class Capture:
     @property
     def schema(self) -> int:
         return int(self.raw["schema"])
+
+    @property
+    def threads_created(self) -> int:
+        """Threads (and processes) the target created while traced."""
+        return int(self.totals["threads_created"])
+
+    @property
+    def threads_exited(self) -> int:
+        """Threads of the target that exited while traced (totals.threads_exited; 0 if absent)."""
+        return int(self.raw["totals"].get("threads_exited", 0))
+
+    @property
+    def threads_seen(self) -> int:
+        """Threads that made a counted event: the rows of `threads`, those folded into `threads_folded`
+        and those whose counts were dropped (totals.threads_seen; 0 if absent)."""
+        return int(self.raw["totals"].get("threads_seen", 0))
+
+    @property
+    def threads_folded(self) -> list:
+        """The exited threads beyond settings.exited_rows, summed by process and name (schema 4): rows
+        as written (pid, comm, threads, first_seen_s, last_exit_s, the counters); empty before."""
+        return list(self.raw.get("threads_folded") or [])
+
+    @property
+    def collector_usage(self) -> dict:
+        """What the collector itself used so far: cpu_s, max_rss_bytes, map_bytes (tool, schema 4), each
+        None in older captures."""
+        tool = self.raw.get("tool", {})
+        return {key: tool.get(key) for key in ("cpu_s", "max_rss_bytes", "map_bytes")}
 
     @property
     def time_sample(self) -> int:
@@ -366,14 +545,9 @@ def from_document(doc: Any, name: str = "stream") -> Capture:
 
 def _validated(path: Path, doc: Any) -> Capture:
     _check_identity(path, doc)
-    optional = frozenset() if doc["schema"] >= 5 else SCHEMA5_COUNTERS
-    if doc["schema"] < 4:
-        optional |= SCHEMA4_COUNTERS
-    if doc["schema"] < 2:
-        optional |= SCHEMA2_COUNTERS | SCHEMA2_REQUEST_SUMS
     try:
-        _check_kinds(doc)
-        return _build(path, doc, optional)
+        _check(doc)
+        return _build(path, doc)
     except _Malformed as exc:
         raise SpinscopeError(f"{path.name}: malformed spinscope capture: {exc}") from None
 
@@ -428,190 +602,43 @@ def _check_identity(path: Path, doc: Any) -> None:
             f"{path.name}: schema {schema} is newer than this spinscope understands ({SCHEMA}); upgrade spinscope"
         )
 
-
-def _check_kinds(doc: dict) -> None:
-    """Every key LAYOUT names that the document has holds what KINDS says (a count by default); keys it
-    does not name are left alone (a newer collector may add some). Raises _Malformed at the first that
-    does not."""
-    for path, keys in LAYOUT.items():
-        kinds = KINDS.get(path, {})
-        for where, obj in _objects_at(doc, path):
-            for key in keys:
-                if key in obj and not _is_kind(obj[key], kinds.get(key, COUNT)):
-                    raise _Malformed(f"{where + '.' if where else ''}{key} is not a {kinds.get(key, COUNT)} "
-                                     f"({_short(obj[key])})")
-
-
-def _objects_at(doc: Any, path: str):
-    """(where, object) for each object at a LAYOUT path ("threads[]": each element of threads), skipping
-    what is missing; an element that is not an object is an error."""
-    found = [("", doc)]
-    for step in path.split(".") if path else ():
-        key, each = step.removesuffix("[]"), step.endswith("[]")
-        deeper = []
-        for where, obj in found:
-            value = obj.get(key) if isinstance(obj, dict) else None
-            name = f"{where}.{key}" if where else key
-            if not each:
-                deeper += [(name, value)] if isinstance(value, dict) else []
-                continue
-            for i, element in enumerate(value if isinstance(value, list) else ()):
-                if not isinstance(element, dict):
-                    raise _Malformed(f"{name}[{i}] is not an object ({_short(element)})")
-                deeper.append((f"{name}[{i}]", element))
-        found = deeper
-    return found
-
-
-def _is_kind(value: Any, kind: str) -> bool:
-    if kind == COUNT:  # an integer, or a float with an integral value (as other writers may make)
-        return (_is_number(value) and 0 <= value <= MAX_COUNT
-                and (isinstance(value, int) or float(value).is_integer()))
-    if kind in (SECONDS, SECONDS_OR_NULL):
-        return (value is None and kind == SECONDS_OR_NULL) or (_is_number(value) and value >= 0)
-    if kind in (TEXT, TEXT_OR_NULL):
-        return _is_text(value) or (value is None and kind == TEXT_OR_NULL)
-    if kind == TEXTS_OR_NULL:
-        return value is None or isinstance(value, list) and all(_is_text(v) for v in value)
-    if kind == BOOL:
-        return isinstance(value, bool)
-    if kind in (OBJECT, OBJECT_OR_NULL):
-        return isinstance(value, dict) or (value is None and kind == OBJECT_OR_NULL)
-    if kind == LIST:
-        return isinstance(value, list)
-    if kind in (HISTOGRAM, COUNTS):
-        return (isinstance(value, list) and (kind == COUNTS or len(value) <= MAX_HISTOGRAM_BUCKETS)
-                and all(_is_kind(v, COUNT) for v in value))
-    raise AssertionError(kind)
-
-
-def _is_text(value: Any) -> bool:
-    """A string that is Unicode text: JSON's \\ud800 escapes can make lone surrogates, which are not."""
-    if not isinstance(value, str):
-        return False
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _short(value: Any) -> str:
-    """A value for an error line: its repr, cut to 40 characters."""
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _build(path: Path, doc: dict, optional: frozenset) -> Capture:
-    """`optional`: keys an older schema lacks, read as 0."""
-    duration = _number(doc, "duration_s", "top level")
-    if duration < 0:
-        raise _Malformed(f"duration_s is negative ({duration})")
-
-    threads = _threads_rows(_list(doc, "threads", "top level"), optional)
-    totals = _counters(_dict(doc, "totals", "top level"), "totals", optional)
-    wakeups = _wakeup_rows(_list(doc, "wakeups", "top level"))
-    requests_doc = _dict(doc, "requests", "top level")
-    requests, hists, by_size = _requests(requests_doc, optional)
-    intervals = _interval_rows(doc.get("intervals", []), optional)
-    drops = doc.get("drops", {})
-    if not isinstance(drops, dict):
-        raise _Malformed("drops is not an object")
-    for key in DROP_KEYS:
-        if key in drops and not _is_number(drops[key]):
-            raise _Malformed(f"drops.{key} is not a number")
-    listeners = _listener_rows(doc.get("listeners", []))  # schema 5
-    return Capture(path=path, raw=doc, threads=threads, totals=totals, wakeups=wakeups,
-                   requests=requests, request_hists=hists, by_size=by_size, intervals=intervals,
-                   listeners=listeners)
-
-
-def _threads_rows(rows: list, optional: frozenset) -> dict:
+def _build(path: Path, doc: dict) -> Capture:
+    """The rows of a document _check() passed: every key they read is there and of its kind, but for
+    those an older schema (or a hand-made document) lacks, read as 0, empty or their default here."""
     threads: dict = {}
-    for i, row in enumerate(rows):
-        where = f"threads[{i}]"
-        if not isinstance(row, dict):
-            raise _Malformed(f"{where} is not an object")
-        record = {"tid": int(_number(row, "tid", where)), "pid": int(_number(row, "pid", where))}
-        record["comm"] = str(row.get("comm", ""))
-        record["alive"] = bool(row.get("alive", True))
-        record["first_seen_s"] = float(row.get("first_seen_s") or 0.0)
-        exit_s = row.get("exit_s")
-        record["exit_s"] = float(exit_s) if _is_number(exit_s) else None
-        record.update(_counters(row, where, optional))
-        record["poll_events_hist"] = _histogram(row.get("poll_events_hist", []), f"{where}.poll_events_hist")
+    for row in doc["threads"]:
+        record = _thread_row(row)
         if record["tid"] in threads:
             raise _Malformed(f"thread {record['tid']} appears twice")
         threads[record["tid"]] = record
-    return threads
+    wakeups = [{"waker_tid": int(row["waker_tid"]), "wakee_tid": int(row["wakee_tid"]), "count": int(row["count"]),
+                "mechanism": row.get("mechanism") if row.get("mechanism") in MECHANISMS else "unknown"}
+               for row in doc["wakeups"]]
+    block = doc["requests"]
+    requests = {**_counts(block, REQUEST_SUMS), "unattributed_writes": int(block.get("unattributed_writes", 0))}
+    hists = {key: _counts_list(block.get("hist", {}).get(key, [])) for key in REQUEST_HISTS}
+    by_size = sorted((_counts(row, BY_SIZE_KEYS) for row in block.get("by_size", [])),
+                     key=lambda row: row["bytes_min"])
+    listeners = [{**_counts(row, LISTENER_KEYS[:1]), "family": str(row.get("family", "")),
+                  **_counts(row, LISTENER_KEYS[2:])} for row in doc.get("listeners", [])]
+    return Capture(path=path, raw=doc, threads=threads, totals=_counts(doc["totals"], COUNTERS), wakeups=wakeups,
+                   requests=requests, request_hists=hists, by_size=by_size,
+                   intervals=[_interval_row(row) for row in doc.get("intervals", [])], listeners=listeners)
 
 
-def _wakeup_rows(rows: list) -> list:
-    records = []
-    for i, row in enumerate(rows):
-        where = f"wakeups[{i}]"
-        if not isinstance(row, dict):
-            raise _Malformed(f"{where} is not an object")
-        record = {key: int(_number(row, key, where)) for key in ("waker_tid", "wakee_tid", "count")}
-        mechanism = row.get("mechanism", "unknown")
-        record["mechanism"] = mechanism if mechanism in MECHANISMS else "unknown"
-        records.append(record)
-    return records
+def _thread_row(row: dict) -> dict:
+    exit_s = row.get("exit_s")
+    return {"tid": int(row["tid"]), "pid": int(row["pid"]), "comm": row.get("comm", ""),
+            "alive": row.get("alive", True), "first_seen_s": float(row.get("first_seen_s") or 0.0),
+            "exit_s": None if exit_s is None else float(exit_s), **_counts(row, COUNTERS),
+            "poll_events_hist": _counts_list(row.get("poll_events_hist", []))}
 
 
-def _requests(doc: dict, optional: frozenset) -> tuple[dict, dict, list]:
-    sums = _sums(doc, REQUEST_SUMS, "requests", optional)
-    sums["unattributed_writes"] = int(_number(doc, "unattributed_writes", "requests")) \
-        if "unattributed_writes" in doc else 0
-    hist_doc = doc.get("hist", {})
-    if not isinstance(hist_doc, dict):
-        raise _Malformed("requests.hist is not an object")
-    hists = {key: _histogram(hist_doc.get(key, []), f"requests.hist.{key}") for key in REQUEST_HISTS}
-    rows = doc.get("by_size", [])
-    if not isinstance(rows, list):
-        raise _Malformed("requests.by_size is not a list")
-    records = []
-    for i, row in enumerate(rows):
-        where = f"requests.by_size[{i}]"
-        if not isinstance(row, dict):
-            raise _Malformed(f"{where} is not an object")
-        records.append(_sums(row, BY_SIZE_KEYS, where, optional))
-    return sums, hists, sorted(records, key=lambda row: row["bytes_min"])
-
-
-def _listener_rows(rows: Any) -> list:
-    if not isinstance(rows, list):
-        raise _Malformed("listeners is not a list")
-    records = []
-    for i, row in enumerate(rows):
-        where = f"listeners[{i}]"
-        if not isinstance(row, dict):
-            raise _Malformed(f"{where} is not an object")
-        record = _sums(row, tuple(key for key in LISTENER_KEYS if key != "family"), where, frozenset())
-        record["family"] = str(row.get("family", ""))
-        records.append({key: record[key] for key in LISTENER_KEYS})
-    return records
-
-
-def _interval_rows(rows: Any, optional: frozenset) -> list:
-    if not isinstance(rows, list):
-        raise _Malformed("intervals is not a list")
-    records = []
-    for i, row in enumerate(rows):
-        where = f"intervals[{i}]"
-        if not isinstance(row, dict):
-            raise _Malformed(f"{where} is not an object")
-        record = {key: float(_number(row, key, where)) for key in ("t_s", "duration_s")}
-        record["requests"] = int(_number(row, "requests", where))
-        record["wakeups_in_process"] = int(_number(row, "wakeups_in_process", where))
-        record.update(_counters(_dict(row, "counters", where), f"{where}.counters", optional))
-        drops = row.get("drops", {})  # schema 4
-        if not isinstance(drops, dict):
-            raise _Malformed(f"{where}.drops is not an object")
-        record.update({f"drops_{key}": int(_number(drops, key, f"{where}.drops")) if key in drops else 0
-                       for key in DROP_KEYS})
-        records.append(record)
-    return records
+def _interval_row(row: dict) -> dict:
+    drops = row.get("drops", {})  # schema 4
+    return {"t_s": float(row["t_s"]), "duration_s": float(row["duration_s"]), "requests": int(row["requests"]),
+            "wakeups_in_process": int(row["wakeups_in_process"]), **_counts(row["counters"], COUNTERS),
+            **{f"drops_{key}": int(drops.get(key, 0)) for key in DROP_KEYS}}
 
 
 def summed(rows: Iterable[Mapping]) -> dict:
@@ -620,43 +647,13 @@ def summed(rows: Iterable[Mapping]) -> dict:
     return {key: sum(row[key] for row in rows) for key in COUNTERS}
 
 
-def _counters(doc: Mapping, where: str, optional: frozenset) -> dict:
-    return _sums(doc, COUNTERS, where, optional)
+def _counts(obj: Mapping, keys: Iterable[str]) -> dict:
+    """{key: its count} for keys of a checked object; a key it lacks (newer than its schema) is 0."""
+    return {key: int(obj.get(key, 0)) for key in keys}
 
 
-def _sums(doc: Mapping, keys: tuple, where: str, optional: frozenset) -> dict:
-    return {key: 0 if key in optional and key not in doc else int(_number(doc, key, where)) for key in keys}
-
-
-def _histogram(value: Any, where: str) -> list:
-    if not isinstance(value, list) or not all(_is_number(v) for v in value):
-        raise _Malformed(f"{where} is not a list of counts")
-    return [int(v) for v in value]
-
-
-def _number(doc: Mapping, key: str, where: str) -> float:
-    if key not in doc:
-        raise _Malformed(f"{where} lacks {key!r}")
-    value = doc[key]
-    if not _is_number(value):
-        raise _Malformed(f"{where}.{key} is not a number ({value!r})")
-    return value
-
-
-def _dict(doc: Mapping, key: str, where: str) -> dict:
-    if key not in doc:
-        raise _Malformed(f"{where} lacks {key!r}")
-    if not isinstance(doc[key], dict):
-        raise _Malformed(f"{key} is not an object")
-    return doc[key]
-
-
-def _list(doc: Mapping, key: str, where: str) -> list:
-    if key not in doc:
-        raise _Malformed(f"{where} lacks {key!r}")
-    if not isinstance(doc[key], list):
-        raise _Malformed(f"{key} is not a list")
-    return doc[key]
+def _counts_list(values: list) -> list:
+    return [int(value) for value in values]
 
 
 def _is_number(value: Any) -> bool:

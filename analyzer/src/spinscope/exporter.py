@@ -172,7 +172,7 @@ class View:
     selector: str
     traced_s: float
     sampled: float
-    requests: dict  # the requests block
+    requests: dict  # the request sums and `hist` (Capture.requests, Capture.request_hists)
     drops: dict
     groups: list  # [(thread name, role, live threads, {counter: value})]
     labels: list = field(default_factory=list)  # [(name, severity, cost share or None)]; findings: severity None
@@ -191,10 +191,9 @@ def view_of(cap, selector: str, labels: list, sampled: float = 1.0) -> View:
     for (comm, role), group in sorted(by_group.items()):
         sums = {key: sum(thread[key] for thread in group) for key in COUNTERS}
         groups.append((comm, role, sum(thread["alive"] for thread in group), sums))
-    target = cap.target
-    return View(pid=int(target.get("pid", 0)), process=str(target.get("comm", "")), exe=str(target.get("exe") or ""),
+    return View(pid=cap.target_pid, process=cap.target_comm, exe=cap.target_exe,
                 selector=selector, traced_s=cap.duration_s, sampled=sampled,
-                requests={**cap.raw["requests"], "hist": cap.request_hists}, drops=cap.drops, groups=groups,
+                requests={**cap.requests, "hist": cap.request_hists}, drops=cap.drops, groups=groups,
                 labels=labels)
 
 
@@ -212,10 +211,10 @@ def scaled(base: View | None, cur: View, factor: float) -> View:
     groups = {(comm, role): (0, counters) for comm, role, _, counters in (base.groups if base else [])}
     for comm, role, alive, counters in cur.groups:
         groups[(comm, role)] = (alive, add(groups.get((comm, role), (0, {}))[1], counters))
-    requests = {k: v for k, v in cur.requests.items() if k != "by_size"}
     return View(pid=cur.pid, process=cur.process, exe=cur.exe, selector=cur.selector,
                 traced_s=(base.traced_s if base else 0.0) + cur.traced_s, sampled=cur.sampled,
-                requests=add(base.requests if base else {}, requests), drops=add(base.drops if base else {}, cur.drops),
+                requests=add(base.requests if base else {}, cur.requests),
+                drops=add(base.drops if base else {}, cur.drops),
                 groups=[(comm, role, alive, counters) for (comm, role), (alive, counters) in sorted(groups.items())],
                 labels=cur.labels)
 

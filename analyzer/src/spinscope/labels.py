@@ -106,13 +106,11 @@ class Assessment:
         return {finding.name for finding in self.findings}
 
 
-def exec_notes(target: dict) -> list:
-    """A note per traced process that replaced its program while traced (target.execs, schema 3): its
-    counts are of two programs."""
+def exec_notes(execs: list) -> list:
+    """A note per traced process that replaced its program while traced (Capture.execs): its counts are of
+    two programs."""
     notes = []
-    for record in target.get("execs") or ():
-        if not isinstance(record, dict):
-            continue
+    for record in execs:
         times = "once" if record.get("count") == 1 else f"{record.get('count')} times"
         notes.append(f"process {record.get('pid')} replaced its program (execve) {times} while traced, the latest "
                      f"at {fixed(record.get('t_s'), 1)} s, to run {record.get('filename')} as "
@@ -145,11 +143,11 @@ def capture_notes(analysis: Analysis) -> list:
                      f"{TITLES[WRITE_SPIN]} or {TITLES[HANDOFF_OVERHEAD]}")
     notes += [f"the collector dropped events, a map being full{first_drop(cap.intervals, drop.key)}: "
               f"{drop_line(drop, count)}" for drop, count in dropped(cap.drops)]
-    notes += exec_notes(cap.target)
+    notes += exec_notes(cap.execs)
     notes += coverage_notes(cap)
     if cap.time_sample > 1:
         notes.append(sampling_note(cap.time_sample, int(cap.totals["calls_timed"])))
-    if cap.raw.get("end_reason") == "checkpoint":
+    if cap.end_reason == "checkpoint":
         journaled = ""
         if cap.journaled:
             journaled = (f", and {cap.journaled} interval{'s' if cap.journaled > 1 else ''} after it up to "

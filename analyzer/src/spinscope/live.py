@@ -140,7 +140,7 @@ class LiveCollector:
             except SpinscopeError as exc:
                 self.stderr.append(f"spinscope: {exc}")
                 continue
-            self.last_reason = cap.raw.get("end_reason")
+            self.last_reason = cap.end_reason
             self.lines.put(Line(cap, time.monotonic()))
         returncode = self.proc.wait()
         self._err_thread.join(timeout=2)

@@ -154,13 +154,12 @@ def _roles_phrase(roles) -> str:
 def lifecycle_line(analysis: Analysis) -> str | None:
     """Threads created and exited while traced (an on-demand pool's churn), or None when neither."""
     cap = analysis.capture
-    totals = cap.raw.get("totals", {})
-    created, exited = int(totals.get("threads_created", 0)), int(totals.get("threads_exited", 0))
+    created, exited = cap.threads_created, cap.threads_exited
     if not created and not exited:
         return None
     seconds = cap.duration_s or None
     rate = (lambda n: f"{n / seconds:,.0f}/s") if seconds else (lambda n: "n/a")
-    folded = [g for g in cap.raw.get("threads_folded") or () if isinstance(g, dict)]
+    folded = cap.threads_folded
     kept = (f"; {sum(int(g.get('threads', 0)) for g in folded):,} of the exited are folded into "
             f"{len(folded):,} row{'s' if len(folded) != 1 else ''} by process and name (the threads table "
             "keeps --exited-rows of them)") if folded else ""
@@ -172,13 +171,13 @@ def lifecycle_line(analysis: Analysis) -> str | None:
 
 def collector_line(analysis: Analysis) -> str | None:
     """What the collector itself used (tool.cpu_s and friends, schema 4), or None for older captures."""
-    tool = analysis.capture.raw.get("tool", {})
-    if "cpu_s" not in tool:
+    usage = analysis.capture.collector_usage
+    if usage["cpu_s"] is None:
         return None
     seconds = analysis.capture.duration_s
-    share = f" ({percent(tool['cpu_s'] / seconds)} of one CPU)" if seconds else ""
-    return (f"collector: {fixed(tool['cpu_s'], 3)} s CPU{share}, {tool.get('max_rss_bytes', 0) / 2**20:.1f} MiB "
-            f"resident at most, BPF maps {tool.get('map_bytes', 0) / 2**20:.2f} MiB")
+    share = f" ({percent(usage['cpu_s'] / seconds)} of one CPU)" if seconds else ""
+    return (f"collector: {fixed(usage['cpu_s'], 3)} s CPU{share}, {(usage['max_rss_bytes'] or 0) / 2**20:.1f} MiB "
+            f"resident at most, BPF maps {(usage['map_bytes'] or 0) / 2**20:.2f} MiB")
 
 
 def to_json(analysis: Analysis, assessment: Assessment) -> dict:
@@ -187,11 +186,9 @@ def to_json(analysis: Analysis, assessment: Assessment) -> dict:
                for thread in analysis.threads.values()]
     return {
         "capture": {"file": str(cap.path), "target": cap.target, "duration_s": cap.duration_s,
-                    "end_reason": cap.raw.get("end_reason"), "requests": analysis.requests, "drops": cap.drops,
-                    "threads_created": int(cap.raw.get("totals", {}).get("threads_created", 0)),
-                    "threads_exited": int(cap.raw.get("totals", {}).get("threads_exited", 0)),
-                    "collector": {key: cap.raw.get("tool", {}).get(key) for key in ("cpu_s", "max_rss_bytes",
-                                                                                    "map_bytes")}},
+                    "end_reason": cap.end_reason, "requests": analysis.requests, "drops": cap.drops,
+                    "threads_created": cap.threads_created, "threads_exited": cap.threads_exited,
+                    "collector": cap.collector_usage},
         "metrics": {"process": analysis.process, "threads": threads,
                     "roles": {role: [tid for tid, thread in analysis.threads.items() if thread["role"] == role]
                               for role in ROLES}},

@@ -41,9 +41,9 @@ def analyze_capture(path: Path) -> dict:
         "requests": int(cap.request_count),
         "handoffs": sum(edge["count"] for edge in cap.wakeups),
         "duration_s": cap.duration_s,
-        "end_reason": cap.raw.get("end_reason"),
-        "threads_seen": int(t.get("threads_seen", 0)),
-        "processes": len(cap.target.get("pids", [])),
+        "end_reason": cap.end_reason,
+        "threads_seen": cap.threads_seen,
+        "processes": len(cap.target_pids),
         "write_calls": int(cap.requests["write_calls"]),
         "futex_share": (float(t["futex_waits"] + t["futex_wakes"]) / calls) if calls else None,
         "futex_wait_share": (float(t["futex_wait_ns"]) / traced_ns) if traced_ns else None,
@@ -69,7 +69,7 @@ def fanout_figures(path: Path) -> dict:
     cap = load(path)
     t, th = cap.totals, cap.threads
     http = sum(row["count"] for row in cap.by_size if row["bytes_min"] >= FANOUT_GET_MAX)
-    pid = int(cap.target.get("pid", 0))
+    pid = cap.target_pid
     main = [thread for tid, thread in th.items() if tid == pid]
     others = [thread for tid, thread in th.items() if tid != pid and thread["poll_calls"] > 0]
 
