@@ -17,6 +17,10 @@ const volatile __u8 syscall_class[SYSCALL_TABLE_SIZE] = {}; /* enum syscall_clas
 const volatile __u8 wake_mechanism[SYSCALL_TABLE_SIZE] = {}; /* enum wake_mechanism by number */
 const volatile __u32 time_sample = 1; /* a power of two: 1 call in time_sample is timed (--time-sample) */
 const volatile __u8 read_buffer[SYSCALL_TABLE_SIZE] = {}; /* enum read_buffer by number */
+/* The verifier takes a load through bpf_rdonly_cast(ptr, 0) (Linux 6.17+): a fault-safe plain load
+ * where bpf_probe_read_kernel() is a helper call (~90 ns here). The collector loads with it on and,
+ * refused, loads again with it off (the branch not taken is pruned, never verified). */
+const volatile bool untrusted_loads = false;
 
 struct global_stats globals = {};
 

@@ -177,7 +177,7 @@ static __always_inline void listener_note_pid(const struct listener_key *key, __
  * server accept on one listener from every CPU at once). */
 static __noinline void listener_accept(__u64 fd, long ret, __u32 tgid)
 {
-	struct file *file = fd_file(fd);
+	struct file *file = fd_file(bpf_get_current_task_btf(), fd);
 	struct listener_key key = {};
 	struct listener_stats *l;
 

@@ -11,18 +11,22 @@
 /* From an fd to its socket                                                                   */
 
 /*
- * The struct socket behind fd in the current process, or 0 if fd is not a socket. The walk uses
- * direct (fault-safe) loads through BTF-typed pointers: one helper call instead of one per field.
+ * The file behind fd in task's table (the current task: another's table may change under us), or
+ * NULL. The walk uses direct (fault-safe) loads through BTF-typed pointers; the table's slot, a
+ * variable index the verifier will not take on a typed pointer, is read as untrusted memory
+ * (untrusted_loads) or, on kernels that refuse that, with one helper call.
  */
-static __always_inline struct file *fd_file(__u64 fd)
+static __always_inline struct file *fd_file(struct task_struct *task, __u64 fd)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
 	struct fdtable *fdt = task->files->fdt;
 	struct file *file = NULL;
 
 	if (!fdt || fd >= fdt->max_fds)
 		return NULL;
-	bpf_probe_read_kernel(&file, sizeof(file), &fdt->fd[fd]);
+	if (untrusted_loads)
+		file = *(struct file **)bpf_rdonly_cast((void *)((__u64)fdt->fd + fd * sizeof(file)), 0);
+	else
+		bpf_probe_read_kernel(&file, sizeof(file), &fdt->fd[fd]);
 	if (!file)
 		return NULL;
 	return bpf_rdonly_cast(file, bpf_core_type_id_kernel(struct file));
@@ -35,9 +39,10 @@ static __always_inline __u64 file_socket(struct file *file)
 	return (__u64)file->private_data;
 }
 
-static __always_inline __u64 fd_socket(__u64 fd)
+/* The struct socket behind fd in task's table, or 0 if fd is not a socket. */
+static __always_inline __u64 fd_socket(struct task_struct *task, __u64 fd)
 {
-	return file_socket(fd_file(fd));
+	return file_socket(fd_file(task, fd));
 }
 
 
@@ -496,10 +501,11 @@ static __always_inline void socket_kind_count(struct thread_stats *t, __u32 cls,
 
 /* A read- or write-family call returned: counted if its fd is a socket. (Pipes, eventfds and files are
  * timed for handoffs only, by the caller.) */
-static __always_inline void io_exit(struct thread_stats *t, __u32 tid, __u32 cls, struct pt_regs *regs,
-				    long ret, struct call *call)
+static __always_inline void io_exit(struct task_struct *task, struct thread_stats *t, __u32 cls,
+				    struct pt_regs *regs, long ret, struct call *call)
 {
-	__u64 sock = fd_socket(SC_ARG(regs, 0)), bytes = 0;
+	__u64 sock = fd_socket(task, SC_ARG(regs, 0)), bytes = 0;
+	__u32 tid = task->pid;
 	bool mmsg = cls == SC_SENDMMSG || cls == SC_RECVMMSG;
 
 	if (ret > 0 && (cls == SC_READ || cls == SC_RECVMMSG)) /* data from any fd (an eventfd's count, a */
@@ -522,10 +528,10 @@ static __always_inline void io_exit(struct thread_stats *t, __u32 tid, __u32 cls
 /* The last close of a socket ends its request (a response is complete when the server closes). A
  * close of one of several references (a pre-forking parent closing its copy of an accepted socket)
  * does not. At sys_enter: at sys_exit the descriptor is gone. */
-static __always_inline int close_enter(__u64 fd)
+static __always_inline int close_enter(struct task_struct *task, __u64 fd)
 {
 	struct socket_state *s;
-	struct file *file = fd_file(fd);
+	struct file *file = fd_file(task, fd);
 	__u64 sock = file_socket(file);
 
 	if (!sock || !file_last_reference(file))

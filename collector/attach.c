@@ -63,17 +63,9 @@ static void adopt_child(int pid, void *arg)
 	proc_for_each_thread(pid, seed_thread, &child);
 }
 
-/*
- * Open, load and attach the probes to o->pid, with its live threads (and children) seeded.
- * Detaching is left to session_end().
- */
-int session_attach(struct session *s, const struct options *o)
+/* Open the BPF object and set its constants and map sizes for o, loads through untrusted memory on or off. */
+static int probes_open(struct session *s, const struct options *o, bool untrusted_loads)
 {
-	struct seed_ctx seed;
-	struct bpf_map *map;
-	char err[256];
-	int ret;
-
 	s->skel = spinscope_bpf__open();
 	if (!s->skel)
 		return fail(s, -errno, "cannot open the BPF object: %s", strerror(errno));
@@ -87,6 +79,7 @@ int session_attach(struct session *s, const struct options *o)
 		s->skel->rodata->collector_tgid = getpid();
 	}
 	s->skel->rodata->time_sample = o->time_sample;
+	s->skel->rodata->untrusted_loads = untrusted_loads;
 	probes_configure(s->skel);
 	if (kernel_config_enabled("CONFIG_KASAN") == 1)
 		s->skel->rodata->kernel_stack_size *= 2;
@@ -95,10 +88,44 @@ int session_attach(struct session *s, const struct options *o)
 	/* Waker -> wakee pairs grow with threads (a pool's workers are each woken by one or two): a quarter
 	 * of --max-threads, at least 4096 (preallocated: ~0.3 MiB). */
 	bpf_map__set_max_entries(s->skel->maps.wakeups, o->max_threads / 4 > 4096 ? o->max_threads / 4 : 4096);
-	ret = spinscope_bpf__load(s->skel);
+	return 0;
+}
+
+/*
+ * Open and load the probes: first with loads through untrusted memory (the socket path's fd -> file
+ * step without a helper call), and, if this kernel's verifier refuses those (before Linux 6.17), again
+ * without them. Anything else that fails, fails the same way twice, and is reported once.
+ */
+static int probes_load(struct session *s, const struct options *o)
+{
+	int ret = probes_open(s, o, true);
+
+	if (!ret && (ret = spinscope_bpf__load(s->skel))) {
+		spinscope_bpf__destroy(s->skel);
+		s->skel = NULL;
+		if (!(ret = probes_open(s, o, false)))
+			ret = spinscope_bpf__load(s->skel);
+		if (ret)
+			return fail(s, ret, "cannot load the BPF programs: %s (run with -v for libbpf's log)",
+				    strerror(-ret));
+	}
+	return ret;
+}
+
+/*
+ * Open, load and attach the probes to o->pid, with its live threads (and children) seeded.
+ * Detaching is left to session_end().
+ */
+int session_attach(struct session *s, const struct options *o)
+{
+	struct seed_ctx seed;
+	struct bpf_map *map;
+	char err[256];
+	int ret;
+
+	ret = probes_load(s, o);
 	if (ret)
-		return fail(s, ret, "cannot load the BPF programs: %s (run with -v for libbpf's log)",
-			    strerror(-ret));
+		return ret;
 	bpf_object__for_each_map(map, s->skel->obj) /* their memory goes in the capture (tool.map_bytes) */
 		if (s->meta.nmaps < sizeof(s->meta.map_fds) / sizeof(s->meta.map_fds[0]))
 			s->meta.map_fds[s->meta.nmaps++] = bpf_map__fd(map);
