@@ -474,12 +474,12 @@ def syscall_cost_once(mode: str, trace: str, tool: Tracer | None, calls: int,
                     bystander = subprocess.Popen(["sleep", "300"])
                 running = start_tracer(tool, bystander.pid if bystander else pid, Path(work))
             if program_stats is not None:
-                program_stats.append(collector_prog_stats())
+                program_stats.append(collector_prog_stats(running.proc.pid))
             proc.stdin.write("go\n")
             proc.stdin.flush()
             result = json.loads(proc.stdout.readline())
             if program_stats is not None:
-                program_stats.append(collector_prog_stats())
+                program_stats.append(collector_prog_stats(running.proc.pid))
             proc.wait(timeout=30)
         finally:
             if running:
@@ -557,7 +557,9 @@ def program_costs(args) -> list:
     stats add two clock reads to every run: compare these figures with each other, not with the
     per-call cost above.)"""
     rows = []
-    for tool, mode, trace in [(tool, mode, trace) for tool in spinscope_variants(args)
+    # syscount's one program (it counts at sys_exit and attaches nothing at sys_enter) is the floor
+    tools = spinscope_variants(args) + [t for t in TRACERS if t.name.startswith("syscount") and t.available()]
+    for tool, mode, trace in [(tool, mode, trace) for tool in tools
                               for mode in ("epoll", "write", "read") for trace in ("self", "other")]:
             snapshots: list = []
             bpf_stats(True)
@@ -594,9 +596,9 @@ def load_program_costs(args) -> list:
                     bpf_stats(True)
                     try:
                         running = start_tracer(tool, server.pid, Path(work))
-                        before = collector_prog_stats()
+                        before = collector_prog_stats(running.proc.pid)
                         load = loadgen(server.port, "/bytes/100", args.seconds)
-                        after = collector_prog_stats()
+                        after = collector_prog_stats(running.proc.pid)
                         maps = collector_map_bytes(running.proc.pid)  # after the load: the maps grow with use
                         running.stop()
                     finally:
@@ -691,10 +693,19 @@ def bpf_stats(enable: bool) -> None:
     Path("/proc/sys/kernel/bpf_stats_enabled").write_text("1" if enable else "0")
 
 
-def collector_prog_stats() -> dict:
+def collector_prog_stats(pid: int) -> dict:
+    """(runs, ns) so far of each BPF program the tracer process `pid` holds, by name: the programs whose ids
+    its descriptors' fdinfo gives, so another tracer loaded meanwhile (a test's collector) is not counted."""
+    ids = set()
+    for info in Path(f"/proc/{pid}/fdinfo").iterdir():
+        try:
+            found = re.search(r"^prog_id:\s*(\d+)", info.read_text(), re.M)
+        except OSError:  # a descriptor closed meanwhile
+            continue
+        if found:
+            ids.add(int(found.group(1)))
     progs = json.loads(subprocess.run(["bpftool", "prog", "show", "-j"], capture_output=True, text=True).stdout)
-    return {p["name"]: (p.get("run_cnt", 0), p.get("run_time_ns", 0)) for p in progs
-            if p.get("name", "").startswith(("on_sys", "on_sched"))}
+    return {p["name"]: (p.get("run_cnt", 0), p.get("run_time_ns", 0)) for p in progs if p["id"] in ids}
 
 
 def collector_map_bytes(pid: int) -> int:
@@ -724,9 +735,9 @@ def scale(args) -> list:
             work = Path(tempfile.mkdtemp(prefix="spinscope-scale-"))
             try:
                 running = start_tracer(tracer("spinscope"), server.pid, work)
-                before = collector_prog_stats()
+                before = collector_prog_stats(running.proc.pid)
                 load = loadgen(server.port, "/bytes/100", args.seconds, n)
-                after = collector_prog_stats()
+                after = collector_prog_stats(running.proc.pid)
                 maps = collector_map_bytes(running.proc.pid)  # after the load: the maps grow with use
                 running.stop()
                 cap = json.loads((work / "capture.json").read_text())
@@ -819,6 +830,14 @@ def markdown(results: dict) -> str:
         for r in results["programs"]:
             out.append(f"| {r.get('tool', 'spinscope')} | {r['call']} | {r['traced']} | {r['program']} | "
                        f"{r['runs_per_call']:.2f} | {r['ns_per_run']:.0f} |")
+        out += ["", "BPF time per loop iteration (the programs' runs per call times their ns per run, summed; the "
+                "write loop also drains its socket, one read per write):", "",
+                "| collector | call | process traced | BPF ns per call |", "|---|---|---|---|"]
+        per_call: dict = {}
+        for r in results["programs"]:
+            key = (r.get("tool", "spinscope"), r["call"], r["traced"])
+            per_call[key] = per_call.get(key, 0.0) + r["runs_per_call"] * r["ns_per_run"]
+        out += [f"| {tool} | {call} | {traced} | {ns:.0f} |" for (tool, call, traced), ns in per_call.items()]
         out.append("")
     if results.get("load_programs"):
         out += ["## Cost per program under load (100 B responses, kernel.bpf_stats_enabled)", "",

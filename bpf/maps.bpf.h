@@ -125,5 +125,22 @@ struct {
 
 static const struct thread_stats zero_thread;
 
+/*
+ * The element of map at key, made from init if there is none (libbpf-tools' lookup-or-try-init): an
+ * update refused because another CPU made it meanwhile is fine, the lookup after it finds that one; a
+ * full map is counted in *drops (said in the capture) and gives NULL.
+ */
+static __always_inline void *map_lookup_or_create(void *map, const void *key, const void *init, __u64 *drops)
+{
+	void *value = bpf_map_lookup_elem(map, key);
+
+	if (value)
+		return value;
+	bpf_map_update_elem(map, key, init, BPF_NOEXIST);
+	value = bpf_map_lookup_elem(map, key);
+	if (!value)
+		__sync_fetch_and_add(drops, 1);
+	return value;
+}
 
 #endif /* SPINSCOPE_MAPS_BPF_H */

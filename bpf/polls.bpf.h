@@ -151,12 +151,8 @@ static __always_inline struct listener_stats *listener_entry(const struct listen
 
 	if (l)
 		return l;
-	listener_address(key->sock, &fresh);
-	bpf_map_update_elem(&listeners, key, &fresh, BPF_NOEXIST); /* EEXIST: made meanwhile, fine */
-	l = bpf_map_lookup_elem(&listeners, key);
-	if (!l)
-		__sync_fetch_and_add(&globals.drops_listeners, 1);
-	return l;
+	listener_address(key->sock, &fresh); /* read once, when the listener is first seen */
+	return map_lookup_or_create(&listeners, key, &fresh, &globals.drops_listeners);
 }
 
 /* Remember that process tgid called accept on the listener (once per pair: a lookup after the first). */

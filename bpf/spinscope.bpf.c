@@ -478,20 +478,10 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 static __always_inline void edge_add(__u32 waker, __u32 wakee, __u32 mechanism)
 {
 	struct wakeup_edge key = { .waker_tid = waker, .wakee_tid = wakee, .mechanism = mechanism };
-	__u64 one = 1, *count;
+	__u64 zero = 0, *count = map_lookup_or_create(&wakeups, &key, &zero, &globals.drops_wakeup_edges);
 
-	count = bpf_map_lookup_elem(&wakeups, &key);
-	if (count) {
-		__sync_fetch_and_add(count, 1);
-		return;
-	}
-	if (!bpf_map_update_elem(&wakeups, &key, &one, BPF_NOEXIST))
-		return;
-	count = bpf_map_lookup_elem(&wakeups, &key); /* lost a race to create it */
 	if (count)
 		__sync_fetch_and_add(count, 1);
-	else
-		__sync_fetch_and_add(&globals.drops_wakeup_edges, 1);
 }
 
 /*
@@ -647,15 +637,9 @@ int BPF_PROG(on_sched_process_exec, struct task_struct *p, pid_t old_pid, struct
 
 	if (!is_target(p))
 		return 0;
-	e = bpf_map_lookup_elem(&execs, &pid);
-	if (!e) {
-		bpf_map_update_elem(&execs, &pid, &fresh, BPF_NOEXIST); /* EEXIST: made meanwhile, fine */
-		e = bpf_map_lookup_elem(&execs, &pid);
-	}
-	if (!e) {
-		__sync_fetch_and_add(&globals.drops_execs, 1);
+	e = map_lookup_or_create(&execs, &pid, &fresh, &globals.drops_execs);
+	if (!e)
 		return 0;
-	}
 	e->count++;
 	e->last_ns = bpf_ktime_get_ns();
 	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), p->comm);
