@@ -358,3 +358,32 @@ print(json.dumps({"judged": judged, "families": len(families),
         assert out["judged"][str(path)] == expected, path.name
         seen |= {name for name, _, _ in expected}
     assert seen == set(LABEL_NAMES) | set(FINDING_NAMES)  # every label and finding was judged both ways
+
+
+def open_fds() -> set:
+    return set(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.parametrize("ready", [True, False], ids=["stopped", "failed"])
+def test_a_closed_live_collector_leaves_no_descriptor_open(stand_in_collector, monkeypatch, ready):
+    """close() closes our ends of the collector's pipes (its stream, its messages), and so does a
+    wait_ready() that fails, while the LiveCollector is still referenced: not the garbage collector's job,
+    in an exporter that starts collectors for days."""
+    # The stand-in says it is ready on its --ready-fd (or fails, with the collector's one-line error), then
+    # waits for the SIGTERM that ends a capture.
+    tell = ('echo \'{"ready": true}\' > /proc/self/fd/$fd' if ready  # dash redirects fds 0-9 only
+            else 'echo "spinscope-collector: error: no such process" >&2; exit 1')
+    _, env = stand_in_collector(f'while [ $# -gt 1 ]; do [ "$1" = --ready-fd ] && fd=$2; shift; done\n{tell}\n'
+                                'trap "exit 0" TERM\nwhile :; do sleep 0.1; done\n')
+    monkeypatch.setenv("SPINSCOPE_COLLECTOR", env["SPINSCOPE_COLLECTOR"])
+    before = open_fds()
+    stream = live.LiveCollector(["--pid", "1"], extra=("--quiet",))
+    assert len(open_fds() - before) >= 2  # the stream and the messages, at least, while it runs
+    if ready:
+        assert stream.wait_ready(timeout=30) == {"ready": True}
+        stream.close()
+        assert stream.proc.returncode == 0
+    else:
+        with pytest.raises(SpinscopeError, match="^no such process$"):
+            stream.wait_ready(timeout=30)
+    assert open_fds() == before

@@ -107,8 +107,7 @@ class LiveCollector:
         try:
             ready = self._started.wait_ready(timeout)
         except (collector.NotReady, TimeoutError) as exc:
-            self.stop()
-            self._err_thread.join(timeout=2)
+            self.close()  # its error read, every pipe closed: an exporter retries targets for days
             raise SpinscopeError(self.error() or str(exc)) from None
         self._reader = threading.Thread(target=self._read_stream, daemon=True)
         self._reader.start()
@@ -160,14 +159,18 @@ class LiveCollector:
         return returncode
 
     def close(self) -> None:
-        """Stop, and close our end of the stream (once the reader has seen it end)."""
+        """Stop, and close our ends of its pipes, the stream and its messages, once their readers have seen
+        them end (not left to the garbage collector: an exporter starts and stops collectors for as long
+        as it runs, and a reference kept anywhere would keep their descriptors open)."""
         self.stop()
         if self._reader is not None:
             self._reader.join(timeout=STOP_TIMEOUT_S)
-        try:
-            self._stream.close()
-        except OSError:
-            pass
+        self._err_thread.join(timeout=2)
+        for pipe in (self._stream, self._messages):
+            try:
+                pipe.close()
+            except OSError:
+                pass
 
 
 # ---------------------------------------------------------------------------------------------------------
