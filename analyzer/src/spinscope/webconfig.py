@@ -684,11 +684,12 @@ class Server(WSGIServer):
 
     def process_request(self, request, client_address):
         """The connection's handshake and headers deadline runs from its accept; its thread serves it."""
+        deadline = self.watchdog.arm(request.fileno(), self.header_timeout)
         try:
-            deadline = self.watchdog.arm(request.fileno(), self.header_timeout)
             threading.Thread(target=self._connection, args=(request, client_address, deadline),
                              name="spinscope-http-connection", daemon=True).start()
         except BaseException:  # no thread: the caller closes the request
+            self.watchdog.cancel(deadline)
             self.slots.release()
             raise
 
