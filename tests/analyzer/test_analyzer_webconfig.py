@@ -403,6 +403,27 @@ def test_a_stalled_handshake_does_not_hold_the_others(pki, tmp_path):
         endpoint.close()
 
 
+def test_the_watchdog_shuts_a_socket_down_at_its_deadline_unless_cancelled():
+    watchdog = webconfig.Watchdog()
+    (late, late_peer), (cancelled, cancelled_peer) = socket.socketpair(), socket.socketpair()
+    try:
+        kept = watchdog.arm(cancelled.fileno(), 0.5)
+        watchdog.cancel(kept)
+        watchdog.arm(late.fileno(), 0.5)
+        late.settimeout(30)
+        assert late.recv(1) == b""  # shut down: the read it was blocked in ends
+        cancelled_peer.sendall(b"x")
+        assert cancelled.recv(1) == b"x"  # the cancelled deadline never fired
+        # A flood of short connections leaves no pile of cancelled deadlines behind.
+        for entry in [watchdog.arm(cancelled.fileno(), 3600) for _ in range(1000)]:
+            watchdog.cancel(entry)
+        assert len(watchdog._heap) <= 1
+    finally:
+        watchdog.close()
+        for sock in (late, late_peer, cancelled, cancelled_peer):
+            sock.close()
+
+
 def connection_threads() -> int:
     return sum(thread.name == "spinscope-http-connection" for thread in threading.enumerate())
 

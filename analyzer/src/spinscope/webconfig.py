@@ -587,7 +587,8 @@ class Watchdog:
 
     def __init__(self):
         self._cond = threading.Condition()
-        self._heap: list = []  # [when, sequence, fd]; fd None once cancelled
+        self._heap: list = []  # [when, sequence, fd]; fd None once cancelled or done
+        self._cancelled = 0  # entries in the heap that are cancelled: dropped when they are half of it
         self._sequence = itertools.count()
         self._closed = False
         threading.Thread(target=self._run, name="spinscope-http-deadlines", daemon=True).start()
@@ -604,7 +605,14 @@ class Watchdog:
         """Called before the socket is closed: from then on its fd, which the next connection may be
         given, is never touched (the shutdown runs under the same lock)."""
         with self._cond:
+            if entry[2] is None:  # cancelled before, or its deadline passed
+                return
             entry[2] = None
+            self._cancelled += 1
+            if self._cancelled > len(self._heap) // 2:  # a flood of short connections: do not keep them all
+                self._heap = [e for e in self._heap if e[2] is not None]
+                heapq.heapify(self._heap)
+                self._cancelled = 0
 
     def close(self) -> None:
         """The thread ends once every deadline armed has passed or been cancelled."""
@@ -617,9 +625,12 @@ class Watchdog:
             while self._heap or not self._closed:
                 now = time.monotonic()
                 while self._heap and (self._heap[0][2] is None or self._heap[0][0] <= now):
-                    fd = heapq.heappop(self._heap)[2]
-                    if fd is not None:
-                        _shut_down(fd)
+                    entry = heapq.heappop(self._heap)
+                    if entry[2] is None:
+                        self._cancelled -= 1
+                    else:
+                        _shut_down(entry[2])
+                        entry[2] = None  # done: a cancel() after it has nothing to do
                 self._cond.wait(self._heap[0][0] - now if self._heap else None)
 
 
@@ -669,7 +680,7 @@ class Server(WSGIServer):
         self.slots = threading.BoundedSemaphore(max_connections)
         self.header_timeout, self.response_timeout = header_timeout, response_timeout
         self.watchdog = Watchdog()
-        self.connection = threading.local()  # .fd and .deadline of the connection this thread serves
+        self.local = threading.local()  # .fd and .deadline of the connection this thread serves
 
     def get_request(self):
         """Accept a connection once a slot is free. No slot within half a second is an OSError, which
@@ -694,7 +705,7 @@ class Server(WSGIServer):
             raise
 
     def _connection(self, request, client_address, deadline: list) -> None:
-        self.connection.fd, self.connection.deadline = request.fileno(), deadline
+        self.local.fd, self.local.deadline = request.fileno(), deadline
         conn = request
         try:
             conn, serve = self._handshake(request)
@@ -703,7 +714,7 @@ class Server(WSGIServer):
         except Exception:
             self.handle_error(request, client_address)
         finally:
-            self.watchdog.cancel(self.connection.deadline)  # first: once closed, the fd is the next one's
+            self.watchdog.cancel(self.local.deadline)  # first: once closed, the fd is the next one's
             self.shutdown_request(conn)
             if conn is not request:
                 request.close()  # detached by the TLS wrap: nothing left to close but the object
@@ -711,8 +722,8 @@ class Server(WSGIServer):
 
     def headers_read(self) -> None:
         """The request is in: its connection now has response_timeout to answer it (_QuietHandler)."""
-        self.watchdog.cancel(self.connection.deadline)
-        self.connection.deadline = self.watchdog.arm(self.connection.fd, self.response_timeout)
+        self.watchdog.cancel(self.local.deadline)
+        self.local.deadline = self.watchdog.arm(self.local.fd, self.response_timeout)
 
     def _handshake(self, request) -> tuple:
         """(the connection to serve, whether to serve it): without TLS, the request itself; with TLS, the
