@@ -307,8 +307,8 @@ RESCAN_ALL_EVERY_S = 10.0  # ProcessTable: every process read again (exec, a reu
 def processes(proc: Path = Path("/proc"), only=None) -> dict:
     """{pid: Proc} of the user processes now running (kernel threads and zombies left out); with `only`
     (PIDs), of those alone, without reading the rest of /proc. One read of /proc/PID/stat and one readlink
-    of /proc/PID/exe each, by os calls: 38 us of CPU a process here (through pathlib, with a third read
-    for kernel threads: 90 us, and 4.7% of a CPU for 1,000 processes every 2 s; bench/process_scan.py)."""
+    of /proc/PID/exe each, by os calls, kernel threads told by their flags: 38 us of CPU a process here
+    (through pathlib, with a third read for kernel threads: 90 us; bench/results/process_scan.md)."""
     root = str(proc)
     found = {}
     for name in os.listdir(root) if only is None else map(str, only):
@@ -354,7 +354,7 @@ class ProcessTable:
         listed = {int(name) for name in os.listdir(self.proc) if name.isdigit()}
         now = self.clock()
         if now >= self.next_full:
-            self.procs, self.next_full = processes(self.proc), now + self.rescan_s
+            self.procs, self.next_full = processes(self.proc, only=sorted(listed)), now + self.rescan_s
         else:
             self.procs = {pid: p for pid, p in self.procs.items() if pid in listed}
             self.procs.update(processes(self.proc, only=sorted(listed - self.listed)))
