@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 import yaml
@@ -258,6 +259,46 @@ def test_processes_of_given_pids_are_those_of_the_whole_scan():
         sleeper.wait()
 
 
+def test_the_process_table_reads_new_processes_at_once_and_all_of_them_at_the_rescan():
+    """ProcessTable, the exporter's scan for --comm and --exe: a process started or ended since the last
+    scan shows at the next one; one already known is read again only at the rescan, which is when its exec
+    (a new name, a new executable) shows."""
+    now = [0.0]
+    table = live.ProcessTable(rescan_s=10.0, clock=lambda: now[0])
+    # Python until its stdin says go, then sleep (an entrypoint that execs its server).
+    execs = subprocess.Popen([sys.executable, "-c", "import os, sys; sys.stdin.readline(); "
+                              "os.execvp('sleep', ['sleep', '30'])"], stdin=subprocess.PIPE)
+    later = None
+    try:
+        first = table.scan()
+        assert first[execs.pid] == live.processes(only=[execs.pid])[execs.pid]
+        assert first[execs.pid].comm.startswith("python") and first[execs.pid].ppid == os.getpid()
+        later = subprocess.Popen(["sleep", "30"])
+        execs.stdin.write(b"go\n")
+        execs.stdin.flush()
+        for _ in range(1000):  # until the exec is done (the kernel's own name for it changes)
+            if open(f"/proc/{execs.pid}/comm").read().strip() == "sleep":
+                break
+            time.sleep(0.01)
+        else:
+            pytest.fail("the process did not exec")
+        now[0] = 5.0
+        second = table.scan()
+        assert second[later.pid] == live.processes(only=[later.pid])[later.pid]  # new: read at once
+        assert second[execs.pid] == first[execs.pid]  # known: as it was, until the rescan
+        later.kill()
+        later.wait()
+        now[0] = 10.0
+        third = table.scan()
+        assert later.pid not in third  # gone: dropped at once
+        assert third[execs.pid].comm == "sleep" and third[execs.pid].exe == os.path.realpath(shutil.which("sleep"))
+    finally:
+        for proc in (execs, later):
+            if proc is not None:
+                proc.kill()
+                proc.wait()
+
+
 def test_exporter_refuses_bad_options():
     from spinscope.cli import main
 
@@ -358,3 +399,32 @@ print(json.dumps({"judged": judged, "families": len(families),
         assert out["judged"][str(path)] == expected, path.name
         seen |= {name for name, _, _ in expected}
     assert seen == set(LABEL_NAMES) | set(FINDING_NAMES)  # every label and finding was judged both ways
+
+
+def open_fds() -> set:
+    return set(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.parametrize("ready", [True, False], ids=["stopped", "failed"])
+def test_a_closed_live_collector_leaves_no_descriptor_open(stand_in_collector, monkeypatch, ready):
+    """close() closes our ends of the collector's pipes (its stream, its messages), and so does a
+    wait_ready() that fails, while the LiveCollector is still referenced: not the garbage collector's job,
+    in an exporter that starts collectors for days."""
+    # The stand-in says it is ready on its --ready-fd (or fails, with the collector's one-line error), then
+    # waits for the SIGTERM that ends a capture.
+    tell = ('echo \'{"ready": true}\' > /proc/self/fd/$fd' if ready  # dash redirects fds 0-9 only
+            else 'echo "spinscope-collector: error: no such process" >&2; exit 1')
+    _, env = stand_in_collector(f'while [ $# -gt 1 ]; do [ "$1" = --ready-fd ] && fd=$2; shift; done\n{tell}\n'
+                                'trap "exit 0" TERM\nwhile :; do sleep 0.1; done\n')
+    monkeypatch.setenv("SPINSCOPE_COLLECTOR", env["SPINSCOPE_COLLECTOR"])
+    before = open_fds()
+    stream = live.LiveCollector(["--pid", "1"], extra=("--quiet",))
+    assert len(open_fds() - before) >= 2  # the stream and the messages, at least, while it runs
+    if ready:
+        assert stream.wait_ready(timeout=30) == {"ready": True}
+        stream.close()
+        assert stream.proc.returncode == 0
+    else:
+        with pytest.raises(SpinscopeError, match="^no such process$"):
+            stream.wait_ready(timeout=30)
+    assert open_fds() == before

@@ -6,10 +6,13 @@ certificates) on a real local endpoint. The end-to-end scrape by Prometheus is t
 from __future__ import annotations
 
 import base64
+import select
 import shutil
 import socket
 import ssl
 import subprocess
+import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -293,21 +296,21 @@ def test_rate_limit_is_a_token_bucket():
 class Endpoint:
     """webconfig.serve on a free port of 127.0.0.1, serving one gauge; what it says is in .said."""
 
-    def __init__(self, config):
+    def __init__(self, config, **bounds):
         self.registry = CollectorRegistry()
         Gauge("spinscope_test_up", "A sample to find in the scrape.", registry=self.registry).set(1)
         self.said = []
-        self.server = webconfig.serve("127.0.0.1", 0, self.registry, config, self.said.append)
+        self.server = webconfig.serve("127.0.0.1", 0, self.registry, config, self.said.append, **bounds)
         self.port = self.server.server_address[1]
         self.scheme = "https" if config is not None and config.tls is not None else "http"
 
-    def get(self, auth: tuple | None = None, ctx: ssl.SSLContext | None = None) -> tuple:
+    def get(self, auth: tuple | None = None, ctx: ssl.SSLContext | None = None, timeout: float = 10) -> tuple:
         """(status, headers, body) of GET /metrics."""
         request = urllib.request.Request(f"{self.scheme}://127.0.0.1:{self.port}/metrics")
         if auth:
             request.add_header("Authorization", "Basic " + base64.b64encode(":".join(auth).encode()).decode())
         try:
-            with urllib.request.urlopen(request, timeout=10, context=ctx) as response:
+            with urllib.request.urlopen(request, timeout=timeout, context=ctx) as response:
                 return response.status, response.headers, response.read().decode()
         except urllib.error.HTTPError as refused:
             return refused.code, refused.headers, refused.read().decode()
@@ -397,6 +400,98 @@ def test_a_stalled_handshake_does_not_hold_the_others(pki, tmp_path):
         assert endpoint.get(ctx=client_context(pki))[0] == 200
     finally:
         silent.close()
+        endpoint.close()
+
+
+def test_the_watchdog_shuts_a_socket_down_at_its_deadline_unless_cancelled():
+    watchdog = webconfig.Watchdog()
+    (late, late_peer), (cancelled, cancelled_peer) = socket.socketpair(), socket.socketpair()
+    try:
+        kept = watchdog.arm(cancelled.fileno(), 0.5)
+        watchdog.cancel(kept)
+        watchdog.arm(late.fileno(), 0.5)
+        late.settimeout(30)
+        assert late.recv(1) == b""  # shut down: the read it was blocked in ends
+        cancelled_peer.sendall(b"x")
+        assert cancelled.recv(1) == b"x"  # the cancelled deadline never fired
+        # A flood of short connections leaves no pile of cancelled deadlines behind.
+        for entry in [watchdog.arm(cancelled.fileno(), 3600) for _ in range(1000)]:
+            watchdog.cancel(entry)
+        assert len(watchdog._heap) <= 1
+    finally:
+        watchdog.close()
+        for sock in (late, late_peer, cancelled, cancelled_peer):
+            sock.close()
+
+
+def connection_threads() -> int:
+    return sum(thread.name == "spinscope-http-connection" for thread in threading.enumerate())
+
+
+def closed_by_the_server(sock: socket.socket, within: float) -> bool:
+    """Whether the server ends the connection (an end of file or a reset) within `within` seconds."""
+    sock.settimeout(within)
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
+def test_idle_connections_beyond_the_limit_wait_and_are_closed(pki, tmp_path, tls):
+    """Connections that say nothing (or, with TLS, start a handshake and stop) hold at most max_connections
+    threads; the rest wait to be accepted. Each is closed at its header deadline, so a scrape behind them
+    is served: within seconds here (a 2 s deadline), not never. Slots are given back after every scrape."""
+    config = webconfig.load(str(write(tmp_path, tls_block(pki)))) if tls else None
+    limit = 3
+    endpoint = Endpoint(config, max_connections=limit, header_timeout=2.0)
+    ctx = client_context(pki) if tls else None
+    idle = [socket.create_connection(("127.0.0.1", endpoint.port)) for _ in range(limit + 2)]
+    try:
+        if tls:
+            idle[0].sendall(b"\x16\x03\x01")  # the start of a ClientHello, never finished
+        deadline = time.monotonic() + 10
+        most = 0
+        while time.monotonic() < deadline and most < limit:
+            most = max(most, connection_threads())
+            time.sleep(0.01)
+        for _ in range(20):  # the other two stay in the listen queue while the first three are held
+            most = max(most, connection_threads())
+            time.sleep(0.01)
+        assert most == limit
+        status, _, body = endpoint.get(ctx=ctx, timeout=30)  # behind them all
+        assert status == 200 and "spinscope_test_up 1.0" in body
+        assert [closed_by_the_server(sock, within=30) for sock in idle] == [True] * len(idle)
+        assert [endpoint.get(ctx=ctx)[0] for _ in range(2 * limit)] == [200] * (2 * limit)
+    finally:
+        for sock in idle:
+            sock.close()
+        endpoint.close()
+
+
+def test_a_request_sent_a_byte_at_a_time_is_cut_at_the_header_deadline():
+    """Slowloris: a byte every 50 ms meets no timeout of a single read, but the request headers' deadline
+    (1 s here) ends the connection; the endpoint serves on."""
+    endpoint = Endpoint(None, header_timeout=1.0)
+    drip = socket.create_connection(("127.0.0.1", endpoint.port))
+    try:
+        request = b"GET /metrics HTTP/1.1\r\nHost: x\r\n" + b"X-Padding: " + b"a" * 1000
+        closed = False
+        for byte in request:  # 50 s at most, while the deadline is 1 s
+            try:
+                drip.sendall(bytes([byte]))
+            except (BrokenPipeError, ConnectionResetError):
+                closed = True
+                break
+            if select.select([drip], [], [], 0.05)[0]:
+                closed = closed_by_the_server(drip, within=1)
+                break
+        assert closed
+        assert endpoint.get()[0] == 200
+    finally:
+        drip.close()
         endpoint.close()
 
 

@@ -353,6 +353,7 @@ class Tracked:
 
 class Exporter:
     def __init__(self, args: argparse.Namespace, say):
+        from spinscope import live
         from spinscope.live import Selector
 
         self.args = args
@@ -361,6 +362,7 @@ class Exporter:
                           + [Selector("comm", name, args.children) for name in args.comm]
                           + [Selector("exe", path, args.children) for path in args.exe]
                           + [Selector("cgroup", str(path)) for path in args.cgroup])
+        self.process_table = live.ProcessTable()  # --comm, --exe, --children: every process, kept between scans
         self.tracked: dict = {}  # key (a PID, or a cgroup selector's text) -> Tracked
         self.views: dict = {}  # key -> View
         self.matched: dict = {s.text: 0 for s in self.selectors}
@@ -379,7 +381,8 @@ class Exporter:
 
         # PIDs alone (no --children, whose descendants are looked up): only their processes can match.
         by_pid = not self.args.children and all(s.kind in ("pid", "cgroup") for s in self.selectors)
-        procs = live.processes(only=[int(s.value) for s in self.selectors if s.kind == "pid"] if by_pid else None)
+        procs = (live.processes(only=[int(s.value) for s in self.selectors if s.kind == "pid"]) if by_pid
+                 else self.process_table.scan())
         cgroups = {s.text for s in self.selectors if s.kind == "cgroup" and Path(s.value).is_dir()}
         self.done &= set(procs) | cgroups  # a pid that is gone may be reused by a new match, a cgroup made again
         for selector in self.selectors:

@@ -4,9 +4,11 @@ the way Prometheus's own exporters set them: the web configuration file of Prome
 
 `load` reads and checks the whole file before anything is attached: every key is known and honoured or
 refused by name, the certificate and key load, the client CA loads, every password hash is bcrypt. A
-file that is wrong is one line (UsageError, exit 2). `serve` binds the endpoint: a thread per connection,
-the TLS handshake in that thread (a client that stalls it holds its own thread, never the listener), then
-the rate limit, the configured headers and the basic-auth check in front of prometheus_client's WSGI app.
+file that is wrong is one line (UsageError, exit 2). `serve` binds the endpoint: at most MAX_CONNECTIONS
+connections at once, each in a thread of its own (the TLS handshake in that thread: a client that stalls it
+never holds the listener), each with a deadline for its handshake and request headers and one for its
+response; then the rate limit, the configured headers and the basic-auth check in front of
+prometheus_client's WSGI app.
 
 The file is read again when it, or a certificate or key it names, changes (a renewed certificate, a
 changed Kubernetes Secret), as exporter-toolkit does; a change that does not load is said once and the
@@ -35,8 +37,10 @@ import binascii
 import collections
 import collections.abc
 import hashlib
+import heapq
 import hmac
 import ipaddress
+import itertools
 import os
 import re
 import socket
@@ -45,7 +49,6 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from socketserver import ThreadingMixIn
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 import yaml
@@ -55,7 +58,12 @@ from spinscope.errors import UsageError
 AUTH_FAILURES = "spinscope_exporter_auth_failures"  # a counter: the exposition says ..._total
 AUTH_FAILURE_REASONS = ("missing", "wrong")
 CACHE_SIZE = 64  # credentials remembered after a bcrypt check passed (a handful of scrapers, really)
-CONNECTION_TIMEOUT_S = 30.0  # a connection's handshake and request, each read and write
+# The endpoint's bounds, as Go's net/http and Prometheus set them: a node's exporter is scraped by a few
+# Prometheus servers, one connection per scrape, each over in milliseconds.
+MAX_CONNECTIONS = 40  # served at once (node_exporter's --web.max-requests); more wait in the listen queue
+LISTEN_BACKLOG = 128  # connections the kernel holds for us while every slot is taken
+HEADER_TIMEOUT_S = 10.0  # from accept: the TLS handshake, the request line and headers (Go's ReadHeaderTimeout)
+RESPONSE_TIMEOUT_S = 30.0  # from the headers read: the response computed and written (Go's WriteTimeout)
 
 TLS_VERSIONS = {"TLS10": ssl.TLSVersion.TLSv1, "TLS11": ssl.TLSVersion.TLSv1_1,
                 "TLS12": ssl.TLSVersion.TLSv1_2, "TLS13": ssl.TLSVersion.TLSv1_3}
@@ -571,8 +579,78 @@ class Current:
             return self.config, self.guard
 
 
+class Watchdog:
+    """Deadlines for connections: one thread shuts a connection's socket down when its deadline passes,
+    which ends the read or write its own thread is blocked in. A socket timeout bounds one call only: a
+    client that sends a byte every few seconds (slowloris) would never meet one, and hold its thread for
+    good. Go's net/http sets a deadline on the whole exchange instead; this is that deadline."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._heap: list = []  # [when, sequence, fd]; fd None once cancelled or done
+        self._cancelled = 0  # entries in the heap that are cancelled: dropped when they are half of it
+        self._sequence = itertools.count()
+        self._closed = False
+        threading.Thread(target=self._run, name="spinscope-http-deadlines", daemon=True).start()
+
+    def arm(self, fd: int, seconds: float) -> list:
+        """Shut fd's socket down in `seconds` unless cancel() comes first."""
+        entry = [time.monotonic() + seconds, next(self._sequence), fd]
+        with self._cond:
+            heapq.heappush(self._heap, entry)
+            self._cond.notify()
+        return entry
+
+    def cancel(self, entry: list) -> None:
+        """Called before the socket is closed: from then on its fd, which the next connection may be
+        given, is never touched (the shutdown runs under the same lock)."""
+        with self._cond:
+            if entry[2] is None:  # cancelled before, or its deadline passed
+                return
+            entry[2] = None
+            self._cancelled += 1
+            if self._cancelled > len(self._heap) // 2:  # a flood of short connections: do not keep them all
+                self._heap = [e for e in self._heap if e[2] is not None]
+                heapq.heapify(self._heap)
+                self._cancelled = 0
+
+    def close(self) -> None:
+        """The thread ends once every deadline armed has passed or been cancelled."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+
+    def _run(self) -> None:
+        with self._cond:
+            while self._heap or not self._closed:
+                now = time.monotonic()
+                while self._heap and (self._heap[0][2] is None or self._heap[0][0] <= now):
+                    entry = heapq.heappop(self._heap)
+                    if entry[2] is None:
+                        self._cancelled -= 1
+                    else:
+                        _shut_down(entry[2])
+                        entry[2] = None  # done: a cancel() after it has nothing to do
+                self._cond.wait(self._heap[0][0] - now if self._heap else None)
+
+
+def _shut_down(fd: int) -> None:
+    """Shut down the socket behind fd (both directions) without closing fd, which its connection's thread
+    owns: the read or write that thread is in returns at once, an end of file or an error."""
+    try:
+        with socket.socket(fileno=os.dup(fd)) as sock:
+            sock.shutdown(socket.SHUT_RDWR)
+    except OSError:  # the client closed it first
+        pass
+
+
 class _QuietHandler(WSGIRequestHandler):
-    timeout = CONNECTION_TIMEOUT_S
+    def parse_request(self) -> bool:
+        """The request line and headers read: from here the connection has the response's deadline."""
+        if not super().parse_request():
+            return False
+        self.server.headers_read()
+        return True
 
     def log_message(self, format, *args):  # noqa: A002 (the base class's name)
         """A scrape is not news; refusals are counted in the metric instead."""
@@ -582,42 +660,104 @@ PLAIN_TO_TLS = (b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain; charset=
                 b"Client sent an HTTP request to an HTTPS server.\n")  # Go's answer, which Prometheus users know
 
 
-class Server(ThreadingMixIn, WSGIServer):
-    """prometheus_client's threading WSGI server, with TLS done per connection in that connection's
-    thread (prometheus_client wraps the listening socket: its handshakes run one at a time in the accept
-    loop, where one silent client stops every scrape)."""
+class Server(WSGIServer):
+    """prometheus_client's WSGI server, bounded: at most `max_connections` connections at once, each in a
+    thread of its own. Beyond them, connections wait in the kernel's listen queue until one ends, as
+    behind Prometheus's own --web.max-connections (Go's netutil.LimitListener): the threads, descriptors
+    and memory an endpoint on a node's network can be made to hold are bounded. Each connection has
+    `header_timeout` from its accept to its request headers (the TLS handshake included) and
+    `response_timeout` from there to its end, so a client that connects and says nothing, or says it a
+    byte at a time, loses its connection and frees its slot. TLS is done in the connection's own thread
+    (prometheus_client wraps the listening socket: its handshakes run one at a time in the accept loop,
+    where one silent client stops every scrape)."""
 
-    daemon_threads = True
+    request_queue_size = LISTEN_BACKLOG
     current: Current | None = None
 
-    def finish_request(self, request, client_address):
+    def __init__(self, address, handler, max_connections: int = MAX_CONNECTIONS,
+                 header_timeout: float = HEADER_TIMEOUT_S, response_timeout: float = RESPONSE_TIMEOUT_S):
+        super().__init__(address, handler, bind_and_activate=False)
+        self.slots = threading.BoundedSemaphore(max_connections)
+        self.header_timeout, self.response_timeout = header_timeout, response_timeout
+        self.watchdog = Watchdog()
+        self.local = threading.local()  # .fd and .deadline of the connection this thread serves
+
+    def get_request(self):
+        """Accept a connection once a slot is free. No slot within half a second is an OSError, which
+        serve_forever takes as nothing accepted: it goes round again, and sees a shutdown()."""
+        if not self.slots.acquire(timeout=0.5):
+            raise OSError("every connection slot is taken")
+        try:
+            return super().get_request()
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request(self, request, client_address):
+        """The connection's handshake and headers deadline runs from its accept; its thread serves it."""
+        deadline = self.watchdog.arm(request.fileno(), self.header_timeout)
+        try:
+            threading.Thread(target=self._connection, args=(request, client_address, deadline),
+                             name="spinscope-http-connection", daemon=True).start()
+        except BaseException:  # no thread: the caller closes the request
+            self.watchdog.cancel(deadline)
+            self.slots.release()
+            raise
+
+    def _connection(self, request, client_address, deadline: list) -> None:
+        self.local.fd, self.local.deadline = request.fileno(), deadline
+        conn = request
+        try:
+            conn, serve = self._handshake(request)
+            if serve:
+                self.finish_request(conn, client_address)
+        except Exception:
+            self.handle_error(request, client_address)
+        finally:
+            self.watchdog.cancel(self.local.deadline)  # first: once closed, the fd is the next one's
+            self.shutdown_request(conn)
+            if conn is not request:
+                request.close()  # detached by the TLS wrap: nothing left to close but the object
+            self.slots.release()
+
+    def headers_read(self) -> None:
+        """The request is in: its connection now has response_timeout to answer it (_QuietHandler)."""
+        self.watchdog.cancel(self.local.deadline)
+        self.local.deadline = self.watchdog.arm(self.local.fd, self.response_timeout)
+
+    def _handshake(self, request) -> tuple:
+        """(the connection to serve, whether to serve it): without TLS, the request itself; with TLS, the
+        TLS connection once the handshake and the file's client SAN check passed."""
         config = self.current.get()[0] if self.current is not None else None
         if config is None or config.tls is None:
-            return super().finish_request(request, client_address)
-        request.settimeout(CONNECTION_TIMEOUT_S)
+            return request, True
         try:
             first = request.recv(1, socket.MSG_PEEK)
         except OSError:
-            return
-        if first and first != b"\x16":  # not a TLS handshake record: plain HTTP, most likely
+            return request, False
+        if not first:  # gone, or its deadline passed
+            return request, False
+        if first != b"\x16":  # not a TLS handshake record: plain HTTP, most likely
             try:
                 request.sendall(PLAIN_TO_TLS)
             except OSError:
                 pass
-            return
+            return request, False
+        conn = config.tls.wrap_socket(request, server_side=True, do_handshake_on_connect=False)
         try:
-            conn = config.tls.wrap_socket(request, server_side=True)  # the handshake; `request` is detached
+            conn.do_handshake()
         except (OSError, ValueError):  # a failed handshake (no client certificate, an unknown CA): its own end
-            return
-        try:
-            if config.allowed_sans and not _san_allowed(conn.getpeercert(), config.allowed_sans):
-                return
-            super().finish_request(conn, client_address)
-        finally:
-            self.shutdown_request(conn)
+            return conn, False
+        if config.allowed_sans and not _san_allowed(conn.getpeercert(), config.allowed_sans):
+            return conn, False
+        return conn, True
 
     def handle_error(self, request, client_address):
         """A client that went away mid-response: nothing to report (the base class prints a traceback)."""
+
+    def server_close(self):
+        super().server_close()
+        self.watchdog.close()
 
 
 def _san_allowed(cert: dict | None, allowed: tuple) -> bool:
@@ -627,16 +767,18 @@ def _san_allowed(cert: dict | None, allowed: tuple) -> bool:
     return any(name in allowed for name in names)
 
 
-def serve(address: str, port: int, registry, config: WebConfig | None, say=lambda message: None) -> Server:
+def serve(address: str, port: int, registry, config: WebConfig | None, say=lambda message: None,
+          max_connections: int = MAX_CONNECTIONS, header_timeout: float = HEADER_TIMEOUT_S,
+          response_timeout: float = RESPONSE_TIMEOUT_S) -> Server:
     """Bind address:port and serve the registry's metrics on every path, in a thread, as `config` says
-    (None: plain HTTP, no file). `say`: for a change of the file, loaded or refused. Raises OSError when
-    the address cannot be bound."""
+    (None: plain HTTP, no file), within the bounds Server describes. `say`: for a change of the file,
+    loaded or refused. Raises OSError when the address cannot be bound."""
     from prometheus_client import make_wsgi_app
 
     app = make_wsgi_app(registry)
     family = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
     server_class = type("Server", (Server,), {"address_family": family})
-    server = server_class((address, port), _QuietHandler, bind_and_activate=False)
+    server = server_class((address, port), _QuietHandler, max_connections, header_timeout, response_timeout)
     try:
         server.server_bind()
         server.server_activate()
