@@ -50,7 +50,8 @@
 #error "spinscope: syscall argument registers not defined for this architecture"
 #endif
 
-/* A kfunc: a pointer typed as a kernel type (inlined to a move; loads through it are fault-safe). */
+/* A kfunc: a pointer typed as a kernel type, or with btf_id 0 as untrusted memory (Linux 6.17+; see
+ * untrusted_loads). Inlined to a move; loads through it are fault-safe. */
 extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
 
 /* CO-RE shims ------------------------------------------------------------------------------ */
