@@ -20,7 +20,8 @@ comparison, with a stated noise model:
   (a two-sided test at about 5% of "the truth is the threshold"). A value that is not a positive finite
   number (a count of 0, a missing cell), and a Check on a count (criteria.COUNT: context switches per
   request, whose spread between repetitions is no one process: x0.7-x2.9 for one setting, +-20% for the
-  next), settles only when every repetition puts it on the same side (a sign test).
+  next), settles only when every repetition puts it on the same side (a sign test); so does a Check of
+  a metric with no spread estimated (`noise` given without it).
 - The claim's verdict stands when `decide` gives the same verdict for every way its unsettled Checks could
   fall (2 hold, 1 fails, 1 unsettled under "at least half hold": direction reproduced either way);
   else it is "unstable", naming the unsettled Checks with each repetition's value.
@@ -92,8 +93,9 @@ class Weighed:
 
     def words(self) -> str:
         c = self.check
-        return (f"{c.name}: {' / '.join(fixed(v, 2) for v in self.values)} against {c.threshold:.3g} "
-                f"(±{math.expm1(self.margin):.0%})")
+        band = ("not on one side in every repetition" if math.isnan(self.margin) else
+                f"within x{math.exp(self.margin):.2f} of it")
+        return f"{c.name}: {' / '.join(fixed(v, 2) for v in self.values)} against {c.threshold:.3g} ({band})"
 
 
 @dataclass
@@ -147,11 +149,11 @@ def noise_of(evidence: list) -> dict:
 def weigh(check: criteria.Check, values: list, noise: dict) -> Weighed:
     """`check` over its repetitions' `values` under `noise` (noise_of): holds, fails or unsettled."""
     logs = _logs(values)
-    if check.metric == criteria.COUNT or logs is None:  # settled only when every repetition agrees
+    if check.metric == criteria.COUNT or logs is None or check.metric not in noise:  # every repetition agrees
         held = {bool(v >= check.threshold) for v in values if isinstance(v, (int, float))}
         agree = len(held) == 1 and all(isinstance(v, (int, float)) and not math.isnan(v) for v in values)
         return Weighed(check, values, (HOLDS if held == {True} else FAILS) if agree else UNSETTLED, math.nan)
-    sigma = noise.get(check.metric, (0.0, 0))[0]
+    sigma = noise[check.metric][0]
     margin = MARGIN * sigma * math.sqrt(check.cells / len(logs))
     distance = sum(logs) / len(logs) - math.log(check.threshold)
     outcome = HOLDS if distance > margin else FAILS if distance < -margin else UNSETTLED
@@ -207,9 +209,10 @@ def _by_checks(pooled: criteria.Finding, reps: list, noise: dict) -> criteria.Fi
         v = pooled.decide(settled | {w.check.name: h for w, h in zip(open_, fall)})
         if v not in verdicts:
             verdicts.append(v)
-    count = Counter(w.outcome for w in weighed)
-    summary = (f"over {len(reps)} repetitions {count[HOLDS]} of {len(weighed)} comparisons hold, {count[FAILS]} fail"
-               + "".join(f"; fails: {w.check.name}" for w in weighed if w.outcome == FAILS))
+    fails = [w.check.name for w in weighed if w.outcome == FAILS]
+    summary = (f"over {len(reps)} repetitions {sum(w.outcome == HOLDS for w in weighed)} of {len(weighed)} "
+               f"comparisons hold" + (f", {len(fails)} fail{'s' if len(fails) == 1 else ''} ({'; '.join(fails)})"
+                                       if fails else ""))
     unsettled = "; ".join(w.words() for w in open_)
     if len(verdicts) == 1:
         why = _join(pooled.why if verdicts[0] == pooled.verdict else "", summary,
