@@ -189,7 +189,26 @@ def class_latency(row, path: str, key: str = "p99") -> float | None:
 
 
 def _named(check) -> tuple:
-    return (check.name, bool(check)) if isinstance(check, Check) else (check[0], bool(check[1]))
+    """(what, held) of a comparison: a Check; (what, held); or (what, [Check, ...]), which holds when every
+    Check of the list does (a two-sided "within" is two Checks)."""
+    if isinstance(check, Check):
+        return check.name, bool(check)
+    what, held = check
+    return what, all(bool(c) for c in held) if isinstance(held, list) else bool(held)
+
+
+def _held_by(check, held: dict, fallback: bool) -> bool:
+    """Whether `check` (as _named reads it) holds when its Checks hold as `held` ({name: bool}) says."""
+    if isinstance(check, Check):
+        return held.get(check.name, fallback)
+    if isinstance(check[1], list):
+        return all(held.get(c.name, bool(c)) for c in check[1])
+    return fallback
+
+
+def _checks_in(checks: list) -> list:
+    return [c for item in checks for c in ([item] if isinstance(item, Check) else
+                                           item[1] if isinstance(item[1], list) else [])]
 
 
 def count_verdict(held: list) -> str:
@@ -216,9 +235,9 @@ def judged_by_checks(f: Finding, checks: list, prefix: str = "") -> Finding:
     """`f` with from_checks' verdict and why, and the Checks and their rule for lab/confidence.py (the plain
     (what, held) comparisons among `checks`, counts, keep the value they have here)."""
     f.verdict, f.why = from_checks(checks, prefix)
-    named = [_named(c) for c in checks]
-    f.checks = [c for c in checks if isinstance(c, Check)]
-    f.decide = lambda held: count_verdict([held.get(name, v) for name, v in named])
+    named = [(c, _named(c)[1]) for c in checks]
+    f.checks = _checks_in(checks)
+    f.decide = lambda held: count_verdict([_held_by(c, held, v) for c, v in named])
     return f
 
 
@@ -441,8 +460,8 @@ def fig14_16_netty_hybrid(table: pd.DataFrame) -> Finding:
         if path in tp.columns and {"netty", "event-loop (spin)"} <= set(tp.index):
             n, s_ = tp.loc["netty", path], tp.loc["event-loop (spin)", path]
             big = path == "/bytes/102400"
-            checks.append((f"netty {'beats' if big else 'loses to'} the spinning loop at {SIZE_NAMES[path]}",
-                           bool(n > s_ if big else n < s_)))
+            checks.append(Check(f"netty {'beats' if big else 'loses to'} the spinning loop at {SIZE_NAMES[path]}",
+                                ratio(n, s_) if big else ratio(s_, n), 1.0))
             lines.append(f"{SIZE_NAMES[path]}: netty {fixed(n, 0)} vs spin {fixed(s_, 0)} req/s")
             f.rows.append([SIZE_NAMES[path] + " (Table 6 cells)", "n/a", fixed(n, 0), fixed(s_, 0),
                            "netty" if n > s_ else "event-loop (spin)"])
@@ -456,14 +475,14 @@ def fig14_16_netty_hybrid(table: pd.DataFrame) -> Finding:
             f.rows.append([f"{heavy:.0%} heavy (100 KB)", fixed(r.get("hybrid"), 0), fixed(r.get("netty"), 0),
                            fixed(r.get("event-loop (spin)"), 0), r.idxmax()])
             if "hybrid" in r:
-                hybrid_best.append((f"hybrid within {1 - FIG16_NEAR_BEST:.0%} of the best at {heavy:.0%} heavy",
-                                    bool(r["hybrid"] >= FIG16_NEAR_BEST * r.max())))
+                rivals = r.drop("hybrid").dropna()
+                hybrid_best.append(Check(f"hybrid within {1 - FIG16_NEAR_BEST:.0%} of the best at {heavy:.0%} heavy",
+                                         ratio(r["hybrid"], rivals.max()) if len(rivals) else 1.0, FIG16_NEAR_BEST))
         lines.append(f"hybrid within {1 - FIG16_NEAR_BEST:.0%} of the best at "
-                     f"{sum(v for _, v in hybrid_best)}/{len(hybrid_best)} heavy ratios")
+                     f"{sum(map(bool, hybrid_best))}/{len(hybrid_best)} heavy ratios")
         checks += hybrid_best
     f.ours = "; ".join(lines)
-    f.verdict, f.why = from_checks(checks)
-    return f
+    return judged_by_checks(f, checks)
 
 
 EVENTS_FAST_SLOWEST = 0.95  # process-per-conn's mean latency at least this share of the slowest server's
@@ -1079,8 +1098,8 @@ def fanout_tables(table: pd.DataFrame) -> Finding:
             split, shared = by.loc["fanout-split x1"], by.loc["fanout-shared"]
             checks.append((f"Table 3: fanout-split makes more epoll_wait calls per HTTP request than fanout-shared at {wl}",
                            bool(split["polls"] > shared["polls"])))
-            checks.append((f"Table 3: fanout-split spends a larger CPU share in epoll_wait than fanout-shared at {wl}",
-                           bool(split["pollcpu"] > shared["pollcpu"])))
+            checks.append(Check(f"Table 3: fanout-split spends a larger CPU share in epoll_wait than fanout-shared at {wl}",
+                                ratio(split["pollcpu"], shared["pollcpu"]), 1.0, "epoll_wait CPU share"))
             checks.append((f"Table 3: backend loop >= {FANOUT_T3_IMBALANCE:g}x the HTTP loop's events per epoll_wait at {wl}",
                            bool(split["back"] >= FANOUT_T3_IMBALANCE * split["front"])))
             lines.append(f"{wl}: split x1 {fixed(split['polls'], 2)} epoll_wait/req ({split['pollcpu']:.1%} CPU), events/call "
@@ -1088,13 +1107,12 @@ def fanout_tables(table: pd.DataFrame) -> Finding:
                          f"shared {fixed(shared['polls'], 2)} ({shared['pollcpu']:.1%} CPU)")
         loops = w[w["arch"] == "fanout-split"].groupby("loops")["tp"].mean()
         if {1, 2, 4} <= set(loops.index):
-            checks.append((f"Table 3: {FANOUT_BEST_LOOPS} backend loops give the highest throughput at {wl}",
-                           bool(loops.idxmax() == FANOUT_BEST_LOOPS)))
+            checks.append(Check(f"Table 3: {FANOUT_BEST_LOOPS} backend loops give the highest throughput at {wl}",
+                                ratio(loops[FANOUT_BEST_LOOPS], loops.drop(FANOUT_BEST_LOOPS).max()), 1.0))
             lines.append(f"{wl}: split req/s by loops " + ", ".join(f"{int(k)}: {fixed(v, 0)}" for k, v in loops.items()))
     f.ours = "; ".join(lines)
-    f.verdict, f.why = from_checks(checks, "" if checks else "need fanout-pool/fanout-shared or fanout-split x1/x2/x4 "
-                                   "on the same workload")
-    return f
+    return judged_by_checks(f, checks, "" if checks else "need fanout-pool/fanout-shared or fanout-split x1/x2/x4 "
+                            "on the same workload")
 
 
 FIG13_PAPER_GAINS = (0.20, 0.25, 0.34)  # DoubleFaceAD's throughput over the other drivers, Figure 13
@@ -1118,6 +1136,21 @@ def _doubleface_vs(d: pd.DataFrame, column: str, better_low: bool) -> tuple:
     return pairs, rows
 
 
+def _doubleface_checks(f: Finding, ratios: list, strong: float, metric: str, names: tuple) -> None:
+    """f.checks and f.decide of Figures 13/15 from [(workload, baseline, ratio)] (DoubleFaceAD's advantage,
+    better when larger): reproduced when every ratio is at least `strong`, direction when at least half
+    are above 1, else not reproduced. `names`: the two Checks' names, formats of {b} (baseline), {wl}."""
+    pairs = [(Check(names[0].format(b=b, wl=wl), r, strong, metric), Check(names[1].format(b=b, wl=wl), r, 1.0, metric))
+             for wl, b, r in ratios]
+    f.checks = [c for pair in pairs for c in pair]
+
+    def decide(held: dict) -> str:
+        if all(held[s_.name] for s_, _ in pairs):
+            return REPRODUCED
+        return DIRECTION if sum(held[a.name] for _, a in pairs) >= len(pairs) / 2 else NOT_REPRODUCED
+    f.decide = decide
+
+
 def fanout_fig13_throughput(table: pd.DataFrame) -> Finding:
     d = _fanout_cells(table, "fanout_fig13")
     if d.empty:
@@ -1137,6 +1170,8 @@ def fanout_fig13_throughput(table: pd.DataFrame) -> Finding:
         f.verdict, f.why = DIRECTION, "ahead of most baselines; below " + f"{FIG13_GAIN_MIN:+.0%}: " + "; ".join(low)
     else:
         f.verdict, f.why = NOT_REPRODUCED, "not ahead of most baselines; below " + f"{FIG13_GAIN_MIN:+.0%}: " + "; ".join(low)
+    _doubleface_checks(f, [(wl, b, ratio(df, base)) for wl, b, df, base in pairs], 1 + FIG13_GAIN_MIN, "req/s",
+                       (f"DoubleFaceAD at least {FIG13_GAIN_MIN:+.0%} over {{b}} at {{wl}}", "DoubleFaceAD ahead of {b} at {wl}"))
     return f
 
 
@@ -1163,6 +1198,8 @@ def fanout_fig15_tail(table: pd.DataFrame) -> Finding:
         f.verdict, f.why = DIRECTION, f"lower p99 than most baselines; under {FIG15_RATIO_MIN}x: " + "; ".join(low)
     else:
         f.verdict, f.why = NOT_REPRODUCED, f"not lower than most baselines; under {FIG15_RATIO_MIN}x: " + "; ".join(low)
+    _doubleface_checks(f, ratios, FIG15_RATIO_MIN, "p99 ms", (f"{{b}}'s p99 at least {FIG15_RATIO_MIN:g}x DoubleFaceAD's at {{wl}}",
+                                                              "{b}'s p99 above DoubleFaceAD's at {wl}"))
     return f
 # ================================================================================== end of the fanout tier
 
@@ -1209,21 +1246,25 @@ def compare_disk(table: pd.DataFrame) -> Finding:
         return f
     checks = []
     if {"n-copy", "pipeline"} <= set(tp_b.index):
-        ratio = tp_b["n-copy"] / tp_b["pipeline"]
-        checks.append((f"SYMPED (n-copy) and pipeline within {COMPARE_DISK_EQUAL:.0%} (n-copy/pipeline {fixed(ratio, 2)})",
-                       bool(abs(ratio - 1) <= COMPARE_DISK_EQUAL)))
+        what = f"SYMPED (n-copy) and pipeline within {COMPARE_DISK_EQUAL:.0%}"
+        f.ours += f"; n-copy/pipeline {fixed(ratio(tp_b['n-copy'], tp_b['pipeline']), 2)}"
+        checks.append((what, [Check(f"{what}: n-copy at least {1 - COMPARE_DISK_EQUAL:.0%} of pipeline",
+                                    ratio(tp_b["n-copy"], tp_b["pipeline"]), 1 - COMPARE_DISK_EQUAL),
+                              Check(f"{what}: n-copy at most {1 + COMPARE_DISK_EQUAL:.0%} of pipeline",
+                                    ratio(tp_b["pipeline"], tp_b["n-copy"]), 1 / (1 + COMPARE_DISK_EQUAL))]))
     for a in ("n-copy", "pipeline"):
         if a in tp_b and "thread-per-conn" in tp_b:
-            checks.append((f"{a} ahead of thread-per-conn", bool(tp_b[a] > tp_b["thread-per-conn"])))
+            checks.append(Check(f"{a} ahead of thread-per-conn", ratio(tp_b[a], tp_b["thread-per-conn"]), 1.0))
     if {"event-loop", "n-copy"} <= set(tp_b.index) & set(tp_c.index):
-        drop = {a: 1 - tp_b[a] / tp_c[a] for a in ("event-loop", "n-copy")}
-        checks.append((f"SPED (event-loop) loses more throughput to disk reads than SYMPED (n-copy) "
-                       f"({drop['event-loop']:.0%} vs {drop['n-copy']:.0%})", bool(drop["event-loop"] > drop["n-copy"])))
+        # SPED loses more: its disk-bound share of its cached req/s below SYMPED's (a ratio of 4 cells).
+        kept = {a: ratio(tp_b[a], tp_c[a]) for a in ("event-loop", "n-copy")}
+        f.ours += f"; lost to disk reads: SPED {1 - kept['event-loop']:.0%}, SYMPED {1 - kept['n-copy']:.0%}"
+        checks.append(Check("SPED (event-loop) loses more throughput to disk reads than SYMPED (n-copy)",
+                            ratio(kept["n-copy"], kept["event-loop"]), 1.0, cells=4))
     if {"event-loop", "n-copy", "pipeline"} <= set(tp_b.index):
-        checks.append(("SPED (event-loop) behind SYMPED and pipeline when disk-bound",
-                       bool(tp_b["event-loop"] < min(tp_b["n-copy"], tp_b["pipeline"]))))
-    f.verdict, f.why = from_checks(checks)
-    return f
+        checks.append(Check("SPED (event-loop) behind SYMPED and pipeline when disk-bound",
+                            ratio(min(tp_b["n-copy"], tp_b["pipeline"]), tp_b["event-loop"]), 1.0))
+    return judged_by_checks(f, checks)
 # ================================================================================== end of the disk comparison
 # =========================================================================================== end claims block
 
@@ -1259,7 +1300,7 @@ def _by_delay(d: pd.DataFrame, policy: str) -> pd.DataFrame:
 
 
 def fig11_delay_checks(table: pd.DataFrame) -> tuple:
-    """(checks [(what, held)], the spinning loop's delay series, the contrast's, the numbers in words)."""
+    """(checks [(what, held)] and Checks, the spinning loop's delay series, the contrast's, the numbers in words)."""
     d = tagged(table, "fig11_12")
     spin = _by_delay(d, "spin") if not d.empty else d
     contrast = _by_delay(d, FIG11_CONTRAST) if not d.empty else d
@@ -1278,15 +1319,19 @@ def fig11_delay_checks(table: pd.DataFrame) -> tuple:
         drop = 1 - at.iloc[0]["lg_throughput"] / base["lg_throughput"]
         lines.append(f"throughput {fixed(base['lg_throughput'], 0)} -> {fixed(at.iloc[0]['lg_throughput'], 1)} "
                      f"req/s at +{FIG11_PAPER_DELAY_MS:g} ms ({-drop:+.1%}; paper {-FIG11_PAPER_DROP:+.0%})")
-        checks.append((f"throughput drop at +{FIG11_PAPER_DELAY_MS:g} ms within {FIG11_DROP_TOLERANCE:.0%} of "
-                       f"the paper's {FIG11_PAPER_DROP:.0%} (measured {drop:.1%})",
-                       bool(abs(drop - FIG11_PAPER_DROP) <= FIG11_DROP_TOLERANCE)))
+        # Within the tolerance: the kept share 1 - drop between 1 - (paper + tolerance) and 1 - (paper - tolerance).
+        what = (f"throughput drop at +{FIG11_PAPER_DELAY_MS:g} ms within {FIG11_DROP_TOLERANCE:.0%} of the paper's "
+                f"{FIG11_PAPER_DROP:.0%}")
+        kept = ratio(at.iloc[0]["lg_throughput"], base["lg_throughput"])
+        checks.append((what, [Check(f"{what}: not more", kept, 1 - (FIG11_PAPER_DROP + FIG11_DROP_TOLERANCE)),
+                              Check(f"{what}: not less", 1 / kept if kept else math.nan,
+                                    1 / (1 - (FIG11_PAPER_DROP - FIG11_DROP_TOLERANCE)))]))
     both = spin.merge(contrast, on="delay_n", suffixes=("", "_c"))
     for _, r in both[both["delay_n"] > 0].iterrows():
         lines.append(f"+{r['delay_n']:g} ms: spin {fixed(r['lg_throughput'], 1)} vs {FIG11_CONTRAST} "
                      f"{fixed(r['lg_throughput_c'], 1)} req/s")
-        checks.append((f"the spinning loop below {FIG11_CONTRAST} at +{r['delay_n']:g} ms (throughput)",
-                       bool(r["lg_throughput"] < r["lg_throughput_c"])))
+        checks.append(Check(f"the spinning loop below {FIG11_CONTRAST} at +{r['delay_n']:g} ms (throughput)",
+                            ratio(r["lg_throughput_c"], r["lg_throughput"]), 1.0))
     return checks, spin, contrast, lines
 
 
@@ -1314,10 +1359,12 @@ def fig11_12_latency_and_window(table: pd.DataFrame) -> Finding:
         checks.insert(0, ("writes per response fall as the client receive window grows",
                           window.verdict != NOT_REPRODUCED))
     f.ours = "; ".join(([window.ours] if window.ours else []) + lines)
-    f.verdict, f.why = from_checks(checks)
+    judged_by_checks(f, checks)
     missing = [part for part, measured in (("receive-window", window.verdict != NOT_MEASURED),
                                            ("delay", delay_measured)) if not measured]
     if missing:
+        count = f.decide
+        f.decide = lambda held: DIRECTION if count(held) == REPRODUCED else count(held)
         failed = failed_for(table, "fig11_12")
         failed = failed[pd.to_numeric(failed["delay_ms"], errors="coerce").fillna(0) > 0] if len(failed) else failed
         notes = [f"{part} part not measured" + (f": its cells failed ({str(failed['error'].iloc[0])[:120]})"
