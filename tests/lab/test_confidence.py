@@ -80,6 +80,15 @@ def test_unstable_when_a_repetition_flips():
     assert "n-copy x1.00" in found.reps[1].ours and "n-copy x1.79" in found.reps[0].ours  # the spread
 
 
+def test_more_unsettled_comparisons_than_are_tried(monkeypatch):
+    monkeypatch.setattr(confidence, "MAX_UNSETTLED", 2)
+    tbl = table(*server_cpus(0, *HOLDS), *server_cpus(1, *FAILS), *server_cpus(2, *HOLDS))
+    found = judged("server_cpus", tbl)
+    assert found.verdict == UNSTABLE
+    assert found.why.startswith("3 comparisons unsettled, more than the 2 whose falls are tried: n-copy at least 10% "
+                                "ahead of one event loop on 2 CPUs: 1.70 / 0.60 / 1.70 against 1.1 (within x")
+
+
 def test_unstable_when_a_comparison_sits_at_its_threshold():
     """n-copy 15%, 15% and 6% ahead against a threshold of 10%: held in 2 repetitions of 3, and unsettled."""
     one, two = (95.0, 100.0, 115.0, 100.0), (95.0, 100.0, 106.0, 100.0)

@@ -24,7 +24,8 @@ comparison, with a stated noise model:
   a metric with no spread estimated (`noise` given without it).
 - The claim's verdict stands when `decide` gives the same verdict for every way its unsettled Checks could
   fall (2 hold, 1 fails, 1 unsettled under "at least half hold": direction reproduced either way);
-  else it is "unstable", naming the unsettled Checks with each repetition's value.
+  else it is "unstable", naming the unsettled Checks with each repetition's value. (More than
+  MAX_UNSETTLED unsettled Checks are not tried, 2^n falls: unstable.)
 
 A claim whose criterion gives no Checks (the counting claims: counts per request, which do not move
 between runs) keeps the simpler rule: its verdict stands when every repetition gives it, else "unstable"
@@ -56,6 +57,7 @@ NEEDS_FULL = "needs the full matrix"
 TIMING_REPS = 3  # repetitions a throughput or latency claim needs (matrices/full.toml's default, quick's)
 MARGIN = 2.0  # standard errors between a Check's mean and its threshold for it to settle (~5%, two-sided)
 HOLDS, FAILS, UNSETTLED = "holds", "fails", "unsettled"
+MAX_UNSETTLED = 16  # unsettled Checks whose 2^n falls are tried; more read unstable without trying
 
 # The parameters that make two cells repetitions of one setting: every matrix parameter.
 _SETTING = tuple(PARAMS)
@@ -188,7 +190,7 @@ def _verdict(ev: _Evidence, needs_full: bool, noise: dict) -> criteria.Finding:
             f"{n} repetition{'s' if n != 1 else ''} of its cells, {claim.min_reps} needed for a throughput or "
             f"latency verdict; on these: {pooled.verdict}", pooled.why))
     if pooled.decide is not None and pooled.checks and reps:
-        return _by_checks(pooled, reps, noise)
+        return _by_checks(ev, noise)
     verdicts = [f.verdict for f in reps] or [pooled.verdict]
     if len(set(verdicts)) == 1:
         held = f"the same in each of {n} repetitions" if n >= 2 else "one repetition (a count)"
@@ -199,13 +201,14 @@ def _verdict(ev: _Evidence, needs_full: bool, noise: dict) -> criteria.Finding:
     return replace(pooled, verdict=UNSTABLE, reps=reps, why=_join(tally(verdicts), f"pooled: {pooled.verdict}"))
 
 
-def _by_checks(pooled: criteria.Finding, reps: list, noise: dict) -> criteria.Finding:
+def _by_checks(ev: _Evidence, noise: dict) -> criteria.Finding:
     """The verdict of a claim whose criterion gave Checks: settled only when the unsettled ones cannot move it."""
-    weighed = [weigh(c, values, noise) for c, values in _series(_Evidence(None, pooled, len(reps), reps))]
+    pooled, reps = ev.pooled, ev.reps
+    weighed = [weigh(c, values, noise) for c, values in _series(ev)]
     settled = {w.check.name: w.outcome == HOLDS for w in weighed if w.outcome != UNSETTLED}
     open_ = [w for w in weighed if w.outcome == UNSETTLED]
     verdicts = []
-    for fall in itertools.product((True, False), repeat=len(open_)):
+    for fall in itertools.product((True, False), repeat=len(open_)) if len(open_) <= MAX_UNSETTLED else ():
         v = pooled.decide(settled | {w.check.name: h for w, h in zip(open_, fall)})
         if v not in verdicts:
             verdicts.append(v)
@@ -219,8 +222,10 @@ def _by_checks(pooled: criteria.Finding, reps: list, noise: dict) -> criteria.Fi
                     f"unsettled, which cannot change the verdict: {unsettled}" if open_ else "",
                     f"the pooled numbers: {pooled.verdict}" if verdicts[0] != pooled.verdict else "")
         return replace(pooled, verdict=verdicts[0], reps=reps, weighed=weighed, why=why)
+    could = (f"{' or '.join(verdicts)} as the unsettled comparisons fall" if verdicts else
+             f"{len(open_)} comparisons unsettled, more than the {MAX_UNSETTLED} whose falls are tried")
     return replace(pooled, verdict=UNSTABLE, reps=reps, weighed=weighed, why=_join(
-        f"{' or '.join(verdicts)} as the unsettled comparisons fall: {unsettled}", summary,
+        f"{could}: {unsettled}", summary,
         f"pooled: {pooled.verdict}"))
 
 
