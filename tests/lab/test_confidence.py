@@ -68,25 +68,32 @@ def test_a_clear_effect_stands():
 
 
 def test_unstable_when_a_repetition_flips():
-    """One repetition with n-copy behind everywhere: every comparison's spread covers its threshold."""
+    """One repetition with n-copy behind everywhere. The claim alone gives 6 degrees of freedom, fewer than
+    MIN_DF: its comparisons are weighed by the sign rule, and two of them are not on one side."""
     tbl = table(*server_cpus(0, *HOLDS), *server_cpus(1, *FAILS), *server_cpus(2, *HOLDS))
+    assert confidence.noise_of([confidence._evidence(CLAIM["server_cpus"], tbl)])["req/s"][1] == 6
     found = judged("server_cpus", tbl)
     assert found.verdict == UNSTABLE
-    assert [w.outcome for w in found.weighed] == [UNSETTLED_] * 3
+    assert [w.outcome for w in found.weighed] == [UNSETTLED_, UNSETTLED_, HOLDS_]
     assert found.why.startswith("reproduced or direction reproduced or not reproduced as the unsettled comparisons "
                                 "fall: n-copy at least 10% ahead of one event loop on 2 CPUs: 1.70 / 0.60 / 1.70 "
-                                "against 1.1 (within x")
-    assert found.why.endswith("; over 3 repetitions 0 of 3 comparisons hold; pooled: direction reproduced")
+                                "against 1.1 (sign rule: not on one side in every repetition); n-copy within 10% of "
+                                "one event loop on 1 CPU: 0.95 / 0.60 / 0.95 against 0.9 (sign rule: not on one side")
+    assert found.why.endswith("; over 3 repetitions 1 of 3 comparisons hold; pooled: direction reproduced")
+    # Under a sweep's noise (many degrees of freedom) the spread of each covers its threshold.
+    swept = confidence.judge(CLAIM["server_cpus"], tbl, noise={"req/s": (0.3, 40)})
+    assert swept.verdict == UNSTABLE and [w.outcome for w in swept.weighed] == [UNSETTLED_] * 3
+    assert "1.70 / 0.60 / 1.70 against 1.1 (within x1.63 of it)" in swept.why
     assert "n-copy x1.00" in found.reps[1].ours and "n-copy x1.79" in found.reps[0].ours  # the spread
 
 
 def test_more_unsettled_comparisons_than_are_tried(monkeypatch):
-    monkeypatch.setattr(confidence, "MAX_UNSETTLED", 2)
+    monkeypatch.setattr(confidence, "MAX_UNSETTLED", 1)
     tbl = table(*server_cpus(0, *HOLDS), *server_cpus(1, *FAILS), *server_cpus(2, *HOLDS))
     found = judged("server_cpus", tbl)
     assert found.verdict == UNSTABLE
-    assert found.why.startswith("3 comparisons unsettled, more than the 2 whose falls are tried: n-copy at least 10% "
-                                "ahead of one event loop on 2 CPUs: 1.70 / 0.60 / 1.70 against 1.1 (within x")
+    assert found.why.startswith("2 comparisons unsettled, more than the 1 whose falls are tried: n-copy at least 10% "
+                                "ahead of one event loop on 2 CPUs: 1.70 / 0.60 / 1.70 against 1.1 (sign rule")
 
 
 def test_unstable_when_a_comparison_sits_at_its_threshold():
@@ -114,7 +121,7 @@ def test_unsettled_comparisons_that_cannot_change_the_verdict_leave_it_standing(
                                 "one event loop; over 3 repetitions 0 of 3 comparisons hold, 2 fail (n-copy at least "
                                 "10% ahead of one event loop on 2 CPUs; n-copy within 10% of one event loop on 1 CPU); "
                                 "unsettled, which cannot change the verdict: n-copy gains more from 1 -> 2 CPUs than "
-                                "one event loop: 1.02 / 0.96 / 1.02 against 1 (within x")
+                                "one event loop: 1.02 / 0.96 / 1.02 against 1 (sign rule: not on one side in every repetition)")
 
 
 def ab(rep, el, gt, tpc, ppc):
@@ -164,6 +171,10 @@ def test_weigh_a_check():
     assert outcome([1.01, 1.2, 3.0], metric=COUNT) == HOLDS_ and outcome([0.7, 1.9, 2.9], metric=COUNT) == UNSETTLED_
     assert outcome([math.inf, math.inf, math.inf]) == HOLDS_ and outcome([math.nan, 2.0, 2.0]) == UNSETTLED_
     assert outcome([0.0, 0.0, 0.0]) == FAILS_
+    # A spread pooled over fewer than MIN_DF degrees of freedom: the sign rule, whatever the spread says.
+    assert outcome([1.5, 0.9, 1.5]) == HOLDS_
+    noise["req/s"] = (0.1, confidence.MIN_DF - 1)
+    assert outcome([1.5, 0.9, 1.5]) == UNSETTLED_ and outcome([1.01, 1.01, 1.01]) == HOLDS_
 
 
 # A claim's comparisons drawn with per-cell noise (log-normal, sd 12%: this machine's spread for a 2-3 s

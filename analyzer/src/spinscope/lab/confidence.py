@@ -18,10 +18,12 @@ comparison, with a stated noise model:
 - A Check holds when the mean of its log(value / threshold) over the repetitions is above MARGIN standard
   errors (MARGIN * sigma * sqrt(cells / n)), fails when below minus that, and is unsettled in between
   (a two-sided test at about 5% of "the truth is the threshold"). A value that is not a positive finite
-  number (a count of 0, a missing cell), and a Check on a count (criteria.COUNT: context switches per
+  number (a count of 0, a missing cell), a Check on a count (criteria.COUNT: context switches per
   request, whose spread between repetitions is no one process: x0.7-x2.9 for one setting, +-20% for the
-  next), settles only when every repetition puts it on the same side (a sign test); so does a Check of
-  a metric with no spread estimated (`noise` given without it).
+  next), and a Check of a metric whose spread rests on fewer than MIN_DF degrees of freedom (a quick run's
+  p99 and CPU ms/request: 2 series, 4; one stalled repetition, a p99 ratio of 0.01 where the others read
+  0.3-0.5, set the margin for both p99 claims to x5.6) settle only when every repetition puts them on the
+  same side: the sign rule, which assumes no distribution.
 - The claim's verdict stands when `decide` gives the same verdict for every way its unsettled Checks could
   fall (2 hold, 1 fails, 1 unsettled under "at least half hold": direction reproduced either way);
   else it is "unstable", naming the unsettled Checks with each repetition's value. (More than
@@ -57,6 +59,9 @@ NEEDS_FULL = "needs the full matrix"
 TIMING_REPS = 3  # repetitions a throughput or latency claim needs (matrices/full.toml's default, quick's)
 MARGIN = 2.0  # standard errors between a Check's mean and its threshold for it to settle (~5%, two-sided)
 HOLDS, FAILS, UNSETTLED = "holds", "fails", "unsettled"
+# A metric's spread pooled over fewer degrees of freedom than this is itself too uncertain for MARGIN (Student's
+# t at 97.5% is 2.78 with 4, 2.23 with 10, 2.01 with 50): its Checks fall back to the sign rule.
+MIN_DF = 10
 MAX_UNSETTLED = 16  # unsettled Checks whose 2^n falls are tried; more read unstable without trying
 
 # The parameters that make two cells repetitions of one setting: every matrix parameter.
@@ -95,8 +100,10 @@ class Weighed:
 
     def words(self) -> str:
         c = self.check
-        band = ("not on one side in every repetition" if math.isnan(self.margin) else
-                f"within x{math.exp(self.margin):.2f} of it")
+        if math.isnan(self.margin):
+            band = f"sign rule: {'not ' if self.outcome == UNSETTLED else ''}on one side in every repetition"
+        else:
+            band = f"{'within' if self.outcome == UNSETTLED else 'beyond'} x{math.exp(self.margin):.2f} of it"
         return f"{c.name}: {' / '.join(fixed(v, 2) for v in self.values)} against {c.threshold:.3g} ({band})"
 
 
@@ -151,7 +158,7 @@ def noise_of(evidence: list) -> dict:
 def weigh(check: criteria.Check, values: list, noise: dict) -> Weighed:
     """`check` over its repetitions' `values` under `noise` (noise_of): holds, fails or unsettled."""
     logs = _logs(values)
-    if check.metric == criteria.COUNT or logs is None or check.metric not in noise:  # every repetition agrees
+    if check.metric == criteria.COUNT or logs is None or noise.get(check.metric, (0, 0))[1] < MIN_DF:  # sign rule
         held = {bool(v >= check.threshold) for v in values if isinstance(v, (int, float))}
         agree = len(held) == 1 and all(isinstance(v, (int, float)) and not math.isnan(v) for v in values)
         return Weighed(check, values, (HOLDS if held == {True} else FAILS) if agree else UNSETTLED, math.nan)
