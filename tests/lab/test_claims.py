@@ -44,8 +44,13 @@ def report_args(*argv):
 
 
 def judge(claim_id, tbl):
+    """The claim's criterion on `tbl`. Where it gives Checks (lab/confidence.py weighs them over the
+    repetitions), its rule `decide` on how they hold here must give its verdict here."""
     finding = next(c for c in claims.CLAIMS if c.id == claim_id).judge(tbl)
     assert finding.verdict != ERROR, finding.why
+    if finding.decide is not None:
+        assert finding.decide({c.name: bool(c) for c in finding.checks}) == finding.verdict, claim_id
+        assert len({c.name for c in finding.checks}) == len(finding.checks), "a Check's name is its identity"
     return finding
 
 
@@ -599,7 +604,8 @@ def test_fig11_12_delay_part_fails():
     # The drop alone off the paper's number (70% where it says 95%): direction, and the failing check named.
     mild = {0: (316.0, 1200.0), 5: (5000.0, 360.0), 20: (20000.0, 100.0)}
     found = judge("fig11_12", fig11_delay(mild, EPOLLOUT_DELAYS | {5: (30.0, 400.0), 20: (30.0, 150.0)}))
-    assert found.verdict == DIRECTION and "measured 70.0%" in found.why
+    assert found.verdict == DIRECTION and "(-70.0%; paper -95%)" in found.ours
+    assert found.why == "4/5 comparisons hold; fails: throughput drop at +5 ms within 5% of the paper's 95%"
 
 
 def test_fig11_12_delay_part_not_measured():

@@ -5,15 +5,18 @@ import argparse
 import io
 import itertools
 import json
+import math
 from dataclasses import replace
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from spinscope.errors import SpinscopeError
 from spinscope.lab import claims, confidence, sweep_report
-from spinscope.lab.confidence import NEEDS_FULL, TOO_FEW, UNSTABLE
-from spinscope.lab.criteria import DIRECTION, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED
+from spinscope.lab.confidence import FAILS as FAILS_, HOLDS as HOLDS_, NEEDS_FULL, TOO_FEW, UNSETTLED as UNSETTLED_
+from spinscope.lab.confidence import UNSTABLE
+from spinscope.lab.criteria import COUNT, DIRECTION, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED, Check
 from spinscope.lab.matrix import PARAMS, parse_matrix_text
 from spinscope.lab.results import row_of
 from paths import ROOT
@@ -54,31 +57,176 @@ def judged(claim_id, tbl, needs_full=False):
 
 # ------------------------------------------------------------------------------------------- the rule
 
-def test_stable_verdict_holds_in_every_repetition():
+def test_a_clear_effect_stands():
     tbl = table(*server_cpus(0, *HOLDS), *server_cpus(1, 96.0, 99.0, 168.0, 101.0), *server_cpus(2, *HOLDS))
     found = judged("server_cpus", tbl)
     assert found.verdict == REPRODUCED
-    assert found.why == "3/3 comparisons hold; the same in each of 3 repetitions"
+    assert found.why == "3/3 comparisons hold; over 3 repetitions 3 of 3 comparisons hold"
+    assert [w.outcome for w in found.weighed] == [HOLDS_, HOLDS_, HOLDS_]
     assert [f.verdict for f in found.reps] == [REPRODUCED] * 3
     assert found.ours == CLAIM["server_cpus"].judge(tbl).ours  # the numbers: repetitions averaged
 
 
 def test_unstable_when_a_repetition_flips():
+    """One repetition with n-copy behind everywhere. The claim alone gives 6 degrees of freedom, fewer than
+    MIN_DF: its comparisons are weighed by the sign rule, and two of them are not on one side."""
     tbl = table(*server_cpus(0, *HOLDS), *server_cpus(1, *FAILS), *server_cpus(2, *HOLDS))
+    assert confidence.noise_of([confidence._evidence(CLAIM["server_cpus"], tbl)])["req/s"][1] == 6
     found = judged("server_cpus", tbl)
     assert found.verdict == UNSTABLE
-    assert [f.verdict for f in found.reps] == [REPRODUCED, NOT_REPRODUCED, REPRODUCED]
-    pooled = CLAIM["server_cpus"].judge(tbl).verdict
-    assert found.why == f"2 of 3 repetitions reproduced, 1 not reproduced; pooled: {pooled}"
+    assert [w.outcome for w in found.weighed] == [UNSETTLED_, UNSETTLED_, HOLDS_]
+    assert found.why.startswith("reproduced or direction reproduced or not reproduced as the unsettled comparisons "
+                                "fall: n-copy at least 10% ahead of one event loop on 2 CPUs: 1.70 / 0.60 / 1.70 "
+                                "against 1.1 (sign rule: not on one side in every repetition); n-copy within 10% of "
+                                "one event loop on 1 CPU: 0.95 / 0.60 / 0.95 against 0.9 (sign rule: not on one side")
+    assert found.why.endswith("; over 3 repetitions 1 of 3 comparisons hold; pooled: direction reproduced")
+    # Under a sweep's noise (many degrees of freedom) the spread of each covers its threshold.
+    swept = confidence.judge(CLAIM["server_cpus"], tbl, noise={"req/s": (0.3, 40)})
+    assert swept.verdict == UNSTABLE and [w.outcome for w in swept.weighed] == [UNSETTLED_] * 3
+    assert "1.70 / 0.60 / 1.70 against 1.1 (within x1.63 of it)" in swept.why
     assert "n-copy x1.00" in found.reps[1].ours and "n-copy x1.79" in found.reps[0].ours  # the spread
 
 
-def test_unstable_when_a_repetition_lands_on_the_other_side_of_a_threshold():
-    one, two = (95.0, 100.0, 115.0, 100.0), (95.0, 100.0, 106.0, 100.0)  # n-copy ahead by 15% / by 6%
+def test_more_unsettled_comparisons_than_are_tried(monkeypatch):
+    monkeypatch.setattr(confidence, "MAX_UNSETTLED", 1)
+    tbl = table(*server_cpus(0, *HOLDS), *server_cpus(1, *FAILS), *server_cpus(2, *HOLDS))
+    found = judged("server_cpus", tbl)
+    assert found.verdict == UNSTABLE
+    assert found.why.startswith("2 comparisons unsettled, more than the 1 whose falls are tried: n-copy at least 10% "
+                                "ahead of one event loop on 2 CPUs: 1.70 / 0.60 / 1.70 against 1.1 (sign rule")
+
+
+def test_unstable_when_a_comparison_sits_at_its_threshold():
+    """n-copy 15%, 15% and 6% ahead against a threshold of 10%: held in 2 repetitions of 3, and unsettled."""
+    one, two = (95.0, 100.0, 115.0, 100.0), (95.0, 100.0, 106.0, 100.0)
     tbl = table(*server_cpus(0, *one), *server_cpus(1, *one), *server_cpus(2, *two))
     found = judged("server_cpus", tbl)
     assert [f.verdict for f in found.reps] == [REPRODUCED, REPRODUCED, DIRECTION]
-    assert found.verdict == UNSTABLE and found.why == "2 of 3 repetitions reproduced, 1 direction reproduced; pooled: reproduced"
+    assert [w.outcome for w in found.weighed] == [UNSETTLED_, HOLDS_, HOLDS_]
+    assert found.verdict == UNSTABLE
+    assert found.why.startswith("reproduced or direction reproduced as the unsettled comparisons fall: n-copy at "
+                                "least 10% ahead of one event loop on 2 CPUs: 1.15 / 1.15 / 1.06 against 1.1")
+
+
+def test_unsettled_comparisons_that_cannot_change_the_verdict_leave_it_standing():
+    """n-copy far behind on 1 and on 2 CPUs (2 fail), its gain from the second CPU the loop's, at the
+    threshold (unsettled): 0 or 1 of 3 hold, not reproduced either way."""
+    rows = [*server_cpus(0, 60.0, 100.0, 61.0, 100.0), *server_cpus(1, 62.0, 100.0, 60.0, 101.0),
+            *server_cpus(2, 61.0, 100.0, 61.5, 99.0)]
+    found = judged("server_cpus", table(*rows))
+    assert [w.outcome for w in found.weighed] == [FAILS_, FAILS_, UNSETTLED_]
+    assert found.verdict == NOT_REPRODUCED
+    assert found.why.startswith("0/3 comparisons hold; fails: n-copy at least 10% ahead of one event loop on 2 CPUs; "
+                                "n-copy within 10% of one event loop on 1 CPU; n-copy gains more from 1 -> 2 CPUs than "
+                                "one event loop; over 3 repetitions 0 of 3 comparisons hold, 2 fail (n-copy at least "
+                                "10% ahead of one event loop on 2 CPUs; n-copy within 10% of one event loop on 1 CPU); "
+                                "unsettled, which cannot change the verdict: n-copy gains more from 1 -> 2 CPUs than "
+                                "one event loop: 1.02 / 0.96 / 1.02 against 1 (sign rule: not on one side in every repetition)")
+
+
+def ab(rep, el, gt, tpc, ppc):
+    return [cell("events_fast_ab", rep=rep, arch=a, keepalive="off", concurrency=32, lg_throughput=tp)
+            for a, tp in (("event-loop", el), ("green-threads", gt), ("thread-per-conn", tpc), ("process-per-conn", ppc))]
+
+
+def test_two_hold_one_fails_one_unsettled_is_direction_either_way():
+    """Process-per-conn the lowest and green threads the fastest threaded design (hold), thread-per-conn at
+    half the loop's req/s (fails), green threads at 86-94% of the loop's against 90% (unsettled): 2 or 3
+    of 4 hold, direction reproduced either way."""
+    tbl = table(*ab(0, 100.0, 86.0, 50.0, 20.0), *ab(1, 100.0, 94.0, 52.0, 21.0), *ab(2, 100.0, 90.0, 49.0, 19.0))
+    found = judged("events_fast_ab", tbl)
+    assert [w.outcome for w in found.weighed] == [UNSETTLED_, HOLDS_, FAILS_, HOLDS_]
+    assert found.verdict == DIRECTION
+
+
+def test_noise_is_pooled_over_the_sweep():
+    """judge_all weighs every claim with one spread per metric, from all the sweep's Checks; a ratio met
+    twice (a claim's two thresholds on it) counts once. Here the server_cpus and events_fast_ab cells of
+    the tests above: 3 + 4 req/s series, 2 degrees of freedom each."""
+    rows = [*server_cpus(0, *HOLDS), *server_cpus(1, 96.0, 99.0, 168.0, 101.0), *server_cpus(2, *HOLDS),
+            *ab(0, 100.0, 86.0, 50.0, 20.0), *ab(1, 100.0, 94.0, 52.0, 21.0), *ab(2, 100.0, 90.0, 49.0, 19.0)]
+    tbl = table(*rows)
+    evidence = [confidence._evidence(CLAIM[c], tbl) for c in ("server_cpus", "events_fast_ab")]
+    noise = confidence.noise_of(evidence)
+    assert list(noise) == ["req/s"] and noise["req/s"][1] == 14
+    found = {c.id: f for c, f in claims.judge_all(tbl)}
+    for claim_id in ("server_cpus", "events_fast_ab"):
+        assert found[claim_id].verdict == confidence.judge(CLAIM[claim_id], tbl, noise=noise).verdict
+        assert found[claim_id].weighed[0].margin == pytest.approx(
+            confidence.MARGIN * noise["req/s"][0] * math.sqrt(2 / 3))
+
+
+def test_weigh_a_check():
+    """The rule on one Check: the mean of log(value / threshold) against MARGIN standard errors."""
+    noise = {"req/s": (0.1, 40)}  # margin: 2 * 0.1 * sqrt(2 / 3) = 0.163 on log(value), x1.18
+    def outcome(values, threshold=1.0, metric="req/s", cells=2):
+        return confidence.weigh(Check("c", values[0], threshold, metric, cells), values, noise).outcome
+    assert outcome([1.2, 1.2, 1.2]) == HOLDS_ and outcome([1.15, 1.2, 1.15]) == UNSETTLED_
+    assert outcome([0.8, 0.8, 0.8]) == FAILS_ and outcome([1.0, 1.3, 0.9]) == UNSETTLED_
+    assert outcome([1.2, 1.2, 1.2], cells=4) == UNSETTLED_  # a growth ratio: 4 cells' noise
+    assert outcome([1.3, 1.3, 1.3], threshold=1.15) == UNSETTLED_ and outcome([1.3, 1.3, 1.3], threshold=1.1) == HOLDS_
+    # No spread estimated for the metric, a count, or a value that is not a positive number: settled when
+    # every repetition is on one side.
+    assert outcome([1.01, 1.01, 1.01], metric="ms") == HOLDS_ and outcome([1.2, 0.9, 1.2], metric="ms") == UNSETTLED_
+    assert outcome([1.01, 1.2, 3.0], metric=COUNT) == HOLDS_ and outcome([0.7, 1.9, 2.9], metric=COUNT) == UNSETTLED_
+    assert outcome([math.inf, math.inf, math.inf]) == HOLDS_ and outcome([math.nan, 2.0, 2.0]) == UNSETTLED_
+    assert outcome([0.0, 0.0, 0.0]) == FAILS_
+    # A spread pooled over fewer than MIN_DF degrees of freedom: the sign rule, whatever the spread says.
+    assert outcome([1.5, 0.9, 1.5]) == HOLDS_
+    noise["req/s"] = (0.1, confidence.MIN_DF - 1)
+    assert outcome([1.5, 0.9, 1.5]) == UNSETTLED_ and outcome([1.01, 1.01, 1.01]) == HOLDS_
+
+
+# A claim's comparisons drawn with per-cell noise (log-normal, sd 12%: this machine's spread for a 2-3 s
+# cell) around a true setting, 20 seeded draws: the verdict of each draw, under a sweep's noise pooled
+# from many Checks (its estimate of the same 12%).
+DRAWS = 20
+SWEEP_NOISE = {"req/s": (0.12, 40)}
+
+
+def drawn_verdicts(truth, seeds=range(DRAWS)):
+    verdicts = []
+    for seed in seeds:
+        rng = np.random.default_rng(seed)
+        rows = [r for rep in range(3)
+                for r in server_cpus(rep, *(float(v * math.exp(rng.normal(0, 0.12))) for v in truth))]
+        verdicts.append(confidence.judge(CLAIM["server_cpus"], table(*rows), noise=SWEEP_NOISE).verdict)
+    return verdicts
+
+
+def test_seeded_draws_clear_effects_stand_every_time():
+    assert drawn_verdicts((150.0, 100.0, 300.0, 100.0)) == [REPRODUCED] * DRAWS  # n-copy x1.5 on 1 CPU, x3 on 2
+    # n-copy at half everywhere: its gain from the second CPU the loop's (unsettled), 0 or 1 of 3 hold
+    assert drawn_verdicts((50.0, 100.0, 50.0, 100.0)) == [NOT_REPRODUCED] * DRAWS
+
+
+def test_seeded_draws_a_claim_at_its_thresholds_is_unstable_every_time():
+    """n-copy exactly 10% ahead of the loop on 2 CPUs (the threshold), level on 1 CPU (1.07 standard errors
+    above its 90%), its gain from the second CPU x1.1 the loop's (0.7 standard errors above 1): each
+    repetition gives reproduced, direction or not reproduced by chance, and the old rule (every repetition
+    agrees) printed a verdict in some draws; this one is unstable in every draw."""
+    truth = (100.0, 100.0, 110.0, 100.0)
+    old_rule = []
+    for seed in range(DRAWS):
+        rng = np.random.default_rng(seed)
+        rows = [r for rep in range(3)
+                for r in server_cpus(rep, *(float(v * math.exp(rng.normal(0, 0.12))) for v in truth))]
+        reps = {f.verdict for f in confidence.judge(CLAIM["server_cpus"], table(*rows), noise=SWEEP_NOISE).reps}
+        old_rule.append(reps.pop() if len(reps) == 1 else UNSTABLE)
+    assert set(old_rule) - {UNSTABLE}  # the old rule: a verdict by chance in some draws
+    assert drawn_verdicts(truth) == [UNSTABLE] * DRAWS
+
+
+def test_a_comparison_at_its_threshold_settles_at_the_stated_rate():
+    """The rule's stated error: a comparison whose truth is its threshold settles (either way) when the
+    mean of 3 repetitions is MARGIN standard errors off, 2 * P(Z > 2) = 4.55% of runs. 4,000 seeded draws
+    of 3 repetitions of a two-cell ratio: between 3.7% and 5.4% (4 standard deviations of the count)."""
+    rng = np.random.default_rng(7)
+    noise = {"req/s": (0.12, 10**6)}
+    logs = rng.normal(0, 0.12, size=(4000, 3, 2))
+    settled = sum(confidence.weigh(Check("c", 1.0, 1.0), [math.exp(a - b) for a, b in draw], noise).outcome != UNSETTLED_
+                  for draw in logs)
+    assert 0.037 * 4000 < settled < 0.054 * 4000
 
 
 def test_the_repetitions_verdict_stands_when_the_pooled_one_differs():
@@ -295,8 +443,9 @@ def test_readme_table(two_sweeps, tmp_path, capsys):
     assert lines[0] == sweep_report.README_BEGIN and lines[-1] == sweep_report.README_END
     assert lines[1] == (
         "From 2 runs of the matrix quick (started 2026-11-26 02:40 UTC, 2026-11-27 09:05 UTC) on Linux 6.8.0-test, "
-        "2 CPUs (AMD EPYC). A verdict holds only when every repetition of the claim's cells gives it; otherwise it "
-        "reads unstable (docs/sweep.md, \"Verdicts and their confidence\"). The numbers are the last run's; the "
+        "2 CPUs (AMD EPYC). A throughput or latency verdict holds only when the comparisons its repetitions leave "
+        "unsettled (against the run's pooled noise) could not change it; otherwise it reads unstable, with them "
+        "(docs/sweep.md, \"Verdicts and their confidence\"). The numbers are the last run's; the "
         "last column says whether every run gave the same verdict.")
     assert lines[3:5] == ["| claim | ours (last run) | verdict | across runs |", "|---|---|---|---|"]
     rows = {line.split(" | ")[0][2:]: line for line in lines[5:] if line.startswith("| ")}

@@ -249,7 +249,7 @@ CLAIMS = CLAIMS + DISK_CLAIMS
 def judge_all(table: pd.DataFrame, needs_full=()) -> list:
     """[(claim, finding)] for every claim, in CLAIMS order, each verdict weighed over the repetitions of its
     cells (lab/confidence.py); the claims in `needs_full` are those the sweep's matrix does not settle."""
-    return [(claim, confidence.judge(claim, table, needs_full=claim.id in needs_full)) for claim in CLAIMS]
+    return confidence.judge_all(CLAIMS, table, needs_full)
 
 
 

@@ -1,28 +1,54 @@
-"""A verdict with its evidence's confidence: a claim judged on every repetition of its cells, not once.
+"""A verdict with its evidence's confidence: a claim weighed over the repetitions of its cells, not once.
 
-A criterion (lab/criteria.py) judges the table it is given, repetitions averaged. On two shared cores one
-2-3 s cell per point makes a throughput or latency comparison a coin toss, and the average of a few
-tosses is another toss. So a claim is judged once per repetition (`split_repetitions`: the r-th
-repetition of every setting the claim reads, the other claims' cells left as they are), and its verdict
-stands only when every repetition gives it; else it is "unstable", with each repetition's verdict and
-numbers. The numbers shown (`ours`) are the pooled ones (repetitions averaged); where the pooled table's
-verdict differs from the repetitions' common one (an average smooths a comparison that fails in each
-repetition, say), `why` says so. A claim whose settings have fewer repetitions than it needs
-(Claim.min_reps: 1 for the counting claims, whose counts per request do not move between runs;
+A criterion (lab/criteria.py) judges the table it is given, repetitions averaged. On two shared cores a
+2-3 s cell's throughput moves by 10-15% between repetitions, and a comparison within that of its threshold
+goes either way: judging each repetition and asking them to agree still left such a claim a coin toss
+(unstable in one run, a verdict in the next). So a throughput or latency claim is weighed comparison by
+comparison, with a stated noise model:
+
+- A criterion gives the Checks its verdict rests on (criteria.Check: a ratio of cell means `value` that
+  holds when >= `threshold`) and its verdict as a function of which hold (Finding.decide).
+- Each Check is computed on each of the n repetitions (`split_repetitions`: the r-th repetition of every
+  setting the claim reads). Noise model: log(value) of one repetition is the truth plus noise of spread
+  sigma * sqrt(cells), sigma the spread of one cell's log mean of that metric (req/s, p99 ms, ...), the
+  cells independent. sigma is pooled over every Check of that metric in the sweep (`noise_of`: the
+  repetitions' deviations from their Check's mean, n - 1 degrees of freedom each; a Check two criteria
+  share, or two Checks on one ratio, counted once), so that the margin is itself stable from run to run;
+  one claim's 2-6 degrees of freedom would make the margin a coin toss too.
+- A Check holds when the mean of its log(value / threshold) over the repetitions is above MARGIN standard
+  errors (MARGIN * sigma * sqrt(cells / n)), fails when below minus that, and is unsettled in between
+  (a two-sided test at about 5% of "the truth is the threshold"). A value that is not a positive finite
+  number (a count of 0, a missing cell), a Check on a count (criteria.COUNT: context switches per
+  request, whose spread between repetitions is no one process: x0.7-x2.9 for one setting, +-20% for the
+  next), and a Check of a metric whose spread rests on fewer than MIN_DF degrees of freedom (a quick run's
+  p99 and CPU ms/request: 2 series, 4; one stalled repetition, a p99 ratio of 0.01 where the others read
+  0.3-0.5, set the margin for both p99 claims to x5.6) settle only when every repetition puts them on the
+  same side: the sign rule, which assumes no distribution.
+- The claim's verdict stands when `decide` gives the same verdict for every way its unsettled Checks could
+  fall (2 hold, 1 fails, 1 unsettled under "at least half hold": direction reproduced either way);
+  else it is "unstable", naming the unsettled Checks with each repetition's value. (More than
+  MAX_UNSETTLED unsettled Checks are not tried, 2^n falls: unstable.)
+
+A claim whose criterion gives no Checks (the counting claims: counts per request, which do not move
+between runs) keeps the simpler rule: its verdict stands when every repetition gives it, else "unstable"
+with each repetition's verdict. The numbers shown (`ours`) are always the pooled ones (repetitions
+averaged); where the repetitions' verdict differs from the pooled table's, `why` names the pooled one.
+A claim whose settings have fewer repetitions than it needs (Claim.min_reps: 1 for the counting claims,
 TIMING_REPS for the throughput and latency claims) is "too few repetitions", with the pooled numbers; a
 claim the sweep's matrix declares it does not settle (`needs_full` in the matrix, docs/sweep.md) is
-"needs the full matrix", with whatever numbers its cells gave. The rule is exact and conservative: with
-3 repetitions a comparison that flips one time in two passes as stable one time in four, one that never
-flips always does.
+"needs the full matrix", with whatever numbers its cells gave.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import replace
+import itertools
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
+from spinscope.fmt import fixed
 from spinscope.lab import criteria
 from spinscope.lab.criteria import ERROR, NOT_MEASURED
 from spinscope.lab.matrix import PARAMS
@@ -31,6 +57,12 @@ UNSTABLE = "unstable"
 TOO_FEW = "too few repetitions"
 NEEDS_FULL = "needs the full matrix"
 TIMING_REPS = 3  # repetitions a throughput or latency claim needs (matrices/full.toml's default, quick's)
+MARGIN = 2.0  # standard errors between a Check's mean and its threshold for it to settle (~5%, two-sided)
+HOLDS, FAILS, UNSETTLED = "holds", "fails", "unsettled"
+# A metric's spread pooled over fewer degrees of freedom than this is itself too uncertain for MARGIN (Student's
+# t at 97.5% is 2.78 with 4, 2.23 with 10, 2.01 with 50): its Checks fall back to the sign rule.
+MIN_DF = 10
+MAX_UNSETTLED = 16  # unsettled Checks whose 2^n falls are tried; more read unstable without trying
 
 # The parameters that make two cells repetitions of one setting: every matrix parameter.
 _SETTING = tuple(PARAMS)
@@ -57,22 +89,115 @@ def split_repetitions(table: pd.DataFrame, tag: str) -> list:
     return [pd.concat([rest, order[nth == r]]).sort_index() for r in range(n)]
 
 
-def judge(claim, table: pd.DataFrame, needs_full: bool = False) -> criteria.Finding:
-    """`claim` on `table` with the confidence rule of the module docstring: the pooled finding (repetitions
-    averaged) with the rule's verdict, `reps` the finding on each repetition (when there are 2 or more)."""
+@dataclass
+class Weighed:
+    """One Check over the repetitions: its value on each, and whether it holds, fails or is unsettled."""
+
+    check: criteria.Check  # on the pooled table (its name, threshold, metric)
+    values: list  # on each repetition (NaN where a repetition lacks it)
+    outcome: str
+    margin: float  # the standard errors' width on log(value): holds above threshold * exp(margin)
+
+    def words(self) -> str:
+        c = self.check
+        if math.isnan(self.margin):
+            band = f"sign rule: {'not ' if self.outcome == UNSETTLED else ''}on one side in every repetition"
+        else:
+            band = f"{'within' if self.outcome == UNSETTLED else 'beyond'} x{math.exp(self.margin):.2f} of it"
+        return f"{c.name}: {' / '.join(fixed(v, 2) for v in self.values)} against {c.threshold:.3g} ({band})"
+
+
+@dataclass
+class _Evidence:
+    claim: object
+    pooled: criteria.Finding
+    n: int  # repetitions of the claim's settings
+    reps: list  # [Finding] per repetition, when n >= 2
+
+
+def _evidence(claim, table: pd.DataFrame) -> _Evidence:
     pooled = claim.judge(table)
+    n = repetitions_of(table, claim.id)
+    reps = [claim.judge(t) for t in split_repetitions(table, claim.id)] if n >= 2 else []
+    return _Evidence(claim, pooled, n, reps)
+
+
+def _series(ev: _Evidence) -> list:
+    """[(pooled Check, [value on each repetition])] of the claim's Checks."""
+    per_rep = [{c.name: c.value for c in f.checks} for f in ev.reps]
+    return [(c, [r.get(c.name, math.nan) for r in per_rep]) for c in ev.pooled.checks]
+
+
+def _logs(values: list) -> list | None:
+    """log of each value, None unless every one is a positive finite number."""
+    if not values or not all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in values):
+        return None
+    return [math.log(v) for v in values]
+
+
+def noise_of(evidence: list) -> dict:
+    """{metric: (sigma, degrees of freedom)}: the spread of one cell's log mean, pooled over every Check of
+    the metric with 2 or more repetitions (the module docstring's model). A series met twice (the same
+    ratio under two thresholds, or two claims reading one cell pair) counts once."""
+    sums, dfs, seen = defaultdict(float), defaultdict(int), set()
+    for ev in evidence:
+        for check, values in _series(ev):
+            logs = _logs(values)
+            if check.metric == criteria.COUNT or logs is None or len(logs) < 2:
+                continue
+            key = (check.metric, tuple(round(x, 12) for x in logs))
+            if key in seen:
+                continue
+            seen.add(key)
+            mean = sum(logs) / len(logs)
+            sums[check.metric] += sum((x - mean) ** 2 for x in logs) / check.cells
+            dfs[check.metric] += len(logs) - 1
+    return {m: (math.sqrt(sums[m] / dfs[m]), dfs[m]) for m in dfs}
+
+
+def weigh(check: criteria.Check, values: list, noise: dict) -> Weighed:
+    """`check` over its repetitions' `values` under `noise` (noise_of): holds, fails or unsettled."""
+    logs = _logs(values)
+    if check.metric == criteria.COUNT or logs is None or noise.get(check.metric, (0, 0))[1] < MIN_DF:  # sign rule
+        held = {bool(v >= check.threshold) for v in values if isinstance(v, (int, float))}
+        agree = len(held) == 1 and all(isinstance(v, (int, float)) and not math.isnan(v) for v in values)
+        return Weighed(check, values, (HOLDS if held == {True} else FAILS) if agree else UNSETTLED, math.nan)
+    sigma = noise[check.metric][0]
+    margin = MARGIN * sigma * math.sqrt(check.cells / len(logs))
+    distance = sum(logs) / len(logs) - math.log(check.threshold)
+    outcome = HOLDS if distance > margin else FAILS if distance < -margin else UNSETTLED
+    return Weighed(check, values, outcome, margin)
+
+
+def judge(claim, table: pd.DataFrame, needs_full: bool = False, noise: dict | None = None) -> criteria.Finding:
+    """`claim` on `table` with the confidence rule of the module docstring: the pooled finding (repetitions
+    averaged) with the rule's verdict, `reps` the finding on each repetition (when there are 2 or more).
+    `noise` (noise_of) defaults to the claim's own Checks' spread; judge_all pools it over the sweep."""
+    ev = _evidence(claim, table)
+    return _verdict(ev, needs_full, noise_of([ev]) if noise is None else noise)
+
+
+def judge_all(claims, table: pd.DataFrame, needs_full=()) -> list:
+    """[(claim, finding)] for every claim of `claims`, the noise pooled over all their Checks."""
+    evidence = [_evidence(claim, table) for claim in claims]
+    noise = noise_of(evidence)
+    return [(ev.claim, _verdict(ev, ev.claim.id in needs_full, noise)) for ev in evidence]
+
+
+def _verdict(ev: _Evidence, needs_full: bool, noise: dict) -> criteria.Finding:
+    claim, pooled, n, reps = ev.claim, ev.pooled, ev.n, ev.reps
     if needs_full:
         return replace(pooled, verdict=NEEDS_FULL, why=_join(
             "this matrix does not run enough of its points to settle it (matrices/full.toml does)",
             f"its cells here: {pooled.verdict}" if pooled.verdict != NOT_MEASURED else ""))
     if pooled.verdict in (NOT_MEASURED, ERROR):
         return pooled
-    n = repetitions_of(table, claim.id)
-    reps = [claim.judge(t) for t in split_repetitions(table, claim.id)] if n >= 2 else []
     if n < claim.min_reps:
         return replace(pooled, verdict=TOO_FEW, reps=reps, why=_join(
             f"{n} repetition{'s' if n != 1 else ''} of its cells, {claim.min_reps} needed for a throughput or "
             f"latency verdict; on these: {pooled.verdict}", pooled.why))
+    if pooled.decide is not None and pooled.checks and reps:
+        return _by_checks(ev, noise)
     verdicts = [f.verdict for f in reps] or [pooled.verdict]
     if len(set(verdicts)) == 1:
         held = f"the same in each of {n} repetitions" if n >= 2 else "one repetition (a count)"
@@ -81,6 +206,34 @@ def judge(claim, table: pd.DataFrame, needs_full: bool = False) -> criteria.Find
         reasons = pooled.why if verdicts[0] == pooled.verdict else reps[0].why
         return replace(pooled, verdict=verdicts[0], reps=reps, why=_join(reasons, held))
     return replace(pooled, verdict=UNSTABLE, reps=reps, why=_join(tally(verdicts), f"pooled: {pooled.verdict}"))
+
+
+def _by_checks(ev: _Evidence, noise: dict) -> criteria.Finding:
+    """The verdict of a claim whose criterion gave Checks: settled only when the unsettled ones cannot move it."""
+    pooled, reps = ev.pooled, ev.reps
+    weighed = [weigh(c, values, noise) for c, values in _series(ev)]
+    settled = {w.check.name: w.outcome == HOLDS for w in weighed if w.outcome != UNSETTLED}
+    open_ = [w for w in weighed if w.outcome == UNSETTLED]
+    verdicts = []
+    for fall in itertools.product((True, False), repeat=len(open_)) if len(open_) <= MAX_UNSETTLED else ():
+        v = pooled.decide(settled | {w.check.name: h for w, h in zip(open_, fall)})
+        if v not in verdicts:
+            verdicts.append(v)
+    fails = [w.check.name for w in weighed if w.outcome == FAILS]
+    summary = (f"over {len(reps)} repetitions {sum(w.outcome == HOLDS for w in weighed)} of {len(weighed)} "
+               f"comparisons hold" + (f", {len(fails)} fail{'s' if len(fails) == 1 else ''} ({'; '.join(fails)})"
+                                       if fails else ""))
+    unsettled = "; ".join(w.words() for w in open_)
+    if len(verdicts) == 1:
+        why = _join(pooled.why if verdicts[0] == pooled.verdict else "", summary,
+                    f"unsettled, which cannot change the verdict: {unsettled}" if open_ else "",
+                    f"the pooled numbers: {pooled.verdict}" if verdicts[0] != pooled.verdict else "")
+        return replace(pooled, verdict=verdicts[0], reps=reps, weighed=weighed, why=why)
+    could = (f"{' or '.join(verdicts)} as the unsettled comparisons fall" if verdicts else
+             f"{len(open_)} comparisons unsettled, more than the {MAX_UNSETTLED} whose falls are tried")
+    return replace(pooled, verdict=UNSTABLE, reps=reps, weighed=weighed, why=_join(
+        f"{could}: {unsettled}", summary,
+        f"pooled: {pooled.verdict}"))
 
 
 def tally(verdicts: list) -> str:

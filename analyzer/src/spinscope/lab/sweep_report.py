@@ -131,6 +131,14 @@ def _reps_json(finding) -> list:
     return [{"repetition": i + 1, "verdict": f.verdict, "ours": f.ours, "why": f.why} for i, f in enumerate(finding.reps)]
 
 
+def _comparisons_json(finding) -> list:
+    """Each Check over the repetitions (lab/confidence.py): its value on each, threshold, outcome, and the
+    margin as a factor (holds above threshold x factor, fails below threshold / factor)."""
+    return [{"name": w.check.name, "values": w.values, "threshold": w.check.threshold, "metric": w.check.metric,
+             "cells": w.check.cells, "outcome": w.outcome, "margin_factor": math.exp(w.margin)}
+            for w in finding.weighed]
+
+
 def to_json(outdir: Path, table: pd.DataFrame, judged: list, meta: dict) -> dict:
     failed = table[table["status"] != "ok"] if len(table) else table
     cells, ok = _counts(table)
@@ -142,7 +150,7 @@ def to_json(outdir: Path, table: pd.DataFrame, judged: list, meta: dict) -> dict
                         "tolerance": claim.tolerance, "rule": claim.rule, "measured": claim.measured,
                         "min_reps": claim.min_reps, "ours": finding.ours, "verdict": finding.verdict,
                         "why": finding.why, "repetitions": _reps_json(finding),
-                        "headers": finding.headers, "rows": finding.rows} for claim, finding in judged]}
+                        "comparisons": _comparisons_json(finding), "headers": finding.headers, "rows": finding.rows} for claim, finding in judged]}
 
 
 # ------------------------------------------------------------------------------------ Markdown (compare, README)
@@ -190,7 +198,8 @@ def compare_markdown(a: Sweep, b: Sweep) -> str:
 
 def compare_json(a: Sweep, b: Sweep) -> dict:
     def side(s, f):
-        return {"verdict": f.verdict, "ours": f.ours, "why": f.why, "repetitions": _reps_json(f)}
+        return {"verdict": f.verdict, "ours": f.ours, "why": f.why, "repetitions": _reps_json(f),
+                "comparisons": _comparisons_json(f)}
     return jsonable({"a": {"dir": str(a.dir), "sweep": a.meta}, "b": {"dir": str(b.dir), "sweep": b.meta},
                      "claims": [{"id": claim.id, "title": claim.title, "same": fa.verdict == fb.verdict,
                                  "a": side(a, fa), "b": side(b, fb)}
@@ -207,8 +216,9 @@ def readme_table(sweeps: list) -> str:
     runs = "one run" if n == 1 else f"{n} runs"
     out = [README_BEGIN + "\n",
            f"From {runs} of the matrix {', '.join(matrices)} (started {', '.join(_day(s.meta.get('started_at')) for s in sweeps)}) "
-           f"on {'; '.join(machines)}. A verdict holds only when every repetition of the claim's cells gives it; "
-           "otherwise it reads unstable (docs/sweep.md, \"Verdicts and their confidence\"). The numbers are the last "
+           f"on {'; '.join(machines)}. A throughput or latency verdict holds only when the comparisons its repetitions "
+           "leave unsettled (against the run's pooled noise) could not change it; otherwise it reads unstable, with "
+           "them (docs/sweep.md, \"Verdicts and their confidence\"). The numbers are the last "
            "run's; the last column says whether every run gave the same verdict."
            + ("" if len({_matrix_text(s) for s in sweeps}) == 1 else
               " The runs' matrix files differ (DIR/matrix.toml): a claim's cells may not be the same in every run.")
