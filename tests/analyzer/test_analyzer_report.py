@@ -93,3 +93,19 @@ def test_html_renders_in_headless_chromium(html_report, tmp_path):
     pixels = np.asarray(Image.open(png).convert("L"))
     assert pixels.std() > 20  # text, tables and plots, not a blank page
     assert (pixels < 100).mean() > 0.01  # a fair amount of dark ink
+
+
+def test_thread_columns_say_what_they_mean(capture_file, cli, html_report):
+    """Every header of the threads table has its glossary line: one line under the table in the terminal
+    (not wrapped into a file), the header's title in HTML."""
+    from spinscope import report
+
+    assert len(report.THREAD_MEANINGS) == len(report.THREAD_HEADERS)
+    assert all(meaning.strip() for meaning in report.THREAD_MEANINGS)
+    out = cli("report", capture_file(captures.write_spin_server())).stdout
+    glossary = [line for line in out.splitlines() if line.startswith("columns: role: ")]
+    assert len(glossary) == 1
+    assert "; no t/o: share of poll calls made with a zero timeout (checks that never wait);" in glossary[0]
+    assert "; woken: wakeups it received from the target's threads" in glossary[0]
+    assert '<th title="share of poll calls made with a zero timeout (checks that never wait)">no t/o</th>' in \
+        html_report.read_text()

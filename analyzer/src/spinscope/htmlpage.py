@@ -48,8 +48,10 @@ def verdict(css: str, headline: str, lines: list = ()) -> str:
     return f"<div class=\"verdict {css}\"><strong>{escape(headline)}</strong>" + (f"<ul>{items}</ul>" if items else "") + "</div>"
 
 
-def table(headers: list, rows: list) -> str:
-    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+def table(headers: list, rows: list, titles: tuple | None = None) -> str:
+    """A table; titles, if given, one per header: what it means, shown on hover."""
+    head = "".join(f"<th title=\"{escape(t)}\">{escape(h)}</th>" if t else f"<th>{escape(h)}</th>"
+                   for h, t in zip(headers, titles or [""] * len(headers)))
     body = "".join("<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in row) + "</tr>" for row in rows)
     return f"<table><tr>{head}</tr>{body}</table>"
 

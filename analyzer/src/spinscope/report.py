@@ -25,14 +25,28 @@ from spinscope.roles import ROLE_NOUNS, ROLES, activity
 
 MAX_THREAD_ROWS = 30
 MAX_EDGES = 10
-THREAD_COLUMNS = (  # (header, column, digits or None for a percentage): the per-thread evidence
-    ("writes", "write_calls", 0), ("EAGAIN", "write_eagain", 0), ("EAGAIN retries", "write_spin_eagain", 0),
-    ("waited", "write_waited", 0), ("reads", "read_calls", 0), ("rd EAGAIN", "read_eagain", 0),
-    ("polls", "poll_calls", 0), ("zero", "poll_zero_fraction", None), ("no t/o", "poll_nowait_fraction", None),
-    ("ev/poll", "events_per_poll", 1), ("futex", "futex_waits", 0), ("cs", "cs_total", 0),
-    ("CPU ms", "cpu_ms", 0), ("woke", "wakeups_sent", 0), ("woken", "wakeups_received", 0),
+# (header, column, digits or None for a percentage, meaning): the per-thread evidence. The meaning is the
+# column's glossary line, under the table in the terminal and the header's title (on hover) in HTML.
+THREAD_COLUMNS = (
+    ("writes", "write_calls", 0, "socket write calls"),
+    ("EAGAIN", "write_eagain", 0, "socket writes that returned EAGAIN (the send buffer full)"),
+    ("EAGAIN retries", "write_spin_eagain", 0, "writes that retried an EAGAIN without waiting (write-spin)"),
+    ("waited", "write_waited", 0, "writes that retried a stalled write after waiting for room"),
+    ("reads", "read_calls", 0, "socket read calls"),
+    ("rd EAGAIN", "read_eagain", 0, "socket reads that returned EAGAIN (nothing to read)"),
+    ("polls", "poll_calls", 0, "poll calls (epoll_wait, poll, select and their variants)"),
+    ("zero", "poll_zero_fraction", None, "share of poll calls that returned no event"),
+    ("no t/o", "poll_nowait_fraction", None, "share of poll calls made with a zero timeout (checks that never wait)"),
+    ("ev/poll", "events_per_poll", 1, "events returned per poll call"),
+    ("futex", "futex_waits", 0, "futex waits (lock and condition waits)"),
+    ("cs", "cs_total", 0, "context switches, voluntary and involuntary"),
+    ("CPU ms", "cpu_ms", 0, "time on a CPU"),
+    ("woke", "wakeups_sent", 0, "wakeups it sent to the target's threads"),
+    ("woken", "wakeups_received", 0, "wakeups it received from the target's threads"),
 )
-THREAD_HEADERS = ("role", "thread", *(header for header, _, _ in THREAD_COLUMNS))
+THREAD_HEADERS = ("role", "thread", *(column[0] for column in THREAD_COLUMNS))
+THREAD_MEANINGS = ("what the thread does, from its calls (docs/labels.md, \"Thread roles\")", "its name (thread id)",
+                   *(column[3] for column in THREAD_COLUMNS))
 SIZE_HEADERS = ("size", "responses", "writes/resp", "EAGAIN/resp", "partial/resp", "EAGAIN retries/resp",
                 "waits/resp", "ms/req")
 METRIC_HEADERS = ("metric", "kind", "value", "meaning")
@@ -68,6 +82,11 @@ def no_label_line() -> str:
     return "No write-spin, spurious select or handoff overhead found."
 
 
+def thread_glossary() -> str:
+    """The threads table's columns, a line: what each header means."""
+    return "columns: " + "; ".join(f"{header}: {meaning}" for header, meaning in zip(THREAD_HEADERS, THREAD_MEANINGS))
+
+
 def thread_rows(analysis: Analysis) -> list:
     """(role, comm/tid, cells...) for the busiest threads, grouped by role (event loops first)."""
     order = {role: i for i, role in enumerate(ROLES)}
@@ -77,7 +96,7 @@ def thread_rows(analysis: Analysis) -> list:
         row = {**thread, "cs_total": thread["cs_voluntary"] + thread["cs_involuntary"],
                "cpu_ms": thread["oncpu_ns"] / 1e6}
         cells = [percent(row[col], 0) if digits is None else fixed(row[col], digits)
-                 for _, col, digits in THREAD_COLUMNS]
+                 for _, col, digits, _ in THREAD_COLUMNS]
         rows.append([ROLE_NOUNS[row["role"]], thread_label(analysis, tid, row), *cells])
     return rows
 
@@ -233,6 +252,7 @@ def render_terminal(analysis: Analysis, assessment: Assessment, console: Console
     console.print(table)
     if len(analysis.threads) > MAX_THREAD_ROWS:
         console.print(f"... and {len(analysis.threads) - MAX_THREAD_ROWS} more threads")
+    console.print(thread_glossary(), style="dim", markup=False, soft_wrap=True)
     if collector_line(analysis):
         console.print(plain(collector_line(analysis), "dim"))
 
@@ -296,7 +316,7 @@ def render_html(analysis: Analysis, assessment: Assessment) -> str:
         body.append(htmlpage.heading(f"Evidence: {label.title}"))
         body.append(htmlpage.table(["evidence", "value"], [[k, _evidence_cell(v)] for k, v in label.evidence.items()]))
     body += [htmlpage.heading("Threads"),
-             htmlpage.table(THREAD_HEADERS, thread_rows(analysis)),
+             htmlpage.table(THREAD_HEADERS, thread_rows(analysis), titles=THREAD_MEANINGS),
              htmlpage.figure(figures.syscall_mix(analysis), "syscall mix per thread"),
              htmlpage.heading("Requests"),
              htmlpage.table(SIZE_HEADERS, size_rows(analysis)),
