@@ -105,6 +105,7 @@ def test_bundled_matrices_parse():
     assert t3 == {"reactor-split", "reactor-worker", "thread-per-conn", "event-loop"}
     t6 = {(c.params["arch"], c.params["write_policy"], c.params["path"]) for c in quick.cells if "table6" in c.claims}
     assert {("event-loop", "spin", p) for p in ("/bytes/100", "/bytes/10240", "/bytes/102400")} <= t6
-    # the quick matrix must stay within its time budget: the cell-seconds of the one-repetition matrix it
-    # replaced (124 cells, 8.5 min), spent on repetitions instead of points
-    assert sum(c.estimate_s() for c in quick.cells) <= 8.5 * 60
+    # the quick matrix must stay within its time budget, issue 24's "about 10 minutes on this machine": its
+    # cells' estimated seconds (135 cells, 9.0 min estimated; `make reproduce` measured 6.7-7.7 min with the
+    # build and the report), spent on repetitions instead of points
+    assert sum(c.estimate_s() for c in quick.cells) <= 10 * 60
