@@ -480,6 +480,7 @@ def syscall_cost_once(mode: str, trace: str, tool: Tracer | None, calls: int,
             result = json.loads(proc.stdout.readline())
             if program_stats is not None:
                 program_stats.append(collector_prog_stats(running.proc.pid))
+            proc.stdin.close()  # it exits at the end of its input
             proc.wait(timeout=30)
         finally:
             if running:
@@ -490,12 +491,21 @@ def syscall_cost_once(mode: str, trace: str, tool: Tracer | None, calls: int,
     return result["ns_per_call"]
 
 
+# The calls of bench/syscall_cost.c timed and traced: a poll, a channel's write and read (a socket pair in
+# one process: the write's loop drains it, one read per write), and a server's read and write on an accepted
+# TCP connection (a request read, its response written: the path of every served request).
+CALLS = ("epoll", "write", "read", "serve-read", "serve-write")
+# A syscall no tracer here counts: under bpf_stats, what one run of a program costs that does nothing (the
+# stats' own clock reads and the dispatch), subtracted from every run to compare programs' own work.
+FLOOR_CALL = "getppid"
+
+
 def per_event_cost(args) -> list:
     rows = []
     # syscount counts every syscall by number and nothing else: the floor of a syscall-tracepoint tool.
     tools = [t for t in TRACERS if t.name.split()[0] in ("spinscope", "bpftrace", "syscount") and t.available()
              and (not args.tools or t.name.split()[0] in args.tools)]
-    for mode in ("epoll", "write", "read"):
+    for mode in CALLS:
         base = [syscall_cost_once(mode, "none", None, args.calls) for _ in range(args.repeat)]
         for tool in tools:
             for trace in ("self", "other"):
@@ -553,14 +563,17 @@ def spinscope_variants(args) -> list:
 
 def program_costs(args) -> list:
     """Per BPF program, with kernel.bpf_stats_enabled: runs per traced call and ns per run, for the
-    target's calls and a bystander's, so each probe change's effect shows program by program. (The
-    stats add two clock reads to every run: compare these figures with each other, not with the
-    per-call cost above.)"""
+    target's calls and a bystander's, so each probe change's effect shows program by program; the median of
+    --repeat runs. (The stats add two clock reads to every run: compare these figures with each other, not
+    with the per-call cost above; program_summary takes the per-run floor off.)"""
     rows = []
     # syscount's one program (it counts at sys_exit and attaches nothing at sys_enter) is the floor
     tools = spinscope_variants(args) + [t for t in TRACERS if t.name.startswith("syscount") and t.available()]
-    for tool, mode, trace in [(tool, mode, trace) for tool in tools
-                              for mode in ("epoll", "write", "read") for trace in ("self", "other")]:
+    runs = [(tool, mode, trace) for tool in tools for mode in CALLS for trace in ("self", "other")]
+    runs.append((tools[0], FLOOR_CALL, "self"))  # the per-run floor (see FLOOR_CALL)
+    for tool, mode, trace in runs:
+        samples: dict = {}  # program -> [(runs per call, ns per run)], one per repetition
+        for _ in range(args.repeat):
             snapshots: list = []
             bpf_stats(True)
             try:
@@ -568,15 +581,18 @@ def program_costs(args) -> list:
             finally:
                 bpf_stats(False)
             before, after = snapshots
-            for name in sorted(after):
+            for name in after:
                 runs = after[name][0] - before.get(name, (0, 0))[0]
                 if runs:
                     ns = (after[name][1] - before.get(name, (0, 0))[1]) / runs
-                    rows.append({"tool": tool.name, "call": mode,
-                                 "traced": "the target" if trace == "self" else "a bystander",
-                                 "program": name, "runs_per_call": runs / args.calls, "ns_per_run": ns})
-                    log(f"bench: {tool.name} {mode} ({rows[-1]['traced']}) {name}: {runs / args.calls:.2f} runs "
-                        f"per call, {ns:.0f} ns per run")
+                    samples.setdefault(name, []).append((runs / args.calls, ns))
+        for name in sorted(samples):
+            # the median run of each program: one disturbed repetition (a test's load meanwhile) moves it little
+            per_call, ns = statistics.median(x[0] for x in samples[name]), statistics.median(x[1] for x in samples[name])
+            rows.append({"tool": tool.name, "call": mode, "traced": "the target" if trace == "self" else "a bystander",
+                         "program": name, "runs_per_call": per_call, "ns_per_run": ns})
+            log(f"bench: {tool.name} {mode} ({rows[-1]['traced']}) {name}: {per_call:.2f} runs per call, "
+                f"{ns:.0f} ns per run")
     return rows
 
 
@@ -765,6 +781,38 @@ def pct(x):
     return "n/a" if x is None else f"{x:+.2%}"
 
 
+def program_summary(programs: list) -> list:
+    """The per-program rows as BPF time per traced call: runs per call times ns per run, summed over the
+    programs; then net of the per-run floor (FLOOR_CALL's run: the stats' clock reads and the dispatch,
+    paid by every run whatever it does), which compares the programs' own work; then, for the target's
+    calls, spinscope's net time less syscount's on the same call."""
+    floor = next((r["ns_per_run"] for r in programs if r["call"] == FLOOR_CALL and r["program"] == "on_sys_enter"),
+                 None)
+    per_call: dict = {}
+    for r in programs:
+        if r["call"] == FLOOR_CALL:
+            continue
+        key = (r.get("tool", "spinscope"), r["call"], r["traced"])
+        gross, net = per_call.get(key, (0.0, 0.0))
+        per_call[key] = (gross + r["runs_per_call"] * r["ns_per_run"],
+                         net + r["runs_per_call"] * (r["ns_per_run"] - (floor or 0.0)))
+    syscount = {(call, traced): net for (tool, call, traced), (_, net) in per_call.items()
+                if tool.startswith("syscount")}
+    out = ["", "BPF time per call: the programs' runs per call times their ns per run, summed. *Net*: less "
+           f"the floor every run pays, {floor:.0f} ns (one run of a program that returns at once, on "
+           f"{FLOOR_CALL}: the stats' two clock reads and the dispatch), times the runs. *Over syscount*: net, "
+           "less syscount's net on the same call. (The write loop also drains its socket pair, one read per "
+           "write; a second tracepoint's dispatch before its program, ~20-30 ns, is in no column.)" if floor
+           else "BPF time per call (runs per call times ns per run, summed; no floor measured):", "",
+           "| collector | call | process traced | BPF ns per call | net | over syscount |", "|---|---|---|---|---|---|"]
+    for (tool, call, traced), (gross, net) in per_call.items():
+        over = syscount.get((call, traced))
+        over_text = f"{net - over:+.0f}" if over is not None and floor and not tool.startswith("syscount") else ""
+        net_text = f"{net:.0f}" if floor else ""
+        out.append(f"| {tool} | {call} | {traced} | {gross:.0f} | {net_text} | {over_text} |")
+    return out + [""]
+
+
 def markdown(results: dict) -> str:
     out = ["# spinscope overhead and accuracy", "",
            f"Machine: {os.cpu_count()} CPUs, kernel {os.uname().release}. Server pinned to CPU {SERVER_CPU}, "
@@ -821,24 +869,17 @@ def markdown(results: dict) -> str:
                 "|---|---|---|---|---|---|"]
         for r in results["per_event"]:
             out.append(f"| {r['call']} | {r['tool']} | {r['traced']} | {r['untraced_ns']:.0f} ns | "
-                       f"{r['traced_ns']:.0f} ns | +{r['added_ns']:.0f} ns |")
+                       f"{r['traced_ns']:.0f} ns | {r['added_ns']:+.0f} ns |")
         out.append("")
     if results.get("programs"):
         out += ["## Cost per program (kernel.bpf_stats_enabled, which adds two clock reads per run)", "",
                 "| collector | call | process traced | program | runs per call | ns per run |",
                 "|---|---|---|---|---|---|"]
         for r in results["programs"]:
-            out.append(f"| {r.get('tool', 'spinscope')} | {r['call']} | {r['traced']} | {r['program']} | "
-                       f"{r['runs_per_call']:.2f} | {r['ns_per_run']:.0f} |")
-        out += ["", "BPF time per loop iteration (the programs' runs per call times their ns per run, summed; the "
-                "write loop also drains its socket, one read per write):", "",
-                "| collector | call | process traced | BPF ns per call |", "|---|---|---|---|"]
-        per_call: dict = {}
-        for r in results["programs"]:
-            key = (r.get("tool", "spinscope"), r["call"], r["traced"])
-            per_call[key] = per_call.get(key, 0.0) + r["runs_per_call"] * r["ns_per_run"]
-        out += [f"| {tool} | {call} | {traced} | {ns:.0f} |" for (tool, call, traced), ns in per_call.items()]
-        out.append("")
+            if r["runs_per_call"] >= 0.01:  # not the scheduler's few runs in a loop of syscalls
+                out.append(f"| {r.get('tool', 'spinscope')} | {r['call']} | {r['traced']} | {r['program']} | "
+                           f"{r['runs_per_call']:.2f} | {r['ns_per_run']:.0f} |")
+        out += program_summary(results["programs"])
     if results.get("load_programs"):
         out += ["## Cost per program under load (100 B responses, kernel.bpf_stats_enabled)", "",
                 "| target | collector | program | runs per request | ns per run | ns per request | map memory |",

@@ -4,16 +4,28 @@
  *                                  write (1-byte write to a socket whose peer drains it)
  *                                  read (1-byte read from a stream socket holding data, refilled
  *                                        64 KiB at a time: one write per 65,536 reads)
+ *                                  serve-write (1-byte writes answering a request on an accepted TCP
+ *                                        connection: a server's response; the client, a forked child,
+ *                                        reads 64 KiB at a time: SO_RCVLOWAT wakes it only then)
+ *                                  serve-read (1-byte reads of a request on an accepted TCP connection,
+ *                                        the client writing 64 KiB at a time)
  *                                  getppid (a syscall spinscope does not trace at all)
+ * The serve modes' client is another process: with --pid, its calls are a bystander's, so the traced
+ * calls are the server's alone (a tracer's per-program runs and time divide by them).
  * Prints "ready PID" and waits for a line on stdin (so a tracer can attach), then prints the mean
- * nanoseconds per call as JSON.
+ * nanoseconds per call as JSON, and exits at the end of stdin (a tracer that ends with its target is
+ * still attached while its statistics are read).
  */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -25,6 +37,49 @@ static double now_ns(void)
 	return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
+/*
+ * A loopback TCP connection, accepted (so the server's end is a serving socket, as a server's are), to a
+ * client forked here. The client sends one byte (the request, which serve-write reads first, under trace,
+ * so that its writes answer a request) and then, for serve-write, reads until EOF in 64 KiB steps; for
+ * serve-read, writes n bytes more in 64 KiB steps. Returns the server's end, or -1.
+ */
+static int serve_connection(int write_mode, long n, pid_t *client)
+{
+	struct sockaddr_in addr = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(addr);
+	int lfd = socket(AF_INET, SOCK_STREAM, 0), conn;
+	static char chunk[65536];
+
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&addr, len) || listen(lfd, 8) ||
+	    getsockname(lfd, (struct sockaddr *)&addr, &len))
+		return -1;
+	*client = fork();
+	if (*client == 0) {
+		int fd = socket(AF_INET, SOCK_STREAM, 0), lowat = sizeof(chunk);
+
+		if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof(addr)) || write(fd, "?", 1) != 1)
+			_exit(3);
+		if (write_mode) {
+			setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat));
+			while (read(fd, chunk, sizeof(chunk)) > 0)
+				;
+		} else {
+			for (long sent = 1; sent < n;) { /* the request's byte was the first */
+				long left = n - sent;
+				ssize_t w = write(fd, chunk, left < (long)sizeof(chunk) ? left : (long)sizeof(chunk));
+
+				if (w <= 0)
+					_exit(3);
+				sent += w;
+			}
+		}
+		_exit(0);
+	}
+	conn = accept(lfd, NULL, NULL);
+	close(lfd);
+	return conn;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "epoll";
@@ -33,10 +88,14 @@ int main(int argc, char **argv)
 	int sv[2], ep = epoll_create1(0), drain[2];
 	char line[16], buf[4096];
 	double t0, t1;
+	pid_t client = 0;
+	int conn = -1;
 
 	if (socketpair(AF_UNIX, SOCK_DGRAM, 0, sv) || ep < 0 || socketpair(AF_UNIX, SOCK_STREAM, 0, drain))
 		return 3;
 	epoll_ctl(ep, EPOLL_CTL_ADD, sv[0], &ev);
+	if (!strncmp(mode, "serve-", 6) && (conn = serve_connection(!strcmp(mode, "serve-write"), n, &client)) < 0)
+		return 3;
 	printf("ready %d\n", getpid());
 	fflush(stdout);
 	if (!fgets(line, sizeof(line), stdin))
@@ -62,11 +121,28 @@ int main(int argc, char **argv)
 			if (read(drain[0], buf, 1) != 1)
 				return 3;
 		}
+	} else if (!strcmp(mode, "serve-write")) {
+		if (read(conn, buf, 1) != 1)
+			return 3;
+		for (long i = 0; i < n; i++)
+			if (write(conn, "x", 1) != 1)
+				return 3;
+	} else if (!strcmp(mode, "serve-read")) {
+		for (long i = 0; i < n; i++)
+			if (read(conn, buf, 1) != 1)
+				return 3;
 	} else {
 		for (long i = 0; i < n; i++)
 			getppid();
 	}
 	t1 = now_ns();
 	printf("{\"mode\": \"%s\", \"calls\": %ld, \"ns_per_call\": %.1f}\n", mode, n, (t1 - t0) / n);
+	fflush(stdout);
+	if (client > 0) {
+		close(conn);
+		waitpid(client, NULL, 0);
+	}
+	while (fgets(line, sizeof(line), stdin))
+		;
 	return 0;
 }
