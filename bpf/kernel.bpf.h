@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * What spinscope.bpf.c takes from the kernel beyond vmlinux.h: uapi and internal constants that BTF does
- * not carry (macros), where a syscall's arguments are in the saved registers, and the CO-RE shims for
- * kernels whose types differ from the one built against (each with the version that changed them).
- * Included by spinscope.bpf.c only.
+ * not carry (macros), where a syscall's arguments are in the saved registers, and (core_fixes.bpf.h) the
+ * CO-RE shims. Included by spinscope.bpf.c only.
  */
 #ifndef SPINSCOPE_KERNEL_BPF_H
 #define SPINSCOPE_KERNEL_BPF_H
@@ -54,11 +53,6 @@
  * untrusted_loads). Inlined to a move; loads through it are fault-safe. */
 extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
 
-/* CO-RE shims ------------------------------------------------------------------------------ */
-
-/* Before 6.13 a file's references were an atomic_long_t f_count (1: one reference). */
-struct file___pre613 {
-	atomic_long_t f_count;
-} __attribute__((preserve_access_index));
+#include "core_fixes.bpf.h"
 
 #endif /* SPINSCOPE_KERNEL_BPF_H */
