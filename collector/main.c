@@ -261,14 +261,15 @@ static void warn_drops(const struct global_stats *g)
 static void report_written(const struct session *s, const struct options *o, const struct command *c)
 {
 	char rows[96];
+	unsigned long long requests = s->final.requests.sum.count;
 
 	if (o->quiet)
 		return;
 	say_target_exited(s, o, c);
 	warn_drops(&s->final.globals);
-	fprintf(stderr, PROG ": %s%s: %s%llu requests, %.1f s (%s)\n", o->output ? "wrote " : "",
-		o->output ? o->output : "streamed", rows_phrase(&s->final, rows, sizeof(rows)),
-		(unsigned long long)s->final.requests.sum.count, s->meta.duration_s, s->meta.end_reason);
+	fprintf(stderr, PROG ": %s%s: %s%llu request%s, %.1f s (%s)\n", o->output ? "wrote " : "",
+		o->output ? o->output : "streamed", rows_phrase(&s->final, rows, sizeof(rows)), requests,
+		requests == 1 ? "" : "s", s->meta.duration_s, s->meta.end_reason);
 }
 
 /* --check's last two checks: loading the probes, and attaching them to this process. */
