@@ -15,7 +15,7 @@ later (a server that restarts is picked up again), one collector each; `--cgroup
 cgroup v2 (a systemd unit, a pod) by one collector, its series labelled with the cgroup's name and no pid,
 waiting for the cgroup while it does not exist. A target that exits (a cgroup removed) is dropped: its
 series go.
-The endpoint (plain, or TLS and basic auth from `--web-config`) is spinscope.webconfig's.
+The endpoint (plain, or TLS and basic auth from `--web-config`: webconfig.py) is spinscope.webserver's.
 `METRICS` lists every family the exporter writes; the dashboard and alert rules in deploy/ are tested
 against it.
 """
@@ -556,7 +556,7 @@ def run(args: argparse.Namespace) -> int:
     check_options(args)
     from prometheus_client import CollectorRegistry, ProcessCollector
 
-    from spinscope import collector, webconfig
+    from spinscope import collector, webserver
 
     def say(message: str) -> None:
         if not args.quiet:
@@ -573,10 +573,10 @@ def run(args: argparse.Namespace) -> int:
 
     web = args.web
     try:  # before anything is attached: a port in use is the whole error
-        server = webconfig.serve(args.address, args.port, registry, web, tell)
+        server = webserver.serve(args.address, args.port, registry, web, tell)
     except OSError as exc:
         raise SpinscopeError(f"cannot serve on {args.address}:{args.port}: {exc.strerror or exc}") from None
-    say(f"serving {webconfig.url(args.address, args.port, web)}" + (f" ({web.describe()})" if web else ""))
+    say(f"serving {webserver.url(args.address, args.port, web)}" + (f" ({web.describe()})" if web else ""))
 
     stop = threading.Event()
 
