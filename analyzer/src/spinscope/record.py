@@ -60,18 +60,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def collector_command(path: Path, args: argparse.Namespace, output: Path) -> list[str]:
     """The collector's options; a command (args.command) goes after them all (collector.start)."""
     # The collector ends the capture (and writes it) if this wrapper is killed outright.
-    if args.command:
-        target = []  # the collector follows the command's children itself
-    elif args.cgroup is not None:
-        target = ["--cgroup", str(args.cgroup)]
-    else:
-        target = ["--pid", str(args.pid)]
-    cmd = [str(path), *target, "--output", str(output), "--exit-with-parent"]
+    cmd = [str(path), *targets.collector_target(args), "--output", str(output), "--exit-with-parent"]
     if args.duration:
         cmd += ["--duration", f"{args.duration:g}"]
     if args.interval:
         cmd += ["--interval", f"{args.interval:g}"]
-    for flag in ("children", "cmdline", "hostname"):
+    for flag in ("cmdline", "hostname"):
         if getattr(args, flag):
             cmd.append(f"--{flag}")
     if args.max_threads:

@@ -138,6 +138,16 @@ def check(args: argparse.Namespace, spec: Targets) -> None:
     _resolve_cgroups(args, spec)
 
 
+def collector_target(args: argparse.Namespace) -> list:
+    """What selects a one-target verb's target (record, top) on the collector's command line, once checked:
+    nothing for a command (the collector runs it, after its options, and follows its children itself)."""
+    if getattr(args, "command", None):
+        return []
+    if args.cgroup is not None:
+        return ["--cgroup", str(args.cgroup)]
+    return ["--pid", str(args.pid)] + (["--children"] if args.children else [])
+
+
 def _pids(args: argparse.Namespace) -> list:
     return args.pid if isinstance(args.pid, list) else [] if args.pid is None else [args.pid]
 
