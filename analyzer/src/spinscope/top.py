@@ -354,6 +354,22 @@ def _pump(stream, history, state) -> bool:
             history.add(item)
 
 
+def _press(state: ViewState, keys: str) -> bool:
+    """The keys pressed, applied to the view in order: s and S the next and previous sort column, r reverses
+    it, g switches threads and roles. True at a q (quit): the keys after it are left."""
+    for k in keys:
+        if k in "qQ":
+            return True
+        if k in "sS":
+            step = 1 if k == "s" else -1
+            state.sort = SORT_KEYS[(SORT_KEYS.index(state.sort) + step) % len(SORT_KEYS)]
+        elif k == "r":
+            state.reverse = not state.reverse
+        elif k == "g":
+            state.by_role = not state.by_role
+    return False
+
+
 def _screen(args, stream, history, state) -> int:
     from rich.console import Console
     from rich.live import Live
@@ -376,17 +392,8 @@ def _screen(args, stream, history, state) -> int:
                     state.by_role = len(history.newest.capture.threads) > ROLE_VIEW_THREADS
                     role_decided = True
                 key = keys.read(0.1)
-                for k in key:
-                    if k in "qQ":
-                        return 0
-                    if k == "s":
-                        state.sort = SORT_KEYS[(SORT_KEYS.index(state.sort) + 1) % len(SORT_KEYS)]
-                    elif k == "S":
-                        state.sort = SORT_KEYS[(SORT_KEYS.index(state.sort) - 1) % len(SORT_KEYS)]
-                    elif k == "r":
-                        state.reverse = not state.reverse
-                    elif k == "g":
-                        state.by_role = not state.by_role
+                if _press(state, key):
+                    return 0
                 if changed or key:
                     frame = _frame(args, history, state, console.size.height)
                     if frame is None and state.ended:
