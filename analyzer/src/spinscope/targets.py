@@ -246,14 +246,9 @@ def cgroup_dir(arg: str, mountinfo: Path = Path("/proc/self/mountinfo"), must_ex
     if not candidate.exists():
         if must_exist:
             raise UsageError(f"--cgroup {arg}: no such cgroup")
-        path = Path(arg)
-        if not any(path.is_absolute() and Path(point) in path.parents for point in unified):
-            path = Path(unified[0]) / arg.lstrip("/")
-        return Path(os.path.normpath(path))
+        return _cgroup_to_come(arg, unified)
     resolved = Path(os.path.realpath(candidate))
-    under = [(point, fstype) for point, fstype in mounts
-             if point == "/" or resolved == Path(point) or Path(point) in resolved.parents]
-    fstype = max(under, key=lambda mount: len(mount[0]))[1] if under else ""
+    fstype = _fstype_of(resolved, mounts)
     if fstype == "cgroup":
         raise UsageError(f"--cgroup {arg} is in a cgroup v1 hierarchy: spinscope follows cgroup v2 (the unified "
                          f"hierarchy, mounted at {unified[0]})")
@@ -262,3 +257,19 @@ def cgroup_dir(arg: str, mountinfo: Path = Path("/proc/self/mountinfo"), must_ex
     if not resolved.is_dir():
         raise UsageError(f"--cgroup {arg} is a file, not a cgroup directory")
     return resolved
+
+
+def _cgroup_to_come(arg: str, unified: list) -> Path:
+    """Where a cgroup that does not exist yet will be: arg if it is a path below a cgroup2 mount, else below
+    the first."""
+    path = Path(arg)
+    if not any(path.is_absolute() and Path(point) in path.parents for point in unified):
+        path = Path(unified[0]) / arg.lstrip("/")
+    return Path(os.path.normpath(path))
+
+
+def _fstype_of(path: Path, mounts: list) -> str:
+    """The file system type of the deepest mount path is on ("" if none)."""
+    under = [(point, fstype) for point, fstype in mounts
+             if point == "/" or path == Path(point) or Path(point) in path.parents]
+    return max(under, key=lambda mount: len(mount[0]))[1] if under else ""
