@@ -19,7 +19,7 @@ from typing import Mapping
 from spinscope.coverage import coverage_notes
 from spinscope.fmt import fixed, size_class, undefined
 from spinscope.measures import (DISPATCH, LEADER_FOLLOWER, MIN_CALLS, MIN_REQUESTS, PER_CONNECTION, SHARED_MEMORY,
-                                BusyPollMeasure, SpuriousMeasure, WriteSpinMeasure,
+                                BusyPollMeasure, HandoffMeasure, SpuriousMeasure, WriteSpinMeasure,
                                 WriteWaitMeasure, measure_busy_poll, measure_handoff, measure_spurious,
                                 measure_write_spin, measure_write_wait)
 from spinscope.metrics import Analysis, drop_line, dropped, role_edges
@@ -484,6 +484,21 @@ def handoff_overhead(analysis: Analysis) -> Label | None:
     level = severity(cost)
     if level is None:
         return None
+    estimated = m.mechanism == SHARED_MEMORY
+    return Label(HANDOFF_OVERHEAD, level, _handoff_summary(analysis, m, edges), _handoff_evidence(analysis, m),
+                 m.cpu_share, HANDOFF_FIXES[m.mechanism], _handoff_details(m, edges, analysis.requests),
+                 estimated, cost_share=cost)
+
+
+def _handoff_summary(analysis: Analysis, m: HandoffMeasure, edges: dict) -> str:
+    """The mechanism in words, the handoffs per request and where they go, the waits and the CPU share; for
+    a shared-memory hand-over, the busy-waiting threads instead of the path."""
+    if m.mechanism == SHARED_MEMORY:
+        where = "busy-waiting, outside their calls (an upper bound: their user-space work is in it too)"
+        cpu = _share_phrase(m.cpu_share, _whose(analysis.threads, m.involved), where, estimated=True)
+        return (f"handoff overhead: {MECHANISM_PHRASES[m.mechanism]}: {m.cross_share:.0%} of requests are "
+                f"answered by another thread than the one that read them, with {m.per_request:.2f} wakeups "
+                f"per request{cpu}; {_busy_threads_line(analysis, m.involved)}")
     requests = analysis.requests
     path = ", ".join(f"{ROLE_NOUNS[a]} → {ROLE_NOUNS[b]} {n / requests:.1f}"
                      for (a, b), n in list(edges.items())[:3] if n / requests >= 0.05)
@@ -492,20 +507,16 @@ def handoff_overhead(analysis: Analysis) -> Label | None:
         waits += (f" (requests take {fixed(m.request_ms, 3)} ms)" if m.latency_share >= 1
                   else f" ({m.latency_share:.0%} of the request time)")
     moved = f", {m.cross_share:.0%} of requests answered by another thread" if m.cross_share >= 0.005 else ""
-    estimated = m.mechanism == SHARED_MEMORY
-    if estimated:
-        where = "busy-waiting, outside their calls (an upper bound: their user-space work is in it too)"
-        cpu = _share_phrase(m.cpu_share, _whose(analysis.threads, m.involved), where, estimated=True)
-        summary = (f"handoff overhead: {MECHANISM_PHRASES[m.mechanism]}: {m.cross_share:.0%} of requests are "
-                   f"answered by another thread than the one that read them, with {m.per_request:.2f} wakeups "
-                   f"per request{cpu}; {_busy_threads_line(analysis, m.involved)}")
-    else:
-        cpu = _share_phrase(m.cpu_share, "their CPU", "in the calls that hand off and wait")
-        phrase = MECHANISM_PHRASES[DISPATCH + "-one-way" if m.mechanism == DISPATCH and m.per_request < 1.5
-                                   else m.mechanism]
-        summary = (f"handoff overhead: {phrase}: {m.per_request:.1f} handoffs between "
-                   f"threads per request" + (f" ({path})" if path else "") + f"{moved}; {waits}{cpu}")
-    evidence = {
+    cpu = _share_phrase(m.cpu_share, "their CPU", "in the calls that hand off and wait")
+    phrase = MECHANISM_PHRASES[DISPATCH + "-one-way" if m.mechanism == DISPATCH and m.per_request < 1.5
+                               else m.mechanism]
+    return (f"handoff overhead: {phrase}: {m.per_request:.1f} handoffs between "
+            f"threads per request" + (f" ({path})" if path else "") + f"{moved}; {waits}{cpu}")
+
+
+def _handoff_evidence(analysis: Analysis, m: HandoffMeasure) -> dict:
+    requests = analysis.requests
+    return {
         "mechanism": m.mechanism,
         "requests": requests,
         "handoffs_per_request": _round(m.per_request),
@@ -522,7 +533,17 @@ def handoff_overhead(analysis: Analysis) -> Label | None:
         "cs_per_request": _round(analysis.process["cs_per_request"]),
         "futex_ms_per_request": _round(analysis.process["futex_ms_per_request"]),
         "cpu_ms_per_request": _round(analysis.process["cpu_ms_per_request"]),
+        "cpu_share_measures": (
+            "the busy-waiting threads' on-CPU time outside their traced calls (an upper bound)"
+            if m.mechanism == SHARED_MEMORY else
+            "on-CPU time inside the calls that hand off or wait, both sides (a lower bound: user-space work the "
+            "detour adds, queues, locks, a colder cache, is not timed)"),
     }
+
+
+def _handoff_details(m: HandoffMeasure, edges: dict, requests: int) -> list:
+    """A line per edge between roles, and the wakeups that are not handoffs (memory-map locks, an accept
+    lock shared between processes)."""
     details = [f"{ROLE_NOUNS[a]} → {ROLE_NOUNS[b]}: {n} wakeups, {n / requests:.2f} per request"
                for (a, b), n in edges.items()]
     if m.contention_per_request:
@@ -531,12 +552,7 @@ def handoff_overhead(analysis: Analysis) -> Label | None:
     if m.accept_lock:
         details.append(f"{m.accept_lock / requests:.2f} wakeups per request between processes (a shared accept "
                        "lock), not counted as handoffs")
-    evidence["cpu_share_measures"] = (
-        "the busy-waiting threads' on-CPU time outside their traced calls (an upper bound)" if estimated else
-        "on-CPU time inside the calls that hand off or wait, both sides (a lower bound: user-space work the "
-        "detour adds, queues, locks, a colder cache, is not timed)")
-    return Label(HANDOFF_OVERHEAD, level, summary, evidence, m.cpu_share, HANDOFF_FIXES[m.mechanism], details,
-                 estimated, cost_share=cost)
+    return details
 
 
 def _busy_threads_line(analysis: Analysis, tids: list) -> str:
