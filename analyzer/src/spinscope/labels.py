@@ -49,8 +49,22 @@ SPURIOUS_MIN_WASTED_CPUS = 0.005
 SEVERITIES = (INFO, WARNING, CRITICAL)
 
 
+class _Verdict:
+    """What a Label and a Finding share: a title from the name, and the dict `report --json` and `diff --json`
+    write (every field, and the title)."""
+
+    name: str
+
+    @property
+    def title(self) -> str:
+        return TITLES[self.name]
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "title": self.title}
+
+
 @dataclass
-class Label:
+class Label(_Verdict):
     name: str
     severity: str
     summary: str
@@ -61,17 +75,9 @@ class Label:
     estimated: bool = False  # the cost is estimated, not measured (the summary says how)
     cost_share: float | None = None  # the share the severity follows (CPU, or request time for handoffs)
 
-    @property
-    def title(self) -> str:
-        return TITLES[self.name]
-
-    def to_dict(self) -> dict:
-        """Every field, and the title (what `report --json` and `diff --json` write of a label)."""
-        return {**asdict(self), "title": self.title}
-
 
 @dataclass
-class Finding:
+class Finding(_Verdict):
     """Something a server does by design that costs something but is not a problem by itself: no severity,
     its measured cost and what to weigh it against."""
 
@@ -80,13 +86,6 @@ class Finding:
     evidence: dict
     cpu_share: float | None
     advice: list
-
-    @property
-    def title(self) -> str:
-        return TITLES[self.name]
-
-    def to_dict(self) -> dict:
-        return {**asdict(self), "title": self.title}
 
 
 @dataclass
