@@ -447,13 +447,8 @@ def measure_handoff(analysis: Analysis, edges: dict) -> HandoffMeasure | None:
     if handoffs == 0 and cross == 0:
         return None
     per_request = handoffs / requests
-    involved = [tid for tid, thread in threads.items()
-                if counters.handoffs(thread) > 0 or thread["wakeups_received"] > 0]
     mechanism = _handoff_mechanism(analysis, per_request, cross, handoffs)
-    busy_wait_ns = 0.0
-    if mechanism == SHARED_MEMORY:
-        involved = _busy_threads(analysis)
-        busy_wait_ns = float(sum(_outside_calls_ns(threads[tid]) for tid in involved))
+    involved, busy_wait_ns = _handoff_threads(analysis, mechanism)
     if not involved:
         return None
     # The wake-to-run waits on the request path: of the threads that do request work, not of idle ones (a
@@ -464,6 +459,18 @@ def measure_handoff(analysis: Analysis, edges: dict) -> HandoffMeasure | None:
                           float(sum(threads[tid]["oncpu_ns"] for tid in involved)),
                           float(sum(threads[tid]["handoff_oncpu_ns"] for tid in involved)),
                           busy_wait_ns, wait_ms, process["request_ms"], edges)
+
+
+def _handoff_threads(analysis: Analysis, mechanism: str) -> tuple:
+    """(the tids a handoff involves, their busy-waiting ns): the threads that hand requests over or are handed
+    them; for a shared-memory hand-over, which wakes no one, the busy threads (_busy_threads) and their
+    on-CPU time outside their calls."""
+    threads = analysis.threads
+    if mechanism == SHARED_MEMORY:
+        busy = _busy_threads(analysis)
+        return busy, float(sum(_outside_calls_ns(threads[tid]) for tid in busy))
+    return [tid for tid, thread in threads.items()
+            if counters.handoffs(thread) > 0 or thread["wakeups_received"] > 0], 0.0
 
 
 def _cross_process_wakeups(analysis: Analysis) -> float:
