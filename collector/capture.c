@@ -421,57 +421,54 @@ static json_object *jhost(const struct capture_meta *meta)
 	return o;
 }
 
-/* The capture document (json_object_put() it). */
-static json_object *capture_doc(const struct capture_meta *meta, const struct snapshot *snap,
-				const struct intervals *intervals)
+/* Who wrote the capture, and what it cost so far. */
+static json_object *jtool(const struct capture_meta *meta)
 {
-	json_object *doc = json_object_new_object();
 	json_object *tool = json_object_new_object();
-	json_object *settings = json_object_new_object();
-	json_object *threads = json_object_new_array();
-	json_object *edges = json_object_new_array();
-	json_object *ivs = json_object_new_array();
-	json_object *drops = json_object_new_object();
-	json_object *folded = json_object_new_array();
-	const struct retired *r = snap->retired;
-	json_object *totals;
-	struct thread_counters sum;
 
-	json_object_object_add(doc, "schema", jint(CAPTURE_SCHEMA));
-	json_object_object_add(doc, "format", json_object_new_string("spinscope-capture"));
 	json_object_object_add(tool, "name", json_object_new_string("spinscope-collector"));
 	json_object_object_add(tool, "version", json_object_new_string(SPINSCOPE_VERSION));
 	jself_usage(tool, meta);
-	json_object_object_add(doc, "tool", tool);
-	json_object_object_add(doc, "target", jtarget(meta, snap));
-	json_object_object_add(doc, "host", jhost(meta));
-	json_object_object_add(doc, "start_time", json_object_new_string(meta->start_time));
-	json_object_object_add(doc, "duration_s", jseconds(meta->duration_s));
-	json_object_object_add(doc, "end_reason", json_object_new_string(meta->end_reason));
+	return tool;
+}
+
+/* The options the capture was made with. */
+static json_object *jsettings(const struct capture_meta *meta)
+{
+	json_object *settings = json_object_new_object();
+
 	json_object_object_add(settings, "interval_s", jseconds(meta->interval_s));
 	json_object_object_add(settings, "checkpoint_s", jseconds(meta->checkpoint_s));
 	json_object_object_add(settings, "max_threads", jint(meta->max_threads));
 	json_object_object_add(settings, "max_sockets", jint(meta->max_sockets));
 	json_object_object_add(settings, "time_sample", jint(meta->time_sample));
 	json_object_object_add(settings, "exited_rows", jint(meta->exited_rows));
-	json_object_object_add(doc, "settings", settings);
-	json_object_object_add(doc, "histogram_buckets", json_object_new_string("log2"));
+	return settings;
+}
 
-	for (size_t i = 0; i < snap->nthreads; i++)
-		json_object_array_add(threads, jthread(meta, snap->tids[i], &snap->threads[i]));
-	jretired(meta, snap, threads, folded);
-	json_object_object_add(doc, "threads", threads);
-	json_object_object_add(doc, "threads_folded", folded);
+/* Every thread's counters summed, live and gone, with the thread and process counts. */
+static json_object *jtotals(const struct snapshot *snap)
+{
+	const struct retired *r = snap->retired;
+	struct thread_counters sum;
+	json_object *totals;
 
 	snapshot_totals(snap, &sum);
 	totals = jcounters(&sum);
 	json_object_object_add(totals, "threads_seen", jint(snap->nthreads + (r ? r->count : 0)));
 	json_object_object_add(totals, "threads_exited", jint(snapshot_threads_exited(snap)));
 	json_object_object_add(totals, "processes_created", jint(snap->globals.processes_created));
-	json_object_object_add(doc, "totals", totals);
+	return totals;
+}
+
+/* The wakeup edges: the live threads', then those of threads gone. */
+static json_object *jwakeups(const struct snapshot *snap)
+{
+	const struct retired *r = snap->retired;
+	json_object *edges = json_object_new_array();
 
 	for (size_t i = 0; i < snap->nedges + (r ? r->nedges : 0); i++) {
-		bool live = i < snap->nedges; /* then the edges of threads gone */
+		bool live = i < snap->nedges;
 		const struct wakeup_edge *edge = live ? &snap->edges[i] : &r->edges[i - snap->nedges];
 		json_object *e = json_object_new_object();
 
@@ -481,18 +478,57 @@ static json_object *capture_doc(const struct capture_meta *meta, const struct sn
 		json_object_object_add(e, "count", jint(live ? snap->edge_counts[i] : r->edge_counts[i - snap->nedges]));
 		json_object_array_add(edges, e);
 	}
-	json_object_object_add(doc, "wakeups", edges);
-	json_object_object_add(doc, "requests", jrequests(snap));
-	json_object_object_add(doc, "listeners", jlisteners(snap));
+	return edges;
+}
+
+static json_object *jintervals(const struct intervals *intervals)
+{
+	json_object *ivs = json_object_new_array();
 
 	for (size_t i = 0; i < intervals->n; i++)
 		json_object_array_add(ivs, jinterval(&intervals->items[i]));
-	json_object_object_add(doc, "intervals", ivs);
+	return ivs;
+}
+
+static json_object *jdrops(const struct snapshot *snap)
+{
+	json_object *drops = json_object_new_object();
 
 #define X(name) json_object_object_add(drops, #name, jint(snap->globals.drops_##name));
 	SPINSCOPE_DROPS(X)
 #undef X
-	json_object_object_add(doc, "drops", drops);
+	return drops;
+}
+
+/* The capture document (json_object_put() it): its blocks in the order docs/capture-format.md gives. */
+static json_object *capture_doc(const struct capture_meta *meta, const struct snapshot *snap,
+				const struct intervals *intervals)
+{
+	json_object *doc = json_object_new_object();
+	json_object *threads = json_object_new_array();
+	json_object *folded = json_object_new_array();
+
+	json_object_object_add(doc, "schema", jint(CAPTURE_SCHEMA));
+	json_object_object_add(doc, "format", json_object_new_string("spinscope-capture"));
+	json_object_object_add(doc, "tool", jtool(meta));
+	json_object_object_add(doc, "target", jtarget(meta, snap));
+	json_object_object_add(doc, "host", jhost(meta));
+	json_object_object_add(doc, "start_time", json_object_new_string(meta->start_time));
+	json_object_object_add(doc, "duration_s", jseconds(meta->duration_s));
+	json_object_object_add(doc, "end_reason", json_object_new_string(meta->end_reason));
+	json_object_object_add(doc, "settings", jsettings(meta));
+	json_object_object_add(doc, "histogram_buckets", json_object_new_string("log2"));
+	for (size_t i = 0; i < snap->nthreads; i++)
+		json_object_array_add(threads, jthread(meta, snap->tids[i], &snap->threads[i]));
+	jretired(meta, snap, threads, folded);
+	json_object_object_add(doc, "threads", threads);
+	json_object_object_add(doc, "threads_folded", folded);
+	json_object_object_add(doc, "totals", jtotals(snap));
+	json_object_object_add(doc, "wakeups", jwakeups(snap));
+	json_object_object_add(doc, "requests", jrequests(snap));
+	json_object_object_add(doc, "listeners", jlisteners(snap));
+	json_object_object_add(doc, "intervals", jintervals(intervals));
+	json_object_object_add(doc, "drops", jdrops(snap));
 	return doc;
 }
 

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <dirent.h>
 #include <errno.h>
-#include <stdbool.h>
 #include <fcntl.h>
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,62 +95,96 @@ static __u32 path_depth(const char *path)
 	return depth;
 }
 
-static int failed(char *err, size_t errlen, const char *fmt, const char *a, const char *b)
+static int failed(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* The one-line reason in err; -1. */
+static int failed(char *err, size_t errlen, const char *fmt, ...)
 {
-	snprintf(err, errlen, fmt, a, b);
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
 	return -1;
 }
 
-int cgroup_resolve(const char *arg, struct cgroup_target *t, char *err, size_t errlen)
+/*
+ * The directory arg names on this host, in resolved (PATH_MAX). A relative path is below the cgroup2
+ * mount; an absolute one that is not a path on this host may be the cgroup's path in its hierarchy, as
+ * /proc/PID/cgroup shows it.
+ */
+static int cgroup_locate(const char *arg, const struct mount *mount, char *resolved, char *err, size_t errlen)
 {
-	struct mount mounts[16];
-	const struct mount *m = NULL;
-	char candidate[2 * PATH_MAX], resolved[PATH_MAX];
-	int n = cgroup2_mounts(mounts, 16);
-	struct statfs fs;
+	char candidate[2 * PATH_MAX];
 	struct stat st;
 
-	memset(t, 0, sizeof(*t));
-	if (!*arg)
-		return failed(err, errlen, "--cgroup must name a cgroup v2 directory, not ''%s%s", "", "");
-	if (n == 0)
-		return failed(err, errlen, "--cgroup %s: no cgroup v2 hierarchy is mounted on this host%s", arg, "");
-	/* A relative path is below the cgroup2 mount; an absolute one that is not a path on this host may be
-	 * the cgroup's path in its hierarchy, as /proc/PID/cgroup shows it. */
 	if (arg[0] != '/' || (stat(arg, &st) != 0 && errno == ENOENT))
-		snprintf(candidate, sizeof(candidate), "%s%s%s", mounts[0].point, arg[0] == '/' ? "" : "/", arg);
+		snprintf(candidate, sizeof(candidate), "%s%s%s", mount->point, arg[0] == '/' ? "" : "/", arg);
 	else
 		snprintf(candidate, sizeof(candidate), "%s", arg);
 	if (!realpath(candidate, resolved))
 		return failed(err, errlen, "--cgroup %s: no such cgroup (%s)", arg, strerror(errno));
+	return 0;
+}
+
+/* That the resolved path is a directory of a cgroup v2 hierarchy (mount: the first one, to name). */
+static int cgroup2_directory(const char *arg, const char *resolved, const struct mount *mount, char *err,
+			     size_t errlen)
+{
+	struct statfs fs;
+	struct stat st;
+
 	if (stat(resolved, &st) != 0 || statfs(resolved, &fs) != 0)
 		return failed(err, errlen, "--cgroup %s: cannot read it: %s", arg, strerror(errno));
 	if (fs.f_type == CGROUP_SUPER_MAGIC)
 		return failed(err, errlen, "--cgroup %s is in a cgroup v1 hierarchy: spinscope follows cgroup v2 "
-			      "(the unified hierarchy, mounted at %s)", arg, mounts[0].point);
+			      "(the unified hierarchy, mounted at %s)", arg, mount->point);
 	if (fs.f_type != CGROUP2_SUPER_MAGIC)
 		return failed(err, errlen, "--cgroup %s is not in a cgroup v2 hierarchy (mounted at %s)", arg,
-			      mounts[0].point);
+			      mount->point);
 	if (!S_ISDIR(st.st_mode))
-		return failed(err, errlen, "--cgroup %s is a file, not a cgroup directory%s", arg, "");
-	for (int i = 0; i < n; i++) /* the mount it is under (the deepest, if several) */
-		if (path_under(resolved, mounts[i].point) &&
-		    (!m || strlen(mounts[i].point) > strlen(m->point)))
+		return failed(err, errlen, "--cgroup %s is a file, not a cgroup directory", arg);
+	return 0;
+}
+
+/* The mount the resolved path is under (the deepest, if several), or NULL. */
+static const struct mount *mount_of(const char *resolved, const struct mount *mounts, int n)
+{
+	const struct mount *m = NULL;
+
+	for (int i = 0; i < n; i++)
+		if (path_under(resolved, mounts[i].point) && (!m || strlen(mounts[i].point) > strlen(m->point)))
 			m = &mounts[i];
-	if (!m)
-		return failed(err, errlen, "--cgroup %s: not under a cgroup2 mount point of this namespace%s", arg, "");
-	/* Its level is counted from the hierarchy's root: the mount's root is given relative to this process's
-	 * cgroup namespace, so the count holds only in the initial one. */
+	return m;
+}
+
+/*
+ * That the cgroup's level can be counted from the hierarchy's root: the mount's root is given relative to
+ * this process's cgroup namespace, so the count holds only in the initial one.
+ */
+static int initial_namespace(const char *arg, const struct mount *m, char *err, size_t errlen)
+{
+	struct stat st;
+
 	if (stat("/proc/self/ns/cgroup", &st) == 0 && st.st_ino != PROC_CGROUP_INIT_INO)
 		return failed(err, errlen, "--cgroup %s: the collector runs in a cgroup namespace; run it in the "
-			      "host's (cgroups are told apart by their depth from the root)%s", arg, "");
+			      "host's (cgroups are told apart by their depth from the root)", arg);
 	if (strncmp(m->root, "/..", 3) == 0)
 		return failed(err, errlen, "--cgroup %s: its mount's root (%s) is outside this cgroup namespace", arg,
 			      m->root);
+	return 0;
+}
+
+/* The target's names and identity from the resolved directory under mount m. */
+static int cgroup_identify(const char *arg, const char *resolved, const struct mount *m,
+			   struct cgroup_target *t, char *err, size_t errlen)
+{
+	struct stat st;
+
 	snprintf(t->dir, sizeof(t->dir), "%s", resolved);
 	if (snprintf(t->path, sizeof(t->path), "%s%s", strcmp(m->root, "/") ? m->root : "",
 		     resolved + (strcmp(m->point, "/") ? strlen(m->point) : 0)) >= (int)sizeof(t->path))
-		return failed(err, errlen, "--cgroup %s: its path is too long%s", arg, "");
+		return failed(err, errlen, "--cgroup %s: its path is too long", arg);
 	if (!t->path[0])
 		snprintf(t->path, sizeof(t->path), "/");
 	snprintf(t->name, sizeof(t->name), "%s", strrchr(t->path, '/')[1] ? strrchr(t->path, '/') + 1 : "/");
@@ -158,6 +193,29 @@ int cgroup_resolve(const char *arg, struct cgroup_target *t, char *err, size_t e
 		return failed(err, errlen, "--cgroup %s: cannot read it: %s", arg, strerror(errno));
 	t->id = st.st_ino;
 	return 0;
+}
+
+int cgroup_resolve(const char *arg, struct cgroup_target *t, char *err, size_t errlen)
+{
+	struct mount mounts[16];
+	const struct mount *m;
+	char resolved[PATH_MAX];
+	int n = cgroup2_mounts(mounts, 16);
+
+	memset(t, 0, sizeof(*t));
+	if (!*arg)
+		return failed(err, errlen, "--cgroup must name a cgroup v2 directory, not ''");
+	if (n == 0)
+		return failed(err, errlen, "--cgroup %s: no cgroup v2 hierarchy is mounted on this host", arg);
+	if (cgroup_locate(arg, &mounts[0], resolved, err, errlen) ||
+	    cgroup2_directory(arg, resolved, &mounts[0], err, errlen))
+		return -1;
+	m = mount_of(resolved, mounts, n);
+	if (!m)
+		return failed(err, errlen, "--cgroup %s: not under a cgroup2 mount point of this namespace", arg);
+	if (initial_namespace(arg, m, err, errlen))
+		return -1;
+	return cgroup_identify(arg, resolved, m, t, err, errlen);
 }
 
 /* The threads of one cgroup (its cgroup.threads: thread ids, of any process), each with its process. */

@@ -312,20 +312,33 @@ static void usage_error(const char *fmt, ...)
 	exit(2);
 }
 
-/* The rules between options, once all are read; --cgroup resolved. */
-static void options_check(struct options *o)
+/* The rules between options, once all are read, as a few steps; each says its first broken rule. */
+
+/* --check and --json: a check of this host, not a capture. */
+static void check_host_mode(const struct options *o)
 {
 	if (o->json && !o->check)
 		usage_error("--json goes with --check");
 	if (o->cgroup_arg && o->check)
 		usage_error("--check checks this host and takes no --cgroup");
-	if (o->command && !o->command[0])
+}
+
+/* -- COMMAND: a target of its own (what it forks is its work too, as with perf record -- COMMAND). */
+static void check_command(struct options *o)
+{
+	if (!o->command)
+		return;
+	if (!o->command[0])
 		usage_error("-- must be followed by the command to run");
-	if (o->command && (o->pid || o->cgroup_arg || o->check))
+	if (o->pid || o->cgroup_arg || o->check)
 		usage_error("-- COMMAND goes without %s: the command is the target",
 			    o->pid ? "--pid" : o->cgroup_arg ? "--cgroup" : "--check");
-	if (o->command) /* like perf record -- COMMAND: what it forks is the command's work too */
-		o->follow_children = true;
+	o->follow_children = true;
+}
+
+/* Exactly one target: a PID (with or without its children), a cgroup, a command, or --check. */
+static void check_target(const struct options *o)
+{
 	/* A cgroup's processes' children start in it (and a PID's cgroup may hold others): one target. */
 	if (o->cgroup_arg && (o->pid || o->follow_children))
 		usage_error("--cgroup goes without %s: it traces every process in the cgroup, children included",
@@ -335,12 +348,19 @@ static void options_check(struct options *o)
 		usage(stderr);
 		exit(2);
 	}
-	if (o->cgroup_arg) {
-		char err[PATH_MAX + 256];
+}
 
-		if (cgroup_resolve(o->cgroup_arg, &o->cgroup, err, sizeof(err)) != 0)
-			usage_error("%s", err);
-	}
+static void resolve_cgroup(struct options *o)
+{
+	char err[PATH_MAX + 256];
+
+	if (o->cgroup_arg && cgroup_resolve(o->cgroup_arg, &o->cgroup, err, sizeof(err)) != 0)
+		usage_error("%s", err);
+}
+
+/* The values a row's parser cannot judge alone: a file name, the smallest periods, --stream's needs. */
+static void check_outputs(struct options *o)
+{
 	if (o->output && !*o->output)
 		usage_error("--output must name a file, not ''");
 	if (o->checkpoint_s > 0 && o->checkpoint_s < 0.1)
@@ -351,6 +371,15 @@ static void options_check(struct options *o)
 		usage_error("--stream needs --interval SEC (a line per interval)");
 	if (o->stream_fd >= 0 && !o->output)
 		o->checkpoint_s = 0; /* the stream is the only output: no file to checkpoint */
+}
+
+static void options_check(struct options *o)
+{
+	check_host_mode(o);
+	check_command(o);
+	check_target(o);
+	resolve_cgroup(o);
+	check_outputs(o);
 }
 
 void options_parse(int argc, char **argv, struct options *o)

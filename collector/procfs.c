@@ -200,64 +200,90 @@ static int proc_ppid(int pid)
 	return ppid;
 }
 
-int proc_for_each_descendant(int pid, void (*fn)(int pid, void *arg), void *arg)
+/* Every process's (pid, ppid), from one pass over /proc. */
+struct proc_pairs {
+	int *pids, *parents;
+	int n, cap;
+};
+
+static void proc_pairs_free(struct proc_pairs *pairs)
 {
-	int *pids = NULL, *parents = NULL, npids = 0, cap = 0, found = 0;
+	free(pairs->pids);
+	free(pairs->parents);
+}
+
+/* Append (p, ppid), growing the arrays. 0 or -ENOMEM (the pairs freed). */
+static int proc_pairs_add(struct proc_pairs *pairs, int p, int ppid)
+{
+	if (pairs->n == pairs->cap) {
+		int cap = pairs->cap ? pairs->cap * 2 : 1024;
+		int *np = realloc(pairs->pids, cap * sizeof(*np));
+		int *pp = realloc(pairs->parents, cap * sizeof(*pp));
+
+		if (!np || !pp) {
+			free(np ? np : pairs->pids);
+			free(pp ? pp : pairs->parents);
+			return -ENOMEM;
+		}
+		pairs->pids = np;
+		pairs->parents = pp;
+		pairs->cap = cap;
+	}
+	pairs->pids[pairs->n] = p;
+	pairs->parents[pairs->n++] = ppid;
+	return 0;
+}
+
+/* (pid, ppid) of every process in /proc. 0 or -errno (nothing to free). */
+static int proc_pairs_read(struct proc_pairs *pairs)
+{
 	struct dirent *e;
 	DIR *dir = opendir("/proc");
 
+	*pairs = (struct proc_pairs){ 0 };
 	if (!dir)
 		return -errno;
-	/* One pass over /proc for (pid, ppid) pairs, then walk down from pid. */
 	while ((e = readdir(dir))) {
 		int p = atoi(e->d_name), ppid;
 
 		if (p <= 0 || (ppid = proc_ppid(p)) < 0)
 			continue;
-		if (npids == cap) {
-			int *np, *pp;
-
-			cap = cap ? cap * 2 : 1024;
-			np = realloc(pids, cap * sizeof(*np));
-			pp = realloc(parents, cap * sizeof(*pp));
-			if (!np || !pp) {
-				free(np ? np : pids);
-				free(pp ? pp : parents);
-				closedir(dir);
-				return -ENOMEM;
-			}
-			pids = np;
-			parents = pp;
-		}
-		pids[npids] = p;
-		parents[npids++] = ppid;
-	}
-	closedir(dir);
-	/* Breadth-first: `frontier` holds descendants found so far, in pids[] order of discovery. */
-	{
-		int *frontier = malloc((npids + 1) * sizeof(*frontier)), head = 0, tail = 0;
-
-		if (!frontier) {
-			free(pids);
-			free(parents);
+		if (proc_pairs_add(pairs, p, ppid)) {
+			closedir(dir);
 			return -ENOMEM;
 		}
-		frontier[tail++] = pid;
-		while (head < tail) {
-			int parent = frontier[head++];
+	}
+	closedir(dir);
+	return 0;
+}
 
-			for (int i = 0; i < npids; i++) {
-				if (parents[i] == parent && tail <= npids) {
-					frontier[tail++] = pids[i];
-					fn(pids[i], arg);
-					found++;
-				}
+int proc_for_each_descendant(int pid, void (*fn)(int pid, void *arg), void *arg)
+{
+	struct proc_pairs pairs;
+	int *frontier, head = 0, tail = 0, found = 0, err = proc_pairs_read(&pairs);
+
+	if (err)
+		return err;
+	/* Breadth-first from pid: `frontier` holds the descendants found so far, in the order found. */
+	frontier = malloc((pairs.n + 1) * sizeof(*frontier));
+	if (!frontier) {
+		proc_pairs_free(&pairs);
+		return -ENOMEM;
+	}
+	frontier[tail++] = pid;
+	while (head < tail) {
+		int parent = frontier[head++];
+
+		for (int i = 0; i < pairs.n; i++) {
+			if (pairs.parents[i] == parent && tail <= pairs.n) {
+				frontier[tail++] = pairs.pids[i];
+				fn(pairs.pids[i], arg);
+				found++;
 			}
 		}
-		free(frontier);
 	}
-	free(pids);
-	free(parents);
+	free(frontier);
+	proc_pairs_free(&pairs);
 	return found;
 }
 

@@ -192,6 +192,27 @@ int retired_edges(struct retired *r, int wakeups_fd, __u32 max_entries, const st
 
 #define DRAIN_BATCH 128
 
+/* Retire one batch of drained threads, appending their keys to *drained (when drained). 0 or -errno. */
+static int retire_batch(struct retired *r, const struct thread_key *keys, const struct thread_stats *values,
+			__u32 count, struct thread_key **drained, size_t *ndrained)
+{
+	for (__u32 i = 0; i < count; i++) {
+		int err = retire(r, &keys[i], &values[i]);
+
+		if (err)
+			return err;
+		if (drained) {
+			struct thread_key *grown = realloc(*drained, (*ndrained + 1) * sizeof(**drained));
+
+			if (!grown)
+				return -ENOMEM;
+			*drained = grown;
+			grown[(*ndrained)++] = keys[i];
+		}
+	}
+	return 0;
+}
+
 int retired_drain(struct retired *r, int exited_fd, struct thread_key **drained, size_t *ndrained)
 {
 	struct thread_key *keys = malloc(DRAIN_BATCH * sizeof(*keys));
@@ -216,19 +237,7 @@ int retired_drain(struct retired *r, int exited_fd, struct thread_key **drained,
 
 		ret = ret ? -errno : 0;
 		first = false;
-		for (__u32 i = 0; i < count && !err; i++) {
-			err = retire(r, &keys[i], &values[i]);
-			if (!err && drained) {
-				struct thread_key *grown = realloc(*drained, (*ndrained + 1) * sizeof(**drained));
-
-				if (!grown) {
-					err = -ENOMEM;
-					break;
-				}
-				*drained = grown;
-				grown[(*ndrained)++] = keys[i];
-			}
-		}
+		err = retire_batch(r, keys, values, count, drained, ndrained);
 		if (err || ret == -ENOENT) /* ENOENT: the walk is complete */
 			break;
 		if (ret) {

@@ -1,5 +1,6 @@
 """docs/labels.md states the thresholds the analyzer uses: every named constant it gives a value for must
-have that value in the code, and every constant the detectors use must be documented there."""
+have that value in the code, and every constant the detectors use must be documented there. The version
+the docs quote is spinscope.__version__, the one source."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import re
 
 import pytest
 
+import spinscope
 from spinscope import counters, labels, measures, metrics, noise, roles
 from paths import DOCS, ROOT
 
@@ -65,3 +67,13 @@ def test_the_copy_rates_threshold_is_the_probes():
     header = (ROOT / "bpf" / "spinscope.h").read_text()
     [value] = re.findall(r"#define WRITE_COPY_MIN (\d+)", header)
     assert int(value) == counters.COPY_MIN_BYTES
+
+
+def test_the_docs_quote_the_one_version():
+    """The wheel's name in the README and the collector's tool.version in the format's example: a release
+    changes spinscope/__init__.py, and this says what else quotes it."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    example = (DOCS / "capture-format.md").read_text(encoding="utf-8")
+    quoted = re.findall(r"spinscope-(\d+\.\d+\.\d+)-py3", readme)
+    quoted += re.findall(r'"name": "spinscope-collector", "version": "([^"]+)"', example)
+    assert len(quoted) >= 3 and set(quoted) == {spinscope.__version__}

@@ -136,6 +136,17 @@ def test_top_screen_shows_labels_and_rows(spin):
     assert "process" in text and "q quit" in text
 
 
+def test_top_keys_change_the_view_in_order_and_q_quits():
+    state = top.ViewState()
+    assert not top._press(state, "ssrg")
+    assert (state.sort, state.reverse, state.by_role) == (top.SORT_KEYS[2], True, True)
+    assert not top._press(state, "SSS")  # back past the first: the last
+    assert state.sort == top.SORT_KEYS[-1]
+    assert top._press(state, "rqg")  # a q quits; what follows it is left
+    assert (state.reverse, state.by_role) == (False, True)
+    assert not top._press(state, "x") and state.sort == top.SORT_KEYS[-1]  # an unknown key is nothing
+
+
 def test_log2_buckets_become_cumulative_prometheus_buckets():
     # bucket 0: value 0 (1 request); bucket 1: 1 (2); bucket 2: 2..3 (3); bucket 4: 8..15 (4)
     got = exporter._log2_buckets([1, 2, 3, 0, 4], range(0, 5))

@@ -12,8 +12,8 @@ import pytest
 
 from paths import CAPTURES as CAPTURES_DIR
 from paths import ROOT
-from spinscope.capture import (BY_SIZE_KEYS, COUNTERS, DROP_KEYS, INTERVAL_KEYS, LAYOUT, REQUEST_HISTS,
-                               REQUEST_SUMS, layout_differences)
+from spinscope.capture import (BY_SIZE_KEYS, COUNTERS, DROP_KEYS, FORMAT, INTERVAL_KEYS, LAYOUT, REQUEST_HISTS,
+                               REQUEST_SUMS, SCHEMA, layout_differences)
 
 CAPTURES = sorted(CAPTURES_DIR.glob("*.json"))
 
@@ -35,6 +35,19 @@ def test_key_lists_match_the_collectors_xmacros(keys, macro):
 
 def test_response_classes_are_bounds_and_the_request_sums():
     assert list(BY_SIZE_KEYS) == ["bytes_min", "bytes_max", *xmacro("SPINSCOPE_REQUEST_SUMS")]
+
+
+def test_one_schema_number():
+    """The schema the analyzer reads up to is the one the collector writes (collector/capture.h) and the one
+    docs/capture-format.md describes, in its title and its example; the format's name likewise."""
+    header = (ROOT / "collector" / "capture.h").read_text()
+    written = (ROOT / "collector" / "capture.c").read_text()
+    doc = (ROOT / "docs" / "capture-format.md").read_text()
+    assert [int(n) for n in re.findall(r"#define CAPTURE_SCHEMA (\d+)", header)] == [SCHEMA]
+    assert re.findall(r'"format", json_object_new_string\("([^"]*)"\)', written) == [FORMAT]
+    assert re.match(r"# Capture format \(schema (\d+)\)\n", doc).group(1) == str(SCHEMA)
+    example = json.loads(re.search(r"```json\n(\{.*?\n\})\n```", doc, re.S).group(1))
+    assert (example["schema"], example["format"]) == (SCHEMA, FORMAT)
 
 
 def test_format_document_names_every_key():

@@ -77,6 +77,24 @@ def test_a_dash_dash_needs_a_command(verb):
     assert str(raised.value) == "-- must be followed by the command to run"
 
 
+@pytest.mark.parametrize("verb", ["record", "top"])
+def test_one_target_verbs_name_their_target_to_the_collector_one_way(verb):
+    """targets.collector_target: what record and top both put on the collector's command line."""
+    spec = SPECS[verb]
+    assert targets.collector_target(with_command(spec, None, "--pid", "42")) == ["--pid", "42"]
+    assert targets.collector_target(with_command(spec, None, "--pid", "42", "-c")) == ["--pid", "42", "--children"]
+    assert targets.collector_target(with_command(spec, None, "--cgroup", "/sys/fs/cgroup/a")) == [
+        "--cgroup", "/sys/fs/cgroup/a"]
+    assert targets.collector_target(with_command(spec, ["true"])) == []  # the collector runs it, after its options
+
+
+def test_record_passes_children_once():
+    args = build_parser("record").parse_args(["record", "--pid", "42", "--children"])
+    args.command = None
+    cmd = record.collector_command(COLLECTOR, args, COLLECTOR.parent / "out.json")
+    assert cmd[:4] == [str(COLLECTOR), "--pid", "42", "--children"] and cmd.count("--children") == 1
+
+
 def test_cli_splits_the_command_off_at_the_first_dash_dash(monkeypatch):
     """What follows the first `--` is the command's, its own options and `--` included; the other verbs take
     none (argparse refuses a stray word)."""

@@ -1,7 +1,8 @@
-"""spinscope/webconfig.py: `spinscope exporter --web-config FILE`, exporter-toolkit's web configuration
-file. Every refusal is one line naming the key, before anything is attached; basic auth answers 401 with
-`WWW-Authenticate: Basic`, counts it, and runs bcrypt once per credential that passed; TLS (and client
-certificates) on a real local endpoint. The end-to-end scrape by Prometheus is tests/live/test_exporter.py."""
+"""spinscope/webconfig.py, webguard.py and webserver.py: `spinscope exporter --web-config FILE`,
+exporter-toolkit's web configuration file, and the endpoint that serves with it. Every refusal is one line
+naming the key, before anything is attached; basic auth answers 401 with `WWW-Authenticate: Basic`, counts
+it, and runs bcrypt once per credential that passed; TLS (and client certificates) on a real local
+endpoint. The end-to-end scrape by Prometheus is tests/live/test_exporter.py."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ import pytest
 from prometheus_client import CollectorRegistry, Gauge
 
 from certs import Authority
-from spinscope import exporter, webconfig
+from spinscope import exporter, webconfig, webguard, webserver
 from spinscope.cli import main
 from spinscope.errors import UsageError
 from paths import ROOT
@@ -241,15 +242,15 @@ def test_basic_credentials_from_the_header():
     def basic(raw: bytes) -> str:
         return "Basic " + base64.b64encode(raw).decode()
 
-    assert webconfig.basic_credentials(basic(b"alice:pa:ss")) == (b"alice", b"pa:ss")  # split at the first ':'
-    assert webconfig.basic_credentials(basic(b"alice:")) == (b"alice", b"")
-    assert webconfig.basic_credentials("basic " + base64.b64encode(b"a:b").decode()) == (b"a", b"b")
+    assert webguard.basic_credentials(basic(b"alice:pa:ss")) == (b"alice", b"pa:ss")  # split at the first ':'
+    assert webguard.basic_credentials(basic(b"alice:")) == (b"alice", b"")
+    assert webguard.basic_credentials("basic " + base64.b64encode(b"a:b").decode()) == (b"a", b"b")
     for header in (None, "", "Bearer abc", "Basic !!!", basic(b"no-colon")):
-        assert webconfig.basic_credentials(header) is None
+        assert webguard.basic_credentials(header) is None
 
 
 def test_credentials_check_once_then_remember_by_a_keyed_digest(hashed, monkeypatch):
-    creds = webconfig.Credentials({"alice": hashed.encode()})
+    creds = webguard.Credentials({"alice": hashed.encode()})
     calls = []
     real = bcrypt.checkpw
     monkeypatch.setattr(bcrypt, "checkpw", lambda password, stored: calls.append(password) or real(password, stored))
@@ -269,9 +270,9 @@ def test_credentials_check_once_then_remember_by_a_keyed_digest(hashed, monkeypa
 
 
 def test_the_cache_is_bounded(monkeypatch):
-    monkeypatch.setattr(webconfig, "CACHE_SIZE", 3)
+    monkeypatch.setattr(webguard, "CACHE_SIZE", 3)
     users = {f"u{i}": bcrypt.hashpw(b"pw", bcrypt.gensalt(4)) for i in range(5)}
-    creds = webconfig.Credentials(users)
+    creds = webguard.Credentials(users)
     for user in users:
         assert creds.check(user.encode(), b"pw")
     assert creds.cached() == 3
@@ -279,7 +280,7 @@ def test_the_cache_is_bounded(monkeypatch):
 
 def test_rate_limit_is_a_token_bucket():
     now = [0.0]
-    limit = webconfig.RateLimit(1.0, 2, clock=lambda: now[0])
+    limit = webguard.RateLimit(1.0, 2, clock=lambda: now[0])
     assert [limit.allow() for _ in range(3)] == [True, True, False]
     now[0] = 0.5
     assert not limit.allow()
@@ -294,13 +295,13 @@ def test_rate_limit_is_a_token_bucket():
 
 
 class Endpoint:
-    """webconfig.serve on a free port of 127.0.0.1, serving one gauge; what it says is in .said."""
+    """webserver.serve on a free port of 127.0.0.1, serving one gauge; what it says is in .said."""
 
     def __init__(self, config, **bounds):
         self.registry = CollectorRegistry()
         Gauge("spinscope_test_up", "A sample to find in the scrape.", registry=self.registry).set(1)
         self.said = []
-        self.server = webconfig.serve("127.0.0.1", 0, self.registry, config, self.said.append, **bounds)
+        self.server = webserver.serve("127.0.0.1", 0, self.registry, config, self.said.append, **bounds)
         self.port = self.server.server_address[1]
         self.scheme = "https" if config is not None and config.tls is not None else "http"
 
@@ -358,7 +359,7 @@ def test_tls_and_basic_auth(pki, hashed, tmp_path):
         assert 'spinscope_exporter_auth_failures_total{reason="wrong"} 2.0' in body
         assert "spinscope_exporter_auth_failures_created" not in body  # like the exporter's own families
         # The family is exporter.METRICS's (a name is a contract): its help and labels, written only with users.
-        spec = exporter.FAMILIES[webconfig.AUTH_FAILURES]
+        spec = exporter.FAMILIES[webguard.AUTH_FAILURES]
         assert spec.when and spec.labels == ("reason",)
         assert f"# HELP spinscope_exporter_auth_failures_total {spec.help}" in body
         if shutil.which("promtool"):
@@ -404,7 +405,7 @@ def test_a_stalled_handshake_does_not_hold_the_others(pki, tmp_path):
 
 
 def test_the_watchdog_shuts_a_socket_down_at_its_deadline_unless_cancelled():
-    watchdog = webconfig.Watchdog()
+    watchdog = webserver.Watchdog()
     (late, late_peer), (cancelled, cancelled_peer) = socket.socketpair(), socket.socketpair()
     try:
         kept = watchdog.arm(cancelled.fileno(), 0.5)

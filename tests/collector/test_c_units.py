@@ -6,14 +6,14 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from paths import ROOT
+from paths import CTESTS, ROOT
 
 UNITS = sorted(p.stem for p in (ROOT / "tests" / "c").glob("*_test.c"))
 
 
 @pytest.mark.parametrize("unit", UNITS)
 def test_c_unit(unit: str) -> None:
-    binary = ROOT / "build" / "ctests" / unit
+    binary = CTESTS / unit
     assert binary.exists(), f"{binary} not built: run make"
     result = subprocess.run([binary], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -6,7 +6,8 @@ import socket
 
 import pytest
 
-from fanout_helpers import ROOT, shards_mod, value
+from fanout_helpers import shards_mod, value
+from paths import BUILD, LOADGEN, REFSERVER
 from spinscope.errors import SpinscopeError
 from spinscope.lab import shards as shardset
 from spinscope.lab.matrix import cell_id, parse_matrix_text
@@ -50,7 +51,7 @@ def test_shard_set_lifecycle(tmp_path):
 
 @needs_memcached
 def test_runner_close_stops_the_shards(tmp_path):
-    runner = Runner(Tools(ROOT / "build" / "refserver", ROOT / "build" / "loadgen", ROOT / "build" / "x"), tmp_path)
+    runner = Runner(Tools(REFSERVER, LOADGEN, BUILD / "x"), tmp_path)
     cell = parse_matrix_text('[[group]]\narch = "fanout-shared"\nshards = 2\npath = "/fanout/2/100"\n').cells[0]
     cmd = runner.server_command(cell.params, "127.0.0.1")
     assert cmd[cmd.index("--shards") + 1] == runner.shards.spec
@@ -62,7 +63,7 @@ def test_runner_close_stops_the_shards(tmp_path):
 def test_cell_fails_without_memcached(tmp_path, monkeypatch):
     monkeypatch.setattr(shardset.shutil, "which", lambda name: None)
     monkeypatch.setattr(shardset, "Path", lambda p: type("P", (), {"exists": lambda self: False})())
-    runner = Runner(Tools(ROOT / "build" / "refserver", ROOT / "build" / "loadgen", ROOT / "build" / "x"), tmp_path)
+    runner = Runner(Tools(REFSERVER, LOADGEN, BUILD / "x"), tmp_path)
     cell = parse_matrix_text('[[group]]\narch = "fanout-shared"\nshards = 4\npath = "/fanout/2/100"\n').cells[0]
     result = runner.run(cell)
     runner.close()

@@ -44,6 +44,7 @@ for _suite in ("", "refservers", "collector"):  # survey.py runs this outside py
 from collector_harness import COLLECTOR, start_collector  # noqa: E402
 from machine_lock import LOAD_LOCK, load_lock  # noqa: E402,F401
 from refserver_harness import ROOT, ensure_built, expected_body, raise_nofile, run_loadgen  # noqa: E402
+from paths import BUILD  # noqa: E402
 
 
 def _shards_module():
@@ -67,7 +68,7 @@ APPS = HERE / "apps"  # the Python apps and the Netty server of the verdict pair
 # python3, which may not be the interpreter running the tests: the servers run under this one.
 DEBIAN_PYTHON = "/usr/bin/python3"
 DIST_PACKAGES = Path("/usr/lib/python3/dist-packages")
-NETTY_BUILD = ROOT / "build" / "netty"  # netty-all's jars (lib/) and NettyBytes compiled (classes/)
+NETTY_BUILD = BUILD / "netty"  # netty-all's jars (lib/) and NettyBytes compiled (classes/)
 APACHE_MODULES = Path("/usr/lib/apache2/modules")
 SETTLE_S = 0.5  # after the load, for the server to read its clients' closes before the probes go
 SIZES = (100, 102400)

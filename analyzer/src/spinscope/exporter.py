@@ -15,7 +15,7 @@ later (a server that restarts is picked up again), one collector each; `--cgroup
 cgroup v2 (a systemd unit, a pod) by one collector, its series labelled with the cgroup's name and no pid,
 waiting for the cgroup while it does not exist. A target that exits (a cgroup removed) is dropped: its
 series go.
-The endpoint (plain, or TLS and basic auth from `--web-config`) is spinscope.webconfig's.
+The endpoint (plain, or TLS and basic auth from `--web-config`: webconfig.py) is spinscope.webserver's.
 `METRICS` lists every family the exporter writes; the dashboard and alert rules in deploy/ are tested
 against it.
 """
@@ -250,8 +250,6 @@ def families(views: list, selectors: dict):
     """The metric families for the current views; `selectors`: {selector text: processes matched now}."""
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-    from spinscope import counters as counts
-
     made = {}
     for family in (f for f in METRICS if not f.when):
         cls = {"counter": CounterMetricFamily, "gauge": GaugeMetricFamily, "histogram": HistogramMetricFamily}[family.kind]
@@ -265,57 +263,69 @@ def families(views: list, selectors: dict):
         add("spinscope_selector_matches", (text,), count)
     for v in views:
         proc = (v.pid or "", v.process)
-        add("spinscope_target_info", (*proc, v.exe, v.selector), 1)
-        add("spinscope_traced_seconds", proc, v.traced_s)
-        add("spinscope_sampled_ratio", proc, v.sampled)
-        add("spinscope_requests", proc, v.requests["count"])
-        hist = v.requests["hist"]
-        made["spinscope_request_writes"].add_metric(
-            [str(x) for x in proc], _log2_buckets(hist["write_calls"], range(0, WRITES_LE_MAX + 1)),
-            sum_value=v.requests["write_calls"])
-        made["spinscope_request_duration_seconds"].add_metric(
-            [str(x) for x in proc], _log2_buckets(hist["duration_ns"], DURATION_K, 1e-9),
-            sum_value=v.requests["duration_ns"] / 1e9)
-        for kind, count in v.drops.items():
-            add("spinscope_drops", (*proc, kind), count)
-        for name, severity, share in v.labels:
-            if severity is None:
-                add("spinscope_finding", (*proc, name), 1)
-                continue
-            add("spinscope_label", (*proc, name, severity), 1)
-            if share is not None:
-                add("spinscope_label_cost_ratio", (*proc, name), share)
+        _process_samples(made, add, v, proc)
         for comm, role, alive, c in v.groups:
-            g = (*proc, comm, role)
-            add("spinscope_threads", g, alive)
-            add("spinscope_responses", g, c["responses_written"])
-            for result, value in counts.writes_by_result(c).items():
-                add("spinscope_socket_writes", (*g, result), value)
-            add("spinscope_socket_write_bytes", g, c["write_bytes"])
-            for result, value in counts.reads_by_result(c).items():
-                add("spinscope_socket_reads", (*g, result), value)
-            add("spinscope_socket_read_bytes", g, c["read_bytes"])
-            add("spinscope_write_retries", (*g, "eagain"), counts.eagain_retries(c))
-            add("spinscope_write_retries", (*g, "partial"), counts.partial_retries(c))
-            add("spinscope_write_retry_cpu_seconds", g, c["write_spin_ns"] / 1e9)
-            for outcome, value in counts.polls_by_outcome(c).items():
-                add("spinscope_polls", (*g, outcome), value)
-            add("spinscope_poll_nowait_calls", g, c["poll_nowait"])
-            add("spinscope_empty_poll_cpu_seconds", g, counts.empty_poll_ns(c) / 1e9)
-            for result, value in counts.accepts_by_result(c).items():
-                add("spinscope_accepts", (*g, result), value)
-            add("spinscope_futile_wakeups", g, counts.herd_wakeups(c))
-            add("spinscope_futex_waits", g, c["futex_waits"])
-            add("spinscope_futex_wait_seconds", g, c["futex_wait_ns"] / 1e9)
-            add("spinscope_context_switches", (*g, "voluntary"), c["cs_voluntary"])
-            add("spinscope_context_switches", (*g, "involuntary"), c["cs_involuntary"])
-            for mechanism, value in counts.wakeups_by_mechanism(c).items():
-                add("spinscope_wakeups", (*g, mechanism), value)
-            add("spinscope_handoff_wait_seconds", g, c["wakeup_wait_ns"] / 1e9)
-            add("spinscope_handoff_cpu_seconds", g, c["handoff_oncpu_ns"] / 1e9)
-            add("spinscope_runqueue_wait_seconds", g, c["runq_ns"] / 1e9)
-            add("spinscope_cpu_seconds", g, c["oncpu_ns"] / 1e9)
+            add("spinscope_threads", (*proc, comm, role), alive)
+            _group_samples(add, (*proc, comm, role), c)
     return list(made.values())
+
+
+def _process_samples(made: dict, add, v, proc: tuple) -> None:
+    """A view's samples labelled by its process: what it is, its requests, drops, labels and findings."""
+    add("spinscope_target_info", (*proc, v.exe, v.selector), 1)
+    add("spinscope_traced_seconds", proc, v.traced_s)
+    add("spinscope_sampled_ratio", proc, v.sampled)
+    add("spinscope_requests", proc, v.requests["count"])
+    hist = v.requests["hist"]
+    made["spinscope_request_writes"].add_metric(
+        [str(x) for x in proc], _log2_buckets(hist["write_calls"], range(0, WRITES_LE_MAX + 1)),
+        sum_value=v.requests["write_calls"])
+    made["spinscope_request_duration_seconds"].add_metric(
+        [str(x) for x in proc], _log2_buckets(hist["duration_ns"], DURATION_K, 1e-9),
+        sum_value=v.requests["duration_ns"] / 1e9)
+    for kind, count in v.drops.items():
+        add("spinscope_drops", (*proc, kind), count)
+    for name, severity, share in v.labels:
+        if severity is None:
+            add("spinscope_finding", (*proc, name), 1)
+            continue
+        add("spinscope_label", (*proc, name, severity), 1)
+        if share is not None:
+            add("spinscope_label_cost_ratio", (*proc, name), share)
+
+
+def _group_samples(add, g: tuple, c) -> None:
+    """The samples of one (process, comm, role) group of threads, from its counters (the quantities as
+    spinscope.counters defines them)."""
+    from spinscope import counters as counts
+
+    add("spinscope_responses", g, c["responses_written"])
+    for result, value in counts.writes_by_result(c).items():
+        add("spinscope_socket_writes", (*g, result), value)
+    add("spinscope_socket_write_bytes", g, c["write_bytes"])
+    for result, value in counts.reads_by_result(c).items():
+        add("spinscope_socket_reads", (*g, result), value)
+    add("spinscope_socket_read_bytes", g, c["read_bytes"])
+    add("spinscope_write_retries", (*g, "eagain"), counts.eagain_retries(c))
+    add("spinscope_write_retries", (*g, "partial"), counts.partial_retries(c))
+    add("spinscope_write_retry_cpu_seconds", g, c["write_spin_ns"] / 1e9)
+    for outcome, value in counts.polls_by_outcome(c).items():
+        add("spinscope_polls", (*g, outcome), value)
+    add("spinscope_poll_nowait_calls", g, c["poll_nowait"])
+    add("spinscope_empty_poll_cpu_seconds", g, counts.empty_poll_ns(c) / 1e9)
+    for result, value in counts.accepts_by_result(c).items():
+        add("spinscope_accepts", (*g, result), value)
+    add("spinscope_futile_wakeups", g, counts.herd_wakeups(c))
+    add("spinscope_futex_waits", g, c["futex_waits"])
+    add("spinscope_futex_wait_seconds", g, c["futex_wait_ns"] / 1e9)
+    add("spinscope_context_switches", (*g, "voluntary"), c["cs_voluntary"])
+    add("spinscope_context_switches", (*g, "involuntary"), c["cs_involuntary"])
+    for mechanism, value in counts.wakeups_by_mechanism(c).items():
+        add("spinscope_wakeups", (*g, mechanism), value)
+    add("spinscope_handoff_wait_seconds", g, c["wakeup_wait_ns"] / 1e9)
+    add("spinscope_handoff_cpu_seconds", g, c["handoff_oncpu_ns"] / 1e9)
+    add("spinscope_runqueue_wait_seconds", g, c["runq_ns"] / 1e9)
+    add("spinscope_cpu_seconds", g, c["oncpu_ns"] / 1e9)
 
 
 class ViewsCollector:
@@ -388,24 +398,31 @@ class Exporter:
         for selector in self.selectors:
             if selector.kind == "cgroup":
                 self._scan_cgroup(selector, selector.text in cgroups)
-                continue
-            pids = live.matches(selector, procs)
-            owned = [pid for pid, t in self.tracked.items() if t.selector.text == selector.text]
-            with self.lock:
-                self.matched[selector.text] = len(set(pids) | set(owned))
-            fresh = [pid for pid in pids if pid not in self.tracked and pid not in self.done
-                     and not self._inside_target(pid, procs)]
-            if not pids and not owned:
-                if selector.text not in self.waiting:
-                    self.say(f"{selector.text}: its process has exited, and a PID does not come back (--comm or "
-                             "--exe follow restarts)" if selector.text in self.attached and not selector.can_return
-                             else f"{selector.text} matches no process; waiting for one")
-                    self.waiting.add(selector.text)
-                continue
-            self.waiting.discard(selector.text)
-            for pid in fresh:
-                proc = procs.get(pid)
-                self.attach(selector, pid, f"PID {pid}", f" ({proc.comm if proc else '?'})")
+            else:
+                self._scan_processes(selector, procs)
+
+    def _scan_processes(self, selector, procs: dict) -> None:
+        """A --pid, --comm or --exe selector: the processes it matches counted, the new ones attached; one
+        that matches none is said once (a PID that has gone, differently: it does not come back)."""
+        from spinscope import live
+
+        pids = live.matches(selector, procs)
+        owned = [pid for pid, t in self.tracked.items() if t.selector.text == selector.text]
+        with self.lock:
+            self.matched[selector.text] = len(set(pids) | set(owned))
+        fresh = [pid for pid in pids if pid not in self.tracked and pid not in self.done
+                 and not self._inside_target(pid, procs)]
+        if not pids and not owned:
+            if selector.text not in self.waiting:
+                self.say(f"{selector.text}: its process has exited, and a PID does not come back (--comm or "
+                         "--exe follow restarts)" if selector.text in self.attached and not selector.can_return
+                         else f"{selector.text} matches no process; waiting for one")
+                self.waiting.add(selector.text)
+            return
+        self.waiting.discard(selector.text)
+        for pid in fresh:
+            proc = procs.get(pid)
+            self.attach(selector, pid, f"PID {pid}", f" ({proc.comm if proc else '?'})")
 
     def _scan_cgroup(self, selector, exists: bool) -> None:
         key = selector.text
@@ -556,7 +573,7 @@ def run(args: argparse.Namespace) -> int:
     check_options(args)
     from prometheus_client import CollectorRegistry, ProcessCollector
 
-    from spinscope import collector, webconfig
+    from spinscope import collector, webserver
 
     def say(message: str) -> None:
         if not args.quiet:
@@ -573,10 +590,10 @@ def run(args: argparse.Namespace) -> int:
 
     web = args.web
     try:  # before anything is attached: a port in use is the whole error
-        server = webconfig.serve(args.address, args.port, registry, web, tell)
+        server = webserver.serve(args.address, args.port, registry, web, tell)
     except OSError as exc:
         raise SpinscopeError(f"cannot serve on {args.address}:{args.port}: {exc.strerror or exc}") from None
-    say(f"serving {webconfig.url(args.address, args.port, web)}" + (f" ({web.describe()})" if web else ""))
+    say(f"serving {webserver.url(args.address, args.port, web)}" + (f" ({web.describe()})" if web else ""))
 
     stop = threading.Event()
 

@@ -138,6 +138,23 @@ def events_per_poll_hist(analysis: Analysis) -> str | None:
     return to_png(fig)
 
 
+def _graph_node(analysis: Analysis, roles: dict, involved):
+    """The graph's node name for a tid: the thread (its role, name and tid), or for more than
+    MAX_GRAPH_THREADS threads its role (and how many threads of it are involved)."""
+    if len(involved) <= MAX_GRAPH_THREADS:
+        def node(tid):
+            comm = printable(analysis.threads[tid]["comm"] if tid in analysis.threads else "?")
+            return f"{ROLE_NOUNS[roles.get(tid, WORKER)]}\n{comm} ({tid})"
+        return node
+    per_role = pd.Series([roles.get(t, WORKER) for t in involved]).value_counts()
+
+    def role_node(tid):
+        role = roles.get(tid, WORKER)
+        n = per_role[role]
+        return f"{ROLE_NOUNS[role]}\n({n} thread{'s' if n > 1 else ''})"
+    return role_node
+
+
 def handoff_graph(analysis: Analysis) -> str | None:
     """Who hands off to whom: threads (or roles, for many threads) on a circle, arrows sized by handoffs
     (wakeups other than mm-lock contention and thread exit)."""
@@ -147,19 +164,8 @@ def handoff_graph(analysis: Analysis) -> str | None:
         return None
     roles = {tid: thread["role"] for tid, thread in analysis.threads.items()}
     involved = pd.unique(wakeups[["waker_tid", "wakee_tid"]].to_numpy().ravel())
-    if len(involved) <= MAX_GRAPH_THREADS:
-        def node(tid):
-            comm = printable(analysis.threads[tid]["comm"] if tid in analysis.threads else "?")
-            return f"{ROLE_NOUNS[roles.get(tid, WORKER)]}\n{comm} ({tid})"
-        color_of = {node(t): ROLE_COLORS[roles.get(t, WORKER)] for t in involved}
-    else:
-        per_role = pd.Series([roles.get(t, WORKER) for t in involved]).value_counts()
-
-        def node(tid):
-            role = roles.get(tid, WORKER)
-            n = per_role[role]
-            return f"{ROLE_NOUNS[role]}\n({n} thread{'s' if n > 1 else ''})"
-        color_of = {node(t): ROLE_COLORS[roles.get(t, WORKER)] for t in involved}
+    node = _graph_node(analysis, roles, involved)
+    color_of = {node(t): ROLE_COLORS[roles.get(t, WORKER)] for t in involved}
     edges = (wakeups.assign(a=wakeups["waker_tid"].map(node), b=wakeups["wakee_tid"].map(node))
              .groupby(["a", "b"])["count"].sum())
     # Edges carrying a sliver of the wakeups would only bury the ones that matter.

@@ -19,7 +19,7 @@ from typing import Mapping
 from spinscope.coverage import coverage_notes
 from spinscope.fmt import fixed, size_class, undefined
 from spinscope.measures import (DISPATCH, LEADER_FOLLOWER, MIN_CALLS, MIN_REQUESTS, PER_CONNECTION, SHARED_MEMORY,
-                                BusyPollMeasure, SpuriousMeasure, WriteSpinMeasure,
+                                BusyPollMeasure, HandoffMeasure, Imbalance, SpuriousMeasure, WriteSpinMeasure,
                                 WriteWaitMeasure, measure_busy_poll, measure_handoff, measure_spurious,
                                 measure_write_spin, measure_write_wait)
 from spinscope.metrics import Analysis, drop_line, dropped, role_edges
@@ -49,8 +49,22 @@ SPURIOUS_MIN_WASTED_CPUS = 0.005
 SEVERITIES = (INFO, WARNING, CRITICAL)
 
 
+class _Verdict:
+    """What a Label and a Finding share: a title from the name, and the dict `report --json` and `diff --json`
+    write (every field, and the title)."""
+
+    name: str
+
+    @property
+    def title(self) -> str:
+        return TITLES[self.name]
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "title": self.title}
+
+
 @dataclass
-class Label:
+class Label(_Verdict):
     name: str
     severity: str
     summary: str
@@ -61,17 +75,9 @@ class Label:
     estimated: bool = False  # the cost is estimated, not measured (the summary says how)
     cost_share: float | None = None  # the share the severity follows (CPU, or request time for handoffs)
 
-    @property
-    def title(self) -> str:
-        return TITLES[self.name]
-
-    def to_dict(self) -> dict:
-        """Every field, and the title (what `report --json` and `diff --json` write of a label)."""
-        return {**asdict(self), "title": self.title}
-
 
 @dataclass
-class Finding:
+class Finding(_Verdict):
     """Something a server does by design that costs something but is not a problem by itself: no severity,
     its measured cost and what to weigh it against."""
 
@@ -80,13 +86,6 @@ class Finding:
     evidence: dict
     cpu_share: float | None
     advice: list
-
-    @property
-    def title(self) -> str:
-        return TITLES[self.name]
-
-    def to_dict(self) -> dict:
-        return {**asdict(self), "title": self.title}
 
 
 @dataclass
@@ -354,8 +353,7 @@ def spurious_select(analysis: Analysis) -> Label | None:
     def total(key: str) -> int:
         return sum(thread[key] for thread in threads.values())
 
-    signals, fixes, details = [], [], []
-    evidence = {
+    said = _Said(evidence={
         "poll_calls": total("poll_calls"),
         "poll_zero": total("poll_zero"),
         "poll_zero_nowait": total("poll_zero_nowait"),
@@ -363,51 +361,80 @@ def spurious_select(analysis: Analysis) -> Label | None:
         "events_per_poll": _round(analysis.process["events_per_poll"]),
         "read_eagain": total("read_eagain"),
         "read_eagain_fraction": _round(analysis.process["read_eagain_fraction"]),
-    }
+    })
     if m.empty:
-        signals.append(_empty_signal(analysis, m))
-        if m.empty.nowait >= m.empty.waited:
-            fixes.append("block in epoll_wait until the next timer is due instead of checking with a zero "
-                         "timeout while there is nothing to run")
-        else:
-            fixes.append("wake one loop per event (EPOLLEXCLUSIVE, SO_REUSEPORT) instead of all of them, "
-                         "and use a timeout as long as the next timer")
-        details += _thread_lines(threads, "poll_zero", "poll_calls", "of its poll calls return no events")
+        _say_empty_polls(said, analysis, m)
     if m.herd:
-        signals.append(_herd_signal(m))
-        fixes.append("wake one waiter per connection: EPOLLEXCLUSIVE on the listening socket, a listener per "
-                     "worker with SO_REUSEPORT, or one acceptor that hands connections out" if m.herd.on_accept else
-                     "wake one thread per unit of work: EPOLLEXCLUSIVE, or an epoll set per thread, so the others "
-                     "do not wake for what one of them takes")
-        evidence.update({"herd_wakeups": m.herd.wakeups, "futile_wakeups": m.herd.futile,
-                         "rewaits": m.herd.rewaits, "accept_eagain": m.herd.accept_eagain,
-                         "accepts": m.herd.accepts, "woken_per_connection": _round(m.herd.woken_per_connection),
-                         "herd_processes": m.herd.processes, "herd_threads": len(m.herd.tids),
-                         "herd_us_per_wakeup": _round(m.herd.us_each)})
+        _say_herd(said, m)
     if m.eagain_reads:
-        signals.append(f"{analysis.process['read_eagain_fraction']:.0%} of socket reads return EAGAIN "
-                       f"({m.eagain_reads:,})")
-        fixes.append("read only sockets epoll reported readable, and stop at a short read")
-        details += _thread_lines(threads, "read_eagain", "read_calls", "of its socket reads return EAGAIN")
+        _say_eagain_reads(said, analysis, m)
     if m.imbalance:
-        quiet, busy = m.imbalance.quiet, m.imbalance.busy
-        signals.append(f"{_name(threads, quiet)} handles {threads[quiet]['events_per_poll']:.1f} events per poll "
-                       f"call while {_name(threads, busy)} handles {threads[busy]['events_per_poll']:.0f}")
-        fixes.append("balance the event loops (spread connections with SO_REUSEPORT, or merge the quiet "
-                     "loop into the busy one): a loop woken for under one event per call pays a wakeup "
-                     "per event")
-        evidence.update({"quiet_loop_tid": quiet, "quiet_loop_events_per_poll": _round(threads[quiet]["events_per_poll"]),
-                         "busy_loop_tid": busy, "busy_loop_events_per_poll": _round(threads[busy]["events_per_poll"]),
-                         "quiet_loop_excess_calls": int(m.imbalance.excess_calls)})
+        _say_imbalance(said, threads, m.imbalance)
     if m.excluded_busy_pollers:
-        details.append(f"left out: {_who(threads, m.excluded_busy_pollers)}, busy polling by design "
-                       "(see the busy-polling finding)")
-    evidence["wasted_cpu_ms"] = round(m.wasted_ns / 1e6, 3)
-    evidence["involved_threads_cpu_ms"] = round(m.cpu_ns / 1e6, 3)
+        said.details.append(f"left out: {_who(threads, m.excluded_busy_pollers)}, busy polling by design "
+                            "(see the busy-polling finding)")
+    said.evidence["wasted_cpu_ms"] = round(m.wasted_ns / 1e6, 3)
+    said.evidence["involved_threads_cpu_ms"] = round(m.cpu_ns / 1e6, 3)
     how = " (estimated from its measured poll time)" if m.estimated else ""
-    summary = (f"spurious select: {'; '.join(signals)}"
+    summary = (f"spurious select: {'; '.join(said.signals)}"
                f"{_share_phrase(m.share, _whose(threads, m.involved), estimated=m.estimated)}{how}")
-    return Label(SPURIOUS_SELECT, level, summary, evidence, m.share, fixes, details, m.estimated, cost_share=m.share)
+    return Label(SPURIOUS_SELECT, level, summary, said.evidence, m.share, said.fixes, said.details, m.estimated,
+                 cost_share=m.share)
+
+
+@dataclass
+class _Said:
+    """A label's words as its kinds of evidence add to them: a signal each for the summary, the fixes, the
+    detail lines and the evidence's keys, in the order the kinds are said."""
+
+    evidence: dict
+    signals: list = field(default_factory=list)
+    fixes: list = field(default_factory=list)
+    details: list = field(default_factory=list)
+
+
+def _say_empty_polls(said: _Said, analysis: Analysis, m: SpuriousMeasure) -> None:
+    said.signals.append(_empty_signal(analysis, m))
+    if m.empty.nowait >= m.empty.waited:
+        said.fixes.append("block in epoll_wait until the next timer is due instead of checking with a zero "
+                          "timeout while there is nothing to run")
+    else:
+        said.fixes.append("wake one loop per event (EPOLLEXCLUSIVE, SO_REUSEPORT) instead of all of them, "
+                          "and use a timeout as long as the next timer")
+    said.details += _thread_lines(analysis.threads, "poll_zero", "poll_calls", "of its poll calls return no events")
+
+
+def _say_herd(said: _Said, m: SpuriousMeasure) -> None:
+    said.signals.append(_herd_signal(m))
+    said.fixes.append("wake one waiter per connection: EPOLLEXCLUSIVE on the listening socket, a listener per "
+                      "worker with SO_REUSEPORT, or one acceptor that hands connections out" if m.herd.on_accept else
+                      "wake one thread per unit of work: EPOLLEXCLUSIVE, or an epoll set per thread, so the others "
+                      "do not wake for what one of them takes")
+    said.evidence.update({"herd_wakeups": m.herd.wakeups, "futile_wakeups": m.herd.futile,
+                          "rewaits": m.herd.rewaits, "accept_eagain": m.herd.accept_eagain,
+                          "accepts": m.herd.accepts, "woken_per_connection": _round(m.herd.woken_per_connection),
+                          "herd_processes": m.herd.processes, "herd_threads": len(m.herd.tids),
+                          "herd_us_per_wakeup": _round(m.herd.us_each)})
+
+
+def _say_eagain_reads(said: _Said, analysis: Analysis, m: SpuriousMeasure) -> None:
+    said.signals.append(f"{analysis.process['read_eagain_fraction']:.0%} of socket reads return EAGAIN "
+                        f"({m.eagain_reads:,})")
+    said.fixes.append("read only sockets epoll reported readable, and stop at a short read")
+    said.details += _thread_lines(analysis.threads, "read_eagain", "read_calls", "of its socket reads return EAGAIN")
+
+
+def _say_imbalance(said: _Said, threads: Mapping, imbalance: Imbalance) -> None:
+    quiet, busy = imbalance.quiet, imbalance.busy
+    said.signals.append(f"{_name(threads, quiet)} handles {threads[quiet]['events_per_poll']:.1f} events per poll "
+                        f"call while {_name(threads, busy)} handles {threads[busy]['events_per_poll']:.0f}")
+    said.fixes.append("balance the event loops (spread connections with SO_REUSEPORT, or merge the quiet "
+                      "loop into the busy one): a loop woken for under one event per call pays a wakeup "
+                      "per event")
+    said.evidence.update({"quiet_loop_tid": quiet,
+                          "quiet_loop_events_per_poll": _round(threads[quiet]["events_per_poll"]),
+                          "busy_loop_tid": busy, "busy_loop_events_per_poll": _round(threads[busy]["events_per_poll"]),
+                          "quiet_loop_excess_calls": int(imbalance.excess_calls)})
 
 
 def _empty_signal(analysis: Analysis, m: SpuriousMeasure) -> str:
@@ -484,6 +511,21 @@ def handoff_overhead(analysis: Analysis) -> Label | None:
     level = severity(cost)
     if level is None:
         return None
+    estimated = m.mechanism == SHARED_MEMORY
+    return Label(HANDOFF_OVERHEAD, level, _handoff_summary(analysis, m, edges), _handoff_evidence(analysis, m),
+                 m.cpu_share, HANDOFF_FIXES[m.mechanism], _handoff_details(m, edges, analysis.requests),
+                 estimated, cost_share=cost)
+
+
+def _handoff_summary(analysis: Analysis, m: HandoffMeasure, edges: dict) -> str:
+    """The mechanism in words, the handoffs per request and where they go, the waits and the CPU share; for
+    a shared-memory hand-over, the busy-waiting threads instead of the path."""
+    if m.mechanism == SHARED_MEMORY:
+        where = "busy-waiting, outside their calls (an upper bound: their user-space work is in it too)"
+        cpu = _share_phrase(m.cpu_share, _whose(analysis.threads, m.involved), where, estimated=True)
+        return (f"handoff overhead: {MECHANISM_PHRASES[m.mechanism]}: {m.cross_share:.0%} of requests are "
+                f"answered by another thread than the one that read them, with {m.per_request:.2f} wakeups "
+                f"per request{cpu}; {_busy_threads_line(analysis, m.involved)}")
     requests = analysis.requests
     path = ", ".join(f"{ROLE_NOUNS[a]} → {ROLE_NOUNS[b]} {n / requests:.1f}"
                      for (a, b), n in list(edges.items())[:3] if n / requests >= 0.05)
@@ -492,20 +534,16 @@ def handoff_overhead(analysis: Analysis) -> Label | None:
         waits += (f" (requests take {fixed(m.request_ms, 3)} ms)" if m.latency_share >= 1
                   else f" ({m.latency_share:.0%} of the request time)")
     moved = f", {m.cross_share:.0%} of requests answered by another thread" if m.cross_share >= 0.005 else ""
-    estimated = m.mechanism == SHARED_MEMORY
-    if estimated:
-        where = "busy-waiting, outside their calls (an upper bound: their user-space work is in it too)"
-        cpu = _share_phrase(m.cpu_share, _whose(analysis.threads, m.involved), where, estimated=True)
-        summary = (f"handoff overhead: {MECHANISM_PHRASES[m.mechanism]}: {m.cross_share:.0%} of requests are "
-                   f"answered by another thread than the one that read them, with {m.per_request:.2f} wakeups "
-                   f"per request{cpu}; {_busy_threads_line(analysis, m.involved)}")
-    else:
-        cpu = _share_phrase(m.cpu_share, "their CPU", "in the calls that hand off and wait")
-        phrase = MECHANISM_PHRASES[DISPATCH + "-one-way" if m.mechanism == DISPATCH and m.per_request < 1.5
-                                   else m.mechanism]
-        summary = (f"handoff overhead: {phrase}: {m.per_request:.1f} handoffs between "
-                   f"threads per request" + (f" ({path})" if path else "") + f"{moved}; {waits}{cpu}")
-    evidence = {
+    cpu = _share_phrase(m.cpu_share, "their CPU", "in the calls that hand off and wait")
+    phrase = MECHANISM_PHRASES[DISPATCH + "-one-way" if m.mechanism == DISPATCH and m.per_request < 1.5
+                               else m.mechanism]
+    return (f"handoff overhead: {phrase}: {m.per_request:.1f} handoffs between "
+            f"threads per request" + (f" ({path})" if path else "") + f"{moved}; {waits}{cpu}")
+
+
+def _handoff_evidence(analysis: Analysis, m: HandoffMeasure) -> dict:
+    requests = analysis.requests
+    return {
         "mechanism": m.mechanism,
         "requests": requests,
         "handoffs_per_request": _round(m.per_request),
@@ -522,7 +560,17 @@ def handoff_overhead(analysis: Analysis) -> Label | None:
         "cs_per_request": _round(analysis.process["cs_per_request"]),
         "futex_ms_per_request": _round(analysis.process["futex_ms_per_request"]),
         "cpu_ms_per_request": _round(analysis.process["cpu_ms_per_request"]),
+        "cpu_share_measures": (
+            "the busy-waiting threads' on-CPU time outside their traced calls (an upper bound)"
+            if m.mechanism == SHARED_MEMORY else
+            "on-CPU time inside the calls that hand off or wait, both sides (a lower bound: user-space work the "
+            "detour adds, queues, locks, a colder cache, is not timed)"),
     }
+
+
+def _handoff_details(m: HandoffMeasure, edges: dict, requests: int) -> list:
+    """A line per edge between roles, and the wakeups that are not handoffs (memory-map locks, an accept
+    lock shared between processes)."""
     details = [f"{ROLE_NOUNS[a]} → {ROLE_NOUNS[b]}: {n} wakeups, {n / requests:.2f} per request"
                for (a, b), n in edges.items()]
     if m.contention_per_request:
@@ -531,12 +579,7 @@ def handoff_overhead(analysis: Analysis) -> Label | None:
     if m.accept_lock:
         details.append(f"{m.accept_lock / requests:.2f} wakeups per request between processes (a shared accept "
                        "lock), not counted as handoffs")
-    evidence["cpu_share_measures"] = (
-        "the busy-waiting threads' on-CPU time outside their traced calls (an upper bound)" if estimated else
-        "on-CPU time inside the calls that hand off or wait, both sides (a lower bound: user-space work the "
-        "detour adds, queues, locks, a colder cache, is not timed)")
-    return Label(HANDOFF_OVERHEAD, level, summary, evidence, m.cpu_share, HANDOFF_FIXES[m.mechanism], details,
-                 estimated, cost_share=cost)
+    return details
 
 
 def _busy_threads_line(analysis: Analysis, tids: list) -> str:

@@ -197,10 +197,20 @@ def window(older: Capture, newer: Capture) -> Capture:
     doc = {key: value for key, value in new.items()}
     doc["duration_s"] = max(0.0, float(new["duration_s"]) - float(old["duration_s"]))
     doc["intervals"] = []
+    doc["threads"] = _threads_minus(new["threads"], old["threads"])
+    doc["totals"] = {**new["totals"], **{key: _minus(new["totals"].get(key, 0), old["totals"].get(key, 0))
+                                         for key in COUNTERS}}
+    doc["wakeups"] = _wakeups_minus(new["wakeups"], old["wakeups"])
+    doc["requests"] = _requests_minus(new["requests"], old["requests"])
+    doc["drops"] = {key: _minus(new["drops"].get(key, 0), old["drops"].get(key, 0)) for key in DROP_KEYS}
+    return from_document(doc, "window")
 
-    before = {row["tid"]: row for row in old["threads"]}
+
+def _threads_minus(new: list, old: list) -> list:
+    """The thread rows of new, each less its row in old when old has the same thread (tid and pid)."""
+    before = {row["tid"]: row for row in old}
     threads = []
-    for row in new["threads"]:
+    for row in new:
         prev = before.get(row["tid"])
         row = dict(row)
         if prev is not None and prev["pid"] == row["pid"]:
@@ -208,31 +218,31 @@ def window(older: Capture, newer: Capture) -> Capture:
                 row[key] = _minus(row.get(key, 0), prev.get(key, 0))
             row["poll_events_hist"] = _hist_minus(row["poll_events_hist"], prev["poll_events_hist"])
         threads.append(row)
-    doc["threads"] = threads
+    return threads
 
-    doc["totals"] = {**new["totals"], **{key: _minus(new["totals"].get(key, 0), old["totals"].get(key, 0))
-                                         for key in COUNTERS}}
 
-    edges = {(e["waker_tid"], e["wakee_tid"], e["mechanism"]): e["count"] for e in old["wakeups"]}
-    doc["wakeups"] = [dict(e, count=_minus(e["count"], edges.get((e["waker_tid"], e["wakee_tid"], e["mechanism"]), 0)))
-                      for e in new["wakeups"]]
+def _wakeups_minus(new: list, old: list) -> list:
+    """The wakeup edges of new, each less its count in old."""
+    edges = {(e["waker_tid"], e["wakee_tid"], e["mechanism"]): e["count"] for e in old}
+    return [dict(e, count=_minus(e["count"], edges.get((e["waker_tid"], e["wakee_tid"], e["mechanism"]), 0)))
+            for e in new]
 
-    req_old, req_new = old["requests"], new["requests"]
-    requests = dict(req_new)
+
+def _requests_minus(new: dict, old: dict) -> dict:
+    """The requests block of new less old's: sums, histograms, and the size classes with a response left."""
+    requests = dict(new)
     for key in (*REQUEST_SUMS, "unattributed_writes"):
-        requests[key] = _minus(req_new[key], req_old[key])
-    requests["hist"] = {key: _hist_minus(req_new["hist"][key], req_old["hist"].get(key, [])) for key in REQUEST_HISTS}
-    classes = {row["bytes_min"]: row for row in req_old["by_size"]}
+        requests[key] = _minus(new[key], old[key])
+    requests["hist"] = {key: _hist_minus(new["hist"][key], old["hist"].get(key, [])) for key in REQUEST_HISTS}
+    classes = {row["bytes_min"]: row for row in old["by_size"]}
     by_size = []
-    for row in req_new["by_size"]:
+    for row in new["by_size"]:
         prev = classes.get(row["bytes_min"], {})
         row = dict(row, **{key: _minus(row[key], prev.get(key, 0)) for key in REQUEST_SUMS})
         if row["count"]:
             by_size.append(row)
     requests["by_size"] = by_size
-    doc["requests"] = requests
-    doc["drops"] = {key: _minus(new["drops"].get(key, 0), old["drops"].get(key, 0)) for key in DROP_KEYS}
-    return from_document(doc, "window")
+    return requests
 
 
 class History:

@@ -14,7 +14,7 @@ counters.empty_wakeup_ns, counters.spin_cost_ns), and the shares are of those th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Callable, Mapping
 
 from spinscope import counters
 from spinscope.capture import summed
@@ -292,67 +292,96 @@ def measure_spurious(analysis: Analysis) -> SpuriousMeasure | None:
     that return EAGAIN most of the time, an event loop woken for far fewer events per call than its
     sibling; priced by the on-CPU time of those wakeups (their whole cycles where the capture has them).
     Busy pollers (busy_pollers) are left out: their empty checks are their design."""
-    schema = analysis.capture.schema
-    whole = analysis.threads
-    pollers = busy_pollers(whole)
-    threads = {tid: thread for tid, thread in whole.items() if tid not in pollers}
-    rows = threads.values()
-    wasted = dict.fromkeys(threads, 0.0)  # tid -> on-CPU ns of its wakeups for nothing
-    involved: set = set()
-    cycles = schema >= counters.CYCLES_SCHEMA
-
-    def total(key: str) -> int:
-        return sum(thread[key] for thread in rows)
-
-    def add(cost) -> None:
-        for tid, thread in threads.items():
-            wasted[tid] += cost(thread)
-
-    empty = None
-    zero = total("poll_zero")
-    if zero >= MIN_CALLS:
-        nowait = total("poll_zero_nowait")
-        waited = zero - nowait
-        # A blocking poll that woke with nothing costs its whole cycle (schema 5); a zero-timeout check, the
-        # time inside it (counters.empty_wakeup_ns).
-        woke = "poll_zero_cycle_ns" if cycles else "poll_zero_wait_ns"
-        empty = EmptyPolls(nowait, waited, ratio(total("poll_zero_nowait_ns") / 1e3, nowait),
-                           ratio(total("poll_zero_wait_ns") / 1e3, waited),
-                           ratio(total(woke) / 1e3, waited) if cycles else None)
-        add(lambda thread: thread[woke] + thread["poll_zero_nowait_ns"])
-        involved |= {tid for tid, thread in threads.items() if thread["poll_zero"] > 0}
-
-    herd = None
-    if cycles and sum(counters.herd_wakeups(thread) for thread in rows) >= MIN_HERD_WAKEUPS:
-        tids = [tid for tid, thread in threads.items() if counters.herd_wakeups(thread) > 0]
-        accepts = [counters.accepts_by_result(threads[tid]) for tid in tids]
-        listeners = [dict(entry) for entry in analysis.capture.listeners if entry["accept_eagain"] > 0]
-        processes = max([entry["processes"] for entry in listeners] + [len({threads[tid]["pid"] for tid in tids})])
-        herd = Herd(total("poll_futile"), total("poll_rewaits"), sum(a["eagain"] for a in accepts),
-                    sum(a["ok"] for a in accepts), tids, processes,
-                    listeners, float(sum(counters.herd_ns(thread) for thread in rows)))
-        add(counters.herd_ns)
-        involved |= set(tids)
-
-    eagain_reads = 0
-    eagain = total("read_eagain")
-    if eagain >= MIN_CALLS and (ratio(eagain, total("read_calls")) or 0) >= SPURIOUS_MIN_READ_EAGAIN_SHARE:
-        eagain_reads = eagain
-        if not cycles:  # with whole cycles, a read that found nothing is inside its wakeup's cycle
-            add(lambda thread: thread["read_eagain_ns"])
-        involved |= {tid for tid, thread in threads.items() if thread["read_eagain"] > 0}
-
+    pollers = busy_pollers(analysis.threads)
+    threads = {tid: thread for tid, thread in analysis.threads.items() if tid not in pollers}
+    cycles = analysis.capture.schema >= counters.CYCLES_SCHEMA
+    empty = _empty_polls(threads, cycles)
+    herd = _herd(threads, analysis.capture.listeners) if cycles else None
+    reads = _eagain_reads(threads, cycles)
+    wasted, involved = _charged(threads, [found for found in (empty, herd, reads) if found is not None])
     imbalance, estimated = _loop_imbalance(threads), False
     if imbalance:
         estimated = imbalance.excess_ns > wasted[imbalance.quiet]
         wasted[imbalance.quiet] = max(wasted[imbalance.quiet], imbalance.excess_ns)
         involved.add(imbalance.quiet)
 
-    if not (empty or herd or eagain_reads or imbalance):
+    if not (empty or herd or reads or imbalance):
         return None
     tids = sorted(involved)
-    return SpuriousMeasure(empty, herd, eagain_reads, imbalance, float(sum(wasted.values())), tids,
+    return SpuriousMeasure(empty.measure if empty else None, herd.measure if herd else None,
+                           reads.measure if reads else 0, imbalance, float(sum(wasted.values())), tids,
                            float(sum(threads[tid]["oncpu_ns"] for tid in tids)), estimated, pollers)
+
+
+@dataclass
+class _Found:
+    """One kind of wakeup for nothing, as measure_spurious finds it: its measure, what it cost each thread
+    (on-CPU ns; None: the cost is inside another kind's), and the threads it involves."""
+
+    measure: object
+    cost: Callable[[Mapping], float] | None
+    tids: set
+
+
+def _charged(threads: Mapping[int, Mapping], found: list) -> tuple:
+    """({tid: on-CPU ns of its wakeups for nothing}, the tids involved) over the kinds found."""
+    wasted = dict.fromkeys(threads, 0.0)
+    involved: set = set()
+    for kind in found:
+        if kind.cost is not None:
+            for tid, thread in threads.items():
+                wasted[tid] += kind.cost(thread)
+        involved |= kind.tids
+    return wasted, involved
+
+
+def _total(threads: Mapping[int, Mapping], key: str) -> int:
+    return sum(thread[key] for thread in threads.values())
+
+
+def _empty_polls(threads: Mapping[int, Mapping], cycles: bool) -> _Found | None:
+    """Poll calls that returned nothing, at least MIN_CALLS of them: zero-timeout checks and blocking calls
+    that woke empty."""
+    zero = _total(threads, "poll_zero")
+    if zero < MIN_CALLS:
+        return None
+    nowait = _total(threads, "poll_zero_nowait")
+    waited = zero - nowait
+    # A blocking poll that woke with nothing costs its whole cycle (schema 5); a zero-timeout check, the time
+    # inside it (counters.empty_wakeup_ns).
+    woke = "poll_zero_cycle_ns" if cycles else "poll_zero_wait_ns"
+    empty = EmptyPolls(nowait, waited, ratio(_total(threads, "poll_zero_nowait_ns") / 1e3, nowait),
+                       ratio(_total(threads, "poll_zero_wait_ns") / 1e3, waited),
+                       ratio(_total(threads, woke) / 1e3, waited) if cycles else None)
+    return _Found(empty, lambda thread: thread[woke] + thread["poll_zero_nowait_ns"],
+                  {tid for tid, thread in threads.items() if thread["poll_zero"] > 0})
+
+
+def _herd(threads: Mapping[int, Mapping], listeners: list) -> _Found | None:
+    """Wakeups whose ready descriptors gave nothing, or that slept again inside the call (schema 5), at
+    least MIN_HERD_WAKEUPS of them; with the accepts of the threads that woke, and the listeners whose
+    accepts returned EAGAIN."""
+    if sum(counters.herd_wakeups(thread) for thread in threads.values()) < MIN_HERD_WAKEUPS:
+        return None
+    tids = [tid for tid, thread in threads.items() if counters.herd_wakeups(thread) > 0]
+    accepts = [counters.accepts_by_result(threads[tid]) for tid in tids]
+    listeners = [dict(entry) for entry in listeners if entry["accept_eagain"] > 0]
+    processes = max([entry["processes"] for entry in listeners] + [len({threads[tid]["pid"] for tid in tids})])
+    herd = Herd(_total(threads, "poll_futile"), _total(threads, "poll_rewaits"), sum(a["eagain"] for a in accepts),
+                sum(a["ok"] for a in accepts), tids, processes,
+                listeners, float(sum(counters.herd_ns(thread) for thread in threads.values())))
+    return _Found(herd, counters.herd_ns, set(tids))
+
+
+def _eagain_reads(threads: Mapping[int, Mapping], cycles: bool) -> _Found | None:
+    """Socket reads that returned EAGAIN, when there are MIN_CALLS of them and they are
+    SPURIOUS_MIN_READ_EAGAIN_SHARE of the reads; the measure is their count."""
+    eagain = _total(threads, "read_eagain")
+    if eagain < MIN_CALLS or (ratio(eagain, _total(threads, "read_calls")) or 0) < SPURIOUS_MIN_READ_EAGAIN_SHARE:
+        return None
+    # With whole cycles, a read that found nothing is inside its wakeup's cycle: no cost of its own.
+    return _Found(eagain, None if cycles else (lambda thread: thread["read_eagain_ns"]),
+                  {tid for tid, thread in threads.items() if thread["read_eagain"] > 0})
 
 
 def _loop_imbalance(threads: Mapping[int, Mapping]) -> Imbalance | None:
@@ -418,13 +447,8 @@ def measure_handoff(analysis: Analysis, edges: dict) -> HandoffMeasure | None:
     if handoffs == 0 and cross == 0:
         return None
     per_request = handoffs / requests
-    involved = [tid for tid, thread in threads.items()
-                if counters.handoffs(thread) > 0 or thread["wakeups_received"] > 0]
     mechanism = _handoff_mechanism(analysis, per_request, cross, handoffs)
-    busy_wait_ns = 0.0
-    if mechanism == SHARED_MEMORY:
-        involved = _busy_threads(analysis)
-        busy_wait_ns = float(sum(_outside_calls_ns(threads[tid]) for tid in involved))
+    involved, busy_wait_ns = _handoff_threads(analysis, mechanism)
     if not involved:
         return None
     # The wake-to-run waits on the request path: of the threads that do request work, not of idle ones (a
@@ -435,6 +459,18 @@ def measure_handoff(analysis: Analysis, edges: dict) -> HandoffMeasure | None:
                           float(sum(threads[tid]["oncpu_ns"] for tid in involved)),
                           float(sum(threads[tid]["handoff_oncpu_ns"] for tid in involved)),
                           busy_wait_ns, wait_ms, process["request_ms"], edges)
+
+
+def _handoff_threads(analysis: Analysis, mechanism: str) -> tuple:
+    """(the tids a handoff involves, their busy-waiting ns): the threads that hand requests over or are handed
+    them; for a shared-memory hand-over, which wakes no one, the busy threads (_busy_threads) and their
+    on-CPU time outside their calls."""
+    threads = analysis.threads
+    if mechanism == SHARED_MEMORY:
+        busy = _busy_threads(analysis)
+        return busy, float(sum(_outside_calls_ns(threads[tid]) for tid in busy))
+    return [tid for tid, thread in threads.items()
+            if counters.handoffs(thread) > 0 or thread["wakeups_received"] > 0], 0.0
 
 
 def _cross_process_wakeups(analysis: Analysis) -> float:
@@ -458,24 +494,34 @@ def _deliberate(wakeups: list) -> list:
 def _handoff_mechanism(analysis: Analysis, per_request: float, cross: float, handoffs: float) -> str:
     if per_request < SHARED_MEMORY_MAX_WAKEUPS and cross >= SHARED_MEMORY_MIN_CROSS:
         return SHARED_MEMORY
-    threads = analysis.threads
-    accepted = counters.accepts_by_result(analysis.capture.totals)["ok"]
-    if accepted and handoffs <= PER_CONNECTION_MAX_RATIO * accepted and cross < SHARED_MEMORY_MIN_CROSS \
-            and handoffs < 0.5 * analysis.requests:
+    if _per_connection(analysis, cross, handoffs):
         return PER_CONNECTION
-    # Leader/follower: the request is answered by the thread that read it, and the wakeups go between
-    # threads that each poll and read requests (the selector role passing from one pool thread to the next;
-    # a frontend loop waking backend loops that talk to other servers is not that: they read no request).
-    serving_pollers = {tid for tid, thread in threads.items()
-                       if thread["role"] in (EVENT_LOOP, HANDLER) and thread["requests_read"] > 0}
-    if cross < SHARED_MEMORY_MIN_CROSS and len(serving_pollers) >= 2:
-        deliberate = _deliberate(analysis.capture.wakeups)
-        every = sum(edge["count"] for edge in deliberate)
-        among = sum(edge["count"] for edge in deliberate
-                    if edge["waker_tid"] in serving_pollers and edge["wakee_tid"] in serving_pollers)
-        if every and among >= 0.5 * every:
-            return LEADER_FOLLOWER
+    if _leader_follower(analysis, cross):
+        return LEADER_FOLLOWER
     return DISPATCH
+
+
+def _per_connection(analysis: Analysis, cross: float, handoffs: float) -> bool:
+    """An acceptor hands each new connection over: about one handoff per accepted connection, fewer than one
+    per two requests, and the requests answered by the thread that read them."""
+    accepted = counters.accepts_by_result(analysis.capture.totals)["ok"]
+    return bool(accepted and handoffs <= PER_CONNECTION_MAX_RATIO * accepted and cross < SHARED_MEMORY_MIN_CROSS
+                and handoffs < 0.5 * analysis.requests)
+
+
+def _leader_follower(analysis: Analysis, cross: float) -> bool:
+    """Leader/follower: the request is answered by the thread that read it, and the wakeups go between
+    threads that each poll and read requests (the selector role passing from one pool thread to the next;
+    a frontend loop waking backend loops that talk to other servers is not that: they read no request)."""
+    serving_pollers = {tid for tid, thread in analysis.threads.items()
+                       if thread["role"] in (EVENT_LOOP, HANDLER) and thread["requests_read"] > 0}
+    if cross >= SHARED_MEMORY_MIN_CROSS or len(serving_pollers) < 2:
+        return False
+    deliberate = _deliberate(analysis.capture.wakeups)
+    every = sum(edge["count"] for edge in deliberate)
+    among = sum(edge["count"] for edge in deliberate
+                if edge["waker_tid"] in serving_pollers and edge["wakee_tid"] in serving_pollers)
+    return bool(every and among >= 0.5 * every)
 
 
 # Busy-waiting threads are on CPU most of the capture while their syscalls are few (Redis's I/O thread:

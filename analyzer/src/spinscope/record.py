@@ -60,18 +60,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def collector_command(path: Path, args: argparse.Namespace, output: Path) -> list[str]:
     """The collector's options; a command (args.command) goes after them all (collector.start)."""
     # The collector ends the capture (and writes it) if this wrapper is killed outright.
-    if args.command:
-        target = []  # the collector follows the command's children itself
-    elif args.cgroup is not None:
-        target = ["--cgroup", str(args.cgroup)]
-    else:
-        target = ["--pid", str(args.pid)]
-    cmd = [str(path), *target, "--output", str(output), "--exit-with-parent"]
+    cmd = [str(path), *targets.collector_target(args), "--output", str(output), "--exit-with-parent"]
     if args.duration:
         cmd += ["--duration", f"{args.duration:g}"]
     if args.interval:
         cmd += ["--interval", f"{args.interval:g}"]
-    for flag in ("children", "cmdline", "hostname"):
+    for flag in ("cmdline", "hostname"):
         if getattr(args, flag):
             cmd.append(f"--{flag}")
     if args.max_threads:
@@ -129,35 +123,10 @@ def run(args: argparse.Namespace) -> int:
         say(console, f"spinscope record: {translated.describe()}")
         args = argparse.Namespace(**{**vars(args), "pid": translated.host_pid})
     output = Path(args.output) if args.output else default_output(args)
-    argv = collector_command(path, args, output)
-    if args.command:
-        # The command's streams are ours (the collector passes its own on); its messages come on a pipe.
-        log_read, log_write = os.pipe()
-        try:
-            started = collector.start([*argv, "--log-fd", str(log_write)], command=args.command,
-                                      pass_fds=(log_write,))
-        except BaseException:
-            os.close(log_read)
-            raise
-        finally:
-            os.close(log_write)
-        messages = open(log_read, errors="replace", buffering=1)
-    else:
-        started = collector.start(argv, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                  errors="replace", bufsize=1)
-        messages = started.proc.stderr
+    started, messages = _start(collector_command(path, args, output), args.command)
     proc = started.proc
     errors: list[str] = []
-
-    def relay_messages() -> None:
-        for line in messages:
-            line = line.rstrip("\n")
-            if ": error:" in line:
-                errors.append(line)
-            if not args.quiet or ": error:" in line:
-                say(console, line)
-
-    relay = threading.Thread(target=relay_messages, daemon=True)
+    relay = threading.Thread(target=_relay, args=(messages, console, args.quiet, errors), daemon=True)
     relay.start()
 
     # Ctrl-C in a terminal reaches the collector too (same process group); a signal sent to this
@@ -185,6 +154,35 @@ def run(args: argparse.Namespace) -> int:
     if written and not args.quiet:
         say(console, f"next: spinscope report {output}")
     return returncode
+
+
+def _start(argv: list, command: list | None) -> tuple:
+    """(the collector started, the file its messages come on). With a command, the command's streams are
+    ours (the collector passes its own on) and the collector's messages come on a pipe."""
+    if not command:
+        started = collector.start(argv, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                  errors="replace", bufsize=1)
+        return started, started.proc.stderr
+    log_read, log_write = os.pipe()
+    try:
+        started = collector.start([*argv, "--log-fd", str(log_write)], command=command, pass_fds=(log_write,))
+    except BaseException:
+        os.close(log_read)
+        raise
+    finally:
+        os.close(log_write)
+    return started, open(log_read, errors="replace", buffering=1)
+
+
+def _relay(messages, console, quiet: bool, errors: list) -> None:
+    """The collector's lines, said as they come (with --quiet, only its errors); its errors kept in
+    `errors`."""
+    for line in messages:
+        line = line.rstrip("\n")
+        if ": error:" in line:
+            errors.append(line)
+        if not quiet or ": error:" in line:
+            say(console, line)
 
 
 def say(console, line: str) -> None:

@@ -221,6 +221,32 @@ def to_json(analysis: Analysis, assessment: Assessment) -> dict:
 
 def render_terminal(analysis: Analysis, assessment: Assessment, console: Console) -> None:
     """Every line through output.plain: thread and process names are the target's to choose."""
+    _terminal_verdicts(analysis, assessment, console)
+    console.print(_table("Process metrics", METRIC_HEADERS, metric_rows(analysis.process),
+                         left=set(METRIC_HEADERS) - {"value"}))
+    _terminal_threads(analysis, console)
+    _terminal_requests(analysis, console)
+    edges = edge_rows(analysis)
+    if edges:
+        console.print(_table("Wakeup graph (top edges)", EDGE_HEADERS, edges, left={"waker", "wakee", "mechanism"}))
+    else:
+        console.print()
+        console.print(Text.assemble(("Wakeup graph", "bold"), ": no thread of the target woke another"))
+
+
+def _table(title: str, headers, rows, left: set, no_wrap: bool = False) -> Table:
+    """A terminal table from (headers, rows): the `left` columns left-justified (and, with no_wrap, never
+    wrapped), the others right."""
+    table = Table(title=title, title_justify="left")
+    for header in headers:
+        table.add_column(header, justify="left" if header in left else "right", no_wrap=no_wrap and header in left)
+    for row in rows:
+        table.add_row(*map(plain, row))
+    return table
+
+
+def _terminal_verdicts(analysis: Analysis, assessment: Assessment, console: Console) -> None:
+    """The headline, the threads in a line, then the labels, findings and notes."""
     console.print(Text.assemble(("spinscope report", "bold"), " ", plain(headline(analysis))))
     console.print(plain(f"threads: {role_summary(analysis)}"))
     if lifecycle_line(analysis):
@@ -236,26 +262,19 @@ def render_terminal(analysis: Analysis, assessment: Assessment, console: Console
         console.print(plain(f"note: {note}", "italic"))
     console.print()
 
-    table = Table(title="Process metrics", title_justify="left")
-    for header in METRIC_HEADERS:
-        table.add_column(header, justify="left" if header != "value" else "right")
-    for row in metric_rows(analysis.process):
-        table.add_row(*map(plain, row))
-    console.print(table)
 
-    table = Table(title="Threads", title_justify="left")
-    for header in THREAD_HEADERS:
-        text = header in ("role", "thread")
-        table.add_column(header, justify="left" if text else "right", no_wrap=text)
-    for row in thread_rows(analysis):
-        table.add_row(*map(plain, row))
-    console.print(table)
+def _terminal_threads(analysis: Analysis, console: Console) -> None:
+    """The threads table, what its columns mean, and what the collector cost."""
+    console.print(_table("Threads", THREAD_HEADERS, thread_rows(analysis), left={"role", "thread"}, no_wrap=True))
     if len(analysis.threads) > MAX_THREAD_ROWS:
         console.print(f"... and {len(analysis.threads) - MAX_THREAD_ROWS} more threads")
     console.print(thread_glossary(), style="dim", markup=False, soft_wrap=True)
     if collector_line(analysis):
         console.print(plain(collector_line(analysis), "dim"))
 
+
+def _terminal_requests(analysis: Analysis, console: Console) -> None:
+    """The requests in a line, then their responses by size."""
     requests = analysis.capture.requests
     console.print()
     console.print(Text.assemble(("Requests", "bold"), plain(
@@ -266,24 +285,7 @@ def render_terminal(analysis: Analysis, assessment: Assessment, console: Console
         f"{requests['cross_thread']:,} finished in another thread than they started; "
         f"{requests['unattributed_writes']:,} writes belonged to no request")))
     if analysis.capture.by_size:
-        table = Table(title="Responses by size", title_justify="left")
-        for header in SIZE_HEADERS:
-            table.add_column(header, justify="left" if header == "size" else "right")
-        for row in size_rows(analysis):
-            table.add_row(*map(plain, row))
-        console.print(table)
-
-    edges = edge_rows(analysis)
-    if edges:
-        table = Table(title="Wakeup graph (top edges)", title_justify="left")
-        for header in EDGE_HEADERS:
-            table.add_column(header, justify="left" if header in ("waker", "wakee", "mechanism") else "right")
-        for row in edges:
-            table.add_row(*map(plain, row))
-        console.print(table)
-    else:
-        console.print()
-        console.print(Text.assemble(("Wakeup graph", "bold"), ": no thread of the target woke another"))
+        console.print(_table("Responses by size", SIZE_HEADERS, size_rows(analysis), left={"size"}))
 
 
 # --- HTML -------------------------------------------------------------------------------------------

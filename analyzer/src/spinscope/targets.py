@@ -138,6 +138,16 @@ def check(args: argparse.Namespace, spec: Targets) -> None:
     _resolve_cgroups(args, spec)
 
 
+def collector_target(args: argparse.Namespace) -> list:
+    """What selects a one-target verb's target (record, top) on the collector's command line, once checked:
+    nothing for a command (the collector runs it, after its options, and follows its children itself)."""
+    if getattr(args, "command", None):
+        return []
+    if args.cgroup is not None:
+        return ["--cgroup", str(args.cgroup)]
+    return ["--pid", str(args.pid)] + (["--children"] if args.children else [])
+
+
 def _pids(args: argparse.Namespace) -> list:
     return args.pid if isinstance(args.pid, list) else [] if args.pid is None else [args.pid]
 
@@ -236,14 +246,9 @@ def cgroup_dir(arg: str, mountinfo: Path = Path("/proc/self/mountinfo"), must_ex
     if not candidate.exists():
         if must_exist:
             raise UsageError(f"--cgroup {arg}: no such cgroup")
-        path = Path(arg)
-        if not any(path.is_absolute() and Path(point) in path.parents for point in unified):
-            path = Path(unified[0]) / arg.lstrip("/")
-        return Path(os.path.normpath(path))
+        return _cgroup_to_come(arg, unified)
     resolved = Path(os.path.realpath(candidate))
-    under = [(point, fstype) for point, fstype in mounts
-             if point == "/" or resolved == Path(point) or Path(point) in resolved.parents]
-    fstype = max(under, key=lambda mount: len(mount[0]))[1] if under else ""
+    fstype = _fstype_of(resolved, mounts)
     if fstype == "cgroup":
         raise UsageError(f"--cgroup {arg} is in a cgroup v1 hierarchy: spinscope follows cgroup v2 (the unified "
                          f"hierarchy, mounted at {unified[0]})")
@@ -252,3 +257,19 @@ def cgroup_dir(arg: str, mountinfo: Path = Path("/proc/self/mountinfo"), must_ex
     if not resolved.is_dir():
         raise UsageError(f"--cgroup {arg} is a file, not a cgroup directory")
     return resolved
+
+
+def _cgroup_to_come(arg: str, unified: list) -> Path:
+    """Where a cgroup that does not exist yet will be: arg if it is a path below a cgroup2 mount, else below
+    the first."""
+    path = Path(arg)
+    if not any(path.is_absolute() and Path(point) in path.parents for point in unified):
+        path = Path(unified[0]) / arg.lstrip("/")
+    return Path(os.path.normpath(path))
+
+
+def _fstype_of(path: Path, mounts: list) -> str:
+    """The file system type of the deepest mount path is on ("" if none)."""
+    under = [(point, fstype) for point, fstype in mounts
+             if point == "/" or path == Path(point) or Path(point) in path.parents]
+    return max(under, key=lambda mount: len(mount[0]))[1] if under else ""

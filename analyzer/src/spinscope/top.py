@@ -161,10 +161,29 @@ def _cell(value, fmt: str) -> str:
     return format(value, fmt)
 
 
+SEVERITY_STYLES = {"critical": "bold red", "warning": "yellow", "info": "cyan", "finding": "dim cyan"}
+
+
 def render(state: ViewState, header: dict, process: dict, table: list, labels: list, notes: list, height: int):
     """The screen: the header, the labels, the table."""
     from rich.console import Group
-    from rich.table import Table
+    from rich.text import Text
+
+    parts = [_title(header, process)]
+    if state.ended:
+        parts.append(Text(f"ENDED: {state.ended} (q quits)", style="bold reverse"))
+    parts += _label_lines(labels, header, notes)
+    shown = sort_rows(table, state.sort, state.reverse)
+    room = max(3, height - len(parts) - 5)
+    parts.append(_table(state, shown[:room], process))
+    more = f"  ({len(shown) - room} more rows)" if len(shown) > room else ""
+    parts.append(Text(f"sort: {state.sort}{' (reversed)' if state.reverse else ''}  view: "
+                      f"{'roles' if state.by_role else 'threads'}{more}   s/S sort  r reverse  g threads/roles  q quit"
+                      + (f"   {state.saved}" if state.saved else ""), style="dim"))
+    return Group(*parts)
+
+
+def _title(header: dict, process: dict):
     from rich.text import Text
 
     from spinscope.output import plain
@@ -174,24 +193,38 @@ def render(state: ViewState, header: dict, process: dict, table: list, labels: l
     title.append_text(plain(header["name"]))
     title.append(f"  {header['elapsed']:.0f} s  {process['threads']} threads  "
                  f"{_cell(process['requests_per_s'], ',.0f')} req/s  CPU {_cell(process['cpu_percent'], '.0f')}%")
-    parts = [title]
-    if state.ended:
-        parts.append(Text(f"ENDED: {state.ended} (q quits)", style="bold reverse"))
-    colours = {"critical": "bold red", "warning": "yellow", "info": "cyan", "finding": "dim cyan"}
-    if labels:
-        for label in labels:
-            line = Text(f"{label.severity.upper():8} ", style=colours.get(label.severity, ""))
-            line.append(f"{label.title}", style="bold")
-            if label.share is not None:
-                line.append(f"  {100 * label.share:.0f}% of the CPU involved")
-            line.append("  ")
-            line.append_text(plain(label.summary))
-            line.no_wrap = True
-            line.overflow = "ellipsis"
-            parts.append(line)
-    else:
-        parts.append(Text(f"no label over the last {header['window']:.0f} s"
-                          + (f": {notes[0]}" if notes else ""), style="dim"))
+    return title
+
+
+def _label_lines(labels: list, header: dict, notes: list) -> list:
+    """A line per label, cut to the screen's width; without one, that there is none (and the first note)."""
+    from rich.text import Text
+
+    from spinscope.output import plain
+
+    if not labels:
+        return [Text(f"no label over the last {header['window']:.0f} s" + (f": {notes[0]}" if notes else ""),
+                     style="dim")]
+    lines = []
+    for label in labels:
+        line = Text(f"{label.severity.upper():8} ", style=SEVERITY_STYLES.get(label.severity, ""))
+        line.append(f"{label.title}", style="bold")
+        if label.share is not None:
+            line.append(f"  {100 * label.share:.0f}% of the CPU involved")
+        line.append("  ")
+        line.append_text(plain(label.summary))
+        line.no_wrap = True
+        line.overflow = "ellipsis"
+        lines.append(line)
+    return lines
+
+
+def _table(state: ViewState, rows: list, process: dict):
+    """The rows shown (threads, or roles), the sort column marked, and the process's row last."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from spinscope.output import plain
 
     table_view = Table(box=None, header_style="bold reverse", pad_edge=False, expand=False)
     table_view.add_column("tid" if not state.by_role else "threads", justify="right")
@@ -200,21 +233,14 @@ def render(state: ViewState, header: dict, process: dict, table: list, labels: l
     for column in COLUMNS:
         marker = (" v" if not state.reverse else " ^") if column.key == state.sort else ""
         table_view.add_column(column.title + marker, justify="right")
-    shown = sort_rows(table, state.sort, state.reverse)
-    room = max(3, height - len(parts) - 5)
-    for r in shown[:room]:
+    for r in rows:
         first = str(r["threads"]) if state.by_role else str(r["tid"])
         role = "ended" if r["ended"] else ("" if state.by_role else r["role"])
         table_view.add_row(first, role, plain(r["name"]), *(_cell(r[c.key], c.fmt) for c in COLUMNS),
                            style="dim" if r["ended"] else None)
     table_view.add_row("", "", Text("process", style="bold"), *(_cell(process[c.key], c.fmt) for c in COLUMNS),
                        style="bold")
-    parts.append(table_view)
-    more = f"  ({len(shown) - room} more rows)" if len(shown) > room else ""
-    parts.append(Text(f"sort: {state.sort}{' (reversed)' if state.reverse else ''}  view: "
-                      f"{'roles' if state.by_role else 'threads'}{more}   s/S sort  r reverse  g threads/roles  q quit"
-                      + (f"   {state.saved}" if state.saved else ""), style="dim"))
-    return Group(*parts)
+    return table_view
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -257,13 +283,7 @@ def run(args: argparse.Namespace) -> int:
 
     from spinscope import live
 
-    if args.command:
-        target = []  # the collector runs it, and follows its children
-    elif args.cgroup is not None:
-        target = ["--cgroup", args.cgroup]
-    else:
-        target = ["--pid", str(args.pid)] + (["--children"] if args.children else [])
-    stream = live.LiveCollector(target, output=Path(args.output) if args.output else None, interval=args.interval,
+    stream = live.LiveCollector(targets.collector_target(args), output=Path(args.output) if args.output else None, interval=args.interval,
                                 command=args.command)
     err = Console(stderr=True)
     try:
@@ -334,6 +354,22 @@ def _pump(stream, history, state) -> bool:
             history.add(item)
 
 
+def _press(state: ViewState, keys: str) -> bool:
+    """The keys pressed, applied to the view in order: s and S the next and previous sort column, r reverses
+    it, g switches threads and roles. True at a q (quit): the keys after it are left."""
+    for k in keys:
+        if k in "qQ":
+            return True
+        if k in "sS":
+            step = 1 if k == "s" else -1
+            state.sort = SORT_KEYS[(SORT_KEYS.index(state.sort) + step) % len(SORT_KEYS)]
+        elif k == "r":
+            state.reverse = not state.reverse
+        elif k == "g":
+            state.by_role = not state.by_role
+    return False
+
+
 def _screen(args, stream, history, state) -> int:
     from rich.console import Console
     from rich.live import Live
@@ -356,17 +392,8 @@ def _screen(args, stream, history, state) -> int:
                     state.by_role = len(history.newest.capture.threads) > ROLE_VIEW_THREADS
                     role_decided = True
                 key = keys.read(0.1)
-                for k in key:
-                    if k in "qQ":
-                        return 0
-                    if k == "s":
-                        state.sort = SORT_KEYS[(SORT_KEYS.index(state.sort) + 1) % len(SORT_KEYS)]
-                    elif k == "S":
-                        state.sort = SORT_KEYS[(SORT_KEYS.index(state.sort) - 1) % len(SORT_KEYS)]
-                    elif k == "r":
-                        state.reverse = not state.reverse
-                    elif k == "g":
-                        state.by_role = not state.by_role
+                if _press(state, key):
+                    return 0
                 if changed or key:
                     frame = _frame(args, history, state, console.size.height)
                     if frame is None and state.ended:
