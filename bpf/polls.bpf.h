@@ -102,7 +102,7 @@ static __always_inline void poll_exit(struct thread_stats *t, __u32 cls, struct 
 	else if (cls == SC_POLL_MS3)
 		nowait = (int)SC_ARG(regs, 3) == 0;
 	else
-		nowait = t->call_flags & CALL_NOWAIT;
+		nowait = t->inflight.flags & CALL_NOWAIT;
 	t->in_request = 0; /* it went back to its loop */
 	t->c.poll_calls++;
 	t->c.poll_ns += call->wall;

@@ -51,7 +51,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 /*
  * A counted call at its sys_exit. Its arguments are still in the saved user registers, so only the 1
  * call in time_sample that is timed needs sys_enter (a clock stamp); the time the call spent switched
- * out comes from the scheduler (call_offcpu_ns), exactly, for every call.
+ * out comes from the scheduler (inflight.offcpu_ns), exactly, for every call.
  */
 struct call {
 	__u64 now;    /* the clock at sys_exit, read when first needed; 0 until then */
@@ -226,10 +226,10 @@ int BPF_PROG(on_sys_enter, struct pt_regs *regs, long nr)
 	if (!t)
 		return 0;
 	if (nowait_arg)
-		t->call_flags = poll_enter_nowait(cls, regs) ? CALL_NOWAIT : 0;
+		t->inflight.flags = poll_enter_nowait(cls, regs) ? CALL_NOWAIT : 0;
 	if (timed) {
-		t->call_enter_nr = nr;
-		t->call_enter_ns = bpf_ktime_get_ns();
+		t->inflight.enter_nr = nr;
+		t->inflight.enter_ns = bpf_ktime_get_ns();
 	}
 	return 0;
 }
@@ -254,26 +254,26 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 	 * time switched out and its flags carry over). */
 	if (ret <= -ERESTARTSYS && ret >= -ERESTART_RESTARTBLOCK) {
 		if (cls != SC_RESTART)
-			t->restart_nr = nr;
+			t->inflight.restart_nr = nr;
 		return 0;
 	}
 	if (cls == SC_RESTART) {
-		nr = t->restart_nr;
+		nr = t->inflight.restart_nr;
 		cls = syscall_class_of(nr);
 		if (!counted_at_exit(cls) || cls == SC_RESTART)
 			goto done;
 	}
 
-	if (t->call_enter_ns && t->call_enter_nr == nr) {
-		__u64 wall = call_now(&call) - t->call_enter_ns;
+	if (t->inflight.enter_ns && t->inflight.enter_nr == nr) {
+		__u64 wall = call_now(&call) - t->inflight.enter_ns;
 
 		call.timed = true;
 		t->c.calls_timed++;
-		if (wall > t->call_offcpu_ns)
-			call.oncpu = (wall - t->call_offcpu_ns) * time_sample;
+		if (wall > t->inflight.offcpu_ns)
+			call.oncpu = (wall - t->inflight.offcpu_ns) * time_sample;
 	}
-	call.wall = t->call_offcpu_ns + call.oncpu;
-	call.waits = thread_waits(t) - t->call_waits;
+	call.wall = t->inflight.offcpu_ns + call.oncpu;
+	call.waits = thread_waits(t) - t->inflight.waits;
 
 	switch (cls) {
 	case SC_WRITE:
@@ -300,13 +300,13 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 		accept_exit(t, regs, ret);
 		break;
 	}
-	if (t->call_flags & CALL_HANDOFF)
+	if (t->inflight.flags & CALL_HANDOFF)
 		t->c.handoff_oncpu_ns += call.oncpu;
 done:
-	t->call_enter_ns = 0;
-	t->call_offcpu_ns = 0;
-	t->call_waits = 0;
-	t->call_flags = 0;
+	t->inflight.enter_ns = 0;
+	t->inflight.offcpu_ns = 0;
+	t->inflight.waits = 0;
+	t->inflight.flags = 0;
 	return 0;
 }
 
@@ -334,12 +334,12 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 			t->runnable_since_ns = now;
 		} else {
 			t->c.cs_voluntary++;
-			t->call_waits += t->out_in_call;
+			t->inflight.waits += t->out_in_call;
 			/* Asleep again inside the same poll call: it was woken, the kernel re-checked its
 			 * descriptors, found nothing ready (another waiter took it: select/poll re-check before
 			 * they return) and put it back to sleep. The slice it ran is a wakeup for nothing that
 			 * never reached user space. */
-			if (t->call_waits > 1 && poll_class(cls) && t->switch_in_ns) {
+			if (t->inflight.waits > 1 && poll_class(cls) && t->switch_in_ns) {
 				t->c.poll_rewaits++;
 				t->c.poll_rewait_ns += now - t->switch_in_ns;
 			}
@@ -349,13 +349,13 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 		t->switch_in_ns = 0;
 		t->switch_out_ns = now;
 		if (prev_state & TASK_DEAD) /* its last switch-out: nothing of it runs after this */
-			thread_retire(prev->pid, t);
+			thread_move_to_exited(prev->pid, t);
 	}
 	if (next_ours && (t = task_thread(next))) {
 		if (t->switch_out_ns) {
 			t->c.offcpu_ns += now - t->switch_out_ns;
 			if (t->out_in_call)
-				t->call_offcpu_ns += now - t->switch_out_ns;
+				t->inflight.offcpu_ns += now - t->switch_out_ns;
 		}
 		if (t->runnable_since_ns) {
 			t->c.runq_ns += now - t->runnable_since_ns;
@@ -453,9 +453,9 @@ int BPF_PROG(on_sched_waking, struct task_struct *p)
 	if (mechanism != WAKE_MM && mechanism != WAKE_EXIT) {
 		wakee->woken_in_process = 1;
 		if (in_counted_call(p))
-			wakee->call_flags |= CALL_HANDOFF;
+			wakee->inflight.flags |= CALL_HANDOFF;
 		if (waker && waker_nr >= 0 && counted_at_exit(syscall_class_of(waker_nr)))
-			waker->call_flags |= CALL_HANDOFF;
+			waker->inflight.flags |= CALL_HANDOFF;
 	}
 	if (waker) {
 		waker->c.wakeups_sent++;

@@ -161,7 +161,7 @@ enum wake_mechanism {
 	WAKE_MECHANISMS
 };
 
-/* Flags of the call in flight (thread_stats.call_flags). */
+/* Flags of the call in flight (thread_stats.inflight.flags). */
 #define CALL_NOWAIT 0x1  /* a poll call with a zero timeout, for the classes whose timeout is in user memory */
 #define CALL_HANDOFF 0x2 /* the call woke another of the target's threads, or was woken by one */
 
@@ -181,6 +181,21 @@ struct thread_key {
 	__u64 start_ns; /* task->start_time: CLOCK_MONOTONIC at its creation */
 };
 
+/*
+ * The counted syscall a thread is in (private to the BPF side). Calls are counted at sys_exit, from the
+ * saved user registers (which still hold the arguments); sys_enter only stamps the 1 call in time_sample
+ * that is timed. The scheduler adds to offcpu_ns and waits while the thread is in a counted call; all but
+ * restart_nr are cleared when it ends.
+ */
+struct call_in_flight {
+	__u64 enter_ns;   /* sys_enter of the timed call in flight; 0: the call is not timed */
+	__u64 offcpu_ns;  /* switched out inside it */
+	__u32 enter_nr;   /* the syscall that enter_ns stamped */
+	__u32 waits;      /* voluntary switches inside it */
+	__u32 flags;      /* CALL_* */
+	__u32 restart_nr; /* a counted call interrupted, to be continued by restart_syscall */
+};
+
 struct thread_stats {
 	struct thread_counters c;
 	__u64 poll_hist[POLL_HIST_BUCKETS];
@@ -195,23 +210,13 @@ struct thread_stats {
 	__u64 switch_in_ns;
 	__u64 switch_out_ns;
 	__u64 runnable_since_ns;
-	/*
-	 * ...and the syscall in flight. Calls are counted at sys_exit, from the saved user registers
-	 * (which still hold the arguments); sys_enter only stamps the 1 call in time_sample that is timed.
-	 * The scheduler adds to call_offcpu_ns and call_waits while the thread is in a counted call.
-	 */
-	__u64 call_enter_ns;  /* sys_enter of the timed call in flight; 0: the call is not timed */
-	__u64 call_offcpu_ns; /* switched out inside the counted call in flight */
-	__u32 call_enter_nr;  /* the syscall that call_enter_ns stamped */
-	__u32 call_waits;     /* voluntary switches inside the counted call in flight */
-	__u32 call_flags;     /* CALL_* */
-	__u32 restart_nr;     /* a counted call interrupted to be continued by restart_syscall */
+	struct call_in_flight inflight; /* ...and the counted syscall in flight */
 	__u64 last_socket;       /* socket of the thread's latest socket read or write */
 	__u64 last_write_ns;     /* exit of the thread's latest socket write, if it was timed; else 0 */
 	__u64 last_write_offcpu; /* c.offcpu_ns then */
 	__u32 in_request; /* read a request, has not written or polled since */
 	__u32 woken_in_process; /* the pending wakeup is a handoff from one of the target's threads */
-	__u32 out_in_call; /* switched out inside a counted call (its off-CPU time goes to call_offcpu_ns) */
+	__u32 out_in_call; /* switched out inside a counted call (its off-CPU time goes to inflight.offcpu_ns) */
 	__u32 pad;
 	/* The poll wakeup cycle in flight: from the thread's latest poll exit to its next (poll_cycle_end). */
 	__u64 cycle_start_ns;     /* that poll exit; 0: none yet */

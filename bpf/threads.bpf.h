@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * Who is traced and their state: whether a task is the target's (a PID, its followed children, or a
- * cgroup), and a thread's stats, found or created, and retired when the thread is gone (a reused tid
- * starts afresh). Included by spinscope.bpf.c after maps.bpf.h.
+ * cgroup), and a thread's stats, found or created, and moved to the exited map when the thread is gone
+ * (a reused tid starts afresh). Included by spinscope.bpf.c after maps.bpf.h.
  */
 #ifndef SPINSCOPE_THREADS_BPF_H
 #define SPINSCOPE_THREADS_BPF_H
@@ -84,7 +84,7 @@ static __noinline struct thread_stats *thread_create(__u32 tid, __u32 tgid, stru
  * that map is full the entry stays (marked exited) for the collector to find at its next read, unless
  * the tid is reused first (see task_thread): then its counts are lost, and said (drops.exited).
  */
-static __noinline bool thread_retire(__u32 tid, struct thread_stats *t)
+static __noinline bool thread_move_to_exited(__u32 tid, struct thread_stats *t)
 {
 	struct thread_key key = { .tid = tid, .start_ns = t->start_ns };
 
@@ -107,9 +107,9 @@ static __always_inline struct thread_stats *task_thread(struct task_struct *task
 		t->start_ns = task->start_time;
 		return t;
 	}
-	/* The entry of a gone thread whose tid is reused: retire it (or, the exited map full, lose it and
-	 * say so), and start afresh. */
-	if (t && !thread_retire(tid, t)) {
+	/* The entry of a gone thread whose tid is reused: move it to the exited map (or, that map full, lose
+	 * it and say so), and start afresh. */
+	if (t && !thread_move_to_exited(tid, t)) {
 		bpf_map_delete_elem(&threads, &tid);
 		__sync_fetch_and_add(&globals.drops_exited, 1);
 	}

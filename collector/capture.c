@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * The capture document as JSON (docs/capture-format.md): built from a snapshot, its retired rows and
- * processes (snapshot.c, retired.c) and the intervals, and written to a file or as one line.
+ * The capture document as JSON (docs/capture-format.md): built from a snapshot, its exited rows and
+ * processes (snapshot.c, exited.c) and the intervals, and written to a file or as one line.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -230,21 +230,21 @@ static json_object *jfolded(const struct capture_meta *meta, const struct folded
 	return o;
 }
 
-/* The threads that are gone: a row each for those kept (retired_rows), and the folded groups. */
-static void jretired(const struct capture_meta *meta, const struct snapshot *snap, json_object *threads,
+/* The threads that are gone: a row each for those kept (exited_rows_of), and the folded groups. */
+static void jexited(const struct capture_meta *meta, const struct snapshot *snap, json_object *threads,
 		     json_object *folded)
 {
-	const struct retired *r = snap->retired;
-	struct retired_rows rows;
+	const struct exited_threads *r = snap->exited;
+	struct exited_rows rows;
 
-	if (!r || retired_rows(r, snap->tids, snap->nthreads, &rows))
+	if (!r || exited_rows_of(r, snap->tids, snap->nthreads, &rows))
 		return;
 	for (size_t i = 0; i < r->n; i++)
 		if (!rows.folded[i])
 			json_object_array_add(threads, jthread(meta, r->keys[i].tid, &r->threads[i]));
 	for (size_t i = 0; i < rows.ngroups; i++)
 		json_object_array_add(folded, jfolded(meta, &rows.groups[i]));
-	retired_rows_free(&rows);
+	exited_rows_free(&rows);
 }
 
 static const char *wake_mechanism_name(__u32 mechanism)
@@ -449,7 +449,7 @@ static json_object *jsettings(const struct capture_meta *meta)
 /* Every thread's counters summed, live and gone, with the thread and process counts. */
 static json_object *jtotals(const struct snapshot *snap)
 {
-	const struct retired *r = snap->retired;
+	const struct exited_threads *r = snap->exited;
 	struct thread_counters sum;
 	json_object *totals;
 
@@ -464,7 +464,7 @@ static json_object *jtotals(const struct snapshot *snap)
 /* The wakeup edges: the live threads', then those of threads gone. */
 static json_object *jwakeups(const struct snapshot *snap)
 {
-	const struct retired *r = snap->retired;
+	const struct exited_threads *r = snap->exited;
 	json_object *edges = json_object_new_array();
 
 	for (size_t i = 0; i < snap->nedges + (r ? r->nedges : 0); i++) {
@@ -520,7 +520,7 @@ static json_object *capture_doc(const struct capture_meta *meta, const struct sn
 	json_object_object_add(doc, "histogram_buckets", json_object_new_string("log2"));
 	for (size_t i = 0; i < snap->nthreads; i++)
 		json_object_array_add(threads, jthread(meta, snap->tids[i], &snap->threads[i]));
-	jretired(meta, snap, threads, folded);
+	jexited(meta, snap, threads, folded);
 	json_object_object_add(doc, "threads", threads);
 	json_object_object_add(doc, "threads_folded", folded);
 	json_object_object_add(doc, "totals", jtotals(snap));

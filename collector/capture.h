@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * Writing the capture document (docs/capture-format.md) from a snapshot and the intervals: the writer only
- * writes; what it writes is read and folded in snapshot.c, retired.c and intervals.c.
+ * writes; what it writes is read and folded in snapshot.c, exited.c and intervals.c.
  */
 #ifndef SPINSCOPE_CAPTURE_H
 #define SPINSCOPE_CAPTURE_H

@@ -140,7 +140,7 @@ static int describe_capture(struct session *s, const struct options *o)
 	s->meta.checkpoint_s = o->checkpoint_s;
 	s->meta.max_threads = o->max_threads;
 	s->meta.exited_rows = o->exited_rows;
-	if (retired_init(&s->retired, o->exited_rows))
+	if (exited_init(&s->exited, o->exited_rows))
 		return fail(s, -ENOMEM, "out of memory");
 	s->meta.time_sample = o->time_sample;
 	s->meta.max_sockets = o->max_sockets;

@@ -100,7 +100,7 @@ void checkpoint(struct session *s, const struct options *o, __u64 now)
 
 	s->meta.duration_s = (now - s->meta.start_mono_ns) / 1e9;
 	s->meta.end_reason = "checkpoint";
-	if (snapshot_read(s->skel, &s->retired, &snap, true) != 0 || write_atomically(s, o, &snap) != 0)
+	if (snapshot_read(s->skel, &s->exited, &snap, true) != 0 || write_atomically(s, o, &snap) != 0)
 		fprintf(stderr, PROG ": warning: checkpoint at %.1f s not written%s%s\n", s->meta.duration_s,
 			s->error[0] ? ": " : "", s->error);
 	else if (s->journal_fd >= 0 && ftruncate(s->journal_fd, 0) != 0) /* the checkpoint holds them */

@@ -51,8 +51,8 @@ static void drain_exited(struct session *s)
 	struct thread_key *gone = NULL;
 	size_t ngone = 0;
 
-	if (retired_drain(&s->retired, bpf_map__fd(s->skel->maps.exited), &gone, &ngone) ||
-	    retired_edges(&s->retired, bpf_map__fd(wakeups), bpf_map__max_entries(wakeups), gone, ngone))
+	if (exited_drain(&s->exited, bpf_map__fd(s->skel->maps.exited), &gone, &ngone) ||
+	    exited_edges(&s->exited, bpf_map__fd(wakeups), bpf_map__max_entries(wakeups), gone, ngone))
 		fprintf(stderr, PROG ": warning: out of memory folding exited threads\n");
 	free(gone);
 }
@@ -61,7 +61,7 @@ static void drain_exited(struct session *s)
 static bool take_interval(struct session *s, const struct options *o, const struct record_clock *c, __u64 now)
 {
 	struct snapshot snap;
-	int ret = snapshot_read(s->skel, &s->retired, &snap, false);
+	int ret = snapshot_read(s->skel, &s->exited, &snap, false);
 
 	if (ret == 0 && intervals_add(&s->intervals, &snap, now))
 		fprintf(stderr, PROG ": warning: out of memory: interval at %.1f s not kept\n", (now - c->start) / 1e9);
@@ -163,7 +163,7 @@ int session_write(struct session *s, const struct options *o)
 	int ret;
 
 	s->meta.duration_s = (now - s->meta.start_mono_ns) / 1e9;
-	ret = snapshot_read(s->skel, &s->retired, &s->final, true);
+	ret = snapshot_read(s->skel, &s->exited, &s->final, true);
 	if (ret)
 		return fail(s, ret, "cannot read the BPF maps: %s", strerror(-ret));
 	if (!strcmp(s->meta.end_reason, "target-exited") && !o->cgroup_arg)

@@ -51,6 +51,6 @@ void session_end(struct session *s)
 		close(s->target_fd);
 	snapshot_free(&s->final);
 	intervals_free(&s->intervals);
-	retired_free(&s->retired);
+	exited_free(&s->exited);
 	free(s->meta.cmdline);
 }

@@ -31,7 +31,7 @@ struct session {
 	char journal[PATH_MAX + 32];
 	struct capture_meta meta;
 	struct intervals intervals;
-	struct retired retired; /* the threads gone, drained from the exited map */
+	struct exited_threads exited; /* the threads gone, drained from the exited map */
 	struct snapshot final;
 	char error[512]; /* why the session failed, one line */
 };

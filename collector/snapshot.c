@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Reading the BPF maps into a snapshot (the threads gone drained on the way, retired.c), and what a
+ * Reading the BPF maps into a snapshot (the threads gone drained on the way, exited.c), and what a
  * snapshot sums to: its totals, its wakeups, the processes it saw.
  */
 #include <errno.h>
@@ -138,7 +138,7 @@ static int read_open_requests(int fd, __u32 max_entries, struct snapshot *snap)
 	return err;
 }
 
-/* The live threads read, less those the drain just found gone: a thread that retired between the two reads
+/* The live threads read, less those the drain just found gone: a thread that exited between the two reads
  * is counted once, from its final copy. */
 static void drop_drained(struct snapshot *snap, const struct thread_key *drained, size_t n)
 {
@@ -182,7 +182,7 @@ static int read_listeners(struct spinscope_bpf *skel, struct snapshot *snap)
 	return err;
 }
 
-int snapshot_read(struct spinscope_bpf *skel, struct retired *retired, struct snapshot *snap, bool final)
+int snapshot_read(struct spinscope_bpf *skel, struct exited_threads *exited, struct snapshot *snap, bool final)
 {
 	struct bpf_map *threads = skel->maps.threads, *wakeups = skel->maps.wakeups, *sockets = skel->maps.sockets;
 	struct thread_key *drained = NULL;
@@ -190,16 +190,16 @@ int snapshot_read(struct spinscope_bpf *skel, struct retired *retired, struct sn
 	int err;
 
 	memset(snap, 0, sizeof(*snap));
-	snap->retired = retired;
+	snap->exited = exited;
 	snap->globals = skel->bss->globals;
 	/* Live threads first, then the ones gone: a thread retiring in between is in both, and counted once. */
 	err = read_threads(bpf_map__fd(threads), bpf_map__max_entries(threads), snap);
 	if (!err)
-		err = retired_drain(retired, bpf_map__fd(skel->maps.exited), &drained, &ndrained);
+		err = exited_drain(exited, bpf_map__fd(skel->maps.exited), &drained, &ndrained);
 	if (!err)
 		drop_drained(snap, drained, ndrained);
 	if (!err)
-		err = retired_edges(retired, bpf_map__fd(wakeups), bpf_map__max_entries(wakeups), drained, ndrained);
+		err = exited_edges(exited, bpf_map__fd(wakeups), bpf_map__max_entries(wakeups), drained, ndrained);
 	free(drained);
 	if (!err)
 		err = map_dump(bpf_map__fd(wakeups), sizeof(*snap->edges), sizeof(*snap->edge_counts),
@@ -245,8 +245,8 @@ void snapshot_totals(const struct snapshot *snap, struct thread_counters *totals
 	memset(totals, 0, sizeof(*totals));
 	for (size_t i = 0; i < snap->nthreads; i++)
 		counters_add(totals, &snap->threads[i].c);
-	if (snap->retired)
-		counters_add(totals, &snap->retired->sum);
+	if (snap->exited)
+		counters_add(totals, &snap->exited->sum);
 }
 
 __u64 snapshot_wakeups(const struct snapshot *snap)
@@ -255,14 +255,14 @@ __u64 snapshot_wakeups(const struct snapshot *snap)
 
 	for (size_t i = 0; i < snap->nedges; i++)
 		sum += snap->edge_counts[i];
-	if (snap->retired)
-		sum += snap->retired->edges_sum;
+	if (snap->exited)
+		sum += snap->exited->edges_sum;
 	return sum;
 }
 
 __u64 snapshot_threads_exited(const struct snapshot *snap)
 {
-	__u64 exited = snap->retired ? snap->retired->count : 0;
+	__u64 exited = snap->exited ? snap->exited->count : 0;
 
 	for (size_t i = 0; i < snap->nthreads; i++)
 		exited += !!(snap->threads[i].flags & THREAD_EXITED);
@@ -281,22 +281,22 @@ void snapshot_process_gone(struct snapshot *snap, __u32 pid, __u64 now)
 	}
 }
 
-/* The pid of the i-th thread of the snapshot: the live ones, then the retired rows, then the folded groups. */
+/* The pid of the i-th thread of the snapshot: the live ones, then the exited rows, then the folded groups. */
 static __u32 nth_pid(const struct snapshot *snap, size_t i)
 {
-	const struct retired *r = snap->retired;
-	size_t nretired = r ? r->n : 0;
+	const struct exited_threads *r = snap->exited;
+	size_t nexited = r ? r->n : 0;
 
 	if (i < snap->nthreads)
 		return snap->threads[i].pid;
-	if (i < snap->nthreads + nretired)
+	if (i < snap->nthreads + nexited)
 		return r->threads[i - snap->nthreads].pid;
-	return r->groups[i - snap->nthreads - nretired].pid;
+	return r->groups[i - snap->nthreads - nexited].pid;
 }
 
 __u32 *snapshot_pids(const struct snapshot *snap, __u32 first, size_t *n)
 {
-	const struct retired *r = snap->retired;
+	const struct exited_threads *r = snap->exited;
 	size_t total = snap->nthreads + (r ? r->n + r->ngroups : 0);
 	__u32 *pids = calloc(total + 2, sizeof(*pids));
 

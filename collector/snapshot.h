@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * Reading the BPF maps into snapshots (snapshot.c), and the threads gone (retired.c): what the capture
+ * Reading the BPF maps into snapshots (snapshot.c), and the threads gone (exited.c): what the capture
  * writer (capture.c) writes, already folded and counted.
  */
 #ifndef SPINSCOPE_SNAPSHOT_H
@@ -15,7 +15,7 @@
 struct spinscope_bpf;
 
 /*
- * Threads that have run their last, drained from the exited map (retired_drain): each kept as its own
+ * Threads that have run their last, drained from the exited map (exited_drain): each kept as its own
  * row up to `keep` (--exited-rows), then folded into one row per process and name (threads_folded), so
  * the collector's memory is bounded however many threads a long capture sees. A tid appears in one row
  * at most: when the kernel reuses a tid, the older thread's row is folded.
@@ -28,7 +28,7 @@ struct folded_group {
 	struct thread_stats sum; /* counters and poll histogram summed, first_seen_ns min, exit_ns max */
 };
 
-struct retired {
+struct exited_threads {
 	struct thread_key *keys;
 	struct thread_stats *threads;
 	size_t n, cap, keep;
@@ -36,8 +36,8 @@ struct retired {
 	size_t index_size;
 	struct folded_group *groups;
 	size_t ngroups;
-	struct thread_counters sum; /* of every thread retired, kept or folded */
-	__u64 count;                /* threads retired */
+	struct thread_counters sum; /* of every thread exited, kept or folded */
+	__u64 count;                /* threads exited */
 	/* Wakeup edges of threads gone, moved out of the wakeups map so it holds live threads' only: up to
 	 * 4 * keep edges as they were; past that, the gone side's tid becomes 0 (one edge per live thread
 	 * and mechanism). */
@@ -47,32 +47,32 @@ struct retired {
 	__u64 edges_sum;
 };
 
-int retired_init(struct retired *r, size_t keep);
+int exited_init(struct exited_threads *r, size_t keep);
 /* Move what the exited map holds into r; the keys drained are returned in *keys (malloc'd, *n of them)
  * when keys is not NULL. 0 or -errno. */
-int retired_drain(struct retired *r, int exited_fd, struct thread_key **keys, size_t *n);
+int exited_drain(struct exited_threads *r, int exited_fd, struct thread_key **keys, size_t *n);
 /* Move the wakeup edges that name a drained tid (keys[0..n)) out of the wakeups map into r. */
-int retired_edges(struct retired *r, int wakeups_fd, __u32 max_entries, const struct thread_key *keys, size_t n);
-void retired_free(struct retired *r);
+int exited_edges(struct exited_threads *r, int wakeups_fd, __u32 max_entries, const struct thread_key *keys, size_t n);
+void exited_free(struct exited_threads *r);
 
 /*
- * The threads gone as the capture lists them: the retired rows not folded here, then the groups. A kept
+ * The threads gone as the capture lists them: the exited rows not folded here, then the groups. A kept
  * row whose tid a live thread has taken since is folded here (into a copy of the groups), so a tid names
  * one row of the capture.
  */
-struct retired_rows {
-	bool *folded; /* per retired row: folded into groups here (not written as a row) */
+struct exited_rows {
+	bool *folded; /* per exited row: folded into groups here (not written as a row) */
 	struct folded_group *groups;
 	size_t ngroups;
 };
 
 /* The rows of r beside the live threads live_tids[0..nlive). 0, or -ENOMEM (rows empty). */
-int retired_rows(const struct retired *r, const __u32 *live_tids, size_t nlive, struct retired_rows *rows);
-void retired_rows_free(struct retired_rows *rows);
+int exited_rows_of(const struct exited_threads *r, const __u32 *live_tids, size_t nlive, struct exited_rows *rows);
+void exited_rows_free(struct exited_rows *rows);
 
 /* Everything the maps hold at one instant: each map as parallel arrays of its keys and values. */
 struct snapshot {
-	const struct retired *retired; /* the threads gone so far (not owned) */
+	const struct exited_threads *exited; /* the threads gone so far (not owned) */
 	__u32 *tids;
 	struct thread_stats *threads;
 	size_t nthreads;
@@ -100,17 +100,17 @@ int map_dump(int fd, size_t key_size, size_t value_size, __u32 max_entries, void
 void counters_add(struct thread_counters *sum, const struct thread_counters *c);
 
 /* Read the maps. With final set, requests still open on sockets are counted too. 0 or -errno. */
-int snapshot_read(struct spinscope_bpf *skel, struct retired *retired, struct snapshot *snap, bool final);
+int snapshot_read(struct spinscope_bpf *skel, struct exited_threads *exited, struct snapshot *snap, bool final);
 void snapshot_free(struct snapshot *snap);
 void snapshot_totals(const struct snapshot *snap, struct thread_counters *totals);
 __u64 snapshot_wakeups(const struct snapshot *snap);
-/* Threads that have exited: those the live map still holds marked exited, and every one retired. */
+/* Threads that have exited: those the live map still holds marked exited, and every one drained. */
 __u64 snapshot_threads_exited(const struct snapshot *snap);
 /* The target process is gone: its threads whose exit the probes did not see (it came before they were
  * live: a process that exits while they attach) are marked exited at now, not left "alive". */
 void snapshot_process_gone(struct snapshot *snap, __u32 pid, __u64 now);
 /* Every process that had a thread traced, each once: first (unless 0) ahead, then those of the live
- * threads, the retired rows and the folded groups in that order. malloc'd, *n of them; NULL if out of
+ * threads, the exited rows and the folded groups in that order. malloc'd, *n of them; NULL if out of
  * memory. */
 __u32 *snapshot_pids(const struct snapshot *snap, __u32 first, size_t *n);
 

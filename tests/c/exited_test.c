@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * The threads gone as the capture lists them (retired.c, snapshot.c), on threads put by hand in a BPF hash
+ * The threads gone as the capture lists them (exited.c, snapshot.c), on threads put by hand in a BPF hash
  * map shaped like the exited map: the first --exited-rows threads drained keep a row, the rest fold by
  * process and name; a kept row whose tid a live thread has taken since is folded at the write
- * (retired_rows); the processes are listed once each, the target first (snapshot_pids); threads exited
- * count the retired and the live ones marked exited, and those of a process gone unseen
+ * (exited_rows_of); the processes are listed once each, the target first (snapshot_pids); threads exited
+ * count the exited and the live ones marked exited, and those of a process gone unseen
  * (snapshot_process_gone). Needs root (bpf). Prints one line per failed check;
  * exits 1 if any failed.
  */
@@ -41,7 +41,7 @@ static void exited(int fd, __u32 tid, __u32 pid, const char *comm, __u64 start_n
 }
 
 /* The row of r that holds tid, or r->n. */
-static size_t row_of(const struct retired *r, __u32 tid)
+static size_t row_of(const struct exited_threads *r, __u32 tid)
 {
 	size_t i = 0;
 
@@ -57,8 +57,8 @@ int main(void)
 	__u32 live_tids[] = { 102, 301 };
 	struct thread_stats live[2] = { { .pid = 300 }, { .pid = 300, .flags = THREAD_EXITED } };
 	struct snapshot snap = { .tids = live_tids, .threads = live, .nthreads = 2 };
-	struct retired_rows rows;
-	struct retired r;
+	struct exited_rows rows;
+	struct exited_threads r;
 	__u32 *pids;
 	size_t npids;
 
@@ -66,31 +66,31 @@ int main(void)
 		printf("FAIL bpf_map_create: %s (run as root)\n", strerror(errno));
 		return 1;
 	}
-	CHECK_EQ("retired_init", retired_init(&r, 2), 0);
+	CHECK_EQ("exited_init", exited_init(&r, 2), 0);
 	/* Two drains, so which threads come first is known: 101 and 102 keep their rows (keep = 2). */
 	exited(fd, 101, 100, "a", 1);
 	exited(fd, 102, 100, "a", 2);
-	CHECK_EQ("retired_drain", retired_drain(&r, fd, NULL, NULL), 0);
+	CHECK_EQ("exited_drain", exited_drain(&r, fd, NULL, NULL), 0);
 	exited(fd, 201, 200, "b", 3);
 	exited(fd, 202, 200, "b", 4);
-	CHECK_EQ("retired_drain", retired_drain(&r, fd, NULL, NULL), 0);
-	CHECK_EQ("threads retired", r.count, 4);
+	CHECK_EQ("exited_drain", exited_drain(&r, fd, NULL, NULL), 0);
+	CHECK_EQ("threads exited", r.count, 4);
 	CHECK_EQ("rows kept", r.n, 2);
 	CHECK_EQ("groups folded", r.ngroups, 1);
 	CHECK_EQ("the group's threads", r.groups[0].threads, 2);
 	CHECK_EQ("the group's writes", r.groups[0].sum.c.write_calls, 201 + 202);
-	CHECK_EQ("writes of every thread retired", r.sum.write_calls, 101 + 102 + 201 + 202);
+	CHECK_EQ("writes of every thread exited", r.sum.write_calls, 101 + 102 + 201 + 202);
 
 	/* A live thread has taken tid 102 (in process 300): its old row is folded when written. */
-	snap.retired = &r;
-	CHECK_EQ("retired_rows", retired_rows(&r, live_tids, 2, &rows), 0);
+	snap.exited = &r;
+	CHECK_EQ("exited_rows_of", exited_rows_of(&r, live_tids, 2, &rows), 0);
 	CHECK_EQ("row 101 written", rows.folded[row_of(&r, 101)], 0);
 	CHECK_EQ("row 102 folded", rows.folded[row_of(&r, 102)], 1);
 	CHECK_EQ("groups written", rows.ngroups, 2);
 	CHECK_EQ("the new group's pid", rows.groups[1].pid, 100);
 	CHECK_EQ("the new group's writes", rows.groups[1].sum.c.write_calls, 102);
-	CHECK_EQ("the retired's own groups untouched", r.ngroups, 1);
-	retired_rows_free(&rows);
+	CHECK_EQ("the exited's own groups untouched", r.ngroups, 1);
+	exited_rows_free(&rows);
 
 	/* The target (100) first, then the live threads' process, then the folded group's: each once. */
 	pids = snapshot_pids(&snap, 100, &npids);
@@ -114,8 +114,8 @@ int main(void)
 	CHECK_EQ("its exit time", live[0].exit_ns, 7);
 	CHECK_EQ("the exited one's own exit time", live[1].exit_ns, 5);
 
-	retired_free(&r);
+	exited_free(&r);
 	if (!failures)
-		printf("ok: retired\n");
+		printf("ok: exited\n");
 	return failures ? 1 : 0;
 }

@@ -12,7 +12,7 @@
 
 #include "snapshot.h"
 
-int retired_init(struct retired *r, size_t keep)
+int exited_init(struct exited_threads *r, size_t keep)
 {
 	memset(r, 0, sizeof(*r));
 	r->keep = keep;
@@ -24,7 +24,7 @@ int retired_init(struct retired *r, size_t keep)
 	return r->index && r->groups ? 0 : -ENOMEM;
 }
 
-void retired_free(struct retired *r)
+void exited_free(struct exited_threads *r)
 {
 	free(r->edges);
 	free(r->edge_counts);
@@ -36,7 +36,7 @@ void retired_free(struct retired *r)
 }
 
 /* The index slot of tid: its row's (+ 1), or the empty slot where it would go. */
-static __u32 *index_slot(const struct retired *r, __u32 tid)
+static __u32 *index_slot(const struct exited_threads *r, __u32 tid)
 {
 	size_t mask = r->index_size - 1, i = (tid * 2654435761u) & mask;
 
@@ -75,7 +75,7 @@ static void fold_thread(struct folded_group *groups, size_t *n, const struct thr
 		g->sum.exit_ns = t->exit_ns;
 }
 
-static int retire(struct retired *r, const struct thread_key *key, const struct thread_stats *t)
+static int exited_add(struct exited_threads *r, const struct thread_key *key, const struct thread_stats *t)
 {
 	__u32 *slot = index_slot(r, key->tid);
 
@@ -124,7 +124,7 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static void retired_edge_add(struct retired *r, struct wakeup_edge e, __u64 count, const __u32 *gone, size_t ngone)
+static void exited_edge_add(struct exited_threads *r, struct wakeup_edge e, __u64 count, const __u32 *gone, size_t ngone)
 {
 	size_t i;
 
@@ -158,7 +158,7 @@ static void retired_edge_add(struct retired *r, struct wakeup_edge e, __u64 coun
 	r->edge_counts[i] += count;
 }
 
-int retired_edges(struct retired *r, int wakeups_fd, __u32 max_entries, const struct thread_key *keys, size_t n)
+int exited_edges(struct exited_threads *r, int wakeups_fd, __u32 max_entries, const struct thread_key *keys, size_t n)
 {
 	struct wakeup_edge *edges;
 	__u32 *gone;
@@ -182,7 +182,7 @@ int retired_edges(struct retired *r, int wakeups_fd, __u32 max_entries, const st
 			continue;
 		/* A thread gone makes no more wakeups, nor gets any: its edges are final. */
 		if (bpf_map_delete_elem(wakeups_fd, &edges[i]) == 0)
-			retired_edge_add(r, edges[i], counts[i], gone, n);
+			exited_edge_add(r, edges[i], counts[i], gone, n);
 	}
 	free(edges);
 	free(counts);
@@ -192,12 +192,12 @@ int retired_edges(struct retired *r, int wakeups_fd, __u32 max_entries, const st
 
 #define DRAIN_BATCH 128
 
-/* Retire one batch of drained threads, appending their keys to *drained (when drained). 0 or -errno. */
-static int retire_batch(struct retired *r, const struct thread_key *keys, const struct thread_stats *values,
+/* Keep or fold one batch of drained threads, appending their keys to *drained (when drained). 0 or -errno. */
+static int exited_batch(struct exited_threads *r, const struct thread_key *keys, const struct thread_stats *values,
 			__u32 count, struct thread_key **drained, size_t *ndrained)
 {
 	for (__u32 i = 0; i < count; i++) {
-		int err = retire(r, &keys[i], &values[i]);
+		int err = exited_add(r, &keys[i], &values[i]);
 
 		if (err)
 			return err;
@@ -213,7 +213,7 @@ static int retire_batch(struct retired *r, const struct thread_key *keys, const 
 	return 0;
 }
 
-int retired_drain(struct retired *r, int exited_fd, struct thread_key **drained, size_t *ndrained)
+int exited_drain(struct exited_threads *r, int exited_fd, struct thread_key **drained, size_t *ndrained)
 {
 	struct thread_key *keys = malloc(DRAIN_BATCH * sizeof(*keys));
 	struct thread_stats *values = malloc(DRAIN_BATCH * sizeof(*values));
@@ -237,7 +237,7 @@ int retired_drain(struct retired *r, int exited_fd, struct thread_key **drained,
 
 		ret = ret ? -errno : 0;
 		first = false;
-		err = retire_batch(r, keys, values, count, drained, ndrained);
+		err = exited_batch(r, keys, values, count, drained, ndrained);
 		if (err || ret == -ENOENT) /* ENOENT: the walk is complete */
 			break;
 		if (ret) {
@@ -250,13 +250,13 @@ int retired_drain(struct retired *r, int exited_fd, struct thread_key **drained,
 	return err;
 }
 
-int retired_rows(const struct retired *r, const __u32 *live_tids, size_t nlive, struct retired_rows *rows)
+int exited_rows_of(const struct exited_threads *r, const __u32 *live_tids, size_t nlive, struct exited_rows *rows)
 {
 	memset(rows, 0, sizeof(*rows));
 	rows->groups = malloc(MAX_FOLDED_GROUPS * sizeof(*rows->groups));
 	rows->folded = calloc(r->n + 1, sizeof(*rows->folded));
 	if (!rows->groups || !rows->folded) {
-		retired_rows_free(rows);
+		exited_rows_free(rows);
 		return -ENOMEM;
 	}
 	memcpy(rows->groups, r->groups, r->ngroups * sizeof(*rows->groups));
@@ -272,7 +272,7 @@ int retired_rows(const struct retired *r, const __u32 *live_tids, size_t nlive, 
 	return 0;
 }
 
-void retired_rows_free(struct retired_rows *rows)
+void exited_rows_free(struct exited_rows *rows)
 {
 	free(rows->groups);
 	free(rows->folded);
@@ -286,25 +286,25 @@ static int compare_u32(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* The capture's thread rows (the live threads, and the gone ones not folded: retired_rows) and the distinct
+/* The capture's thread rows (the live threads, and the gone ones not folded: exited_rows_of) and the distinct
  * processes among them: what the report counts. 0, or -ENOMEM. */
 int capture_rows(const struct snapshot *snap, size_t *threads, size_t *processes)
 {
-	const struct retired *r = snap->retired;
-	size_t nretired = r ? r->n : 0, n = 0;
-	__u32 *pids = malloc((snap->nthreads + nretired + 1) * sizeof(*pids));
-	struct retired_rows rows = { 0 };
+	const struct exited_threads *r = snap->exited;
+	size_t nexited = r ? r->n : 0, n = 0;
+	__u32 *pids = malloc((snap->nthreads + nexited + 1) * sizeof(*pids));
+	struct exited_rows rows = { 0 };
 
-	if (!pids || (r && retired_rows(r, snap->tids, snap->nthreads, &rows))) {
+	if (!pids || (r && exited_rows_of(r, snap->tids, snap->nthreads, &rows))) {
 		free(pids);
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < snap->nthreads; i++)
 		pids[n++] = snap->threads[i].pid;
-	for (size_t i = 0; i < nretired; i++)
+	for (size_t i = 0; i < nexited; i++)
 		if (!rows.folded[i])
 			pids[n++] = r->threads[i].pid;
-	retired_rows_free(&rows);
+	exited_rows_free(&rows);
 	*threads = n;
 	qsort(pids, n, sizeof(*pids), compare_u32);
 	*processes = 0;
