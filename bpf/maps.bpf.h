@@ -123,6 +123,14 @@ struct {
 	__type(value, __u8);
 } listener_pids SEC(".maps");
 
+/* The timing sample's generator state, per CPU (sample_this_call). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} sample_state SEC(".maps");
+
 static const struct thread_stats zero_thread;
 
 /*

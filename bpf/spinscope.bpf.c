@@ -159,18 +159,11 @@ static __always_inline bool poll_class(__u32 cls)
 }
 
 /*
- * Which calls are timed: a xorshift generator per CPU, not bpf_get_prandom_u32() (measured +27 ns per
- * call against +10; a helper call is dear with this CPU's return-stack mitigations), and not a plain
- * counter, whose period would lock onto a server loop's period of calls (epoll, read, write, write: a
- * counter mod 16 would time only epolls).
+ * Which calls are timed: a xorshift generator per CPU (sample_state), not bpf_get_prandom_u32() (measured
+ * +27 ns per call against +10; a helper call is dear with this CPU's return-stack mitigations), and not a
+ * plain counter, whose period would lock onto a server loop's period of calls (epoll, read, write, write:
+ * a counter mod 16 would time only epolls).
  */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u64);
-} sample_state SEC(".maps");
-
 static __always_inline bool sample_this_call(void)
 {
 	__u32 zero = 0;
