@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * CO-RE shims: the older layouts of kernel types that changed, as `___suffix` flavours that libbpf
- * relocates against the running kernel's BTF. Each says the version (and commit) that changed the type;
+ * relocates against the running kernel's BTF. Each says the version (and the change) that changed the type;
  * the code that reads it tests bpf_core_field_exists() on the current layout first. (The libbpf-tools
  * idiom: core_fixes.bpf.h.) Included by kernel.bpf.h.
  */
