@@ -57,7 +57,7 @@ CTEST_SRCS := $(wildcard tests/c/*_test.c)
 CTESTS     := $(patsubst tests/c/%.c,$(BUILD)/ctests/%,$(CTEST_SRCS))
 ctests: $(CTESTS)
 
-$(BUILD)/ctests/%: tests/c/%.c $(filter-out collector/main.c,$(COLLECTOR_SRCS)) $(COLLECTOR_HDRS) $(BPF_HDRS) $(BUILD)/spinscope.skel.h
+$(BUILD)/ctests/%: tests/c/%.c $(wildcard tests/c/*.h) $(filter-out collector/main.c,$(COLLECTOR_SRCS)) $(COLLECTOR_HDRS) $(BPF_HDRS) $(BUILD)/spinscope.skel.h
 	mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(WARN) $(COLLECTOR_CPPFLAGS) $< $(filter-out collector/main.c,$(COLLECTOR_SRCS)) -o $@ \
 		$(shell pkg-config --libs libbpf json-c) -lelf -lz

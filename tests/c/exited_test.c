@@ -17,16 +17,7 @@
 
 #include "snapshot.h"
 
-static int failures;
-
-#define CHECK_EQ(what, got, want)                                                                  \
-	do {                                                                                       \
-		unsigned long long g_ = (got), w_ = (want);                                         \
-		if (g_ != w_) {                                                                    \
-			printf("FAIL %s:%d %s: %llu, want %llu\n", __FILE__, __LINE__, what, g_, w_); \
-			failures++;                                                                \
-		}                                                                                  \
-	} while (0)
+#include "check.h"
 
 /* A thread gone, put in the exited map as the probes would. */
 static void exited(int fd, __u32 tid, __u32 pid, const char *comm, __u64 start_ns)

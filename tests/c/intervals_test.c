@@ -10,16 +10,7 @@
 
 #include "intervals.h"
 
-static int failures;
-
-#define CHECK_EQ(what, got, want)                                                                  \
-	do {                                                                                       \
-		unsigned long long g_ = (got), w_ = (want);                                         \
-		if (g_ != w_) {                                                                    \
-			printf("FAIL %s:%d %s: %llu, want %llu\n", __FILE__, __LINE__, what, g_, w_); \
-			failures++;                                                                \
-		}                                                                                  \
-	} while (0)
+#include "check.h"
 
 /* A snapshot of one live thread with these times and writes, and one wakeup edge counted `wakeups`. */
 static void one_thread(struct snapshot *snap, struct thread_stats *t, __u64 *edge_count, __u64 offcpu,
