@@ -21,8 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
