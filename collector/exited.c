@@ -196,19 +196,20 @@ int exited_edges(struct exited_threads *r, int wakeups_fd, __u32 max_entries, co
 static int exited_batch(struct exited_threads *r, const struct thread_key *keys, const struct thread_stats *values,
 			__u32 count, struct thread_key **drained, size_t *ndrained)
 {
+	if (drained && count) { /* room for the batch at once: one realloc per batch, not per thread */
+		struct thread_key *grown = realloc(*drained, (*ndrained + count) * sizeof(**drained));
+
+		if (!grown)
+			return -ENOMEM;
+		*drained = grown;
+	}
 	for (__u32 i = 0; i < count; i++) {
 		int err = exited_add(r, &keys[i], &values[i]);
 
 		if (err)
 			return err;
-		if (drained) {
-			struct thread_key *grown = realloc(*drained, (*ndrained + 1) * sizeof(**drained));
-
-			if (!grown)
-				return -ENOMEM;
-			*drained = grown;
-			grown[(*ndrained)++] = keys[i];
-		}
+		if (drained)
+			(*drained)[(*ndrained)++] = keys[i];
 	}
 	return 0;
 }
