@@ -39,9 +39,13 @@ OVER_CLAIM = 2.0
 #   wake-to-run waits are timed, but the user-space machinery of the detour (anyio's futures, the loop's
 #   thread-safe callbacks, GIL hand-overs run in Python) is not visible to syscall and scheduler
 #   tracepoints; telling it apart from the request's own work needs user-space stack sampling. The factor-2
-#   check stays, as an expected failure that fails the suite once it passes.
+#   check stays, as an expected failure (UNDER_CLAIMED_UNTIL_STACKS).
+# Before 2026-11-27 the herd's relaxed bound was checked and then the factor-2 one asserted for every pair
+# anyway, and the ratio was taken between two medians of rounds that moved 4x: the test failed on a busy
+# machine (share 0.10 per round against an independent 0.37).
 UNDER_CLAIM = {"gunicorn-herd": 6.0}
 SHARE_FACTOR = 2.0
+UNDER_CLAIMED_UNTIL_STACKS = {"fastapi-threadpool-c1", "fastapi-threadpool-c16"}
 # Below this the pair does not show its bug here, and comparing a share with it means nothing: the issue
 # measured +58% CPU per request for the herd (a share of 0.37) and +69% for the thread pool (0.41).
 MIN_INDEPENDENT_SHARE = 0.15
@@ -155,29 +159,35 @@ def test_good_side_gets_no_label(recorded, name):
 
 @pytest.mark.parametrize("name", COSTS)
 def test_label_share_agrees_with_the_cpu_the_fix_saves(recorded, name):
+    """The label's share against what the fix saves, compared within each round (both sides of a round are
+    recorded back to back, so a busy machine weighs on both alike; the independent figure itself moves up
+    to 4x between rounds), then the median of those per-round ratios against the pair's bounds."""
     pair, rounds = PAIRS[name], recorded(name)
     valid = [r for r in rounds if r.steal < MAX_STEAL]
     if len(valid) < ROUNDS[name]:
         pytest.skip(f"the hypervisor stole {', '.join(f'{r.steal:.0%}' for r in rounds)} of the CPUs during the "
                     f"pairs (fewer than {ROUNDS[name]} under {MAX_STEAL:.0%}): CPU-time comparisons are "
                     "meaningless now")
-    independent = median([independent_share(r.sides["bad"], r.sides["good"]) for r in valid])
+    independents = [independent_share(r.sides["bad"], r.sides["good"]) for r in valid]
     shares = [label_share(r.sides["bad"], pair.label) for r in valid]
-    context = f"{name}: independent share {independent:.3f}, {pair.label} cpu_share per round {shares}\n" \
-              f"{described(rounds)}"
-    if independent < MIN_INDEPENDENT_SHARE:
-        # The pair did not show its bug in this run (the herd's saving moves 4x between runs: 0.14 on a quiet
-        # machine, where the workers wait less), so a share compared with it means nothing: like the steal
-        # guard, a skip that says so, not a verdict.
-        pytest.skip(f"the fix saved only {independent:.0%} of the CPU per request in this run; {context}")
+    context = f"{name}: independent share per round {[round(i, 3) for i in independents]}, {pair.label} " \
+              f"cpu_share per round {shares}\n{described(rounds)}"
+    # A round in which the fix saved little did not show the bug, and a share compared with it means
+    # nothing (the herd's saving was 0.14 on a quiet machine, where the workers wait less): like the steal
+    # guard, such rounds are left out, and with none left the test is a skip that says so, not a verdict.
+    showing = [(share, independent) for share, independent in zip(shares, independents)
+               if independent >= MIN_INDEPENDENT_SHARE]
+    if not showing:
+        pytest.skip(f"the fix saved less than {MIN_INDEPENDENT_SHARE:.0%} of the CPU per request in every round; "
+                    f"{context}")
     assert None not in shares, f"{pair.label} missing or without a measured share; {context}"
-    measured = median(shares)
-    assert measured <= OVER_CLAIM * independent, f"the label claims more than the fix saves; {context}"
-    if name in UNDER_CLAIM:
-        assert measured >= independent / UNDER_CLAIM[name], context
-    elif not 1 / SHARE_FACTOR <= measured / independent:
-        pytest.xfail(f"the thread pool's user-space detour is not measured (see UNDER_CLAIM); {context}")
-    assert 1 / SHARE_FACTOR <= measured / independent, context
+    ratio = median([share / independent for share, independent in showing])
+    context = f"median share / independent share {ratio:.2f} over {len(showing)} rounds; {context}"
+    assert ratio <= OVER_CLAIM, f"the label claims more than the fix saves; {context}"
+    floor = 1 / UNDER_CLAIM.get(name, SHARE_FACTOR)
+    if ratio < floor and name in UNDER_CLAIMED_UNTIL_STACKS:
+        pytest.xfail(f"the thread pool's user-space detour is not measured without stack samples; {context}")
+    assert ratio >= floor, context
 
 
 def test_pinned_and_unpinned_get_the_same_labels(recorded):
