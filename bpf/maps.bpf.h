@@ -21,6 +21,10 @@ const volatile __u8 read_buffer[SYSCALL_TABLE_SIZE] = {}; /* enum read_buffer by
  * where bpf_probe_read_kernel() is a helper call (~90 ns here). The collector loads with it on and,
  * refused, loads again with it off (the branch not taken is pruned, never verified). */
 const volatile bool untrusted_loads = false;
+/* --stacks (stacks.bpf.h): the CPU samples' rate (0: stacks off, and all their code gone at load) and the
+ * least time between two event stacks of one source on one thread (0: an event stack for every event). */
+const volatile __u32 stack_hz = 0;
+const volatile __u64 stack_event_gap_ns = 0;
 
 struct global_stats globals = {};
 
@@ -130,6 +134,13 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } sample_state SEC(".maps");
+
+/* --stacks: CPU samples and event stacks for the collector to unwind (struct stack_sample). Sized by the
+ * collector: one page when stacks are off. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} stack_samples SEC(".maps");
 
 static const struct thread_stats zero_thread;
 

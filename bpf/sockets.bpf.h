@@ -358,6 +358,10 @@ static __always_inline void write_exit(struct thread_stats *t, __u32 tid, __u64 
 		stall_sample(t, sock);
 	write_copy_count(t, ret, partial, bytes, call);
 	what = request_on_write(t, tid, sock, call, ret, ret == -EAGAIN || partial, bytes);
+	if (stack_hz && sock) { /* --stacks: a stalled write opens a window that the next wait closes */
+		t->stall_open = ret == -EAGAIN || partial;
+		t->stall_waits = thread_waits(t);
+	}
 	if (what & WRITE_SPIN) {
 		__u64 cycle = write_cycle_oncpu_ns(t, call);
 
@@ -367,6 +371,7 @@ static __always_inline void write_exit(struct thread_stats *t, __u32 tid, __u64 
 		if (ret == -EAGAIN) { /* a bare retry: its cycle is what each retry costs beyond its copying */
 			t->c.write_spin_empty++;
 			t->c.write_spin_empty_ns += cycle;
+			call->stack_source = STACK_SPIN_WRITE;
 		}
 		if (what & WRITE_AFTER_EAGAIN)
 			t->c.write_spin_eagain++;

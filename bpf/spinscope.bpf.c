@@ -61,6 +61,7 @@ struct call {
 	bool timed;   /* stamped at sys_enter: 1 call in time_sample */
 	bool decided; /* the socket's kind was decided in this call (its first read or write seen) */
 	__u32 phase;  /* the socket's enum req_phase after this call, where its state was looked up */
+	__u32 stack_source; /* --stacks: the pattern event this call is (enum stack_source), or STACK_CPU: none */
 };
 
 static __always_inline __u64 call_now(struct call *call)
@@ -157,6 +158,8 @@ static __always_inline bool poll_class(__u32 cls)
 {
 	return cls >= SC_POLL_MS2 && cls <= SC_POLL_TV4;
 }
+
+#include "stacks.bpf.h"
 
 /*
  * Which calls are timed: a xorshift generator per CPU (sample_state), not bpf_get_prandom_u32() (measured
@@ -295,6 +298,12 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 	}
 	if (t->inflight.flags & CALL_HANDOFF)
 		t->c.handoff_oncpu_ns += call.oncpu;
+	if (stack_hz) {
+		if (!call.stack_source && (t->inflight.flags & CALL_WOKE))
+			call.stack_source = STACK_HANDOFF;
+		if (call.stack_source)
+			stack_event(t, regs, call.stack_source, call_now(&call));
+	}
 done:
 	t->inflight.enter_ns = 0;
 	t->inflight.offcpu_ns = 0;
@@ -327,6 +336,8 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 			t->runnable_since_ns = now;
 		} else {
 			t->c.cs_voluntary++;
+			if (stack_hz)
+				t->handoff_window = 0; /* blocked again: the hand-off's window is over */
 			t->inflight.waits += t->out_in_call;
 			/* Asleep again inside the same poll call: it was woken, the kernel re-checked its
 			 * descriptors, found nothing ready (another waiter took it: select/poll re-check before
@@ -355,6 +366,8 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 			if (t->woken_in_process)
 				t->c.wakeup_wait_ns += now - t->runnable_since_ns;
 		}
+		if (stack_hz && t->woken_in_process)
+			t->handoff_window = 1;
 		t->runnable_since_ns = 0;
 		t->woken_in_process = 0;
 		t->switch_out_ns = 0;
@@ -448,7 +461,7 @@ int BPF_PROG(on_sched_waking, struct task_struct *p)
 		if (in_counted_call(p))
 			wakee->inflight.flags |= CALL_HANDOFF;
 		if (waker && waker_nr >= 0 && counted_at_exit(syscall_class_of(waker_nr)))
-			waker->inflight.flags |= CALL_HANDOFF;
+			waker->inflight.flags |= CALL_HANDOFF | CALL_WOKE;
 	}
 	if (waker) {
 		waker->c.wakeups_sent++;

@@ -164,6 +164,7 @@ enum wake_mechanism {
 /* Flags of the call in flight (thread_stats.inflight.flags). */
 #define CALL_NOWAIT 0x1  /* a poll call with a zero timeout, for the classes whose timeout is in user memory */
 #define CALL_HANDOFF 0x2 /* the call woke another of the target's threads, or was woken by one */
+#define CALL_WOKE 0x4    /* ...it woke one (the waker's side of CALL_HANDOFF) */
 
 /* How a write/read call reports its byte count. */
 enum io_shape {
@@ -179,6 +180,52 @@ struct thread_key {
 	__u32 tid;
 	__u32 pad;
 	__u64 start_ns; /* task->start_time: CLOCK_MONOTONIC at its creation */
+};
+
+/*
+ * --stacks: user stacks, each a record in the stack_samples ring buffer, unwound and counted by the
+ * collector (collector/stacks.c). A record is either a CPU sample (a cpu-clock perf event on a target
+ * thread, STACK_CPU) or an event stack, taken at the sys_exit of one of a pattern's own events, 1 per
+ * thread and source in every stack_event_gap_ns at most, weighted by the events it stands for.
+ */
+enum stack_source {
+	STACK_CPU = 0,          /* a cpu-clock sample: weight 1 */
+	STACK_SPIN_WRITE,       /* a socket write retried without waiting that returned EAGAIN */
+	STACK_EMPTY_POLL,       /* a poll call that returned no event */
+	STACK_FUTILE_WAKEUP,    /* the poll call that ended a futile wakeup cycle (ready fds that gave nothing) */
+	STACK_HANDOFF,          /* a call that woke another of the target's threads (futex, pipe, eventfd...) */
+	STACK_SOURCES,
+};
+#define STACK_EVENT_SOURCES (STACK_SOURCES - 1) /* the event sources: a source's index there is source - 1 */
+
+/* What the probes knew of the thread when the stack was taken (stack_sample.tags), a bit each. */
+#define STACK_TAG_WRITE_STALL 0x01  /* after a stalled socket write, before the thread's next wait */
+#define STACK_TAG_EMPTY_CYCLE 0x02  /* in a wakeup cycle that began with an empty poll, no work found yet */
+#define STACK_TAG_READY_CYCLE 0x04  /* in a cycle that began with ready fds, no work found yet */
+#define STACK_TAG_HANDOFF 0x08      /* in a call that handed off, or woken by a hand-off and not blocked since */
+#define STACK_TAG_REQUEST 0x10      /* read a request, has not written or polled since */
+#define STACK_TAG_KERNEL 0x20       /* the sample interrupted the kernel (a syscall): kstack holds its frames */
+#define STACK_TAG_NO_THREAD 0x40    /* the thread had no entry (a full threads map): nothing else known */
+
+#define STACK_COPY_CHUNK 1024
+#define STACK_COPY_CHUNKS 8       /* at most 8 KiB of user stack, copied 1 KiB at a time up to the first fault */
+#define STACK_KERNEL_DEPTH 32
+/* The user registers that start the unwind, in DWARF's x86-64 numbering (rax, rdx, rcx, rbx, rsi, rdi,
+ * rbp, rsp, r8-r15, then rip as the return address column 16). */
+#define STACK_REGS 17
+
+struct stack_sample {
+	__u32 pid, tid;
+	__u64 time_ns;   /* CLOCK_MONOTONIC */
+	__u32 source;    /* enum stack_source */
+	__u32 tags;      /* STACK_TAG_* */
+	__u32 weight;    /* events this stack stands for (1 for a CPU sample) */
+	__s32 syscall;   /* the syscall the thread was in, or -1 */
+	__u32 kstack_bytes; /* of kstack */
+	__u32 ustack_bytes; /* of ustack, copied from regs[7] (the user sp) up */
+	__u64 regs[STACK_REGS];
+	__u64 kstack[STACK_KERNEL_DEPTH];
+	__u8 ustack[STACK_COPY_CHUNK * STACK_COPY_CHUNKS];
 };
 
 /*
@@ -223,6 +270,13 @@ struct thread_stats {
 	__u64 cycle_start_offcpu; /* c.offcpu_ns then */
 	__u32 cycle_kind;         /* CYCLE_*: what that poll returned */
 	__u32 cycle_productive;   /* the thread found work since (see poll_cycle_end) */
+	/* --stacks (stacks.bpf.h): what a stack sample is tagged with, and the event stacks' budget. */
+	__u32 handoff_window;     /* woken by another of the target's threads, not blocked since */
+	__u32 stall_open;         /* its latest socket write stalled, and it has not waited since... */
+	__u32 stall_waits;        /* ...(thread_waits() right after that write) */
+	__u32 pad2;
+	__u64 stack_event_ns[STACK_EVENT_SOURCES]; /* its latest event stack of each source was taken then */
+	__u32 stack_event_skipped[STACK_EVENT_SOURCES]; /* events of each source since that stack */
 };
 
 /* What the poll call that began a wakeup cycle returned. */
@@ -377,6 +431,7 @@ struct drop_counts {
 /* Global, rarely-updated counters (the BPF side's .bss). */
 struct global_stats {
 	__u64 processes_created;
+	__u64 stack_samples_lost; /* --stacks: samples and event stacks the ring buffer had no room for */
 #define X(name) __u64 drops_##name;
 	SPINSCOPE_DROPS(X)
 #undef X

@@ -17,6 +17,7 @@
 #include "capture.h"
 #include "cgroup.h"
 #include "procfs.h"
+#include "stacks.h"
 
 static json_object *jint(__u64 v)
 {
@@ -53,7 +54,7 @@ static size_t utf8_sequence(const unsigned char *p, size_t left)
  * the capture stays valid UTF-8. Each byte that does not start a well-formed sequence becomes U+FFFD;
  * control characters are escaped by json-c (\u001b). docs/capture-format.md says so.
  */
-static json_object *jtext(const char *s)
+json_object *capture_text(const char *s)
 {
 	const unsigned char *p = (const unsigned char *)s;
 	size_t left = strlen(s), used = 0;
@@ -167,7 +168,7 @@ static json_object *jthread(const struct capture_meta *meta, __u32 tid, const st
 
 	json_object_object_add(o, "tid", jint(tid));
 	json_object_object_add(o, "pid", jint(s->pid));
-	json_object_object_add(o, "comm", jtext(comm));
+	json_object_object_add(o, "comm", capture_text(comm));
 	json_object_object_add(o, "alive", json_object_new_boolean(alive));
 	json_object_object_add(o, "first_seen_s", jseconds(since_start(meta, s->first_seen_ns)));
 	json_object_object_add(o, "exit_s", alive ? NULL : jseconds(since_start(meta, s->exit_ns)));
@@ -219,7 +220,7 @@ static json_object *jfolded(const struct capture_meta *meta, const struct folded
 
 	memcpy(comm, g->comm, SPINSCOPE_COMM_LEN);
 	json_object_object_add(o, "pid", jint(g->pid));
-	json_object_object_add(o, "comm", jtext(comm));
+	json_object_object_add(o, "comm", capture_text(comm));
 	json_object_object_add(o, "threads", jint(g->threads));
 	json_object_object_add(o, "first_seen_s", jseconds(since_start(meta, g->sum.first_seen_ns)));
 	json_object_object_add(o, "last_exit_s", jseconds(since_start(meta, g->sum.exit_ns)));
@@ -316,8 +317,8 @@ static json_object *jexecs(const struct capture_meta *meta, const struct snapsho
 		json_object_object_add(o, "pid", jint(snap->exec_pids[i]));
 		json_object_object_add(o, "t_s", jseconds(since_start(meta, e->last_ns)));
 		json_object_object_add(o, "count", jint(count));
-		json_object_object_add(o, "comm", jtext(comm));
-		json_object_object_add(o, "filename", jtext(filename));
+		json_object_object_add(o, "comm", capture_text(comm));
+		json_object_object_add(o, "filename", capture_text(filename));
 		json_object_array_add(list, o);
 	}
 	return list;
@@ -348,7 +349,7 @@ static json_object *jlisteners(const struct snapshot *snap)
 		char family[16];
 
 		json_object_object_add(o, "inode", jint(snap->listener_keys[i].ino));
-		json_object_object_add(o, "family", jtext(family_name(l->family, family, sizeof(family))));
+		json_object_object_add(o, "family", capture_text(family_name(l->family, family, sizeof(family))));
 		json_object_object_add(o, "port", jint(l->port));
 		json_object_object_add(o, "accept_calls", jint(l->accept_calls));
 		json_object_object_add(o, "accept_ok", jint(l->accept_ok));
@@ -369,7 +370,7 @@ static void jcmdline(json_object *target, const struct capture_meta *meta)
 	for (size_t off = 0; meta->cmdline && off < meta->cmdline_len; off += strlen(meta->cmdline + off) + 1) {
 		argc++;
 		if (argv)
-			json_object_array_add(argv, jtext(meta->cmdline + off));
+			json_object_array_add(argv, capture_text(meta->cmdline + off));
 	}
 	json_object_object_add(target, "argc", jint(argc));
 	json_object_object_add(target, "cmdline", argv);
@@ -392,14 +393,14 @@ static json_object *jtarget(const struct capture_meta *meta, const struct snapsh
 	if (meta->cgroup) {
 		json_object *cgroup = json_object_new_object();
 
-		json_object_object_add(cgroup, "path", jtext(meta->cgroup->path));
+		json_object_object_add(cgroup, "path", capture_text(meta->cgroup->path));
 		json_object_object_add(cgroup, "id", jint(meta->cgroup->id));
 		json_object_object_add(o, "cgroup", cgroup);
 	} else {
 		json_object_object_add(o, "cgroup", NULL);
 	}
-	json_object_object_add(o, "comm", jtext(meta->comm));
-	json_object_object_add(o, "exe", meta->exe[0] ? jtext(meta->exe) : NULL);
+	json_object_object_add(o, "comm", capture_text(meta->comm));
+	json_object_object_add(o, "exe", meta->exe[0] ? capture_text(meta->exe) : NULL);
 	jcmdline(o, meta);
 	json_object_object_add(o, "follow_children", json_object_new_boolean(meta->follow_children));
 	json_object_object_add(o, "pids", pids);
@@ -414,8 +415,8 @@ static json_object *jhost(const struct capture_meta *meta)
 	struct utsname u;
 
 	if (uname(&u) == 0) {
-		json_object_object_add(o, "kernel", jtext(u.release));
-		json_object_object_add(o, "hostname", meta->keep_hostname ? jtext(u.nodename) : NULL);
+		json_object_object_add(o, "kernel", capture_text(u.release));
+		json_object_object_add(o, "hostname", meta->keep_hostname ? capture_text(u.nodename) : NULL);
 	}
 	json_object_object_add(o, "ncpus", jint(sysconf(_SC_NPROCESSORS_ONLN)));
 	return o;
@@ -529,6 +530,8 @@ static json_object *capture_doc(const struct capture_meta *meta, const struct sn
 	json_object_object_add(doc, "listeners", jlisteners(snap));
 	json_object_object_add(doc, "intervals", jintervals(intervals));
 	json_object_object_add(doc, "drops", jdrops(snap));
+	if (meta->stacks) /* --stacks */
+		json_object_object_add(doc, "stacks", stacks_json(meta->stacks, snap->globals.stack_samples_lost));
 	return doc;
 }
 

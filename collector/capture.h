@@ -6,6 +6,8 @@
 #ifndef SPINSCOPE_CAPTURE_H
 #define SPINSCOPE_CAPTURE_H
 
+#include <json-c/json.h>
+
 #include "intervals.h"
 #include "snapshot.h"
 
@@ -15,6 +17,7 @@
 #endif
 
 struct cgroup_target;
+struct stacks;
 
 struct capture_meta {
 	int pid;                            /* 0 in cgroup mode */
@@ -39,7 +42,11 @@ struct capture_meta {
 	__u32 max_sockets;
 	int map_fds[16]; /* the BPF maps, for their memory (tool.map_bytes) */
 	size_t nmaps;
+	const struct stacks *stacks; /* --stacks: the stacks so far, or NULL */
 };
+
+/* A string the target chose (a thread name, an argument, a path, a symbol) as JSON text, valid UTF-8. */
+json_object *capture_text(const char *s);
 
 /* Write the capture as JSON to fd. 0 or -errno. */
 int capture_write(int fd, const struct capture_meta *meta, const struct snapshot *snap,

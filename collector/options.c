@@ -84,6 +84,12 @@ static const struct option_row rows[] = {
 	{ "time-sample", 0, "N", POWER_OF_TWO, FIELD(time_sample), 16, 1, 1 << 16,
 	  "time 1 call in N (a power of two, default %g; 1: every call): counts\n"
 	  "stay exact, the on-CPU time of calls is an estimate (docs/labels.md)" },
+	{ "stacks", 0, "HZ", COUNT, FIELD(stacks_hz), 0, 0, 1000,
+	  "also sample the target's user stacks (with the kernel's, in syscalls):\n"
+	  "HZ cpu-clock samples a second on each CPU, each tagged with what the\n"
+	  "probes know of its thread, and the call sites of the patterns' own\n"
+	  "events (at most HZ a second per thread and kind); unwound with DWARF\n"
+	  "CFI (elfutils libdw), no frame pointers needed (0: off, the default)" },
 	{ "ready-fd", 0, "N", FD, FIELD(ready_fd), -1, 0, 0,
 	  "once the probes are live, write one JSON line to file descriptor N\n"
 	  "({\"ready\": true, ...}) and close it; closed without it on failure" },

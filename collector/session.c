@@ -12,6 +12,7 @@
 
 #include "probes.h"
 #include "session.h"
+#include "stacks.h"
 #include "spinscope.skel.h"
 
 int fail(struct session *s, int err, const char *fmt, ...)
@@ -26,6 +27,9 @@ int fail(struct session *s, int err, const char *fmt, ...)
 
 void session_detach(struct session *s)
 {
+	stacks_free(s->stacks); /* its perf events' links and ring buffer first: they hold the object's */
+	s->stacks = NULL;
+	s->meta.stacks = NULL;
 	if (s->links)
 		probes_detach(s->links, s->nlinks);
 	free(s->links);

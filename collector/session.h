@@ -33,6 +33,7 @@ struct session {
 	struct intervals intervals;
 	struct exited_threads exited; /* the threads gone, drained from the exited map */
 	struct snapshot final;
+	struct stacks *stacks;    /* --stacks: the sampler, the unwinder and the stacks so far (NULL: off) */
 	char error[512]; /* why the session failed, one line */
 };
 

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 # libc6-dev) that `make dist` links into the standalone collector.
 APT_PACKAGES=(
     make gcc libc6-dev clang llvm pkg-config
-    libbpf-dev bpftool libelf-dev zlib1g-dev libjson-c-dev systemtap-sdt-dev
+    libbpf-dev bpftool libelf-dev libdw-dev liblzma-dev libbz2-dev zlib1g-dev libjson-c-dev systemtap-sdt-dev
     iproute2 procps strace memcached
 )
 # Extra tools: the tracers `make bench` compares with, the servers it, the reference benchmark and

@@ -1,0 +1,177 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * --stacks: where in the target's code its time and its patterns' events are. Two kinds of record go to
+ * the stack_samples ring buffer, each with the user registers and up to 8 KiB of the user stack (the
+ * collector unwinds them with DWARF CFI: Debian's libc has no frame pointers, so a frame-pointer walk
+ * loses exactly the caller of write(), the frame that names the spinning call site):
+ *
+ *   - CPU samples: a cpu-clock perf event on every CPU (there is no hardware PMU in the VMs this runs
+ *     in) at stack_hz, kept for the target's threads only, each tagged with what the probes know of the
+ *     thread at that moment (STACK_TAG_*: after a stalled write, in an empty or not yet productive
+ *     wakeup cycle, in a hand-off, serving a request). They measure where the CPU goes.
+ *   - Event stacks: at the sys_exit of a pattern's own event (a spin retry that returned EAGAIN, an empty
+ *     poll, the poll that ends a futile wakeup, a call that woke another of the target's threads), at
+ *     most 1 per thread and source every stack_event_gap_ns, weighted by the events of that source since
+ *     the thread's previous one: the call sites, weighted by count rather than time.
+ *
+ * Everything here is behind stack_hz, a constant: without --stacks the verifier drops it all, and the
+ * counting probes' cost is what it was. Records are submitted without a wakeup (a wakeup is an
+ * irq_work self-IPI, ~6 us per record in a VM); the collector drains the ring on a timer.
+ * Included by spinscope.bpf.c after polls.bpf.h.
+ */
+#ifndef SPINSCOPE_STACKS_BPF_H
+#define SPINSCOPE_STACKS_BPF_H
+
+/* What the probes know of thread t right now, as STACK_TAG_* bits. */
+static __always_inline __u32 stack_tags(const struct thread_stats *t)
+{
+	__u32 tags = 0;
+
+	if (!t)
+		return STACK_TAG_NO_THREAD;
+	if (t->stall_open && t->stall_waits == thread_waits(t))
+		tags |= STACK_TAG_WRITE_STALL;
+	if (!t->cycle_productive && (t->cycle_kind == CYCLE_ZERO || t->cycle_kind == CYCLE_CHECK))
+		tags |= STACK_TAG_EMPTY_CYCLE;
+	if (!t->cycle_productive && t->cycle_kind == CYCLE_READY)
+		tags |= STACK_TAG_READY_CYCLE;
+	if (t->handoff_window || (t->inflight.flags & CALL_HANDOFF))
+		tags |= STACK_TAG_HANDOFF;
+	if (t->in_request)
+		tags |= STACK_TAG_REQUEST;
+	return tags;
+}
+
+/* The user registers in DWARF order (see STACK_REGS) but ip (regs[16]), from a struct pt_regs (any
+ * pointer kind). */
+#define STACK_REGS_FROM(rec, from)                                                                 \
+	do {                                                                                       \
+		(rec)->regs[0] = (from)->ax;                                                             \
+		(rec)->regs[1] = (from)->dx;                                                             \
+		(rec)->regs[2] = (from)->cx;                                                             \
+		(rec)->regs[3] = (from)->bx;                                                             \
+		(rec)->regs[4] = (from)->si;                                                             \
+		(rec)->regs[5] = (from)->di;                                                             \
+		(rec)->regs[6] = (from)->bp;                                                             \
+		(rec)->regs[7] = (from)->sp;                                                             \
+		(rec)->regs[8] = (from)->r8;                                                             \
+		(rec)->regs[9] = (from)->r9;                                                             \
+		(rec)->regs[10] = (from)->r10;                                                           \
+		(rec)->regs[11] = (from)->r11;                                                           \
+		(rec)->regs[12] = (from)->r12;                                                           \
+		(rec)->regs[13] = (from)->r13;                                                           \
+		(rec)->regs[14] = (from)->r14;                                                           \
+		(rec)->regs[15] = (from)->r15;                                                           \
+	} while (0)
+
+/*
+ * The user stack from sp up, as much of STACK_COPY_CHUNKS KiB as can be read: the first chunk up to the
+ * next KiB boundary, then whole aligned KiB, so the copy stops exactly at the end of the stack's mapping
+ * (a fixed 8 KiB read from sp faults on every sample near the top of the main thread's stack).
+ */
+static __always_inline __u32 stack_copy_user(struct stack_sample *r, __u64 sp)
+{
+	__u32 first = STACK_COPY_CHUNK - (sp & (STACK_COPY_CHUNK - 1)), copied;
+
+	if (first > STACK_COPY_CHUNK || bpf_probe_read_user(r->ustack, first, (void *)sp))
+		return 0;
+	copied = first;
+	/* Unrolled, so each chunk's offset is first plus a constant, which the verifier bounds. */
+#pragma unroll
+	for (int i = 0; i < STACK_COPY_CHUNKS - 1; i++) {
+		if (bpf_probe_read_user(r->ustack + first + i * STACK_COPY_CHUNK, STACK_COPY_CHUNK,
+					(void *)(sp + first + i * STACK_COPY_CHUNK)))
+			break;
+		copied += STACK_COPY_CHUNK;
+	}
+	return copied;
+}
+
+/* A record for thread tid of process pid, its header filled; NULL (counted as lost) when the ring is full. */
+static __always_inline struct stack_sample *stack_reserve(__u32 pid, __u32 tid, __u32 source, __u32 weight,
+							  __u32 tags)
+{
+	struct stack_sample *r = bpf_ringbuf_reserve(&stack_samples, sizeof(*r), 0);
+
+	if (!r) {
+		__sync_fetch_and_add(&globals.stack_samples_lost, 1);
+		return NULL;
+	}
+	r->pid = pid;
+	r->tid = tid;
+	r->time_ns = bpf_ktime_get_ns();
+	r->source = source;
+	r->weight = weight;
+	r->tags = tags;
+	r->syscall = -1;
+	r->kstack_bytes = 0;
+	return r;
+}
+
+SEC("perf_event")
+int on_cpu_sample(struct bpf_perf_event_data *ctx)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct stack_sample *r;
+	struct thread_stats *t;
+	__u32 tid;
+	__u64 ip;
+	long kb;
+
+	if (!stack_hz || !is_target(task))
+		return 0;
+	tid = task->pid;
+	t = bpf_map_lookup_elem(&threads, &tid); /* looked up, never made: a sample is not an event */
+	r = stack_reserve(task->tgid, tid, STACK_CPU, 1, stack_tags(t));
+	if (!r)
+		return 0;
+	/* In user space, the interrupted registers are the user's. (The context is read a u64 at a time, so
+	 * not by cs's privilege bits: a user address is below the kernel's half on x86-64.) */
+	ip = ctx->regs.ip;
+	if (ip < 0xffff800000000000ULL) {
+		STACK_REGS_FROM(r, &ctx->regs);
+		r->regs[16] = ip; /* read once: a load through the context cannot be merged with the other's */
+	} else { /* in the kernel: its frames, and the user registers saved at its entry */
+		struct pt_regs *user = (struct pt_regs *)bpf_task_pt_regs(task);
+
+		r->tags |= STACK_TAG_KERNEL;
+		r->syscall = task_syscall(task);
+		kb = bpf_get_stack(ctx, r->kstack, sizeof(r->kstack), 0);
+		r->kstack_bytes = kb > 0 ? kb : 0;
+		STACK_REGS_FROM(r, user);
+		r->regs[16] = user->ip;
+	}
+	r->ustack_bytes = stack_copy_user(r, r->regs[7]);
+	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+/*
+ * An event of source (enum stack_source, not STACK_CPU) at the sys_exit of the call whose user registers
+ * are regs: counted, and a stack taken if the thread's previous one of that source is stack_event_gap_ns
+ * old, weighted by the events since.
+ */
+static __noinline void stack_event(struct thread_stats *t, struct pt_regs *regs, __u32 source, __u64 now)
+{
+	__u32 i = source - 1, weight;
+	struct stack_sample *r;
+
+	if (i >= STACK_EVENT_SOURCES || !t)
+		return;
+	t->stack_event_skipped[i]++;
+	if (now - t->stack_event_ns[i] < stack_event_gap_ns)
+		return;
+	weight = t->stack_event_skipped[i];
+	r = stack_reserve(t->pid, (__u32)bpf_get_current_pid_tgid(), source, weight, stack_tags(t));
+	if (!r)
+		return;
+	t->stack_event_ns[i] = now;
+	t->stack_event_skipped[i] = 0;
+	r->syscall = (__s32)SC_NR(regs);
+	STACK_REGS_FROM(r, regs);
+	r->regs[16] = regs->ip;
+	r->ustack_bytes = stack_copy_user(r, r->regs[7]);
+	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+}
+
+#endif /* SPINSCOPE_STACKS_BPF_H */

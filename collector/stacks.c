@@ -1,0 +1,776 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * --stacks: sampling, unwinding, naming and counting (stacks.h; the BPF side is bpf/stacks.bpf.h).
+ *
+ * Unwinding is elfutils libdw's (the unwinder perf uses for --call-graph dwarf, tools/perf/util/
+ * unwind-libdw.c): a Dwfl per process, its modules reported from /proc/PID/maps, and a thread state
+ * whose registers are the record's and whose memory is the record's copy of the user stack. So a frame
+ * is unwound from the stack as it was when the sample was taken, not as it is when the collector reads it.
+ * Each unique address is named once (libdw's symbol lookup is a linear scan: ~600 us a sample without
+ * this cache, ~50 us with it, measured here), as its module's file name and the address relative to the
+ * module's load address (no ASLR base reaches the capture), its symbol and, where the module has line
+ * information, its source file's name and line. Kernel frames are named from /proc/kallsyms, by symbol
+ * and offset only (no kernel address reaches the capture either).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <elfutils/libdwfl.h>
+#include <elfutils/version.h>
+
+#include "capture.h"
+#include "snapshot.h"
+#include "stacks.h"
+
+/* ------------------------------------------------------------------ small tables */
+
+/* Open addressing over indices into an array the caller owns: slot = index + 1, 0 empty. */
+struct index_table {
+	__u32 *slots;
+	size_t size; /* a power of two, kept at least twice the entries */
+	size_t n;
+};
+
+static __u64 mix64(__u64 h)
+{
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	h *= 0xc4ceb9fe1a85ec53ULL;
+	return h ^ (h >> 33);
+}
+
+/* Grow the table to hold one more, rehashing with hash_of(index). false when out of memory. */
+static bool index_table_reserve(struct index_table *t, __u64 (*hash_of)(const void *, __u32), const void *ctx)
+{
+	size_t size = t->size ? t->size : 1024;
+	__u32 *slots;
+
+	if (t->slots && 2 * (t->n + 1) <= t->size)
+		return true;
+	while (2 * (t->n + 1) > size)
+		size *= 2;
+	slots = calloc(size, sizeof(*slots));
+	if (!slots)
+		return false;
+	for (size_t i = 0; t->slots && i < t->size; i++) {
+		if (!t->slots[i])
+			continue;
+		for (size_t j = hash_of(ctx, t->slots[i] - 1) & (size - 1);; j = (j + 1) & (size - 1)) {
+			if (!slots[j]) {
+				slots[j] = t->slots[i];
+				break;
+			}
+		}
+	}
+	free(t->slots);
+	t->slots = slots;
+	t->size = size;
+	return true;
+}
+
+/* ------------------------------------------------------------------ what is kept */
+
+struct frame {
+	char *module;   /* the file's name (no directory), "[kernel]" or "[unknown]" */
+	__u64 address;  /* relative to the module's load address (0 for kernel frames) */
+	char *symbol;   /* NULL when the module has no symbol there */
+	__u64 symbol_offset;
+	char *file;     /* the source file's name (no directory), or NULL */
+	int line;
+};
+
+struct stack {
+	__u32 tid, source, tags;
+	__u32 nframes;
+	__u32 *frames; /* innermost first */
+	__u64 count;   /* records */
+	__u64 weight;  /* events they stand for (records, for CPU samples) */
+	__u64 hash;
+};
+
+/* The Dwfl of one process, its modules reported from its maps. */
+struct process {
+	int pid;
+	Dwfl *dwfl;
+	bool attached;
+	__u64 reported_ns; /* when its modules were last reported */
+};
+#define MAX_PROCESSES 64
+
+/* (pid, pc) -> frame: each address named once. */
+struct pc_entry {
+	int pid;
+	__u64 pc;
+	__u32 frame;
+};
+
+struct kernel_symbol {
+	__u64 address;
+	char *name;
+};
+
+struct stacks {
+	struct bpf_link **links;
+	int *fds;
+	int ncpus;
+	struct ring_buffer *ring;
+	__u32 hz;
+	__u64 event_gap_ns;
+
+	struct process processes[MAX_PROCESSES];
+	size_t nprocesses;
+
+	struct frame *frames;
+	size_t nframes, frames_cap;
+	struct index_table frame_index;
+
+	struct pc_entry *pcs;
+	size_t npcs, pcs_cap;
+	struct index_table pc_index;
+
+	struct stack *stacks;
+	size_t nstacks, stacks_cap;
+	struct index_table stack_index;
+
+	struct kernel_symbol *ksyms;
+	size_t nksyms;
+	bool ksyms_read;
+
+	/* What happened to the records (the capture's stacks.records and stacks.lost). */
+	__u64 records[STACK_SOURCES], weights[STACK_SOURCES];
+	__u64 lost_unique_cap, lost_no_memory, no_user_frames, truncated;
+	__u64 unwind_ns; /* the collector's CPU time in draining, unwinding and naming */
+
+	const struct stack_sample *current; /* the record being unwound (the thread callbacks' argument) */
+};
+
+/* ------------------------------------------------------------------ naming */
+
+static char *basename_dup(const char *path)
+{
+	const char *slash = path ? strrchr(path, '/') : NULL;
+
+	return strdup(slash ? slash + 1 : path ? path : "");
+}
+
+static __u64 frame_hash(const struct frame *f)
+{
+	__u64 h = f->address * 0x9E3779B97F4A7C15ULL;
+
+	for (const char *p = f->module; *p; p++)
+		h = (h ^ (unsigned char)*p) * 0x100000001B3ULL;
+	for (const char *p = f->symbol ? f->symbol : ""; *p; p++)
+		h = (h ^ (unsigned char)*p) * 0x100000001B3ULL;
+	return mix64(h + f->symbol_offset);
+}
+
+static __u64 frame_hash_at(const void *ctx, __u32 i)
+{
+	return frame_hash(&((const struct stacks *)ctx)->frames[i]);
+}
+
+static bool same_text(const char *a, const char *b)
+{
+	return (!a && !b) || (a && b && !strcmp(a, b));
+}
+
+/* The index of frame f (its strings taken over, or freed if it is known). UINT32_MAX: out of memory. */
+static __u32 frame_intern(struct stacks *st, struct frame *f)
+{
+	__u64 h = frame_hash(f);
+	struct index_table *t = &st->frame_index;
+	size_t j;
+
+	if (!index_table_reserve(t, frame_hash_at, st))
+		goto fail;
+	for (j = h & (t->size - 1); t->slots[j]; j = (j + 1) & (t->size - 1)) {
+		struct frame *g = &st->frames[t->slots[j] - 1];
+
+		if (g->address == f->address && g->symbol_offset == f->symbol_offset && !strcmp(g->module, f->module) &&
+		    same_text(g->symbol, f->symbol)) {
+			free(f->module), free(f->symbol), free(f->file);
+			return t->slots[j] - 1;
+		}
+	}
+	if (st->nframes == st->frames_cap) {
+		size_t cap = st->frames_cap ? 2 * st->frames_cap : 1024;
+		struct frame *more = realloc(st->frames, cap * sizeof(*more));
+
+		if (!more)
+			goto fail;
+		st->frames = more;
+		st->frames_cap = cap;
+	}
+	st->frames[st->nframes] = *f;
+	t->slots[j] = ++st->nframes;
+	t->n++;
+	return st->nframes - 1;
+fail:
+	free(f->module), free(f->symbol), free(f->file);
+	return UINT32_MAX;
+}
+
+static int ksym_compare(const void *a, const void *b)
+{
+	const struct kernel_symbol *x = a, *y = b;
+
+	return x->address < y->address ? -1 : x->address > y->address;
+}
+
+/* /proc/kallsyms' text symbols, sorted, read at the first kernel frame. */
+static void ksyms_read(struct stacks *st)
+{
+	FILE *f = fopen("/proc/kallsyms", "re");
+	char line[512], name[256], type;
+	unsigned long long address;
+	size_t cap = 0;
+
+	st->ksyms_read = true;
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%llx %c %255s", &address, &type, name) != 3 ||
+		    (type != 't' && type != 'T' && type != 'w' && type != 'W'))
+			continue;
+		if (st->nksyms == cap) {
+			struct kernel_symbol *more = realloc(st->ksyms, (cap = cap ? 2 * cap : 65536) * sizeof(*more));
+
+			if (!more)
+				break;
+			st->ksyms = more;
+		}
+		st->ksyms[st->nksyms].address = address;
+		st->ksyms[st->nksyms++].name = strdup(name);
+	}
+	fclose(f);
+	qsort(st->ksyms, st->nksyms, sizeof(*st->ksyms), ksym_compare);
+}
+
+static __u32 kernel_frame(struct stacks *st, __u64 ip)
+{
+	struct frame f = { .module = strdup("[kernel]") };
+	size_t lo = 0, hi;
+
+	if (!st->ksyms_read)
+		ksyms_read(st);
+	hi = st->nksyms;
+	while (lo < hi) { /* the last symbol at or below ip */
+		size_t mid = (lo + hi) / 2;
+
+		if (st->ksyms[mid].address <= ip)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo > 0 && st->ksyms[lo - 1].name) {
+		f.symbol = strdup(st->ksyms[lo - 1].name);
+		f.symbol_offset = ip - st->ksyms[lo - 1].address;
+	}
+	return frame_intern(st, &f);
+}
+
+/* ------------------------------------------------------------------ processes and unwinding */
+
+static const Dwfl_Callbacks proc_callbacks = {
+	.find_elf = dwfl_linux_proc_find_elf,
+	.find_debuginfo = dwfl_standard_find_debuginfo,
+};
+
+static pid_t thread_next(Dwfl *dwfl, void *arg, void **thread_argp)
+{
+	struct stacks *st = arg;
+
+	(void)dwfl;
+	if (*thread_argp)
+		return 0;
+	*thread_argp = st;
+	return st->current->tid;
+}
+
+static bool thread_get(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
+{
+	struct stacks *st = arg;
+
+	(void)dwfl;
+	*thread_argp = st;
+	return (__u32)tid == st->current->tid;
+}
+
+/* The target's memory, as the record copied it: the stack from sp up; nothing else (memory read now
+ * would be another moment's, and a frame unwound from it a guess). */
+static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
+{
+	const struct stack_sample *s = ((struct stacks *)arg)->current;
+	__u64 sp = s->regs[7];
+
+	(void)dwfl;
+	if (addr < sp || addr - sp + sizeof(*result) > s->ustack_bytes)
+		return false;
+	memcpy(result, s->ustack + (addr - sp), sizeof(*result));
+	return true;
+}
+
+static bool initial_registers(Dwfl_Thread *thread, void *thread_arg)
+{
+	const struct stack_sample *s = ((struct stacks *)thread_arg)->current;
+	Dwarf_Word regs[STACK_REGS];
+
+	for (int i = 0; i < STACK_REGS; i++)
+		regs[i] = s->regs[i];
+	return dwfl_thread_state_registers(thread, 0, STACK_REGS, regs);
+}
+
+static const Dwfl_Thread_Callbacks thread_callbacks = {
+	.next_thread = thread_next,
+	.get_thread = thread_get,
+	.memory_read = memory_read,
+	.set_initial_registers = initial_registers,
+};
+
+/* Report pid's modules from its maps (again: a library loaded since). */
+static bool process_report(struct process *p)
+{
+	dwfl_report_begin_add(p->dwfl);
+	if (dwfl_linux_proc_report(p->dwfl, p->pid) != 0) {
+		dwfl_report_end(p->dwfl, NULL, NULL);
+		return false;
+	}
+	p->reported_ns = monotonic_ns();
+	return dwfl_report_end(p->dwfl, NULL, NULL) == 0;
+}
+
+/* The process pid's unwinder, made at its first record; the least recently made one is ended when
+ * MAX_PROCESSES are held (a --children or --cgroup target with many short-lived processes). */
+static struct process *process_of(struct stacks *st, int pid)
+{
+	struct process *p;
+
+	for (size_t i = 0; i < st->nprocesses; i++)
+		if (st->processes[i].pid == pid)
+			return &st->processes[i];
+	if (st->nprocesses == MAX_PROCESSES) {
+		dwfl_end(st->processes[0].dwfl);
+		memmove(st->processes, st->processes + 1, (MAX_PROCESSES - 1) * sizeof(*p));
+		st->nprocesses--;
+	}
+	p = &st->processes[st->nprocesses];
+	*p = (struct process){ .pid = pid, .dwfl = dwfl_begin(&proc_callbacks) };
+	if (!p->dwfl)
+		return NULL;
+	if (process_report(p))
+		p->attached = dwfl_attach_state(p->dwfl, NULL, pid, &thread_callbacks, st);
+	st->nprocesses++;
+	return p;
+}
+
+static __u64 pc_hash_at(const void *ctx, __u32 i)
+{
+	const struct pc_entry *e = &((const struct stacks *)ctx)->pcs[i];
+
+	return mix64(e->pc ^ ((__u64)e->pid << 40));
+}
+
+/* Name pc in process p as a frame. */
+static __u32 user_frame_named(struct stacks *st, struct process *p, __u64 pc)
+{
+	struct frame f = { 0 };
+	Dwfl_Module *mod = dwfl_addrmodule(p->dwfl, pc);
+	const char *name, *file;
+	Dwarf_Addr start = 0;
+	GElf_Off offset = 0;
+	GElf_Sym sym;
+	Dwfl_Line *line;
+
+	/* A library loaded after the modules were reported: report them again (at most once a second). */
+	if (!mod && monotonic_ns() - p->reported_ns > 1000000000ULL && process_report(p))
+		mod = dwfl_addrmodule(p->dwfl, pc);
+	if (!mod) {
+		f.module = strdup("[unknown]");
+		return frame_intern(st, &f);
+	}
+	dwfl_module_info(mod, NULL, &start, NULL, NULL, NULL, &name, &file);
+	f.module = basename_dup(file ? file : name);
+	f.address = pc - start;
+	name = dwfl_module_addrinfo(mod, pc, &offset, &sym, NULL, NULL, NULL);
+	if (name) {
+		f.symbol = strdup(name);
+		f.symbol_offset = offset;
+	}
+	line = dwfl_module_getsrc(mod, pc);
+	if (line && (file = dwfl_lineinfo(line, NULL, &f.line, NULL, NULL, NULL)))
+		f.file = basename_dup(file);
+	return frame_intern(st, &f);
+}
+
+static __u32 user_frame(struct stacks *st, struct process *p, __u64 pc)
+{
+	struct index_table *t = &st->pc_index;
+	__u64 h = mix64(pc ^ ((__u64)p->pid << 40));
+	__u32 frame;
+	size_t j;
+
+	if (!index_table_reserve(t, pc_hash_at, st))
+		return UINT32_MAX;
+	for (j = h & (t->size - 1); t->slots[j]; j = (j + 1) & (t->size - 1)) {
+		struct pc_entry *e = &st->pcs[t->slots[j] - 1];
+
+		if (e->pc == pc && e->pid == p->pid)
+			return e->frame;
+	}
+	frame = user_frame_named(st, p, pc);
+	if (frame == UINT32_MAX)
+		return frame;
+	if (st->npcs == st->pcs_cap) {
+		size_t cap = st->pcs_cap ? 2 * st->pcs_cap : 1024;
+		struct pc_entry *more = realloc(st->pcs, cap * sizeof(*more));
+
+		if (!more)
+			return frame;
+		st->pcs = more;
+		st->pcs_cap = cap;
+	}
+	st->pcs[st->npcs] = (struct pc_entry){ .pid = p->pid, .pc = pc, .frame = frame };
+	t->slots[j] = ++st->npcs;
+	t->n++;
+	return frame;
+}
+
+struct unwound {
+	struct stacks *st;
+	struct process *process;
+	__u32 *frames;
+	__u32 n;
+	bool truncated;
+};
+
+static int frame_visit(Dwfl_Frame *state, void *arg)
+{
+	struct unwound *u = arg;
+	Dwarf_Addr pc;
+	bool activation;
+	__u32 frame;
+
+	if (u->n == STACKS_MAX_DEPTH) {
+		u->truncated = true;
+		return DWARF_CB_ABORT;
+	}
+	if (!dwfl_frame_pc(state, &pc, &activation))
+		return DWARF_CB_ABORT;
+	if (!activation && pc) /* a return address: the call is the instruction before it */
+		pc--;
+	if (!pc)
+		return DWARF_CB_ABORT;
+	frame = user_frame(u->st, u->process, pc);
+	if (frame != UINT32_MAX)
+		u->frames[u->n++] = frame;
+	return DWARF_CB_OK;
+}
+
+/* ------------------------------------------------------------------ counting */
+
+static __u64 stack_hash(__u32 tid, __u32 source, __u32 tags, const __u32 *frames, __u32 n)
+{
+	__u64 h = mix64(((__u64)tid << 32) ^ ((__u64)source << 16) ^ tags ^ ((__u64)n << 56));
+
+	for (__u32 i = 0; i < n; i++)
+		h = mix64(h ^ frames[i]);
+	return h;
+}
+
+static __u64 stack_hash_at(const void *ctx, __u32 i)
+{
+	return ((const struct stacks *)ctx)->stacks[i].hash;
+}
+
+static void stack_count(struct stacks *st, const struct stack_sample *s, const __u32 *frames, __u32 n)
+{
+	__u64 h = stack_hash(s->tid, s->source, s->tags, frames, n);
+	struct index_table *t = &st->stack_index;
+	struct stack *k;
+	size_t j;
+
+	if (!index_table_reserve(t, stack_hash_at, st)) {
+		st->lost_no_memory++;
+		return;
+	}
+	for (j = h & (t->size - 1); t->slots[j]; j = (j + 1) & (t->size - 1)) {
+		k = &st->stacks[t->slots[j] - 1];
+		if (k->hash == h && k->tid == s->tid && k->source == s->source && k->tags == s->tags &&
+		    k->nframes == n && !memcmp(k->frames, frames, n * sizeof(*frames))) {
+			k->count++;
+			k->weight += s->weight;
+			return;
+		}
+	}
+	if (st->nstacks == STACKS_MAX_UNIQUE) {
+		st->lost_unique_cap++;
+		return;
+	}
+	if (st->nstacks == st->stacks_cap) {
+		size_t cap = st->stacks_cap ? 2 * st->stacks_cap : 1024;
+		struct stack *more = realloc(st->stacks, cap * sizeof(*more));
+
+		if (!more) {
+			st->lost_no_memory++;
+			return;
+		}
+		st->stacks = more;
+		st->stacks_cap = cap;
+	}
+	k = &st->stacks[st->nstacks];
+	*k = (struct stack){ .tid = s->tid, .source = s->source, .tags = s->tags, .nframes = n,
+			     .frames = malloc(n ? n * sizeof(*frames) : 1), .count = 1, .weight = s->weight, .hash = h };
+	if (!k->frames) {
+		st->lost_no_memory++;
+		return;
+	}
+	memcpy(k->frames, frames, n * sizeof(*frames));
+	t->slots[j] = ++st->nstacks;
+	t->n++;
+}
+
+/* One record: its kernel frames named, its user frames unwound and named, the stack counted. */
+static int on_record(void *ctx, void *data, size_t size)
+{
+	struct stacks *st = ctx;
+	const struct stack_sample *s = data;
+	__u32 frames[STACKS_MAX_DEPTH];
+	struct unwound u = { .st = st, .frames = frames };
+	__u32 kernel = 0;
+
+	if (size < sizeof(*s) || s->source >= STACK_SOURCES)
+		return 0;
+	st->records[s->source]++;
+	st->weights[s->source] += s->weight;
+	for (__u32 i = 0; i < s->kstack_bytes / sizeof(__u64) && i < STACK_KERNEL_DEPTH && u.n < STACKS_MAX_DEPTH;
+	     i++) {
+		__u32 f = kernel_frame(st, s->kstack[i]);
+
+		if (f != UINT32_MAX)
+			frames[u.n++] = f;
+	}
+	kernel = u.n;
+	u.process = process_of(st, s->pid);
+	if (u.process && u.process->attached) {
+		st->current = s;
+		dwfl_getthread_frames(u.process->dwfl, s->tid, frame_visit, &u);
+		st->current = NULL;
+	}
+	if (u.n == kernel)
+		st->no_user_frames++;
+	if (u.truncated)
+		st->truncated++;
+	stack_count(st, s, frames, u.n);
+	return 0;
+}
+
+static __u64 thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+void stacks_drain(struct stacks *st)
+{
+	__u64 start;
+
+	if (!st || !st->ring)
+		return;
+	start = thread_cpu_ns();
+	ring_buffer__consume(st->ring);
+	st->unwind_ns += thread_cpu_ns() - start;
+}
+
+/* ------------------------------------------------------------------ sampling */
+
+__u32 stacks_ring_size(bool on)
+{
+	return on ? STACKS_RING_BYTES : (__u32)sysconf(_SC_PAGESIZE);
+}
+
+struct stacks *stacks_start(struct bpf_program *prog, struct bpf_map *ring, __u32 hz, __u64 event_gap_ns,
+			    int *err, char *msg, size_t msglen)
+{
+	struct perf_event_attr attr = { .size = sizeof(attr), .type = PERF_TYPE_SOFTWARE,
+					.config = PERF_COUNT_SW_CPU_CLOCK, .freq = 1, .sample_freq = hz };
+	int ncpus = libbpf_num_possible_cpus();
+	struct stacks *st = calloc(1, sizeof(*st));
+
+	*err = 0;
+	if (!st || ncpus <= 0) {
+		*err = -ENOMEM;
+		snprintf(msg, msglen, "--stacks: out of memory");
+		free(st);
+		return NULL;
+	}
+	st->hz = hz;
+	st->event_gap_ns = event_gap_ns;
+	st->ncpus = ncpus;
+	st->links = calloc(ncpus, sizeof(*st->links));
+	st->fds = malloc(ncpus * sizeof(*st->fds));
+	st->ring = ring_buffer__new(bpf_map__fd(ring), on_record, st, NULL);
+	if (!st->links || !st->fds || !st->ring) {
+		*err = -errno ? -errno : -ENOMEM;
+		snprintf(msg, msglen, "--stacks: cannot read the samples' ring buffer: %s", strerror(-*err));
+		goto fail;
+	}
+	for (int cpu = 0; cpu < ncpus; cpu++) {
+		st->fds[cpu] = syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+		if (st->fds[cpu] < 0) {
+			if (errno == ENODEV) /* a possible CPU that is offline */
+				continue;
+			*err = -errno;
+			snprintf(msg, msglen, "--stacks: cannot open a cpu-clock perf event on CPU %d: %s", cpu,
+				 strerror(errno));
+			goto fail;
+		}
+		st->links[cpu] = bpf_program__attach_perf_event(prog, st->fds[cpu]);
+		if (!st->links[cpu]) {
+			*err = -errno;
+			snprintf(msg, msglen, "--stacks: cannot attach the sampler on CPU %d: %s", cpu, strerror(errno));
+			goto fail;
+		}
+	}
+	return st;
+fail:
+	stacks_free(st);
+	return NULL;
+}
+
+void stacks_stop(struct stacks *st)
+{
+	if (!st || !st->links)
+		return;
+	for (int cpu = 0; cpu < st->ncpus; cpu++) {
+		bpf_link__destroy(st->links[cpu]);
+		st->links[cpu] = NULL;
+		if (st->fds[cpu] >= 0)
+			close(st->fds[cpu]);
+		st->fds[cpu] = -1;
+	}
+}
+
+void stacks_free(struct stacks *st)
+{
+	if (!st)
+		return;
+	stacks_stop(st);
+	free(st->links);
+	free(st->fds);
+	ring_buffer__free(st->ring);
+	for (size_t i = 0; i < st->nprocesses; i++)
+		dwfl_end(st->processes[i].dwfl);
+	for (size_t i = 0; i < st->nframes; i++)
+		free(st->frames[i].module), free(st->frames[i].symbol), free(st->frames[i].file);
+	for (size_t i = 0; i < st->nstacks; i++)
+		free(st->stacks[i].frames);
+	for (size_t i = 0; i < st->nksyms; i++)
+		free(st->ksyms[i].name);
+	free(st->ksyms);
+	free(st->frames);
+	free(st->frame_index.slots);
+	free(st->pcs);
+	free(st->pc_index.slots);
+	free(st->stacks);
+	free(st->stack_index.slots);
+	free(st);
+}
+
+/* ------------------------------------------------------------------ the capture's block */
+
+static const char *const SOURCE_NAMES[STACK_SOURCES] = {
+	[STACK_CPU] = "cpu",
+	[STACK_SPIN_WRITE] = "spin-write",
+	[STACK_EMPTY_POLL] = "empty-poll",
+	[STACK_FUTILE_WAKEUP] = "futile-wakeup",
+	[STACK_HANDOFF] = "handoff",
+};
+
+static const struct {
+	__u32 bit;
+	const char *name;
+} TAG_NAMES[] = {
+	{ STACK_TAG_WRITE_STALL, "write-stall" }, { STACK_TAG_EMPTY_CYCLE, "empty-cycle" },
+	{ STACK_TAG_READY_CYCLE, "ready-cycle" }, { STACK_TAG_HANDOFF, "handoff" },
+	{ STACK_TAG_REQUEST, "request" },         { STACK_TAG_KERNEL, "kernel" },
+	{ STACK_TAG_NO_THREAD, "no-thread" },
+};
+
+static json_object *jframe(const struct frame *f)
+{
+	json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "module", capture_text(f->module));
+	json_object_object_add(o, "address", json_object_new_uint64(f->address));
+	json_object_object_add(o, "symbol", f->symbol ? capture_text(f->symbol) : NULL);
+	json_object_object_add(o, "symbol_offset", json_object_new_uint64(f->symbol_offset));
+	json_object_object_add(o, "file", f->file ? capture_text(f->file) : NULL);
+	json_object_object_add(o, "line", f->file ? json_object_new_int(f->line) : NULL);
+	return o;
+}
+
+static json_object *jstack(const struct stack *k)
+{
+	json_object *o = json_object_new_object(), *tags = json_object_new_array(), *frames = json_object_new_array();
+
+	for (size_t i = 0; i < sizeof(TAG_NAMES) / sizeof(TAG_NAMES[0]); i++)
+		if (k->tags & TAG_NAMES[i].bit)
+			json_object_array_add(tags, json_object_new_string(TAG_NAMES[i].name));
+	for (__u32 i = 0; i < k->nframes; i++)
+		json_object_array_add(frames, json_object_new_uint64(k->frames[i]));
+	json_object_object_add(o, "tid", json_object_new_uint64(k->tid));
+	json_object_object_add(o, "source", json_object_new_string(SOURCE_NAMES[k->source]));
+	json_object_object_add(o, "tags", tags);
+	json_object_object_add(o, "count", json_object_new_uint64(k->count));
+	json_object_object_add(o, "weight", json_object_new_uint64(k->weight));
+	json_object_object_add(o, "frames", frames);
+	return o;
+}
+
+json_object *stacks_json(const struct stacks *st, __u64 lost)
+{
+	json_object *o = json_object_new_object(), *records = json_object_new_object();
+	json_object *events = json_object_new_object(), *drops = json_object_new_object();
+	json_object *frames = json_object_new_array(), *stacks = json_object_new_array();
+	char unwinder[64];
+
+	snprintf(unwinder, sizeof(unwinder), "elfutils libdw %d.%d", _ELFUTILS_VERSION / 1000,
+		 _ELFUTILS_VERSION % 1000);
+	json_object_object_add(o, "hz", json_object_new_uint64(st->hz));
+	json_object_object_add(o, "event_gap_s", json_object_new_double(st->event_gap_ns / 1e9));
+	json_object_object_add(o, "unwinder", json_object_new_string(unwinder));
+	for (int i = 0; i < STACK_SOURCES; i++) {
+		json_object_object_add(records, SOURCE_NAMES[i], json_object_new_uint64(st->records[i]));
+		if (i != STACK_CPU)
+			json_object_object_add(events, SOURCE_NAMES[i], json_object_new_uint64(st->weights[i]));
+	}
+	json_object_object_add(o, "records", records);
+	json_object_object_add(o, "events", events);
+	json_object_object_add(drops, "ring_full", json_object_new_uint64(lost));
+	json_object_object_add(drops, "unique_stacks_cap", json_object_new_uint64(st->lost_unique_cap));
+	json_object_object_add(drops, "out_of_memory", json_object_new_uint64(st->lost_no_memory));
+	json_object_object_add(o, "lost", drops);
+	json_object_object_add(o, "no_user_frames", json_object_new_uint64(st->no_user_frames));
+	json_object_object_add(o, "truncated", json_object_new_uint64(st->truncated));
+	json_object_object_add(o, "collector_cpu_s", json_object_new_double(st->unwind_ns / 1e9));
+	for (size_t i = 0; i < st->nframes; i++)
+		json_object_array_add(frames, jframe(&st->frames[i]));
+	for (size_t i = 0; i < st->nstacks; i++)
+		json_object_array_add(stacks, jstack(&st->stacks[i]));
+	json_object_object_add(o, "frames", frames);
+	json_object_object_add(o, "stacks", stacks);
+	return o;
+}
