@@ -95,7 +95,10 @@ fixtures: $(FIXTURES)
 
 $(BUILD)/fixtures/%: tests/fixtures/%.c $(wildcard tests/fixtures/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) -O1 -g $(WARN) -pthread $< -o $@
+	$(CC) -O1 -g $(WARN) $(FIXTURE_CFLAGS) -pthread $< -o $@
+
+# --stacks' call sites must be found without frame pointers, as in most distributions' builds.
+$(BUILD)/fixtures/callsites: FIXTURE_CFLAGS = -fomit-frame-pointer
 
 setup:
 	bash scripts/setup.sh

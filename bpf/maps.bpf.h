@@ -21,10 +21,9 @@ const volatile __u8 read_buffer[SYSCALL_TABLE_SIZE] = {}; /* enum read_buffer by
  * where bpf_probe_read_kernel() is a helper call (~90 ns here). The collector loads with it on and,
  * refused, loads again with it off (the branch not taken is pruned, never verified). */
 const volatile bool untrusted_loads = false;
-/* --stacks (stacks.bpf.h): the CPU samples' rate (0: stacks off, and all their code gone at load) and the
- * least time between two event stacks of one source on one thread (0: an event stack for every event). */
+/* --stacks (stacks.bpf.h): the CPU samples' rate, and the event stacks' budget per thread and source
+ * (0: stacks off, and all their code gone at load). */
 const volatile __u32 stack_hz = 0;
-const volatile __u64 stack_event_gap_ns = 0;
 
 struct global_stats globals = {};
 

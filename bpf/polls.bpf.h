@@ -79,7 +79,7 @@ static __always_inline void poll_cycle_end(struct thread_stats *t, long ret, boo
 		} else {
 			t->c.poll_futile++;
 			t->c.poll_futile_cycle_ns += oncpu;
-			call->stack_source = STACK_FUTILE_WAKEUP;
+			call->stack_events |= 1 << STACK_FUTILE_WAKEUP;
 		}
 	}
 	if (ret > 0)
@@ -116,8 +116,7 @@ static __always_inline void poll_exit(struct thread_stats *t, __u32 cls, struct 
 	}
 	if (ret == 0) {
 		t->c.poll_zero++;
-		if (!call->stack_source)
-			call->stack_source = STACK_EMPTY_POLL;
+		call->stack_events |= 1 << STACK_EMPTY_POLL;
 		if (nowait) {
 			t->c.poll_zero_nowait++;
 			t->c.poll_zero_nowait_ns += call->oncpu;

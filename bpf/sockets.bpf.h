@@ -371,7 +371,7 @@ static __always_inline void write_exit(struct thread_stats *t, __u32 tid, __u64 
 		if (ret == -EAGAIN) { /* a bare retry: its cycle is what each retry costs beyond its copying */
 			t->c.write_spin_empty++;
 			t->c.write_spin_empty_ns += cycle;
-			call->stack_source = STACK_SPIN_WRITE;
+			call->stack_events |= 1 << STACK_SPIN_WRITE;
 		}
 		if (what & WRITE_AFTER_EAGAIN)
 			t->c.write_spin_eagain++;

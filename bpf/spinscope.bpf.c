@@ -61,7 +61,7 @@ struct call {
 	bool timed;   /* stamped at sys_enter: 1 call in time_sample */
 	bool decided; /* the socket's kind was decided in this call (its first read or write seen) */
 	__u32 phase;  /* the socket's enum req_phase after this call, where its state was looked up */
-	__u32 stack_source; /* --stacks: the pattern event this call is (enum stack_source), or STACK_CPU: none */
+	__u32 stack_events; /* --stacks: the pattern events this call is, a bit per enum stack_source */
 };
 
 static __always_inline __u64 call_now(struct call *call)
@@ -299,10 +299,12 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 	if (t->inflight.flags & CALL_HANDOFF)
 		t->c.handoff_oncpu_ns += call.oncpu;
 	if (stack_hz) {
-		if (!call.stack_source && (t->inflight.flags & CALL_WOKE))
-			call.stack_source = STACK_HANDOFF;
-		if (call.stack_source)
-			stack_event(t, regs, call.stack_source, call_now(&call));
+		if (t->inflight.flags & CALL_WOKE)
+			call.stack_events |= 1 << STACK_HANDOFF;
+		/* Each source apart: a poll that returned nothing can also end a futile cycle. */
+		for (__u32 source = STACK_CPU + 1; source < STACK_SOURCES; source++)
+			if (call.stack_events & (1 << source))
+				stack_event(t, regs, source, call_now(&call));
 	}
 done:
 	t->inflight.enter_ns = 0;

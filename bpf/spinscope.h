@@ -186,7 +186,7 @@ struct thread_key {
  * --stacks: user stacks, each a record in the stack_samples ring buffer, unwound and counted by the
  * collector (collector/stacks.c). A record is either a CPU sample (a cpu-clock perf event on a target
  * thread, STACK_CPU) or an event stack, taken at the sys_exit of one of a pattern's own events, 1 per
- * thread and source in every stack_event_gap_ns at most, weighted by the events it stands for.
+ * `stride` events of a thread and source (struct stack_event_budget), weighted by the events it stands for.
  */
 enum stack_source {
 	STACK_CPU = 0,          /* a cpu-clock sample: weight 1 */
@@ -213,6 +213,18 @@ enum stack_source {
 /* The user registers that start the unwind, in DWARF's x86-64 numbering (rax, rdx, rcx, rbx, rsi, rdi,
  * rbp, rsp, r8-r15, then rip as the return address column 16). */
 #define STACK_REGS 17
+
+/* A thread's event stacks of one source: 1 stack per `stride` events, the stride doubled when the thread
+ * has taken stack_hz stacks of the source within a second, and again after each half as many more (so
+ * at most 2 x stack_hz a second), halved after a second with fewer than a quarter of stack_hz
+ * (stack_event in stacks.bpf.h). */
+struct stack_event_budget {
+	__u64 window_ns; /* the current second began then */
+	__u32 skipped;   /* events since the thread's latest stack of this source (its tail at the end) */
+	__u32 stride;    /* events per stack (0: 1) */
+	__u32 taken;     /* stacks in the current second */
+	__u32 limit;     /* the stride doubles when taken reaches it (0: stack_hz, at a second's start) */
+};
 
 struct stack_sample {
 	__u32 pid, tid;
@@ -275,8 +287,7 @@ struct thread_stats {
 	__u32 stall_open;         /* its latest socket write stalled, and it has not waited since... */
 	__u32 stall_waits;        /* ...(thread_waits() right after that write) */
 	__u32 pad2;
-	__u64 stack_event_ns[STACK_EVENT_SOURCES]; /* its latest event stack of each source was taken then */
-	__u32 stack_event_skipped[STACK_EVENT_SOURCES]; /* events of each source since that stack */
+	struct stack_event_budget stack_events[STACK_EVENT_SOURCES]; /* per event source (stacks.bpf.h) */
 };
 
 /* What the poll call that began a wakeup cycle returned. */

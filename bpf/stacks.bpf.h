@@ -10,9 +10,9 @@
  *     thread at that moment (STACK_TAG_*: after a stalled write, in an empty or not yet productive
  *     wakeup cycle, in a hand-off, serving a request). They measure where the CPU goes.
  *   - Event stacks: at the sys_exit of a pattern's own event (a spin retry that returned EAGAIN, an empty
- *     poll, the poll that ends a futile wakeup, a call that woke another of the target's threads), at
- *     most 1 per thread and source every stack_event_gap_ns, weighted by the events of that source since
- *     the thread's previous one: the call sites, weighted by count rather than time.
+ *     poll, the poll that ends a futile wakeup, a call that woke another of the target's threads), 1 in
+ *     every `stride` events of a thread and source, the stride adapted to keep ~stack_hz stacks a second,
+ *     each weighted by the events it stands for: the call sites, weighted by count rather than time.
  *
  * Everything here is behind stack_hz, a constant: without --stacks the verifier drops it all, and the
  * counting probes' cost is what it was. Records are submitted without a wakeup (a wakeup is an
@@ -148,25 +148,45 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 
 /*
  * An event of source (enum stack_source, not STACK_CPU) at the sys_exit of the call whose user registers
- * are regs: counted, and a stack taken if the thread's previous one of that source is stack_event_gap_ns
- * old, weighted by the events since.
+ * are regs. Systematic sampling with a stride: the event that completes `stride` events since the thread's
+ * previous stack of this source gets a stack, weighted by those events, so the weights add up to the
+ * events (but for the tail after the thread's last stack, which the collector reports) and a burst is
+ * sampled across, not only at its first event. The stride starts at 1 (every event) and doubles each time
+ * the thread takes stack_hz stacks of the source within a second: at most ~2 x stack_hz a second, per
+ * thread and source, however fast the events come.
  */
 static __noinline void stack_event(struct thread_stats *t, struct pt_regs *regs, __u32 source, __u64 now)
 {
 	__u32 i = source - 1, weight;
+	struct stack_event_budget *b;
 	struct stack_sample *r;
 
 	if (i >= STACK_EVENT_SOURCES || !t)
 		return;
-	t->stack_event_skipped[i]++;
-	if (now - t->stack_event_ns[i] < stack_event_gap_ns)
+	b = &t->stack_events[i];
+	if (now - b->window_ns >= 1000000000ULL) { /* a new second: a quiet one lets the stride down again */
+		if (b->taken < stack_hz / 4 && b->stride > 1)
+			b->stride /= 2;
+		b->window_ns = now;
+		b->taken = 0;
+		b->limit = 0;
+	}
+	b->skipped++;
+	if (b->skipped < (b->stride ? b->stride : 1))
 		return;
-	weight = t->stack_event_skipped[i];
+	weight = b->skipped;
 	r = stack_reserve(t->pid, (__u32)bpf_get_current_pid_tgid(), source, weight, stack_tags(t));
 	if (!r)
-		return;
-	t->stack_event_ns[i] = now;
-	t->stack_event_skipped[i] = 0;
+		return; /* counted as lost; the events stay in skipped, for the next stack */
+	b->skipped = 0;
+	/* stack_hz stacks, then half the room left to 2 x stack_hz, and so on: fewer than 2 x stack_hz (and the
+	 * 24 doublings the stride has) a second. */
+	if (++b->taken >= (b->limit ? b->limit : stack_hz) && b->stride < (1u << 24)) {
+		__u32 room = b->taken < 2 * stack_hz ? (2 * stack_hz - b->taken) / 2 : 0;
+
+		b->stride = b->stride ? 2 * b->stride : 2;
+		b->limit = b->taken + (room ? room : 1);
+	}
 	r->syscall = (__s32)SC_NR(regs);
 	STACK_REGS_FROM(r, regs);
 	r->regs[16] = regs->ip;

@@ -91,8 +91,6 @@ static int probes_open(struct session *s, const struct options *o, bool untruste
 	bpf_map__set_max_entries(s->skel->maps.wakeups, o->max_threads / 4 > 4096 ? o->max_threads / 4 : 4096);
 	bpf_map__set_max_entries(s->skel->maps.stack_samples, stacks_ring_size(o->stacks_hz > 0));
 	s->skel->rodata->stack_hz = o->stacks_hz;
-	/* Event stacks: at most as many a second, per thread and source, as the CPU samples' rate. */
-	s->skel->rodata->stack_event_gap_ns = o->stacks_hz ? 1000000000ULL / o->stacks_hz : 0;
 	/* Without --stacks the sampler is neither loaded nor verified. */
 	bpf_program__set_autoload(s->skel->progs.on_cpu_sample, o->stacks_hz > 0);
 	return 0;
@@ -159,7 +157,7 @@ int session_attach(struct session *s, const struct options *o)
 		return fail(s, ret, "%s", err);
 	if (o->stacks_hz) {
 		s->stacks = stacks_start(s->skel->progs.on_cpu_sample, s->skel->maps.stack_samples, o->stacks_hz,
-					 s->skel->rodata->stack_event_gap_ns, &ret, err, sizeof(err));
+					 &ret, err, sizeof(err));
 		if (!s->stacks)
 			return fail(s, ret, "%s", err);
 		s->meta.stacks = s->stacks;

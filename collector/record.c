@@ -181,6 +181,7 @@ int session_write(struct session *s, const struct options *o)
 	ret = snapshot_read(s->skel, &s->exited, &s->final, true);
 	if (ret)
 		return fail(s, ret, "cannot read the BPF maps: %s", strerror(-ret));
+	stacks_settle(s->stacks, &s->final);
 	if (!strcmp(s->meta.end_reason, "target-exited") && !o->cgroup_arg)
 		snapshot_process_gone(&s->final, s->meta.pid, now);
 	/* The last, shorter interval (at least one interval whenever --interval was given). */

@@ -126,7 +126,6 @@ struct stacks {
 	int ncpus;
 	struct ring_buffer *ring;
 	__u32 hz;
-	__u64 event_gap_ns;
 
 	struct process processes[MAX_PROCESSES];
 	size_t nprocesses;
@@ -150,6 +149,8 @@ struct stacks {
 	/* What happened to the records (the capture's stacks.records and stacks.lost). */
 	__u64 records[STACK_SOURCES], weights[STACK_SOURCES];
 	__u64 lost_unique_cap, lost_no_memory, no_user_frames, truncated;
+	__u64 unplaced[STACK_SOURCES]; /* events after a thread's last stack of their source: no stack's */
+	bool settled;
 	__u64 unwind_ns; /* the collector's CPU time in draining, unwinding and naming */
 
 	const struct stack_sample *current; /* the record being unwound (the thread callbacks' argument) */
@@ -399,8 +400,8 @@ static __u32 user_frame_named(struct stacks *st, struct process *p, __u64 pc)
 		f.module = strdup("[unknown]");
 		return frame_intern(st, &f);
 	}
-	dwfl_module_info(mod, NULL, &start, NULL, NULL, NULL, &name, &file);
-	f.module = basename_dup(file ? file : name);
+	name = dwfl_module_info(mod, NULL, &start, NULL, NULL, NULL, NULL, NULL); /* the path in the maps */
+	f.module = basename_dup(name);
 	f.address = pc - start;
 	name = dwfl_module_addrinfo(mod, pc, &offset, &sym, NULL, NULL, NULL);
 	if (name) {
@@ -540,6 +541,26 @@ static void stack_count(struct stacks *st, const struct stack_sample *s, const _
 	t->n++;
 }
 
+/* One thread's events after its last event stack of each source: no stack stands for them. */
+static void settle_thread(struct stacks *st, const struct thread_stats *t)
+{
+	for (__u32 i = 0; i < STACK_EVENT_SOURCES; i++)
+		st->unplaced[i + 1] += t->stack_events[i].skipped;
+}
+
+void stacks_settle(struct stacks *st, const struct snapshot *snap)
+{
+	const struct exited_threads *gone = snap->exited;
+
+	if (!st || st->settled)
+		return;
+	st->settled = true;
+	for (size_t i = 0; i < snap->nthreads; i++)
+		settle_thread(st, &snap->threads[i]);
+	for (size_t i = 0; gone && i < gone->n; i++)
+		settle_thread(st, &gone->threads[i]);
+}
+
 /* One record: its kernel frames named, its user frames unwound and named, the stack counted. */
 static int on_record(void *ctx, void *data, size_t size)
 {
@@ -601,8 +622,8 @@ __u32 stacks_ring_size(bool on)
 	return on ? STACKS_RING_BYTES : (__u32)sysconf(_SC_PAGESIZE);
 }
 
-struct stacks *stacks_start(struct bpf_program *prog, struct bpf_map *ring, __u32 hz, __u64 event_gap_ns,
-			    int *err, char *msg, size_t msglen)
+struct stacks *stacks_start(struct bpf_program *prog, struct bpf_map *ring, __u32 hz, int *err, char *msg,
+			    size_t msglen)
 {
 	struct perf_event_attr attr = { .size = sizeof(attr), .type = PERF_TYPE_SOFTWARE,
 					.config = PERF_COUNT_SW_CPU_CLOCK, .freq = 1, .sample_freq = hz };
@@ -617,7 +638,6 @@ struct stacks *stacks_start(struct bpf_program *prog, struct bpf_map *ring, __u3
 		return NULL;
 	}
 	st->hz = hz;
-	st->event_gap_ns = event_gap_ns;
 	st->ncpus = ncpus;
 	st->links = calloc(ncpus, sizeof(*st->links));
 	st->fds = malloc(ncpus * sizeof(*st->fds));
@@ -744,13 +764,14 @@ json_object *stacks_json(const struct stacks *st, __u64 lost)
 {
 	json_object *o = json_object_new_object(), *records = json_object_new_object();
 	json_object *events = json_object_new_object(), *drops = json_object_new_object();
+	json_object *unplaced = json_object_new_object();
 	json_object *frames = json_object_new_array(), *stacks = json_object_new_array();
 	char unwinder[64];
 
 	snprintf(unwinder, sizeof(unwinder), "elfutils libdw %d.%d", _ELFUTILS_VERSION / 1000,
 		 _ELFUTILS_VERSION % 1000);
 	json_object_object_add(o, "hz", json_object_new_uint64(st->hz));
-	json_object_object_add(o, "event_gap_s", json_object_new_double(st->event_gap_ns / 1e9));
+	json_object_object_add(o, "event_budget_per_s", json_object_new_uint64(st->hz));
 	json_object_object_add(o, "unwinder", json_object_new_string(unwinder));
 	for (int i = 0; i < STACK_SOURCES; i++) {
 		json_object_object_add(records, SOURCE_NAMES[i], json_object_new_uint64(st->records[i]));
@@ -763,6 +784,10 @@ json_object *stacks_json(const struct stacks *st, __u64 lost)
 	json_object_object_add(drops, "unique_stacks_cap", json_object_new_uint64(st->lost_unique_cap));
 	json_object_object_add(drops, "out_of_memory", json_object_new_uint64(st->lost_no_memory));
 	json_object_object_add(o, "lost", drops);
+	json_object_object_add(o, "settled", json_object_new_boolean(st->settled));
+	for (int i = 1; i < STACK_SOURCES; i++)
+		json_object_object_add(unplaced, SOURCE_NAMES[i], json_object_new_uint64(st->unplaced[i]));
+	json_object_object_add(o, "events_without_stack", unplaced);
 	json_object_object_add(o, "no_user_frames", json_object_new_uint64(st->no_user_frames));
 	json_object_object_add(o, "truncated", json_object_new_uint64(st->truncated));
 	json_object_object_add(o, "collector_cpu_s", json_object_new_double(st->unwind_ns / 1e9));

@@ -28,10 +28,14 @@ struct stacks;
 
 /* Sampling at hz on every online CPU through prog, records drained from ring. NULL and *err set (-errno)
  * with a message in msg when it cannot start. */
-struct stacks *stacks_start(struct bpf_program *prog, struct bpf_map *ring, __u32 hz, __u64 event_gap_ns,
-			    int *err, char *msg, size_t msglen);
+struct stacks *stacks_start(struct bpf_program *prog, struct bpf_map *ring, __u32 hz, int *err, char *msg,
+			    size_t msglen);
 /* Unwind and count what the ring holds now. */
 void stacks_drain(struct stacks *st);
+struct snapshot;
+/* At the end: each thread's events after its last event stack of a source (the BPF side's
+ * stack_event_budget.skipped), which no stack stands for: counted as events_without_stack. */
+void stacks_settle(struct stacks *st, const struct snapshot *snap);
 /* The perf events closed (no more CPU samples); what is in the ring stays to be drained. */
 void stacks_stop(struct stacks *st);
 /* The capture's `stacks` block; lost is the BPF side's count of records the ring had no room for. */

@@ -1,0 +1,471 @@
+"""Stacks (`--stacks`): where in the target's code each pattern's time and events are.
+
+A capture recorded with `--stacks` holds a `stacks` block (docs/capture-format.md): unique stacks, each
+with the thread it was taken on, its source (`cpu` for a cpu-clock sample, or the pattern event at which it
+was taken: `spin-write`, `empty-poll`, `futile-wakeup`, `handoff`), the probes' tags at that moment
+(`write-stall`, `empty-cycle`, `ready-cycle`, `handoff`, `request`, `kernel`), how many records it stands
+for (`count`) and how many events (`weight`: an event stack is taken at most once per thread and source in
+each sampling period, and stands for the events since the previous one), and its frames, innermost first.
+A runtime helper (the OpenTelemetry eBPF profiler for CPython and HotSpot, docs/stacks.md) adds frames of
+kind `python` or `jvm` the same way.
+
+What this module makes of them, per pattern:
+- its call sites: the innermost frame of the target's own code on the pattern's event stacks (weighted by
+  events) or CPU samples (weighted by time), with three callers of context;
+- its sampled CPU share, split into the kernel part (samples inside a syscall) and the user part, from
+  the samples whose stack passes through the pattern's machinery (the runtime's thread-pool, queue, future
+  and lock frames: MACHINERY, one table per runtime) or whose tags put them in the pattern's window;
+- folded stacks (FlameGraph, speedscope) and pprof (`go tool pprof`, Grafana Pyroscope) of any of them.
+Nothing here reads the capture's other blocks: labels.py joins the two.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+# Sources and tags, as the collector names them (collector/stacks.c).
+CPU = "cpu"
+SPIN_WRITE, EMPTY_POLL, FUTILE_WAKEUP, HANDOFF = "spin-write", "empty-poll", "futile-wakeup", "handoff"
+EVENT_SOURCES = (SPIN_WRITE, EMPTY_POLL, FUTILE_WAKEUP, HANDOFF)
+TAG_WRITE_STALL, TAG_EMPTY_CYCLE, TAG_READY_CYCLE = "write-stall", "empty-cycle", "ready-cycle"
+TAG_HANDOFF, TAG_REQUEST, TAG_KERNEL = "handoff", "request", "kernel"
+
+# The patterns (labels.py's names) and what of the stacks belongs to each: the event sources whose stacks
+# are its call sites, and the tags that put a CPU sample in its window.
+WRITE_SPIN, SPURIOUS_SELECT, HANDOFF_OVERHEAD = "write-spin", "spurious-select", "handoff-overhead"
+PATTERN_SOURCES = {WRITE_SPIN: (SPIN_WRITE,), SPURIOUS_SELECT: (FUTILE_WAKEUP, EMPTY_POLL),
+                   HANDOFF_OVERHEAD: (HANDOFF,)}
+PATTERN_TAGS = {WRITE_SPIN: (TAG_WRITE_STALL,), SPURIOUS_SELECT: (TAG_EMPTY_CYCLE, TAG_READY_CYCLE),
+                HANDOFF_OVERHEAD: (TAG_HANDOFF,)}
+TOP_CALL_SITES = 5
+CONTEXT_FRAMES = 3
+
+# Frame kinds.
+KERNEL, NATIVE, PYTHON, JVM = "kernel", "native", "python", "jvm"
+
+# The hand-off's machinery, per runtime: a CPU sample whose innermost classified frame is one of these
+# spends its time passing work between threads (docs/stacks.md has the table and why each is there).
+# Each entry is a regular expression matched against the frame's whole symbol.
+MACHINERY = {
+    "glibc": (r"(__)?pthread_cond_(wait|timedwait|clockwait|signal|broadcast)(@.*)?",
+              r"_*pthread_cond_(wait|signal|broadcast)_common", r"__(lll|futex)_\w+", r"futex_wake",
+              r"__new_sem_(wait|post)\w*", r"sem_(wait|timedwait|post)", r"eventfd_(read|write)",
+              r"__pthread_mutex_(cond_)?lock_full", r"__condvar_\w+"),
+    "kernel": (r"(__x64_sys_|__se_sys_|do_)?futex\w*", r"try_to_wake_up", r"wake_up_q", r"eventfd_(read|write)",
+               r"__wake_up_(common|sync_key)\w*", r"pipe_(read|write)"),
+    "python": (r"(.*\.)?run_in_threadpool", r"(.*\.)?run_sync(_in_worker_thread)?", r"WorkerThread\.\w+",
+               r"CapacityLimiter\.\w+", r"(Simple)?Queue\.(put|get|put_nowait|get_nowait|_put|_get)",
+               r"Condition\.(wait|notify|notify_all|_is_owned|_release_save|_acquire_restore)",
+               r"Event\.(wait|set)", r"(.*\.)?call_soon_threadsafe", r"(.*\.)?_write_to_self",
+               r"(.*\.)?_read_from_self", r"(.*\.)?run_in_executor", r"ThreadPoolExecutor\.(submit|_adjust_thread_count)",
+               r"_worker", r"Future\.(set_result|result|_invoke_callbacks|add_done_callback)",
+               r"(.*\.)?wrap_future", r"(.*\.)?_copy_future_state", r"(.*\.)?_chain_future\.\w+",
+               r"(.*\.)?_set_state", r"(.*\.)?_call_set_state", r"(.*\.)?cancel_shielded_checkpoint",
+               r"RunVar\.\w+", r"(.*\.)?to_thread\.\w+", r"BlockingPortal\.\w+"),
+    "jvm": (r"java\.util\.concurrent\.(ThreadPoolExecutor|ScheduledThreadPoolExecutor)\.\w+",
+            r"java\.util\.concurrent\.(LinkedBlockingQueue|ArrayBlockingQueue|SynchronousQueue|"
+            r"LinkedTransferQueue|ConcurrentLinkedQueue|LinkedBlockingDeque)(\$\w+)?\.\w+",
+            r"java\.util\.concurrent\.locks\.\w+(\$\w+)?\.\w+", r"java\.util\.concurrent\.CompletableFuture\w*\.\w+",
+            r"java\.util\.concurrent\.ForkJoin\w+\.\w+", r"(jdk\.internal\.misc|sun\.misc)\.Unsafe\.(park|unpark)",
+            r"io\.netty\.util\.concurrent\.(SingleThreadEventExecutor|DefaultPromise|AbstractEventExecutor|"
+            r"DefaultEventExecutor|MultithreadEventExecutorGroup|PromiseTask)\w*\.\w+",
+            r"io\.netty\.util\.internal\.shaded\.org\.jctools\.\S+",
+            r"io\.netty\.channel\.(nio\.NioEventLoop|SingleThreadEventLoop)\.(wakeup|execute)\w*",
+            r"Parker::(park|unpark)", r"Unsafe_(Park|Unpark)", r"os::PlatformEvent::\w+",
+            r"os::PlatformMonitor::\w+", r"ObjectMonitor::\w+"),
+    "go": (r"runtime\.(futexsleep|futexwakeup|notesleep|notewakeup|notetsleepg|chansend1?|chanrecv[12]?|"
+           r"selectgo|goready|ready|wakep|gopark|park_m|schedule|findRunnable|stopm|startm|semacquire1|"
+           r"semrelease1|runqgrab|runqsteal|netpollblock|handoffp)",
+           r"sync\.\(\*(Cond|Mutex|RWMutex|WaitGroup)\)\.\w+"),
+}
+_MACHINERY = {runtime: re.compile("|".join(f"(?:{p})" for p in patterns)) for runtime, patterns in MACHINERY.items()}
+
+# Modules whose frames are the runtime's or the C library's, never the target's own code.
+_RUNTIME_MODULES = re.compile(r"(libc|libpthread|ld-linux[-\w.]*|libm|libdl|librt|libgcc_s|libstdc\+\+|"
+                              r"libpython[\d.]+|python[\d.]*|libjvm|libjli|java|libnio|libnet|node|libuv|"
+                              r"libssl|libcrypto|libz|libffi|libev|libevent[\w-]*)(\.so[\d.]*)?(\+.*)?")
+_PYTHON_LIBRARY = re.compile(r"(/lib/python[\d.]+/|site-packages/|dist-packages/|<frozen )")
+
+
+@dataclass(frozen=True)
+class Frame:
+    kind: str            # KERNEL, NATIVE, PYTHON, JVM
+    module: str | None   # the file's name (native, kernel: "[kernel]"), or None
+    symbol: str | None   # the function, or None when the module has no symbol there
+    offset: int = 0      # into the symbol (or the module, when there is no symbol)
+    file: str | None = None
+    line: int | None = None
+
+    @property
+    def name(self) -> str:
+        """What a person reads: the symbol, else module+offset (a frame is never dropped for lack of a name)."""
+        return self.symbol if self.symbol else f"{self.module or '?'}+{self.offset:#x}"
+
+    @property
+    def where(self) -> str:
+        """The name with its source line where known: `spinning_write_site (spin.c:10)`."""
+        return f"{self.name} ({self.file}:{self.line})" if self.file and self.line else self.name
+
+
+@dataclass(frozen=True)
+class Stack:
+    tid: int
+    source: str
+    tags: frozenset
+    count: int
+    weight: int
+    frames: tuple  # of Frame, innermost first
+
+    @property
+    def in_kernel(self) -> bool:
+        return TAG_KERNEL in self.tags
+
+
+@dataclass
+class StackSet:
+    hz: int
+    stacks: list
+    records: dict
+    events: dict
+    lost: dict
+    no_user_frames: int
+    truncated: int
+    collector_cpu_s: float
+    unwinder: str
+    helper: dict | None = None  # the runtime helper's own account, when it ran
+
+    @property
+    def cpu_samples(self) -> list:
+        return [s for s in self.stacks if s.source == CPU]
+
+    def samples_by_tid(self) -> Counter:
+        counts: Counter = Counter()
+        for s in self.cpu_samples:
+            counts[s.tid] += s.count
+        return counts
+
+    @property
+    def lost_total(self) -> int:
+        return sum(self.lost.values())
+
+
+def load(capture: Mapping) -> StackSet | None:
+    """The capture's stacks, or None when it was recorded without --stacks."""
+    block = capture.get("stacks")
+    if not isinstance(block, Mapping):
+        return None
+    frames = [_frame(f) for f in block.get("frames", [])]
+    stacks = []
+    for s in block.get("stacks", []):
+        try:
+            chain = tuple(frames[i] for i in s["frames"])
+        except (IndexError, TypeError):
+            continue  # a frame index out of range: a damaged capture, the stack left out
+        stacks.append(Stack(int(s["tid"]), str(s["source"]), frozenset(s.get("tags", ())), int(s["count"]),
+                            int(s.get("weight", s["count"])), chain))
+    return StackSet(int(block.get("hz", 0)), stacks, dict(block.get("records", {})), dict(block.get("events", {})),
+                    dict(block.get("lost", {})), int(block.get("no_user_frames", 0)), int(block.get("truncated", 0)),
+                    float(block.get("collector_cpu_s", 0.0)), str(block.get("unwinder", "")),
+                    block.get("helper") if isinstance(block.get("helper"), Mapping) else None)
+
+
+def _frame(f: Mapping) -> Frame:
+    module = f.get("module")
+    kind = f.get("kind") or (KERNEL if module == "[kernel]" else NATIVE)
+    symbol = f.get("symbol")
+    offset = f.get("symbol_offset", 0) if symbol else f.get("address", 0)
+    return Frame(kind, module, symbol, int(offset or 0), f.get("file"), f.get("line"))
+
+
+# ------------------------------------------------------------------ classification
+
+
+def machinery_runtime(frame: Frame) -> str | None:
+    """The runtime whose hand-off machinery this frame is (a MACHINERY key), or None."""
+    if not frame.symbol:
+        return None
+    if frame.kind == KERNEL:
+        return "kernel" if _MACHINERY["kernel"].fullmatch(frame.symbol) else None
+    if frame.kind == PYTHON:
+        return "python" if _MACHINERY["python"].fullmatch(_python_qualname(frame.symbol)) else None
+    if frame.kind == JVM:
+        return "jvm" if _MACHINERY["jvm"].fullmatch(_jvm_method(frame.symbol)) else None
+    for runtime in ("glibc", "go", "jvm"):  # native frames: libc's, a Go binary's, libjvm's own
+        if _MACHINERY[runtime].fullmatch(frame.symbol):
+            return runtime
+    return None
+
+
+def _python_qualname(symbol: str) -> str:
+    return symbol.rsplit(" ", 1)[-1]
+
+
+def _jvm_method(symbol: str) -> str:
+    """`void java.util.concurrent.LinkedBlockingQueue.offer(java.lang.Object)` -> `java.util...offer`."""
+    head = symbol.split("(", 1)[0]
+    return head.rsplit(" ", 1)[-1]
+
+
+def is_own_code(frame: Frame) -> bool:
+    """Whether the frame is the target's own code rather than its runtime's, its C library's or the kernel's:
+    a call site is the innermost such frame."""
+    if frame.kind == KERNEL:
+        return False
+    if frame.kind == PYTHON:
+        return not (frame.file and _PYTHON_LIBRARY.search(frame.file))
+    if frame.kind == JVM:
+        method = _jvm_method(frame.symbol or "")
+        return not method.startswith(("java.", "javax.", "jdk.", "sun.", "com.sun.", "io.netty.", "kotlin."))
+    module = frame.module or ""
+    if module.startswith("[") or _RUNTIME_MODULES.fullmatch(module):
+        return False
+    return not (frame.symbol or "").startswith(("runtime.", "internal/", "syscall.", "sync.", "net.", "net/http."))
+
+
+def machinery_of(stack: Stack) -> str | None:
+    """The runtime of the hand-off machinery this sample is in: walking from the innermost frame out, the
+    first frame that is either machinery (its runtime) or the target's own code (None: the sample is the
+    code's own work, even if a pool's frames run it further out, as a pool runs every task)."""
+    for frame in stack.frames:
+        runtime = machinery_runtime(frame)
+        if runtime:
+            return runtime
+        if is_own_code(frame):
+            return None
+    return None
+
+
+def call_site(stack: Stack) -> tuple:
+    """(the innermost frame of the target's own code, CONTEXT_FRAMES of its callers); with none of its own
+    code on the stack, its innermost user-space frame (or the innermost frame) and callers."""
+    frames = stack.frames
+    for i, frame in enumerate(frames):
+        if is_own_code(frame):
+            return frame, frames[i + 1:i + 1 + CONTEXT_FRAMES]
+    user = [i for i, f in enumerate(frames) if f.kind != KERNEL]
+    i = user[0] if user else 0
+    return (frames[i], frames[i + 1:i + 1 + CONTEXT_FRAMES]) if frames else (None, ())
+
+
+# ------------------------------------------------------------------ per pattern
+
+
+@dataclass
+class CallSite:
+    frame: Frame
+    context: tuple
+    events: int = 0    # events (event stacks' weights) here
+    samples: int = 0   # CPU samples in the pattern's window here
+    event_share: float = 0.0
+    sample_share: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {"function": self.frame.name, "module": self.frame.module, "file": self.frame.file,
+                "line": self.frame.line, "kind": self.frame.kind, "where": self.frame.where,
+                "callers": [f.where for f in self.context], "events": self.events, "samples": self.samples,
+                "event_share": round(self.event_share, 4), "sample_share": round(self.sample_share, 4)}
+
+
+@dataclass
+class PatternStacks:
+    pattern: str
+    samples: int              # the CPU samples of the threads considered
+    window_samples: int       # ...in the pattern's window (its tags)
+    machinery_user: int       # ...in user space in the runtime's machinery (hand-off only)
+    machinery_kernel: int     # ...in the kernel in the machinery (already in the syscall-measured part)
+    machinery_runtimes: dict  # runtime -> samples
+    events: int               # events the pattern's event stacks stand for
+    call_sites: list = field(default_factory=list)
+
+    @property
+    def user_share(self) -> float | None:
+        """The share of the threads' CPU the pattern spends in user space that the syscall and scheduler
+        tracepoints do not time: the hand-off's machinery frames outside the kernel."""
+        return self.machinery_user / self.samples if self.samples else None
+
+    @property
+    def window_share(self) -> float | None:
+        return self.window_samples / self.samples if self.samples else None
+
+    def to_dict(self) -> dict:
+        return {"samples": self.samples, "window_samples": self.window_samples,
+                "window_share": _round(self.window_share), "machinery_samples_user": self.machinery_user,
+                "machinery_samples_kernel": self.machinery_kernel, "machinery_runtimes": self.machinery_runtimes,
+                "user_share": _round(self.user_share), "events": self.events,
+                "call_sites": [c.to_dict() for c in self.call_sites]}
+
+
+def _round(v: float | None) -> float | None:
+    return None if v is None else round(v, 4)
+
+
+def pattern_stacks(stacks: StackSet, pattern: str, tids: Iterable[int] | None = None) -> PatternStacks:
+    """What the stacks say of `pattern` on the threads `tids` (all when None)."""
+    keep = None if tids is None else set(tids)
+    sources, tags = PATTERN_SOURCES[pattern], PATTERN_TAGS[pattern]
+    samples = window = mach_user = mach_kernel = events = 0
+    runtimes: Counter = Counter()
+    sites: dict = {}
+    for s in stacks.stacks:
+        if keep is not None and s.tid not in keep:
+            continue
+        if s.source in sources:
+            events += s.weight
+            _site(sites, s).events += s.weight
+            continue
+        if s.source != CPU:
+            continue
+        samples += s.count
+        runtime = machinery_of(s) if pattern == HANDOFF_OVERHEAD else None
+        if runtime:
+            runtimes[runtime] += s.count
+            if s.in_kernel:
+                mach_kernel += s.count
+            else:
+                mach_user += s.count
+        if runtime or tags and s.tags & set(tags):
+            window += s.count
+            _site(sites, s).samples += s.count
+    ranked = sorted(sites.values(), key=lambda c: (-c.events, -c.samples, c.frame.where))
+    for c in ranked:
+        c.event_share = c.events / events if events else 0.0
+        c.sample_share = c.samples / window if window else 0.0
+    return PatternStacks(pattern, samples, window, mach_user, mach_kernel, dict(runtimes), events,
+                         ranked[:TOP_CALL_SITES])
+
+
+def _site(sites: dict, stack: Stack) -> CallSite:
+    frame, context = call_site(stack)
+    key = (frame.where if frame else None, tuple(f.where for f in context))  # a line, not an instruction
+    if key not in sites:
+        sites[key] = CallSite(frame, context)
+    return sites[key]
+
+
+# ------------------------------------------------------------------ exports
+
+
+def selected(stacks: StackSet, pattern: str | None = None, source: str | None = CPU) -> list:
+    """The stacks of one source (CPU samples by default; None: every source), of one pattern's window or
+    events when given."""
+    out = []
+    for s in stacks.stacks:
+        if pattern:
+            if s.source in PATTERN_SOURCES[pattern]:
+                out.append(s)
+                continue
+            if s.source != CPU or not (s.tags & set(PATTERN_TAGS[pattern])
+                                       or (pattern == HANDOFF_OVERHEAD and machinery_of(s))):
+                continue
+            if source not in (None, CPU):
+                continue
+        elif source is not None and s.source != source:
+            continue
+        out.append(s)
+    return out
+
+
+def _folded_name(frame: Frame) -> str:
+    return frame.where.replace(";", ":").replace("\n", " ")
+
+
+def folded(stacks: Iterable[Stack], thread_names: Mapping | None = None) -> str:
+    """Folded stacks (Brendan Gregg's format: `root;...;leaf count` a line), rooted at the thread's name;
+    each stack counted by its events (event stacks) or samples (CPU samples)."""
+    counts: dict = defaultdict(int)
+    for s in stacks:
+        thread = (thread_names or {}).get(s.tid, f"tid {s.tid}")
+        path = ";".join([str(thread).replace(";", ":"), *(_folded_name(f) for f in reversed(s.frames))])
+        counts[path] += s.weight if s.source != CPU else s.count
+    return "".join(f"{path} {n}\n" for path, n in sorted(counts.items()))
+
+
+def pprof(stacks: Iterable[Stack], hz: int, duration_s: float, thread_names: Mapping | None = None) -> bytes:
+    """A gzipped pprof profile (profile.proto) of the stacks: sample types `samples`/count and `cpu`/
+    nanoseconds for CPU samples, `events`/count for event stacks; each sample labelled with its thread,
+    source and tags. For `go tool pprof`, Grafana Pyroscope, speedscope."""
+    return gzip.compress(_Profile(hz, duration_s, thread_names or {}).encode(list(stacks)), mtime=0)
+
+
+class _Profile:
+    """profile.proto written with the protobuf wire format (github.com/google/pprof/proto/profile.proto):
+    the handful of messages a profile needs, so no generated code is carried for them."""
+
+    def __init__(self, hz: int, duration_s: float, thread_names: Mapping):
+        self.hz, self.duration_s, self.names = hz, duration_s, thread_names
+        self.strings: dict = {"": 0}
+        self.functions: dict = {}
+        self.locations: dict = {}
+
+    def s(self, text: str) -> int:
+        return self.strings.setdefault(text, len(self.strings))
+
+    def location(self, frame: Frame) -> int:
+        if frame not in self.locations:
+            key = (frame.name, frame.file or frame.module or "")
+            if key not in self.functions:
+                self.functions[key] = len(self.functions) + 1
+            self.locations[frame] = (len(self.locations) + 1, self.functions[key])
+        return self.locations[frame][0]
+
+    def encode(self, stacks: list) -> bytes:
+        period = int(1e9 / self.hz) if self.hz else 0
+        out = bytearray()
+        types = [(self.s("samples"), self.s("count")), (self.s("cpu"), self.s("nanoseconds")),
+                 (self.s("events"), self.s("count"))]
+        for t, u in types:
+            out += _field_msg(1, _field_int(1, t) + _field_int(2, u))
+        for st in stacks:
+            ids = [self.location(f) for f in st.frames]
+            cpu = st.source == CPU
+            values = [st.count if cpu else 0, st.count * period if cpu else 0, 0 if cpu else st.weight]
+            labels = [_field_msg(3, _field_int(1, self.s("thread")) + _field_int(2, self.s(str(self.names.get(
+                          st.tid, st.tid))))),
+                      _field_msg(3, _field_int(1, self.s("source")) + _field_int(2, self.s(st.source)))]
+            for tag in sorted(st.tags):
+                labels.append(_field_msg(3, _field_int(1, self.s("tag")) + _field_int(2, self.s(tag))))
+            out += _field_msg(2, _packed(1, ids) + _packed(2, values) + b"".join(labels))
+        for frame, (loc_id, fn_id) in self.locations.items():
+            line = _field_int(1, fn_id) + (_field_int(2, frame.line) if frame.line else b"")
+            out += _field_msg(4, _field_int(1, loc_id) + _field_msg(4, line))
+        for (name, filename), fn_id in self.functions.items():
+            out += _field_msg(5, _field_int(1, fn_id) + _field_int(2, self.s(name)) + _field_int(3, self.s(name))
+                              + _field_int(4, self.s(filename)))
+        strings = sorted(self.strings.items(), key=lambda kv: kv[1])
+        for text, _ in strings:
+            out += _field_bytes(6, text.encode())
+        out += _field_int(10, int(self.duration_s * 1e9))
+        out += _field_msg(11, _field_int(1, self.s("cpu")) + _field_int(2, self.s("nanoseconds")))
+        out += _field_int(12, period)
+        return bytes(out)
+
+
+def _varint(n: int) -> bytes:
+    n &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _field_int(number: int, value: int) -> bytes:
+    return _varint(number << 3) + _varint(value) if value else b""
+
+
+def _field_bytes(number: int, value: bytes) -> bytes:
+    return _varint(number << 3 | 2) + _varint(len(value)) + value
+
+
+def _field_msg(number: int, body: bytes) -> bytes:
+    return _field_bytes(number, body)
+
+
+def _packed(number: int, values: list) -> bytes:
+    return _field_bytes(number, b"".join(_varint(v) for v in values)) if values else b""

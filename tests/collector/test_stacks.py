@@ -1,0 +1,116 @@
+"""--stacks: the call sites of each pattern's events are named, and the events' weights add up to the exact
+counts, on a fixture built without frame pointers (tests/fixtures/callsites.c)."""
+
+from __future__ import annotations
+
+import pytest
+
+from spinscope import stacks as S
+
+from collector_harness import run_fixture
+
+SPINS, EMPTIES, ITEMS = 5000, 150, 200
+HZ = "199"
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    return run_fixture("callsites", tmp_path=tmp_path_factory.mktemp("callsites"),
+                       collector_args=("--stacks", HZ))
+
+
+def events(stackset, tid, source):
+    return [s for s in stackset.stacks if s.tid == tid and s.source == source]
+
+
+def test_the_block_says_how_it_was_made(run):
+    block = run.capture["stacks"]
+    assert block["hz"] == int(HZ)
+    assert block["unwinder"].startswith("elfutils libdw ")
+    assert block["settled"] is True
+    assert block["lost"] == {"ring_full": 0, "unique_stacks_cap": 0, "out_of_memory": 0}
+    assert set(block["events_without_stack"]) == {"spin-write", "empty-poll", "futile-wakeup", "handoff"}
+
+
+def tail(run, source):
+    return run.capture["stacks"]["events_without_stack"][source]
+
+
+def weights_by_site(got) -> dict:
+    sites: dict = {}
+    for s in got:
+        name = S.call_site(s)[0].name
+        sites[name] = sites.get(name, 0) + s.weight
+    return sites
+
+
+def test_spin_retries_weigh_exactly_what_was_retried_and_name_their_function(run):
+    """The fill's last write returns EAGAIN after a partial one, which is a spin retry of its own (in spinner):
+    the thread's first event, so it gets the first stack, alone. Then SPINS retries in spin_retry_site, every
+    one of them in the stacks' weights or in the tail after the thread's last stack."""
+    tid = run.truth["spinner"]["tid"]
+    got = events(S.load(run.capture), tid, S.SPIN_WRITE)
+    counted = run.thread("spinner")["write_spin_empty"]
+    assert counted == SPINS + 1
+    assert sum(s.weight for s in got) + tail(run, S.SPIN_WRITE) == counted
+    sites = weights_by_site(got)
+    assert sites.pop("spinner") == 1
+    assert sites.pop("spin_retry_site") + tail(run, S.SPIN_WRITE) == SPINS
+    assert sites == {}
+    # The stride kept the stacks to about twice the budget a second, however fast the retries came.
+    assert sum(s.count for s in got) < 2 * int(HZ) + 24
+
+
+def test_empty_polls_weigh_exactly_what_was_polled_and_name_their_function(run):
+    tid = run.truth["idler"]["tid"]
+    got = events(S.load(run.capture), tid, S.EMPTY_POLL)
+    assert sum(s.weight for s in got) + tail(run, S.EMPTY_POLL) == EMPTIES == run.thread("idler")["poll_zero"]
+    assert set(weights_by_site(got)) == {"empty_poll_site"}
+    # 150 polls in ~0.2 s: under the budget (HZ a second), a stack for each.
+    assert sum(s.count for s in got) == EMPTIES
+
+
+def test_handoff_wakes_come_from_the_queue_push(run):
+    tid = run.truth["producer"]["tid"]
+    got = events(S.load(run.capture), tid, S.HANDOFF)
+    woken = sum(s.weight for s in got) + tail(run, S.HANDOFF)
+    # Each push wakes the consumer when it is asleep, which the producer's 1 ms sleep makes nearly always,
+    # from pthread_cond_signal, and once more from the mutex's unlock when the woken consumer found it held.
+    assert ITEMS // 2 <= woken <= 2 * ITEMS
+    assert {S.call_site(s)[0].name for s in got} == {"queue_push"}
+    # Nothing else in the fixture hands anything over.
+    others = [s for s in S.load(run.capture).stacks if s.source == S.HANDOFF and s.tid != tid]
+    assert others == []
+
+
+def test_the_caller_of_libc_is_on_the_stack_without_frame_pointers(run):
+    """The frame a frame-pointer walk loses (the caller of write(), under a libc without frame pointers)."""
+    tid = run.truth["spinner"]["tid"]
+    stack = next(s for s in events(S.load(run.capture), tid, S.SPIN_WRITE) if s.weight == 1)
+    names = [f.name for f in stack.frames]
+    assert names[0] in ("__write", "write", "__libc_write"), names
+    assert names[1] == "spinner", names  # the thread's first spin retry: the fill's last write
+    assert "start_thread" in names, names
+    own = stack.frames[1]
+    assert own.module == "callsites" and own.file == "callsites.c" and own.line > 0
+
+
+def test_per_pattern_call_sites(run):
+    stackset = S.load(run.capture)
+    spin = S.pattern_stacks(stackset, S.WRITE_SPIN)
+    assert spin.call_sites[0].frame.name == "spin_retry_site" and spin.call_sites[0].event_share > 0.99
+    idle = S.pattern_stacks(stackset, S.SPURIOUS_SELECT)
+    assert idle.call_sites[0].frame.name == "empty_poll_site"
+    handoff = S.pattern_stacks(stackset, S.HANDOFF_OVERHEAD)
+    assert handoff.call_sites[0].frame.name == "queue_push"
+
+
+def test_exports_open_in_the_usual_tools(run, tmp_path):
+    stackset = S.load(run.capture)
+    text = S.folded(s for s in S.selected(stackset, S.WRITE_SPIN, source=None) if s.source == S.SPIN_WRITE)
+    lines = text.splitlines()
+    assert lines and all(line.rsplit(" ", 1)[1].isdigit() for line in lines)
+    assert sum(int(line.rsplit(" ", 1)[1]) for line in lines if "spin_retry_site" in line) \
+        == SPINS - tail(run, S.SPIN_WRITE)
+    blob = S.pprof(stackset.stacks, stackset.hz, run.capture["duration_s"])
+    assert blob[:2] == b"\x1f\x8b"  # gzip, as pprof reads it
