@@ -49,7 +49,7 @@ $(BUILD)/spinscope.skel.h: $(BUILD)/spinscope.bpf.o
 
 $(BUILD)/spinscope-collector: $(COLLECTOR_SRCS) $(COLLECTOR_HDRS) $(BPF_HDRS) $(BUILD)/spinscope.skel.h $(VERSION_SRC)
 	$(CC) $(CFLAGS) $(WARN) $(COLLECTOR_CPPFLAGS) $(COLLECTOR_SRCS) -o $@ \
-		$(shell pkg-config --libs libbpf json-c) -ldw -lelf -lz
+		$(shell pkg-config --libs libbpf json-c) -ldw -lelf -lz -lstdc++
 
 # The collector's C units tested on their own (tests/c/*_test.c, run by tests/collector/test_c_units.py):
 # each links with the collector's sources but its own main().
@@ -60,7 +60,7 @@ ctests: $(CTESTS)
 $(BUILD)/ctests/%: tests/c/%.c $(wildcard tests/c/*.h) $(filter-out collector/main.c,$(COLLECTOR_SRCS)) $(COLLECTOR_HDRS) $(BPF_HDRS) $(BUILD)/spinscope.skel.h
 	mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(WARN) $(COLLECTOR_CPPFLAGS) $< $(filter-out collector/main.c,$(COLLECTOR_SRCS)) -o $@ \
-		$(shell pkg-config --libs libbpf json-c) -ldw -lelf -lz
+		$(shell pkg-config --libs libbpf json-c) -ldw -lelf -lz -lstdc++
 
 # `make dist`: build/dist/spinscope-collector, a collector that runs on any x86-64 Linux with a BTF kernel and
 # nothing installed (copy it to a host where Python is not wanted: record there, analyse elsewhere), and
@@ -79,7 +79,7 @@ dist: $(DIST)/spinscope-collector $(WHEEL)
 $(DIST)/spinscope-collector: $(COLLECTOR_SRCS) $(COLLECTOR_HDRS) $(BPF_HDRS) $(BUILD)/spinscope.skel.h $(VERSION_SRC)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(WARN) $(COLLECTOR_CPPFLAGS) $(COLLECTOR_SRCS) -o $@.tmp -static -s \
-		$(shell pkg-config --static --libs libbpf json-c) -ldw -lbz2 -llzma -lelf -lz
+		$(shell pkg-config --static --libs libbpf json-c) -ldw -lbz2 -llzma -lelf -lz -lstdc++
 	mv $@.tmp $@
 
 $(WHEEL): $(DIST)/spinscope-collector $(PY_SRCS) pyproject.toml setup.py

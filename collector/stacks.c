@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <linux/perf_event.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 
 #include <bpf/bpf.h>
@@ -99,13 +100,27 @@ struct stack {
 	__u64 hash;
 };
 
+/* A symbol of a perf map (/tmp/perf-PID.map: JIT compilers write them, the JVM on `jcmd PID
+ * Compiler.perfmap`, Node with --perf-basic-prof, CPython 3.12+ with -X perf). */
+struct jit_symbol {
+	__u64 start, size;
+	char *name;
+};
+
 /* The Dwfl of one process, its modules reported from its maps. */
 struct process {
 	int pid;
 	Dwfl *dwfl;
 	bool attached;
 	__u64 reported_ns; /* when its modules were last reported */
+	struct jit_symbol *jit; /* its perf map, sorted by start */
+	size_t njit;
+	__u64 jit_checked_ns;   /* when the perf map was last looked for */
+	struct stat jit_stat;   /* the perf map as last read (a rewritten one is read again) */
 };
+#define PERF_MAP_MAX_SYMBOLS (1u << 20) /* a perf map is the target's file: bounded */
+
+static void jit_free(struct process *p);
 #define MAX_PROCESSES 64
 
 /* (pid, pc) -> frame: each address named once. */
@@ -362,6 +377,7 @@ static struct process *process_of(struct stacks *st, int pid)
 			return &st->processes[i];
 	if (st->nprocesses == MAX_PROCESSES) {
 		dwfl_end(st->processes[0].dwfl);
+		jit_free(&st->processes[0]);
 		memmove(st->processes, st->processes + 1, (MAX_PROCESSES - 1) * sizeof(*p));
 		st->nprocesses--;
 	}
@@ -382,6 +398,139 @@ static __u64 pc_hash_at(const void *ctx, __u32 i)
 	return mix64(e->pc ^ ((__u64)e->pid << 40));
 }
 
+static int jit_compare(const void *a, const void *b)
+{
+	const struct jit_symbol *x = a, *y = b;
+
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static void jit_free(struct process *p)
+{
+	for (size_t i = 0; i < p->njit; i++)
+		free(p->jit[i].name);
+	free(p->jit);
+	p->jit = NULL;
+	p->njit = 0;
+}
+
+/* The process's pid in its own PID namespace (the perf map is named by it), or pid. */
+static int pid_in_namespace(int pid)
+{
+	char path[64], line[256];
+	int nspid = pid;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	if (!(f = fopen(path, "re")))
+		return pid;
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, "NSpid:", 6))
+			continue;
+		for (char *tok = strtok(line + 6, " \t\n"); tok; tok = strtok(NULL, " \t\n"))
+			nspid = atoi(tok); /* the last: the innermost namespace's */
+		break;
+	}
+	fclose(f);
+	return nspid > 0 ? nspid : pid;
+}
+
+/* Read the process's perf map, as its own /tmp holds it, if it is there and changed (at most once a second). */
+static void jit_read(struct process *p)
+{
+	char path[96], line[1024];
+	struct stat now;
+	size_t cap = 0;
+	FILE *f;
+
+	if (monotonic_ns() - p->jit_checked_ns < 1000000000ULL)
+		return;
+	p->jit_checked_ns = monotonic_ns();
+	snprintf(path, sizeof(path), "/proc/%d/root/tmp/perf-%d.map", p->pid, pid_in_namespace(p->pid));
+	if (stat(path, &now) || (now.st_mtime == p->jit_stat.st_mtime && now.st_size == p->jit_stat.st_size) ||
+	    !S_ISREG(now.st_mode) || !(f = fopen(path, "re")))
+		return;
+	jit_free(p);
+	p->jit_stat = now;
+	while (fgets(line, sizeof(line), f) && p->njit < PERF_MAP_MAX_SYMBOLS) {
+		unsigned long long start, size;
+		int used = 0;
+
+		line[strcspn(line, "\n")] = '\0';
+		if (sscanf(line, "%llx %llx %n", &start, &size, &used) < 2 || !used || !line[used])
+			continue;
+		if (p->njit == cap) {
+			struct jit_symbol *more = realloc(p->jit, (cap = cap ? 2 * cap : 4096) * sizeof(*more));
+
+			if (!more)
+				break;
+			p->jit = more;
+		}
+		p->jit[p->njit++] = (struct jit_symbol){ start, size, strdup(line + used) };
+	}
+	fclose(f);
+	qsort(p->jit, p->njit, sizeof(*p->jit), jit_compare);
+}
+
+/* The perf map's symbol at pc, or NULL. */
+static const struct jit_symbol *jit_symbol_at(struct process *p, __u64 pc)
+{
+	size_t lo = 0, hi;
+
+	jit_read(p);
+	hi = p->njit;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (p->jit[mid].start <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo && pc < p->jit[lo - 1].start + p->jit[lo - 1].size && p->jit[lo - 1].name)
+		return &p->jit[lo - 1];
+	return NULL;
+}
+
+/* The mapping of /proc/PID/maps that holds pc, as a frame's module and address: "[anon]" (or the
+ * mapping's own name) and pc's offset into it; "[unknown]" at 0 when no mapping holds it any more. */
+static void mapping_of(int pid, __u64 pc, struct frame *f)
+{
+	char path[64], line[4096];
+	FILE *maps;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	if ((maps = fopen(path, "re"))) {
+		while (fgets(line, sizeof(line), maps)) {
+			unsigned long long start, end;
+			int used = 0;
+
+			if (sscanf(line, "%llx-%llx %*s %*s %*s %*s %n", &start, &end, &used) < 2 || pc < start ||
+			    pc >= end)
+				continue;
+			line[strcspn(line, "\n")] = '\0';
+			f->module = used && line[used] ? basename_dup(line + used) : strdup("[anon]");
+			f->address = pc - start;
+			break;
+		}
+		fclose(maps);
+	}
+	if (!f->module)
+		f->module = strdup("[unknown]");
+}
+
+/* C++'s demangler (libstdc++'s, as perf and eu-stack use): a C++ or Rust-legacy symbol as a person reads
+ * it, `JavaCalls::call_helper(JavaValue*, ...)`; anything else as it is. */
+char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
+
+static char *symbol_dup(const char *name)
+{
+	int status = -1;
+	char *plain = name[0] == '_' && name[1] == 'Z' ? __cxa_demangle(name, NULL, NULL, &status) : NULL;
+
+	return plain && status == 0 ? plain : strdup(name);
+}
+
 /* Name pc in process p as a frame. */
 static __u32 user_frame_named(struct stacks *st, struct process *p, __u64 pc)
 {
@@ -396,8 +545,16 @@ static __u32 user_frame_named(struct stacks *st, struct process *p, __u64 pc)
 	/* A library loaded after the modules were reported: report them again (at most once a second). */
 	if (!mod && monotonic_ns() - p->reported_ns > 1000000000ULL && process_report(p))
 		mod = dwfl_addrmodule(p->dwfl, pc);
-	if (!mod) {
-		f.module = strdup("[unknown]");
+	if (!mod) { /* JIT code, or a mapping with no file: named by the process's perf map, if it has one */
+		const struct jit_symbol *jit = jit_symbol_at(p, pc);
+
+		if (jit) {
+			f.module = strdup("[jit]");
+			f.symbol = strdup(jit->name);
+			f.symbol_offset = pc - jit->start;
+		} else {
+			mapping_of(p->pid, pc, &f);
+		}
 		return frame_intern(st, &f);
 	}
 	name = dwfl_module_info(mod, NULL, &start, NULL, NULL, NULL, NULL, NULL); /* the path in the maps */
@@ -405,7 +562,7 @@ static __u32 user_frame_named(struct stacks *st, struct process *p, __u64 pc)
 	f.address = pc - start;
 	name = dwfl_module_addrinfo(mod, pc, &offset, &sym, NULL, NULL, NULL);
 	if (name) {
-		f.symbol = strdup(name);
+		f.symbol = symbol_dup(name);
 		f.symbol_offset = offset;
 	}
 	line = dwfl_module_getsrc(mod, pc);
@@ -691,8 +848,10 @@ void stacks_free(struct stacks *st)
 	free(st->links);
 	free(st->fds);
 	ring_buffer__free(st->ring);
-	for (size_t i = 0; i < st->nprocesses; i++)
+	for (size_t i = 0; i < st->nprocesses; i++) {
 		dwfl_end(st->processes[i].dwfl);
+		jit_free(&st->processes[i]);
+	}
 	for (size_t i = 0; i < st->nframes; i++)
 		free(st->frames[i].module), free(st->frames[i].symbol), free(st->frames[i].file);
 	for (size_t i = 0; i < st->nstacks; i++)
