@@ -1,4 +1,4 @@
-"""Where the analyzer finds the collector (spinscope/collector.py's docstring): $SPINSCOPE_COLLECTOR alone
+"""Where the analyzer finds the collector (spinscope/tracing/collector.py's docstring): $SPINSCOPE_COLLECTOR alone
 when set; else the checkout's build when the package runs from a checkout; else the one bundled in the
 package (the wheel from `make dist`); else PATH. Laid out here with stand-in files in a temporary checkout
 and a temporary site-packages; tests/install does it for real with the wheel."""
@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from spinscope import collector, doctor
-from spinscope.collector import Candidate
+from spinscope.commands import doctor
+
+from spinscope.tracing import collector
+from spinscope.tracing.collector import Candidate
 
 
 def executable(path: Path) -> Path:

@@ -51,5 +51,5 @@ def test_the_check_sees_every_import_form(tmp_path):
         path = tmp_path / "m.py"
         path.write_text(form + "\n")
         assert lab_imports(path), form
-    path.write_text("import spinscope.labels\nfrom spinscope import labels\nfrom .labels import assess\n")
+    path.write_text("import spinscope.analysis.labels\nfrom spinscope import labels\nfrom .labels import assess\n")
     assert lab_imports(path) == []

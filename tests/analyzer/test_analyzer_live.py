@@ -18,9 +18,11 @@ import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from spinscope import capture, exporter, live, top
+from spinscope.analysis import capture
+
+from spinscope.live import exporter, stream as live, top
 from spinscope.errors import SpinscopeError
-from spinscope.labels import FINDING_NAMES, LABEL_NAMES
+from spinscope.analysis.labels import FINDING_NAMES, LABEL_NAMES
 from paths import CAPTURES, DEPLOY
 
 
@@ -311,7 +313,7 @@ def test_the_process_table_reads_new_processes_at_once_and_all_of_them_at_the_re
 
 
 def test_exporter_refuses_bad_options():
-    from spinscope.cli import main
+    from spinscope.commands.cli import main
 
     assert main(["exporter"]) == 2
     assert main(["exporter", "--pid", "1", "--port", "70000"]) == 2
@@ -383,7 +385,8 @@ def test_the_exporter_judges_a_window_as_report_does_and_without_pandas(tmp_path
         files.append(path)
     script = """
 import json, sys
-from spinscope import capture, exporter
+from spinscope.analysis import capture
+from spinscope.live import exporter
 judged = {}
 for path in sys.argv[1:]:
     cap = capture.load(path)

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from spinscope import pidns
+from spinscope.tracing import pidns
 from spinscope.errors import SpinscopeError
 
 

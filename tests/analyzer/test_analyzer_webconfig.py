@@ -1,4 +1,4 @@
-"""spinscope/webconfig.py, webguard.py and webserver.py: `spinscope exporter --web-config FILE`,
+"""spinscope/web/config.py, webguard.py and webserver.py: `spinscope exporter --web-config FILE`,
 exporter-toolkit's web configuration file, and the endpoint that serves with it. Every refusal is one line
 naming the key, before anything is attached; basic auth answers 401 with `WWW-Authenticate: Basic`, counts
 it, and runs bcrypt once per credential that passed; TLS (and client certificates) on a real local
@@ -23,8 +23,9 @@ import pytest
 from prometheus_client import CollectorRegistry, Gauge
 
 from certs import Authority
-from spinscope import exporter, webconfig, webguard, webserver
-from spinscope.cli import main
+from spinscope.live import exporter
+from spinscope.web import config as webconfig, guard as webguard, server as webserver
+from spinscope.commands.cli import main
 from spinscope.errors import UsageError
 from paths import ROOT
 

@@ -6,7 +6,7 @@ import pytest
 
 import spinscope
 
-from spinscope.capture import SCHEMA, layout_differences
+from spinscope.analysis.capture import SCHEMA, layout_differences
 
 from collector_harness import run_fixture
 

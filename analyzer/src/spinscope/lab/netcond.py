@@ -38,7 +38,7 @@ import statistics
 import subprocess
 import time
 
-from spinscope.collector import repo_root
+from spinscope.tracing.collector import repo_root
 from spinscope.errors import SpinscopeError
 
 PREFIX = "spinscope-"

@@ -20,10 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from spinscope import counters
-from spinscope.capture import SCHEMA, Capture
-from spinscope.counters import NOT_HANDOFFS, handoffs
-from spinscope.roles import WORKER, infer_roles
+from spinscope.analysis import counters
+from spinscope.analysis.capture import SCHEMA, Capture
+from spinscope.analysis.counters import NOT_HANDOFFS, handoffs
+from spinscope.analysis.roles import WORKER, infer_roles
 
 PER_REQUEST = "per request"
 PER_CALL = "ratio"

@@ -1,6 +1,6 @@
 """`spinscope exporter`: spinscope's signals of running servers, served to Prometheus.
 
-One collector per target streams a line a second (spinscope.live, docs/live.md); the exporter keeps the
+One collector per target streams a line a second (spinscope.live.stream, docs/live.md); the exporter keeps the
 latest line of each and, at each scrape, writes what it holds in Prometheus's exposition format through
 prometheus_client (a custom collector: nothing is counted twice, nothing kept per scrape). Names follow
 Prometheus's conventions: the prefix `spinscope_`, base units (seconds, bytes), `_total` on counters. No
@@ -15,7 +15,7 @@ later (a server that restarts is picked up again), one collector each; `--cgroup
 cgroup v2 (a systemd unit, a pod) by one collector, its series labelled with the cgroup's name and no pid,
 waiting for the cgroup while it does not exist. A target that exits (a cgroup removed) is dropped: its
 series go.
-The endpoint (plain, or TLS and basic auth from `--web-config`: webconfig.py) is spinscope.webserver's.
+The endpoint (plain, or TLS and basic auth from `--web-config`: webconfig.py) is spinscope.web.server's.
 `METRICS` lists every family the exporter writes; the dashboard and alert rules in deploy/ are tested
 against it.
 """
@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from spinscope import targets
+from spinscope.tracing import targets
 from spinscope.errors import SpinscopeError, UsageError
 
 DEFAULT_PORT = targets.EXPORTER_PORT
@@ -180,8 +180,8 @@ class View:
 
 def view_of(cap, selector: str, labels: list, sampled: float = 1.0) -> View:
     """The View of a capture (the stream's latest line): threads summed by name and role."""
-    from spinscope.capture import COUNTERS
-    from spinscope.roles import infer_roles
+    from spinscope.analysis.capture import COUNTERS
+    from spinscope.analysis.roles import infer_roles
 
     roles = infer_roles(cap.threads, cap.request_count)
     by_group: dict = {}
@@ -221,8 +221,8 @@ def scaled(base: View | None, cur: View, factor: float) -> View:
 
 def judge(span) -> list:
     """[(name, severity, cost share)] of the labels over a window capture, then the findings (severity None)."""
-    from spinscope.labels import assess
-    from spinscope.metrics import analyze
+    from spinscope.analysis.labels import assess
+    from spinscope.analysis.metrics import analyze
 
     assessment = assess(analyze(span))
     return ([(label.name, label.severity, label.cost_share) for label in assessment.labels]
@@ -296,8 +296,8 @@ def _process_samples(made: dict, add, v, proc: tuple) -> None:
 
 def _group_samples(add, g: tuple, c) -> None:
     """The samples of one (process, comm, role) group of threads, from its counters (the quantities as
-    spinscope.counters defines them)."""
-    from spinscope import counters as counts
+    spinscope.analysis.counters defines them)."""
+    from spinscope.analysis import counters as counts
 
     add("spinscope_responses", g, c["responses_written"])
     for result, value in counts.writes_by_result(c).items():
@@ -363,8 +363,8 @@ class Tracked:
 
 class Exporter:
     def __init__(self, args: argparse.Namespace, say):
-        from spinscope import live
-        from spinscope.live import Selector
+        from spinscope.live import stream as live
+        from spinscope.live.stream import Selector
 
         self.args = args
         self.say = say
@@ -387,7 +387,7 @@ class Exporter:
             return list(self.views.values()), dict(self.matched)
 
     def scan(self) -> None:
-        from spinscope import live
+        from spinscope.live import stream as live
 
         # PIDs alone (no --children, whose descendants are looked up): only their processes can match.
         by_pid = not self.args.children and all(s.kind in ("pid", "cgroup") for s in self.selectors)
@@ -404,7 +404,7 @@ class Exporter:
     def _scan_processes(self, selector, procs: dict) -> None:
         """A --pid, --comm or --exe selector: the processes it matches counted, the new ones attached; one
         that matches none is said once (a PID that has gone, differently: it does not come back)."""
-        from spinscope import live
+        from spinscope.live import stream as live
 
         pids = live.matches(selector, procs)
         owned = [pid for pid, t in self.tracked.items() if t.selector.text == selector.text]
@@ -450,7 +450,7 @@ class Exporter:
         return False
 
     def _start(self, target_args: list):
-        from spinscope import live
+        from spinscope.live import stream as live
 
         on = self.args.duty[0] if self.args.duty else None
         stream = live.LiveCollector(target_args, duration=on, extra=("--quiet",))
@@ -458,7 +458,7 @@ class Exporter:
         return stream
 
     def attach(self, selector, key, what: str, detail: str) -> None:
-        from spinscope import live
+        from spinscope.live import stream as live
 
         target_args = selector.collector_args(key if selector.kind != "cgroup" else None)
         try:
@@ -475,7 +475,7 @@ class Exporter:
 
     def cycle(self) -> None:
         """--duty: start the next cycle of the targets whose probes are off, once it is time."""
-        from spinscope import live
+        from spinscope.live import stream as live
 
         now = time.monotonic()
         for t in list(self.tracked.values()):
@@ -493,7 +493,7 @@ class Exporter:
         """Take the lines that arrived: new views, labels every JUDGE_EVERY_S, ended targets dropped."""
         import queue
 
-        from spinscope.live import Ended
+        from spinscope.live.stream import Ended
 
         for key, t in list(self.tracked.items()):
             latest = None
@@ -564,7 +564,7 @@ def check_options(args: argparse.Namespace) -> None:
         raise UsageError(f"--window must be at least 2 seconds, not {args.window:g}")
     args.web = None
     if args.web_config is not None:  # read, certificates loaded, hashes parsed: a bad file is one line
-        from spinscope import webconfig
+        from spinscope.web import config as webconfig
 
         args.web = webconfig.load(args.web_config)
 
@@ -573,7 +573,9 @@ def run(args: argparse.Namespace) -> int:
     check_options(args)
     from prometheus_client import CollectorRegistry, ProcessCollector
 
-    from spinscope import collector, webserver
+    from spinscope.tracing import collector
+
+    from spinscope.web import server as webserver
 
     def say(message: str) -> None:
         if not args.quiet:

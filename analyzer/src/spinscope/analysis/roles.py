@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from spinscope.counters import handoffs
+from spinscope.analysis.counters import handoffs
 
 EVENT_LOOP = "event-loop"
 HANDLER = "handler"

@@ -5,7 +5,7 @@ polls/s, handoffs per request, futex wait, CPU, over the last second; the labels
 seconds on top with their measured share. Keys: `s`/`S` sort by the next/previous column, `r` reverses,
 `g` switches between threads and roles, `q` (or Ctrl-C) quits, restoring the terminal; `-o FILE` also
 writes the whole session as a capture. Built on rich's Live (alternate screen); the data is the
-collector's --stream (spinscope.live, docs/live.md). With `-- COMMAND` the collector runs the command, which
+collector's --stream (spinscope.live.stream, docs/live.md). With `-- COMMAND` the collector runs the command, which
 quitting ends (SIGTERM, through the collector), and top's exit status is the command's.
 """
 
@@ -24,7 +24,7 @@ import tty
 from dataclasses import dataclass
 from pathlib import Path
 
-from spinscope import targets
+from spinscope.tracing import targets
 from spinscope.errors import SpinscopeError, UsageError
 
 DEFAULT_WINDOW_S = targets.TOP_WINDOW_S
@@ -74,10 +74,10 @@ def rows(last, cumulative, by_role: bool) -> tuple:
     """(process row, [row]) over the capture `last` (one window), roles from `cumulative` (the whole
     stream so far, so a thread idle for a second keeps its role). A row: name, tid (None for a role),
     role, threads, ended, and every COLUMNS key (None when undefined)."""
-    from spinscope.capture import summed
-    from spinscope.counters import handoffs
-    from spinscope.metrics import derive
-    from spinscope.roles import infer_roles
+    from spinscope.analysis.capture import summed
+    from spinscope.analysis.counters import handoffs
+    from spinscope.analysis.metrics import derive
+    from spinscope.analysis.roles import infer_roles
 
     seconds = last.duration_s
     requests = last.request_count
@@ -133,8 +133,8 @@ class LabelLine:
 
 def judge(span) -> tuple:
     """([LabelLine], [note]) of the capture `span` (the last --window seconds)."""
-    from spinscope.labels import assess
-    from spinscope.metrics import analyze
+    from spinscope.analysis.labels import assess
+    from spinscope.analysis.metrics import analyze
 
     assessment = assess(analyze(span))
     return ([LabelLine(label.severity, label.name, label.cpu_share, label.summary) for label in assessment.labels]
@@ -186,7 +186,7 @@ def render(state: ViewState, header: dict, process: dict, table: list, labels: l
 def _title(header: dict, process: dict):
     from rich.text import Text
 
-    from spinscope.output import plain
+    from spinscope.output.console import plain
 
     title = Text()
     title.append("spinscope top  ", style="bold")
@@ -200,7 +200,7 @@ def _label_lines(labels: list, header: dict, notes: list) -> list:
     """A line per label, cut to the screen's width; without one, that there is none (and the first note)."""
     from rich.text import Text
 
-    from spinscope.output import plain
+    from spinscope.output.console import plain
 
     if not labels:
         return [Text(f"no label over the last {header['window']:.0f} s" + (f": {notes[0]}" if notes else ""),
@@ -224,7 +224,7 @@ def _table(state: ViewState, rows: list, process: dict):
     from rich.table import Table
     from rich.text import Text
 
-    from spinscope.output import plain
+    from spinscope.output.console import plain
 
     table_view = Table(box=None, header_style="bold reverse", pad_edge=False, expand=False)
     table_view.add_column("tid" if not state.by_role else "threads", justify="right")
@@ -281,7 +281,7 @@ def run(args: argparse.Namespace) -> int:
     check_options(args)
     from rich.console import Console
 
-    from spinscope import live
+    from spinscope.live import stream as live
 
     stream = live.LiveCollector(targets.collector_target(args), output=Path(args.output) if args.output else None, interval=args.interval,
                                 command=args.command)
@@ -339,7 +339,7 @@ def _ended_text(ended) -> str:
 
 def _pump(stream, history, state) -> bool:
     """Take the lines that arrived; True if anything changed."""
-    from spinscope.live import Ended
+    from spinscope.live.stream import Ended
 
     changed = False
     while True:

@@ -38,7 +38,7 @@ BUNDLED_DIR = "_bin"  # in the package; setup.py puts the collector there when `
 
 
 def repo_root() -> Path:
-    """The repository checkout this package runs from (analyzer/src/spinscope/collector.py -> root)."""
+    """The repository checkout this package runs from (analyzer/src/spinscope/tracing/collector.py -> root)."""
     return Path(__file__).resolve().parents[3]
 
 

@@ -1,7 +1,7 @@
 """`spinscope diff BEFORE AFTER`: what changed between two captures of the same service.
 
 The verdict line comes first and leads with what matters most: labels that appeared or disappeared, with
-the numbers that moved them; otherwise the changes that stand out of the run-to-run noise (spinscope.noise),
+the numbers that moved them; otherwise the changes that stand out of the run-to-run noise (spinscope.analysis.noise),
 ranked first by what they say about a label (the metrics in LABEL_METRICS, per-request ones first, then CPU
 per request), then by their effect size: Welch's |t|, the change measured in its own noise, which compares
 across metrics where a raw percentage does not (+4,000,000% of a near-zero rate is noise, +1.4 handoffs per
@@ -36,17 +36,17 @@ from dataclasses import dataclass
 import pandas as pd
 from rich.table import Table
 
-from spinscope import htmlpage
-from spinscope.capture import load
+from spinscope.output import htmlpage
+from spinscope.analysis.capture import load
 from spinscope.fmt import NOT_AVAILABLE, number, percent
-from spinscope.labels import (CRITICAL, HANDOFF_OVERHEAD, INFO, SPURIOUS_SELECT, TITLES, WARNING, WRITE_SPIN,
+from spinscope.analysis.labels import (CRITICAL, HANDOFF_OVERHEAD, INFO, SPURIOUS_SELECT, TITLES, WARNING, WRITE_SPIN,
                               Assessment, Label, assess)
-from spinscope.metrics import (METRICS, MIN_INTERVAL_SHARE, PER_REQUEST, PER_SECOND, Analysis, Metric, analyze,
+from spinscope.analysis.metrics import (METRICS, MIN_INTERVAL_SHARE, PER_REQUEST, PER_SECOND, Analysis, Metric, analyze,
                                drop_line, dropped)
-from spinscope.noise import (MIN_INTERVALS, MIN_LOAD_SHARE, SIGNIFICANT, TOO_FEW, WITHIN_NOISE, NoiseTest, compare,
+from spinscope.analysis.noise import (MIN_INTERVALS, MIN_LOAD_SHARE, SIGNIFICANT, TOO_FEW, WITHIN_NOISE, NoiseTest, compare,
                              load_reference, loaded)
-from spinscope.output import plain, print_json, terminal, write_text
-from spinscope.render import headline, print_label_details
+from spinscope.output.console import plain, print_json, terminal, write_text
+from spinscope.output.render import headline, print_label_details
 
 # The metrics that tell each label's story, in the order a verdict names them. Names that metrics.METRICS
 # does not (yet) compute are skipped.
@@ -658,7 +658,7 @@ def render_terminal(comparison: Comparison) -> None:
 
 
 def render_html(comparison: Comparison) -> str:
-    from spinscope import figures  # matplotlib loads in ~0.5 s: only when a page is drawn
+    from spinscope.output import figures  # matplotlib loads in ~0.5 s: only when a page is drawn
 
     per_request = [m.name for m in METRICS if m.kind == PER_REQUEST]
     worse = comparison.appeared or comparison.drops or any(c.rose for c in comparison.label_changes)

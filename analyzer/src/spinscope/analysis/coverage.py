@@ -12,7 +12,7 @@ than letting the per-request figures mislead quietly:
 
 from __future__ import annotations
 
-from spinscope.capture import Capture
+from spinscope.analysis.capture import Capture
 
 
 def coverage_notes(cap: Capture) -> list[str]:

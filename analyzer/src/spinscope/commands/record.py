@@ -27,9 +27,9 @@ import threading
 import time
 from pathlib import Path
 
-from spinscope import collector, targets
+from spinscope.tracing import collector, targets
 from spinscope.errors import SpinscopeError, UsageError
-from spinscope.targets import cgroup_dir  # noqa: F401 (spinscope.record.cgroup_dir, as before targets.py)
+from spinscope.tracing.targets import cgroup_dir  # noqa: F401 (spinscope.commands.record.cgroup_dir, as before targets.py)
 
 DEFAULT_INTERVAL_S = targets.RECORD_INTERVAL_S
 
@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
 
     console = Console(stderr=True, quiet=args.quiet)
     if args.pid_ns is not None:
-        from spinscope import pidns
+        from spinscope.tracing import pidns
 
         translated = pidns.translate(args.pid, args.pid_ns)
         say(console, f"spinscope record: {translated.describe()}")
@@ -189,7 +189,7 @@ def say(console, line: str) -> None:
     """One line as written (it may quote the target's name: output.plain), never wrapped by rich: into a
     file or a pipe rich assumes 80 columns and would break a long line (a path, the closing counts) in
     two; a terminal wraps a long line itself."""
-    from spinscope.output import plain
+    from spinscope.output.console import plain
 
     console.print(plain(line), soft_wrap=True)
 

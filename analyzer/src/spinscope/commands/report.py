@@ -13,15 +13,15 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from spinscope import htmlpage
-from spinscope.capture import load
+from spinscope.output import htmlpage
+from spinscope.analysis.capture import load
 from spinscope.fmt import fixed, percent, size_class
-from spinscope.labels import Assessment, assess
-from spinscope.measures import size_classes
-from spinscope.metrics import METRICS, Analysis, analyze, role_edges
-from spinscope.output import plain, print_json, terminal, write_text
-from spinscope.render import headline, print_finding, print_label
-from spinscope.roles import ROLE_NOUNS, ROLES, activity
+from spinscope.analysis.labels import Assessment, assess
+from spinscope.analysis.measures import size_classes
+from spinscope.analysis.metrics import METRICS, Analysis, analyze, role_edges
+from spinscope.output.console import plain, print_json, terminal, write_text
+from spinscope.output.render import headline, print_finding, print_label
+from spinscope.analysis.roles import ROLE_NOUNS, ROLES, activity
 
 MAX_THREAD_ROWS = 30
 MAX_EDGES = 10
@@ -308,7 +308,7 @@ def _evidence_cell(value) -> str:
 
 
 def render_html(analysis: Analysis, assessment: Assessment) -> str:
-    from spinscope import figures  # matplotlib loads in ~0.5 s: only when a page is drawn
+    from spinscope.output import figures  # matplotlib loads in ~0.5 s: only when a page is drawn
 
     body = [htmlpage.paragraph(headline(analysis)), htmlpage.paragraph(f"threads: {role_summary(analysis)}"),
             *([htmlpage.paragraph(lifecycle_line(analysis))] if lifecycle_line(analysis) else []),

@@ -23,8 +23,8 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from spinscope import collector
-from spinscope.capture import (COUNTERS, DROP_KEYS, MAX_CAPTURE_BYTES, REQUEST_HISTS, REQUEST_SUMS, Capture,
+from spinscope.tracing import collector
+from spinscope.analysis.capture import (COUNTERS, DROP_KEYS, MAX_CAPTURE_BYTES, REQUEST_HISTS, REQUEST_SUMS, Capture,
                                from_document, loads)
 from spinscope.errors import SpinscopeError
 

@@ -23,7 +23,7 @@ import os
 import threading
 import time
 
-from spinscope.webconfig import BCRYPT, WebConfig
+from spinscope.web.config import BCRYPT, WebConfig
 
 AUTH_FAILURES = "spinscope_exporter_auth_failures"  # a counter: the exposition says ..._total
 AUTH_FAILURE_REASONS = ("missing", "wrong")
@@ -131,7 +131,7 @@ class AuthFailures:
     def collect(self):
         from prometheus_client.core import CounterMetricFamily
 
-        from spinscope.exporter import FAMILIES
+        from spinscope.live.exporter import FAMILIES
 
         spec = FAMILIES[AUTH_FAILURES]
         family = CounterMetricFamily(spec.name, spec.help, labels=list(spec.labels))

@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 import subprocess
 
-from spinscope import collector
-from spinscope.collector import Check
+from spinscope.tracing import collector
+from spinscope.tracing.collector import Check
 
 CHECK_TIMEOUT_S = 60
 
@@ -26,7 +26,7 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     from rich.table import Table
 
-    from spinscope.output import plain, terminal
+    from spinscope.output.console import plain, terminal
 
     checks = all_checks()
     console = terminal()
@@ -63,7 +63,7 @@ def all_checks() -> list[Check]:
 
 
 def check_collector() -> Check:
-    """Which collector record would run, and where it was found (the lookup order: spinscope.collector)."""
+    """Which collector record would run, and where it was found (the lookup order: spinscope.tracing.collector)."""
     found = collector.locate()
     if found:
         return Check("collector", True, str(found))

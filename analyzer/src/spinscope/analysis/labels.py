@@ -16,14 +16,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Mapping
 
-from spinscope.coverage import coverage_notes
+from spinscope.analysis.coverage import coverage_notes
 from spinscope.fmt import fixed, size_class, undefined
-from spinscope.measures import (DISPATCH, LEADER_FOLLOWER, MIN_CALLS, MIN_REQUESTS, PER_CONNECTION, SHARED_MEMORY,
+from spinscope.analysis.measures import (DISPATCH, LEADER_FOLLOWER, MIN_CALLS, MIN_REQUESTS, PER_CONNECTION, SHARED_MEMORY,
                                 BusyPollMeasure, HandoffMeasure, Imbalance, SpuriousMeasure, WriteSpinMeasure,
                                 WriteWaitMeasure, measure_busy_poll, measure_handoff, measure_spurious,
                                 measure_write_spin, measure_write_wait)
-from spinscope.metrics import Analysis, drop_line, dropped, role_edges
-from spinscope.roles import ROLE_NOUNS, thread_name
+from spinscope.analysis.metrics import Analysis, drop_line, dropped, role_edges
+from spinscope.analysis.roles import ROLE_NOUNS, thread_name
 
 # Label names (problems) and finding names (not problems): one name each, in the report, `--json`, `top`,
 # the exporter and docs/labels.md.

@@ -20,8 +20,8 @@ import time
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from spinscope.errors import UsageError
-from spinscope.webconfig import WebConfig, load
-from spinscope.webguard import AuthFailures, guarded
+from spinscope.web.config import WebConfig, load
+from spinscope.web.guard import AuthFailures, guarded
 
 # The endpoint's bounds, as Go's net/http and Prometheus set them: a node's exporter is scraped by a few
 # Prometheus servers, one connection per scrape, each over in milliseconds.

@@ -21,12 +21,12 @@ from spinscope import __version__
 from spinscope.errors import SpinscopeError
 
 VERBS = {  # verb: (module, help line)
-    "record": ("spinscope.record", "attach to a running process (or a cgroup) and write a capture"),
-    "report": ("spinscope.report", "name the problems in a capture and show the evidence"),
-    "diff": ("spinscope.diff", "compare two captures of the same service"),
-    "doctor": ("spinscope.doctor", "check that this host can run the collector"),
-    "top": ("spinscope.top", "watch a running server's threads live"),
-    "exporter": ("spinscope.exporter", "serve live metrics of running servers to Prometheus"),
+    "record": ("spinscope.commands.record", "attach to a running process (or a cgroup) and write a capture"),
+    "report": ("spinscope.commands.report", "name the problems in a capture and show the evidence"),
+    "diff": ("spinscope.commands.diff", "compare two captures of the same service"),
+    "doctor": ("spinscope.commands.doctor", "check that this host can run the collector"),
+    "top": ("spinscope.live.top", "watch a running server's threads live"),
+    "exporter": ("spinscope.live.exporter", "serve live metrics of running servers to Prometheus"),
     "sweep": ("spinscope.lab.sweep", "run reference servers over a matrix of settings and record every cell"),
     "sweep-report": ("spinscope.lab.sweep_report", "compare a sweep's results with the published claims"),
 }

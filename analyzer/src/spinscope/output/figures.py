@@ -23,8 +23,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from spinscope.fmt import number  # noqa: E402
-from spinscope.metrics import NOT_HANDOFFS, Analysis  # noqa: E402
-from spinscope.roles import (ACCEPTOR, DISPATCHER, EVENT_LOOP, HANDLER, IDLE, ROLE_NOUNS, WORKER,  # noqa: E402
+from spinscope.analysis.metrics import NOT_HANDOFFS, Analysis  # noqa: E402
+from spinscope.analysis.roles import (ACCEPTOR, DISPATCHER, EVENT_LOOP, HANDLER, IDLE, ROLE_NOUNS, WORKER,  # noqa: E402
                              activity)
 from spinscope.untrusted import printable  # noqa: E402
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-from spinscope import counters
-from spinscope.capture import summed
-from spinscope.metrics import Analysis, ratio
-from spinscope.roles import EVENT_LOOP, HANDLER, IDLE
+from spinscope.analysis import counters
+from spinscope.analysis.capture import summed
+from spinscope.analysis.metrics import Analysis, ratio
+from spinscope.analysis.roles import EVENT_LOOP, HANDLER, IDLE
 
 # Small-sample guards.
 MIN_REQUESTS = 50            # requests before any per-request verdict

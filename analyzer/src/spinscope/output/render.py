@@ -5,9 +5,9 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-from spinscope.labels import Finding, Label
-from spinscope.metrics import Analysis
-from spinscope.output import plain
+from spinscope.analysis.labels import Finding, Label
+from spinscope.analysis.metrics import Analysis
+from spinscope.output.console import plain
 
 SEVERITY_STYLE = {"critical": "bold red", "warning": "bold yellow", "info": "bold blue"}
 
