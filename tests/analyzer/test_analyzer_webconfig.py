@@ -23,7 +23,7 @@ import pytest
 from prometheus_client import CollectorRegistry, Gauge
 
 from certs import Authority
-from spinscope.live import exporter
+from spinscope.live import exposition
 from spinscope.web import config as webconfig, guard as webguard, server as webserver
 from spinscope.commands.cli import main
 from spinscope.errors import UsageError
@@ -302,7 +302,8 @@ class Endpoint:
         self.registry = CollectorRegistry()
         Gauge("spinscope_test_up", "A sample to find in the scrape.", registry=self.registry).set(1)
         self.said = []
-        self.server = webserver.serve("127.0.0.1", 0, self.registry, config, self.said.append, **bounds)
+        self.server = webserver.serve("127.0.0.1", 0, self.registry, config, self.said.append,
+                                      auth_failures=exposition.auth_failures(), **bounds)
         self.port = self.server.server_address[1]
         self.scheme = "https" if config is not None and config.tls is not None else "http"
 
@@ -359,8 +360,8 @@ def test_tls_and_basic_auth(pki, hashed, tmp_path):
         assert headers["X-Content-Type-Options"] == "nosniff"
         assert 'spinscope_exporter_auth_failures_total{reason="wrong"} 2.0' in body
         assert "spinscope_exporter_auth_failures_created" not in body  # like the exporter's own families
-        # The family is exporter.METRICS's (a name is a contract): its help and labels, written only with users.
-        spec = exporter.FAMILIES[webguard.AUTH_FAILURES]
+        # The family is exposition.METRICS's (a name is a contract): its help and labels, written only with users.
+        spec = exposition.FAMILIES[exposition.AUTH_FAILURES]
         assert spec.when and spec.labels == ("reason",)
         assert f"# HELP spinscope_exporter_auth_failures_total {spec.help}" in body
         if shutil.which("promtool"):

@@ -25,7 +25,6 @@ import time
 
 from spinscope.web.config import BCRYPT, WebConfig
 
-AUTH_FAILURES = "spinscope_exporter_auth_failures"  # a counter: the exposition says ..._total
 AUTH_FAILURE_REASONS = ("missing", "wrong")
 CACHE_SIZE = 64  # credentials remembered after a bcrypt check passed (a handful of scrapers, really)
 
@@ -114,10 +113,12 @@ class RateLimit:
 
 
 class AuthFailures:
-    """spinscope_exporter_auth_failures_total{reason}, as exporter.METRICS names it: a collector like the
-    exporter's own (no _created series), both reasons from 0 so that rate() sees the first failure."""
+    """The refusals counted as a Prometheus counter {reason} (a collector: no _created series), both reasons
+    from 0 so that rate() sees the first failure. Its name and help are the caller's (the exporter's
+    spinscope_exporter_auth_failures, exporter.METRICS): this package knows no metric of its own."""
 
-    def __init__(self):
+    def __init__(self, name: str, help: str):  # noqa: A002 (Prometheus's word)
+        self.name, self.help = name, help
         self.counts = dict.fromkeys(AUTH_FAILURE_REASONS, 0)
         self.lock = threading.Lock()
 
@@ -131,10 +132,7 @@ class AuthFailures:
     def collect(self):
         from prometheus_client.core import CounterMetricFamily
 
-        from spinscope.live.exporter import FAMILIES
-
-        spec = FAMILIES[AUTH_FAILURES]
-        family = CounterMetricFamily(spec.name, spec.help, labels=list(spec.labels))
+        family = CounterMetricFamily(self.name, self.help, labels=["reason"])
         with self.lock:
             for reason, count in self.counts.items():
                 family.add_metric([reason], count)

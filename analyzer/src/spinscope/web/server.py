@@ -49,16 +49,16 @@ class Current:
     it names changes (a renewed certificate, a changed Secret), as exporter-toolkit does. A change that does
     not load is said once and the previous configuration kept: a bad edit never takes the endpoint down."""
 
-    def __init__(self, app, config: WebConfig, registry, say=lambda message: None):
-        self.app, self.registry, self.say = app, registry, say
+    def __init__(self, app, config: WebConfig, registry, say=lambda message: None, auth_failures=None):
+        self.app, self.registry, self.say, self.auth_failures = app, registry, say, auth_failures
         self.failures = None
         self.lock = threading.Lock()
         self._use(config)
         self.stamp = _stamp(config)
 
     def _use(self, config: WebConfig) -> None:
-        if config.users and self.failures is None:  # registered with the first users, kept from then on
-            self.failures = AuthFailures()
+        if config.users and self.failures is None and self.auth_failures is not None:
+            self.failures = AuthFailures(*self.auth_failures)  # registered with the first users, kept from then on
             self.registry.register(self.failures)
         self.config, self.guard = config, guarded(self.app, config, self.failures)
 
@@ -262,10 +262,12 @@ class Server(WSGIServer):
 
 def serve(address: str, port: int, registry, config: WebConfig | None, say=lambda message: None,
           max_connections: int = MAX_CONNECTIONS, header_timeout: float = HEADER_TIMEOUT_S,
-          response_timeout: float = RESPONSE_TIMEOUT_S) -> Server:
+          response_timeout: float = RESPONSE_TIMEOUT_S, auth_failures: tuple | None = None) -> Server:
     """Bind address:port and serve the registry's metrics on every path, in a thread, as `config` says
     (None: plain HTTP, no file), within the bounds Server describes. `say`: for a change of the file,
-    loaded or refused. Raises OSError when the address cannot be bound."""
+    loaded or refused. `auth_failures`: (name, help) of the counter of basic-auth refusals, registered in
+    the registry once the file has users (None: not counted). Raises OSError when the address cannot be
+    bound."""
     from prometheus_client import make_wsgi_app
 
     app = make_wsgi_app(registry)
@@ -281,7 +283,7 @@ def serve(address: str, port: int, registry, config: WebConfig | None, say=lambd
     if config is None:
         server.set_app(app)
     else:
-        current = server.current = Current(app, config, registry, say)
+        current = server.current = Current(app, config, registry, say, auth_failures)
         server.set_app(lambda environ, start_response: current.get()[1](environ, start_response))
     threading.Thread(target=server.serve_forever, name="spinscope-http", daemon=True).start()
     return server
