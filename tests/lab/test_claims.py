@@ -13,7 +13,7 @@ import pytest
 
 from spinscope.lab import claims, criteria, sweep_report
 from spinscope.lab.criteria import DIRECTION, ERROR, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED
-from spinscope.lab.matrix import PARAMS
+from spinscope.lab.params import PARAMS
 from spinscope.lab.results import row_of
 
 BIG, SMALL = "/bytes/102400", "/bytes/100"

@@ -17,7 +17,8 @@ from spinscope.lab import claims, confidence, sweep_report
 from spinscope.lab.confidence import FAILS as FAILS_, HOLDS as HOLDS_, NEEDS_FULL, TOO_FEW, UNSETTLED as UNSETTLED_
 from spinscope.lab.confidence import UNSTABLE
 from spinscope.lab.criteria import COUNT, DIRECTION, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED, Check
-from spinscope.lab.matrix import PARAMS, parse_matrix_text
+from spinscope.lab.matrix import parse_matrix_text
+from spinscope.lab.params import PARAMS
 from spinscope.lab.results import row_of
 from paths import ROOT
 

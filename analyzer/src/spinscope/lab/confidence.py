@@ -51,7 +51,7 @@ import pandas as pd
 from spinscope.fmt import fixed
 from spinscope.lab import criteria
 from spinscope.lab.criteria import ERROR, NOT_MEASURED
-from spinscope.lab.matrix import PARAMS
+from spinscope.lab.params import PARAMS
 
 UNSTABLE = "unstable"
 TOO_FEW = "too few repetitions"

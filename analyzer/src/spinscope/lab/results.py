@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from spinscope.errors import SpinscopeError
-from spinscope.lab.matrix import PARAMS
+from spinscope.lab.params import PARAMS
 
 
 def analyze_capture(path: Path) -> dict:
