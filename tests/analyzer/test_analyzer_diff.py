@@ -8,8 +8,8 @@ import numpy as np
 
 import captures
 from spinscope.analysis.capture import load
-from spinscope.commands.diff import (CUT_SHORT, LABEL_METRICS, LITTLE_LOAD, SHARE_CHANGE_POINTS, change_rows, compare_captures,
-                            label_lines, noise_left_out, noise_note, to_json)
+from spinscope.analysis.comparison import CUT_SHORT, LABEL_METRICS, LITTLE_LOAD, SHARE_CHANGE_POINTS, compare_captures
+from spinscope.output.diff import change_rows, label_lines, noise_left_out, noise_note, to_json
 from spinscope.fmt import number
 from spinscope.analysis.labels import CRITICAL, WARNING, WRITE_SPIN
 from spinscope.analysis.metrics import analyze

@@ -8,7 +8,7 @@ import json
 from spinscope.analysis import capture as capture_module
 from spinscope.analysis.labels import assess
 from spinscope.analysis.metrics import analyze
-from spinscope.commands.report import collector_line
+from spinscope.output.report import collector_line
 
 from captures import capture, thread, write
 

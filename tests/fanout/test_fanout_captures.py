@@ -19,7 +19,7 @@ from spinscope.analysis.capture import load
 from spinscope.analysis.labels import assess
 from spinscope.analysis.measures import IMBALANCE_MAX_LOW_EVENTS, IMBALANCE_MIN_RATIO
 from spinscope.analysis.metrics import analyze
-from spinscope.commands.report import lifecycle_line
+from spinscope.output.report import lifecycle_line
 
 
 def labels(path):

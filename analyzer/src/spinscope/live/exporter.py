@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from spinscope.errors import SpinscopeError, UsageError
-from spinscope.live.exposition import JUDGE_EVERY_S, ViewsCollector, auth_failures, judge, scaled, view_of
+from spinscope.live.exposition import JUDGE_EVERY_S, View, ViewsCollector, auth_failures, judge, scaled, view_of
 from spinscope.tracing import targets
 
 DEFAULT_PORT = targets.EXPORTER_PORT
