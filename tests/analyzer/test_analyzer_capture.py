@@ -7,7 +7,8 @@ import json
 import pytest
 
 import captures
-from spinscope.analysis.capture import COUNTERS, load
+from spinscope.analysis.capture import load
+from spinscope.analysis.schema import COUNTERS
 from spinscope.errors import SpinscopeError
 from paths import CAPTURES
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 import captures
-from spinscope.analysis.capture import layout_differences, load
+from spinscope.analysis.capture import load
+from spinscope.analysis.schema import layout_differences
 from spinscope.errors import SpinscopeError
 from spinscope.commands.record import cgroup_dir
 

@@ -57,7 +57,7 @@ def test_every_detector_threshold_is_documented():
 
 
 def test_counters_mechanisms_match_the_capture_vocabulary():
-    from spinscope.analysis.capture import MECHANISMS
+    from spinscope.analysis.schema import MECHANISMS
 
     assert set(counters.COUNTED_MECHANISMS) | {"other"} == set(MECHANISMS)
     assert set(counters.NOT_HANDOFFS) <= set(MECHANISMS)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 
 import captures
-from spinscope.analysis.capture import DROP_KEYS, load
+from spinscope.analysis.capture import load
+from spinscope.analysis.schema import DROP_KEYS
 from spinscope.analysis.comparison import compare_captures
 from spinscope.output.diff import DROPS_HEADER, change_rows
 from spinscope.analysis.metrics import DROPS, METRIC_BY_NAME, REQUEST_METRICS, analyze

@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 import captures
-from spinscope.analysis.capture import MAX_HISTOGRAM_BUCKETS, load
+from spinscope.analysis.capture import load
+from spinscope.analysis.schema import MAX_HISTOGRAM_BUCKETS
 from spinscope.commands.cli import main
 from spinscope.errors import SpinscopeError
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from spinscope.analysis.capture import COUNTERS
+from spinscope.analysis.schema import COUNTERS
 from spinscope.output.console import plain
 from spinscope.untrusted import printable
 from paths import CAPTURES

@@ -18,7 +18,7 @@ import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from spinscope.analysis import capture
+from spinscope.analysis import capture, schema
 
 from spinscope.live import exporter, exposition, stream as live, top
 from spinscope.errors import SpinscopeError
@@ -32,13 +32,13 @@ def zeroed(doc: dict) -> dict:
     doc = copy.deepcopy(doc)
     doc["duration_s"] = 0.0
     for row in doc["threads"]:
-        row.update({key: 0 for key in capture.COUNTERS}, poll_events_hist=[])
-    doc["totals"].update({key: 0 for key in capture.COUNTERS})
+        row.update({key: 0 for key in schema.COUNTERS}, poll_events_hist=[])
+    doc["totals"].update({key: 0 for key in schema.COUNTERS})
     for edge in doc["wakeups"]:
         edge["count"] = 0
-    doc["requests"].update({key: 0 for key in (*capture.REQUEST_SUMS, "unattributed_writes")},
-                           hist={key: [] for key in capture.REQUEST_HISTS}, by_size=[])
-    doc["drops"] = {key: 0 for key in capture.DROP_KEYS}
+    doc["requests"].update({key: 0 for key in (*schema.REQUEST_SUMS, "unattributed_writes")},
+                           hist={key: [] for key in schema.REQUEST_HISTS}, by_size=[])
+    doc["drops"] = {key: 0 for key in schema.DROP_KEYS}
     return doc
 
 
@@ -61,7 +61,7 @@ def test_a_window_from_the_start_is_the_whole_capture(split):
     assert whole.request_hists == split.request_hists
 
     def counters(cap):
-        return {tid: {key: thread[key] for key in capture.COUNTERS} for tid, thread in cap.threads.items()}
+        return {tid: {key: thread[key] for key in schema.COUNTERS} for tid, thread in cap.threads.items()}
     assert counters(whole) == counters(split)
     assert sum(edge["count"] for edge in whole.wakeups) == sum(edge["count"] for edge in split.wakeups)
     assert whole.intervals == []
@@ -70,7 +70,7 @@ def test_a_window_from_the_start_is_the_whole_capture(split):
 def test_a_window_of_nothing_counts_nothing(split):
     nothing = live.window(split, split)
     assert nothing.duration_s == 0
-    assert sum(nothing.totals[key] for key in capture.COUNTERS) == 0
+    assert sum(nothing.totals[key] for key in schema.COUNTERS) == 0
     assert nothing.request_count == 0 and nothing.by_size == []
     assert all(hist == [] for hist in nothing.request_hists.values())
 
@@ -345,17 +345,17 @@ def part_of(doc: dict, fraction: float) -> dict:
     part = copy.deepcopy(doc)
     part["duration_s"] = doc["duration_s"] * fraction
     for row in part["threads"]:
-        row.update({key: scale(row[key]) for key in capture.COUNTERS if key in row},
+        row.update({key: scale(row[key]) for key in schema.COUNTERS if key in row},
                    poll_events_hist=[scale(v) for v in row["poll_events_hist"]])
-    part["totals"].update({key: scale(part["totals"][key]) for key in capture.COUNTERS if key in part["totals"]})
+    part["totals"].update({key: scale(part["totals"][key]) for key in schema.COUNTERS if key in part["totals"]})
     for edge in part["wakeups"]:
         edge["count"] = scale(edge["count"])
     requests = part["requests"]
-    requests.update({key: scale(requests[key]) for key in (*capture.REQUEST_SUMS, "unattributed_writes")
+    requests.update({key: scale(requests[key]) for key in (*schema.REQUEST_SUMS, "unattributed_writes")
                      if key in requests})
     requests["hist"] = {key: [scale(v) for v in hist] for key, hist in requests["hist"].items()}
     for row in requests["by_size"]:
-        row.update({key: scale(row[key]) for key in capture.REQUEST_SUMS if key in row})
+        row.update({key: scale(row[key]) for key in schema.REQUEST_SUMS if key in row})
     return part
 
 
@@ -385,7 +385,7 @@ def test_the_exporter_judges_a_window_as_report_does_and_without_pandas(tmp_path
         files.append(path)
     script = """
 import json, sys
-from spinscope.analysis import capture
+from spinscope.analysis import capture, schema
 from spinscope.live import exposition
 judged = {}
 for path in sys.argv[1:]:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from spinscope.tracing import collector
-from spinscope.analysis.capture import layout_differences
+from spinscope.analysis.schema import layout_differences
 
 from collector_harness import COLLECTOR, FIXTURES, LineReader
 

@@ -17,13 +17,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Mapping
 
 from spinscope.analysis.coverage import coverage_notes
-from spinscope.fmt import fixed, size_class, undefined
-from spinscope.analysis.measures import (DISPATCH, LEADER_FOLLOWER, MIN_CALLS, MIN_REQUESTS, PER_CONNECTION, SHARED_MEMORY,
-                                BusyPollMeasure, HandoffMeasure, Imbalance, SpuriousMeasure, WriteSpinMeasure,
-                                WriteWaitMeasure, measure_busy_poll, measure_handoff, measure_spurious,
-                                measure_write_spin, measure_write_wait)
+from spinscope.analysis.measures import (DISPATCH, LEADER_FOLLOWER, MIN_REQUESTS, PER_CONNECTION, SHARED_MEMORY,
+                                         BusyPollMeasure, HandoffMeasure, Imbalance, SpuriousMeasure, WriteSpinMeasure,
+                                         WriteWaitMeasure, measure_busy_poll, measure_handoff, measure_spurious,
+                                         measure_write_spin, measure_write_wait)
 from spinscope.analysis.metrics import Analysis, drop_line, dropped, role_edges
-from spinscope.analysis.roles import ROLE_NOUNS, thread_name
+from spinscope.analysis.roles import ROLE_NOUNS
+from spinscope.analysis.wording import (exec_notes, first_drop, name_of, rounded, sampling_note, share_phrase,
+                                        thread_lines, who, whose_cpu)
+from spinscope.fmt import fixed, size_class
 
 # Label names (problems) and finding names (not problems): one name each, in the report, `--json`, `top`,
 # the exporter and docs/labels.md.
@@ -103,31 +105,6 @@ class Assessment:
 
     def finding_names(self) -> set:
         return {finding.name for finding in self.findings}
-
-
-def exec_notes(execs: list) -> list:
-    """A note per traced process that replaced its program while traced (Capture.execs): its counts are of
-    two programs."""
-    notes = []
-    for record in execs:
-        times = "once" if record.get("count") == 1 else f"{record.get('count')} times"
-        notes.append(f"process {record.get('pid')} replaced its program (execve) {times} while traced, the latest "
-                     f"at {fixed(record.get('t_s'), 1)} s, to run {record.get('filename')} as "
-                     f"{record.get('comm')}: its counts mix the programs before and after")
-    return notes
-
-
-def first_drop(intervals: list, key: str) -> str:
-    """` from 12.0 s on`: when the capture's intervals (schema 4) say the first drop of this kind came."""
-    first = next((row for row in intervals if row.get(f"drops_{key}", 0) > 0), None)
-    if first is None:
-        return ""
-    return f" from {fixed(first['t_s'] - first['duration_s'], 1)} s on"
-
-
-def sampling_note(time_sample: int, timed: int) -> str:
-    return (f"call times sampled: 1 call in {time_sample} timed ({timed:,} calls, --time-sample), so the "
-            "measured costs behind the verdicts are estimates; counts are exact")
 
 
 def capture_notes(analysis: Analysis) -> list:
@@ -229,8 +206,8 @@ def write_spin(analysis: Analysis) -> Label | None:
 
 
 def _write_spin_summary(analysis: Analysis, m: WriteSpinMeasure) -> str:
-    whose = _whose(analysis.threads, m.spinners)
-    cost = _share_phrase(m.share, whose, "in those retries")
+    whose = whose_cpu(analysis.threads, m.spinners)
+    cost = share_phrase(m.share, whose, "in those retries")
     if not m.spinning:  # retries without a size class big enough to describe
         return (f"write-spin: {m.retries:,.0f} writes retried an EAGAIN at once, without waiting{cost}; stop "
                 "writing at EAGAIN and wait for EPOLLOUT, or raise SO_SNDBUF")
@@ -248,15 +225,15 @@ def _write_spin_evidence(analysis: Analysis, m: WriteSpinMeasure) -> dict:
     process = analysis.process
     evidence = {
         "requests": analysis.requests,
-        "eagain_retries_per_request": _round(process["eagain_retries_per_request"]),
-        "partial_retries_per_request": _round(process["partial_retries_per_request"]),
-        "write_waits_per_request": _round(process["write_waits_per_request"]),
+        "eagain_retries_per_request": rounded(process["eagain_retries_per_request"]),
+        "partial_retries_per_request": rounded(process["partial_retries_per_request"]),
+        "write_waits_per_request": rounded(process["write_waits_per_request"]),
         "spin_cpu_ms": round(m.cost_ns / 1e6, 3),
         "spinning_threads_cpu_ms": round(m.cpu_ns / 1e6, 3),
-        "spin_us_per_eagain_retry": _round(m.cost_ns / 1e3 / m.retries if m.retries else None),
-        "copy_ns_per_byte": _round(m.copy_rate_ns_per_byte, 4),
+        "spin_us_per_eagain_retry": rounded(m.cost_ns / 1e3 / m.retries if m.retries else None),
+        "copy_ns_per_byte": rounded(m.copy_rate_ns_per_byte, 4),
         "copy_rate_from": m.copy_rate_source,
-        "bare_retry_us": _round(m.bare_retry_ns / 1e3 if m.bare_retry_ns is not None else None),
+        "bare_retry_us": rounded(m.bare_retry_ns / 1e3 if m.bare_retry_ns is not None else None),
         "bare_retries_cpu_ms": round(m.bare_retries_ns / 1e6, 3),
     }
     if m.spinning:
@@ -307,7 +284,7 @@ def write_wait(analysis: Analysis) -> Finding | None:
     evidence = {"size_class_bytes_min": worst.bytes_min, "size_class_bytes_max": worst.bytes_max,
                 "responses": worst.count, "waits_per_response": round(worst.waits, 2),
                 "eagain_retries_per_response": round(worst.eagain_retries, 2),
-                "request_ms": _round(worst.request_ms), **_bound_evidence(m.bound)}
+                "request_ms": rounded(worst.request_ms), **_bound_evidence(m.bound)}
     if m.bound is not None:
         summary += f"; {stall_phrase(m.bound)}"
     advice = (["the clients' windows, not the send buffer, pace these responses: a larger SO_SNDBUF saves the "
@@ -327,11 +304,11 @@ def busy_polling(analysis: Analysis) -> Finding | None:
     threads = analysis.threads
     seconds = analysis.capture.duration_s or 1.0
     cpus = m.cpu_ns / 1e9 / seconds
-    summary = (f"busy polling: {_who(threads, m.tids)} never block{'s' if len(m.tids) == 1 else ''}: "
+    summary = (f"busy polling: {who(threads, m.tids)} never block{'s' if len(m.tids) == 1 else ''}: "
                f"{m.polls_per_s:,.0f} zero-timeout polls a second, {m.empty_share:.0%} of them empty, keeping "
-               f"{cpus:.2f} CPUs busy{_share_phrase(m.share, 'that CPU', 'in the empty checks')}: a trade of "
+               f"{cpus:.2f} CPUs busy{share_phrase(m.share, 'that CPU', 'in the empty checks')}: a trade of "
                "CPU for wake-up latency")
-    evidence = {"threads": len(m.tids), "polls_per_s": round(m.polls_per_s, 1), "empty_share": _round(m.empty_share),
+    evidence = {"threads": len(m.tids), "polls_per_s": round(m.polls_per_s, 1), "empty_share": rounded(m.empty_share),
                 "cpus": round(cpus, 3), "empty_check_cpu_ms": round(m.cost_ns / 1e6, 3)}
     advice = ["keep it if the latency matters more than the core it occupies; otherwise turn busy polling off "
               "(HAProxy: remove `busy-polling`) so the thread blocks when there is nothing to do"]
@@ -357,10 +334,10 @@ def spurious_select(analysis: Analysis) -> Label | None:
         "poll_calls": total("poll_calls"),
         "poll_zero": total("poll_zero"),
         "poll_zero_nowait": total("poll_zero_nowait"),
-        "poll_zero_fraction": _round(analysis.process["poll_zero_fraction"]),
-        "events_per_poll": _round(analysis.process["events_per_poll"]),
+        "poll_zero_fraction": rounded(analysis.process["poll_zero_fraction"]),
+        "events_per_poll": rounded(analysis.process["events_per_poll"]),
         "read_eagain": total("read_eagain"),
-        "read_eagain_fraction": _round(analysis.process["read_eagain_fraction"]),
+        "read_eagain_fraction": rounded(analysis.process["read_eagain_fraction"]),
     })
     if m.empty:
         _say_empty_polls(said, analysis, m)
@@ -371,13 +348,13 @@ def spurious_select(analysis: Analysis) -> Label | None:
     if m.imbalance:
         _say_imbalance(said, threads, m.imbalance)
     if m.excluded_busy_pollers:
-        said.details.append(f"left out: {_who(threads, m.excluded_busy_pollers)}, busy polling by design "
+        said.details.append(f"left out: {who(threads, m.excluded_busy_pollers)}, busy polling by design "
                             "(see the busy-polling finding)")
     said.evidence["wasted_cpu_ms"] = round(m.wasted_ns / 1e6, 3)
     said.evidence["involved_threads_cpu_ms"] = round(m.cpu_ns / 1e6, 3)
     how = " (estimated from its measured poll time)" if m.estimated else ""
     summary = (f"spurious select: {'; '.join(said.signals)}"
-               f"{_share_phrase(m.share, _whose(threads, m.involved), estimated=m.estimated)}{how}")
+               f"{share_phrase(m.share, whose_cpu(threads, m.involved), estimated=m.estimated)}{how}")
     return Label(SPURIOUS_SELECT, level, summary, said.evidence, m.share, said.fixes, said.details, m.estimated,
                  cost_share=m.share)
 
@@ -401,7 +378,7 @@ def _say_empty_polls(said: _Said, analysis: Analysis, m: SpuriousMeasure) -> Non
     else:
         said.fixes.append("wake one loop per event (EPOLLEXCLUSIVE, SO_REUSEPORT) instead of all of them, "
                           "and use a timeout as long as the next timer")
-    said.details += _thread_lines(analysis.threads, "poll_zero", "poll_calls", "of its poll calls return no events")
+    said.details += thread_lines(analysis.threads, "poll_zero", "poll_calls", "of its poll calls return no events")
 
 
 def _say_herd(said: _Said, m: SpuriousMeasure) -> None:
@@ -412,28 +389,28 @@ def _say_herd(said: _Said, m: SpuriousMeasure) -> None:
                       "do not wake for what one of them takes")
     said.evidence.update({"herd_wakeups": m.herd.wakeups, "futile_wakeups": m.herd.futile,
                           "rewaits": m.herd.rewaits, "accept_eagain": m.herd.accept_eagain,
-                          "accepts": m.herd.accepts, "woken_per_connection": _round(m.herd.woken_per_connection),
+                          "accepts": m.herd.accepts, "woken_per_connection": rounded(m.herd.woken_per_connection),
                           "herd_processes": m.herd.processes, "herd_threads": len(m.herd.tids),
-                          "herd_us_per_wakeup": _round(m.herd.us_each)})
+                          "herd_us_per_wakeup": rounded(m.herd.us_each)})
 
 
 def _say_eagain_reads(said: _Said, analysis: Analysis, m: SpuriousMeasure) -> None:
     said.signals.append(f"{analysis.process['read_eagain_fraction']:.0%} of socket reads return EAGAIN "
                         f"({m.eagain_reads:,})")
     said.fixes.append("read only sockets epoll reported readable, and stop at a short read")
-    said.details += _thread_lines(analysis.threads, "read_eagain", "read_calls", "of its socket reads return EAGAIN")
+    said.details += thread_lines(analysis.threads, "read_eagain", "read_calls", "of its socket reads return EAGAIN")
 
 
 def _say_imbalance(said: _Said, threads: Mapping, imbalance: Imbalance) -> None:
     quiet, busy = imbalance.quiet, imbalance.busy
-    said.signals.append(f"{_name(threads, quiet)} handles {threads[quiet]['events_per_poll']:.1f} events per poll "
-                        f"call while {_name(threads, busy)} handles {threads[busy]['events_per_poll']:.0f}")
+    said.signals.append(f"{name_of(threads, quiet)} handles {threads[quiet]['events_per_poll']:.1f} events per poll "
+                        f"call while {name_of(threads, busy)} handles {threads[busy]['events_per_poll']:.0f}")
     said.fixes.append("balance the event loops (spread connections with SO_REUSEPORT, or merge the quiet "
                       "loop into the busy one): a loop woken for under one event per call pays a wakeup "
                       "per event")
     said.evidence.update({"quiet_loop_tid": quiet,
-                          "quiet_loop_events_per_poll": _round(threads[quiet]["events_per_poll"]),
-                          "busy_loop_tid": busy, "busy_loop_events_per_poll": _round(threads[busy]["events_per_poll"]),
+                          "quiet_loop_events_per_poll": rounded(threads[quiet]["events_per_poll"]),
+                          "busy_loop_tid": busy, "busy_loop_events_per_poll": rounded(threads[busy]["events_per_poll"]),
                           "quiet_loop_excess_calls": int(imbalance.excess_calls)})
 
 
@@ -522,7 +499,7 @@ def _handoff_summary(analysis: Analysis, m: HandoffMeasure, edges: dict) -> str:
     a shared-memory hand-over, the busy-waiting threads instead of the path."""
     if m.mechanism == SHARED_MEMORY:
         where = "busy-waiting, outside their calls (an upper bound: their user-space work is in it too)"
-        cpu = _share_phrase(m.cpu_share, _whose(analysis.threads, m.involved), where, estimated=True)
+        cpu = share_phrase(m.cpu_share, whose_cpu(analysis.threads, m.involved), where, estimated=True)
         return (f"handoff overhead: {MECHANISM_PHRASES[m.mechanism]}: {m.cross_share:.0%} of requests are "
                 f"answered by another thread than the one that read them, with {m.per_request:.2f} wakeups "
                 f"per request{cpu}; {_busy_threads_line(analysis, m.involved)}")
@@ -534,7 +511,7 @@ def _handoff_summary(analysis: Analysis, m: HandoffMeasure, edges: dict) -> str:
         waits += (f" (requests take {fixed(m.request_ms, 3)} ms)" if m.latency_share >= 1
                   else f" ({m.latency_share:.0%} of the request time)")
     moved = f", {m.cross_share:.0%} of requests answered by another thread" if m.cross_share >= 0.005 else ""
-    cpu = _share_phrase(m.cpu_share, "their CPU", "in the calls that hand off and wait")
+    cpu = share_phrase(m.cpu_share, "their CPU", "in the calls that hand off and wait")
     phrase = MECHANISM_PHRASES[DISPATCH + "-one-way" if m.mechanism == DISPATCH and m.per_request < 1.5
                                else m.mechanism]
     return (f"handoff overhead: {phrase}: {m.per_request:.1f} handoffs between "
@@ -546,20 +523,20 @@ def _handoff_evidence(analysis: Analysis, m: HandoffMeasure) -> dict:
     return {
         "mechanism": m.mechanism,
         "requests": requests,
-        "handoffs_per_request": _round(m.per_request),
-        "cross_thread_share": _round(m.cross_share),
-        "accept_lock_wakeups_per_request": _round(m.accept_lock / requests),
-        "contention_wakeups_per_request": _round(m.contention_per_request),
+        "handoffs_per_request": rounded(m.per_request),
+        "cross_thread_share": rounded(m.cross_share),
+        "accept_lock_wakeups_per_request": rounded(m.accept_lock / requests),
+        "contention_wakeups_per_request": rounded(m.contention_per_request),
         # The metric of that name (every thread's wake-to-run waits), and the part of it on the request path
         # (threads that are not idle), which the request-time share is made of.
-        "handoff_wait_ms_per_request": _round(analysis.process["handoff_wait_ms_per_request"]),
-        "request_path_wait_ms_per_request": _round(m.wait_ms_per_request),
-        "request_ms": _round(m.request_ms),
-        "handoff_wait_share_of_request_time": _round(m.latency_share),
-        "handoff_cpu_share": _round(m.cpu_share),
-        "cs_per_request": _round(analysis.process["cs_per_request"]),
-        "futex_ms_per_request": _round(analysis.process["futex_ms_per_request"]),
-        "cpu_ms_per_request": _round(analysis.process["cpu_ms_per_request"]),
+        "handoff_wait_ms_per_request": rounded(analysis.process["handoff_wait_ms_per_request"]),
+        "request_path_wait_ms_per_request": rounded(m.wait_ms_per_request),
+        "request_ms": rounded(m.request_ms),
+        "handoff_wait_share_of_request_time": rounded(m.latency_share),
+        "handoff_cpu_share": rounded(m.cpu_share),
+        "cs_per_request": rounded(analysis.process["cs_per_request"]),
+        "futex_ms_per_request": rounded(analysis.process["futex_ms_per_request"]),
+        "cpu_ms_per_request": rounded(analysis.process["cpu_ms_per_request"]),
         "cpu_share_measures": (
             "the busy-waiting threads' on-CPU time outside their traced calls (an upper bound)"
             if m.mechanism == SHARED_MEMORY else
@@ -590,41 +567,3 @@ def _busy_threads_line(analysis: Analysis, tids: list) -> str:
     parts = [f"'{thread['comm']}' {thread['oncpu_ns'] / 1e9 / seconds:.0%}" for thread in busy]
     return (f"threads on CPU for this share of the capture: {', '.join(parts)}; "
             f"{fixed(analysis.process['cpu_ms_per_request'], 3)} ms CPU per request")
-
-
-# --- helpers ----------------------------------------------------------------------------------------
-
-def _share_phrase(share: float | None, whose: str, where: str = "", estimated: bool = False) -> str:
-    """`, measured 62% of the CPU of event loop 'x' (tid 1)`; `about` instead of `measured` for an estimate."""
-    if share is None:
-        return ""
-    amount = f"{share:.0%}" if share >= 0.01 else "under 1%"
-    return f", {'about' if estimated else 'measured'} {amount} of {whose}" + (f" {where}" if where else "")
-
-
-def _whose(threads: Mapping[int, Mapping], tids) -> str:
-    """`the CPU of event loop 'nginx' (tid 812)`, `the CPU of the 3 threads involved`."""
-    tids = list(tids)
-    if len(tids) == 1:
-        return f"the CPU of {_name(threads, tids[0])}"
-    return f"the CPU of the {len(tids)} threads involved"
-
-
-def _who(threads: Mapping[int, Mapping], tids) -> str:
-    """`event loop 'haproxy' (tid 812)`, `3 threads`."""
-    tids = list(tids)
-    return _name(threads, tids[0]) if len(tids) == 1 else f"{len(tids)} threads"
-
-
-def _round(value: float | None, digits: int = 3) -> float | None:
-    return None if undefined(value) else round(float(value), digits)
-
-
-def _name(threads: Mapping[int, Mapping], tid: int) -> str:
-    return thread_name(threads[tid]["role"], threads[tid]["comm"], int(tid))
-
-
-def _thread_lines(threads: Mapping[int, Mapping], part: str, whole: str, phrase: str) -> list:
-    busy = sorted((tid for tid, row in threads.items() if row[whole] >= MIN_CALLS), key=lambda tid: -threads[tid][part])
-    return [f"{_name(threads, tid)}: {threads[tid][part] / threads[tid][whole]:.0%} {phrase}"
-            for tid in busy if threads[tid][part]]

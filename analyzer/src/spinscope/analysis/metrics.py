@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from spinscope.analysis import counters
-from spinscope.analysis.capture import SCHEMA, Capture
+from spinscope.analysis.capture import Capture
+from spinscope.analysis.schema import SCHEMA
 from spinscope.analysis.counters import NOT_HANDOFFS, handoffs
 from spinscope.analysis.roles import WORKER, infer_roles
 

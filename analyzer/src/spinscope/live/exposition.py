@@ -132,7 +132,7 @@ class View:
 
 def view_of(cap, selector: str, labels: list, sampled: float = 1.0) -> View:
     """The View of a capture (the stream's latest line): threads summed by name and role."""
-    from spinscope.analysis.capture import COUNTERS
+    from spinscope.analysis.schema import COUNTERS
     from spinscope.analysis.roles import infer_roles
 
     roles = infer_roles(cap.threads, cap.request_count)

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spinscope.tracing import collector
-from spinscope.analysis.capture import (COUNTERS, DROP_KEYS, MAX_CAPTURE_BYTES, REQUEST_HISTS, REQUEST_SUMS, Capture,
-                               from_document, loads)
+from spinscope.analysis.capture import Capture, from_document, loads
+from spinscope.analysis.schema import COUNTERS, DROP_KEYS, MAX_CAPTURE_BYTES, REQUEST_HISTS, REQUEST_SUMS
 from spinscope.errors import SpinscopeError
 
 STREAM_INTERVAL_S = 1.0
