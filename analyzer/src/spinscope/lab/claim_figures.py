@@ -9,7 +9,8 @@ from __future__ import annotations
 import pandas as pd
 
 from spinscope.output.figures import plt, to_png  # pyplot with the headless backend the core's figures chose
-from spinscope.lab.criteria import SIZE_NAMES, TABLE3_HANDOFFS, TABLE6_SPIN_WRITES, Finding
+from spinscope.lab.criteria.common import Finding, SIZE_NAMES
+from spinscope.lab.criteria.event_flow import TABLE3_HANDOFFS, TABLE6_SPIN_WRITES
 
 
 def draw(claim_id: str, finding: Finding) -> list:
