@@ -1,4 +1,4 @@
-"""spinscope/web/config.py, webguard.py and webserver.py: `spinscope exporter --web-config FILE`,
+"""spinscope/web/config.py, guard.py and server.py: `spinscope exporter --web-config FILE`,
 exporter-toolkit's web configuration file, and the endpoint that serves with it. Every refusal is one line
 naming the key, before anything is attached; basic auth answers 401 with `WWW-Authenticate: Basic`, counts
 it, and runs bcrypt once per credential that passed; TLS (and client certificates) on a real local

@@ -15,7 +15,7 @@ later (a server that restarts is picked up again), one collector each; `--cgroup
 cgroup v2 (a systemd unit, a pod) by one collector, its series labelled with the cgroup's name and no pid,
 waiting for the cgroup while it does not exist. A target that exits (a cgroup removed) is dropped: its
 series go.
-The endpoint (plain, or TLS and basic auth from `--web-config`: webconfig.py) is spinscope.web.server's.
+The endpoint (plain, or TLS and basic auth from `--web-config`: spinscope.web.config) is spinscope.web.server's.
 What a scrape writes (`METRICS`, every family, which the dashboard and alert rules in deploy/ are tested
 against; a target's line turned into samples) is spinscope.live.exposition's; this module runs the verb:
 its options, the targets coming and going, the collectors' lines pumped in.

@@ -5,8 +5,8 @@ the way Prometheus's own exporters set them, so one file and one scrape_config s
 This module is the file: `load` reads and checks the whole of it before anything is attached: every key
 is known and honoured or refused by name, the certificate and key load, the client CA loads, every
 password hash is bcrypt. A file that is wrong is one line (UsageError, exit 2). What the file asks of a
-request (basic auth, the rate limit, the headers) is webguard.py's; the endpoint that serves with it, and
-loads it again when it changes, webserver.py's.
+request (basic auth, the rate limit, the headers) is guard.py's; the endpoint that serves with it, and
+loads it again when it changes, server.py's.
 
 What else differs from exporter-toolkit, and why:
 - `client_auth_type` RequestClientCert and RequireAnyClientCert (certificates asked for, not verified)

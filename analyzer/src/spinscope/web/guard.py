@@ -1,4 +1,4 @@
-"""What the exporter's endpoint asks of each request, as its web configuration file (webconfig.py) says:
+"""What the exporter's endpoint asks of each request, as its web configuration file (config.py) says:
 the rate limit, then basic authentication, and the headers added to every response; `guarded` puts them in
 front of prometheus_client's WSGI app.
 

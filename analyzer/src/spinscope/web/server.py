@@ -1,5 +1,5 @@
 """The exporter's HTTP endpoint: `serve` binds it and serves prometheus_client's WSGI app, plain or as the
-web configuration file says (webconfig.py: TLS; webguard.py: the rate limit, headers and basic auth in
+web configuration file says (config.py: TLS; guard.py: the rate limit, headers and basic auth in
 front of the app). Its bounds: at most MAX_CONNECTIONS connections at once, each in a thread of its own
 (the TLS handshake in that thread: a client that stalls it never holds the listener), each with a deadline
 for its handshake and request headers and one for its response.
