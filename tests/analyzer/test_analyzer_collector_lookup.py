@@ -113,3 +113,16 @@ def test_record_without_a_collector_is_one_line(cli, tmp_path):
     assert result.stderr == (f"spinscope record: error: collector not found: {tmp_path / 'absent'} "
                              "($SPINSCOPE_COLLECTOR) is not an executable file (fix or unset $SPINSCOPE_COLLECTOR)\n")
     assert not (tmp_path / "c.json").exists()
+
+
+def test_the_package_and_the_checkout_are_found_from_where_this_module_sits():
+    """PACKAGE_DIR is spinscope/ itself (where a wheel's _bin/ is), not the subpackage collector.py sits in,
+    and repo_root() the checkout that holds analyzer/src/spinscope: the lab's binaries and the checkout's
+    build are found from it."""
+    import spinscope
+
+    package = Path(spinscope.__file__).resolve().parent
+    assert collector.PACKAGE_DIR == package
+    assert collector.repo_root() == package.parents[2]
+    if (package.parents[2] / "pyproject.toml").is_file():  # run from a checkout, as the tests are
+        assert collector.checkout_root() == package.parents[2]

@@ -33,13 +33,13 @@ COLLECTOR_NAME = "spinscope-collector"
 READY_TIMEOUT_S = 60.0  # loading and attaching takes ~0.1 s; a verifier on a slow kernel, seconds
 
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # spinscope/, this module being spinscope/tracing/collector.py
 BUNDLED_DIR = "_bin"  # in the package; setup.py puts the collector there when `make dist` builds the wheel
 
 
 def repo_root() -> Path:
     """The repository checkout this package runs from (analyzer/src/spinscope/tracing/collector.py -> root)."""
-    return Path(__file__).resolve().parents[3]
+    return PACKAGE_DIR.parents[2]
 
 
 def checkout_root() -> Path | None:
