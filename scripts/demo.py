@@ -16,8 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from spinscope.tracing import collector
 from spinscope.lab import refserver
+from spinscope.tracing import collector
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "build" / "demo"

@@ -12,8 +12,8 @@ import pytest
 import captures
 from spinscope.analysis.capture import load
 from spinscope.analysis.schema import layout_differences
-from spinscope.errors import SpinscopeError
 from spinscope.commands.record import cgroup_dir
+from spinscope.errors import SpinscopeError
 
 CGROUP = {"path": "/system.slice/web.service", "id": 4242}
 

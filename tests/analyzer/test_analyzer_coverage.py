@@ -4,8 +4,8 @@ processes (schema 5), HTTP/2 connections, and older captures that could not tell
 from __future__ import annotations
 
 from spinscope.analysis.capture import load
-from spinscope.analysis.schema import SCHEMA5_COUNTERS
 from spinscope.analysis.coverage import coverage_notes
+from spinscope.analysis.schema import SCHEMA5_COUNTERS
 
 from captures import capture, thread, write
 

@@ -9,11 +9,11 @@ import numpy as np
 import captures
 from spinscope.analysis.capture import load
 from spinscope.analysis.comparison import CUT_SHORT, LABEL_METRICS, LITTLE_LOAD, SHARE_CHANGE_POINTS, compare_captures
-from spinscope.output.diff import change_rows, label_lines, noise_left_out, noise_note, to_json
-from spinscope.fmt import number
 from spinscope.analysis.labels import CRITICAL, WARNING, WRITE_SPIN
 from spinscope.analysis.metrics import analyze
 from spinscope.analysis.noise import SIGNIFICANT, TOO_FEW, WITHIN_NOISE, compare, load_reference, loaded, t_critical
+from spinscope.fmt import number
+from spinscope.output.diff import change_rows, label_lines, noise_left_out, noise_note, to_json
 from paths import CAPTURES
 
 

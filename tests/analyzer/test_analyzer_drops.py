@@ -8,10 +8,10 @@ import json
 
 import captures
 from spinscope.analysis.capture import load
-from spinscope.analysis.schema import DROP_KEYS
 from spinscope.analysis.comparison import compare_captures
-from spinscope.output.diff import DROPS_HEADER, change_rows
 from spinscope.analysis.metrics import DROPS, METRIC_BY_NAME, REQUEST_METRICS, analyze
+from spinscope.analysis.schema import DROP_KEYS
+from spinscope.output.diff import DROPS_HEADER, change_rows
 
 DROPPED = {"threads": 812, "sockets": 40, "wakeup_edges": 0, "pids": 0, "exited": 0, "execs": 0, "listeners": 0}
 

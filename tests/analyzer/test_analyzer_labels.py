@@ -7,11 +7,11 @@ import pytest
 
 import captures
 from spinscope.analysis.capture import load
-from spinscope.fmt import size_class
 from spinscope.analysis.labels import (CRITICAL, HANDOFF_OVERHEAD, INFO, MIN_REQUESTS, SPURIOUS_SELECT, WARNING,
                                        WRITE_SPIN, WRITE_WAIT, assess)
 from spinscope.analysis.metrics import analyze
 from spinscope.analysis.roles import ACCEPTOR, DISPATCHER, EVENT_LOOP, HANDLER, IDLE, WORKER
+from spinscope.fmt import size_class
 
 EXPECTED = {
     "write_spin": {WRITE_SPIN},

@@ -14,10 +14,10 @@ from rich.console import Console
 
 from spinscope.commands import record
 
-from spinscope.tracing import targets
 from spinscope.commands.cli import DESCRIPTIONS, VERBS, build_parser
-from spinscope.tracing.collector import COLLECTOR_ENV
 from spinscope.errors import SpinscopeError, UsageError
+from spinscope.tracing import targets
+from spinscope.tracing.collector import COLLECTOR_ENV
 from paths import COLLECTOR
 
 needs_collector = pytest.mark.skipif(not os.access(COLLECTOR, os.X_OK), reason="collector not built (make)")

@@ -23,10 +23,10 @@ import pytest
 from prometheus_client import CollectorRegistry, Gauge
 
 from certs import Authority
-from spinscope.live import exposition
-from spinscope.web import config as webconfig, guard as webguard, server as webserver
 from spinscope.commands.cli import main
 from spinscope.errors import UsageError
+from spinscope.live import exposition
+from spinscope.web import config as webconfig, guard as webguard, server as webserver
 from paths import ROOT
 
 PASSWORD = "correct horse"

@@ -22,9 +22,9 @@ from typing import Mapping
 
 from spinscope.analysis import counters
 from spinscope.analysis.capture import Capture
-from spinscope.analysis.schema import SCHEMA
 from spinscope.analysis.counters import NOT_HANDOFFS, handoffs
 from spinscope.analysis.roles import WORKER, infer_roles
+from spinscope.analysis.schema import SCHEMA
 
 PER_REQUEST = "per request"
 PER_CALL = "ratio"

@@ -27,8 +27,8 @@ import threading
 import time
 from pathlib import Path
 
-from spinscope.tracing import collector, targets
 from spinscope.errors import SpinscopeError, UsageError
+from spinscope.tracing import collector, targets
 from spinscope.tracing.targets import cgroup_dir  # noqa: F401 (spinscope.commands.record.cgroup_dir, as before targets.py)
 
 DEFAULT_INTERVAL_S = targets.RECORD_INTERVAL_S

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from spinscope.output.figures import plt, to_png  # pyplot with the headless backend the core's figures chose
 from spinscope.lab.criteria.common import Finding, SIZE_NAMES
 from spinscope.lab.criteria.event_flow import TABLE3_HANDOFFS, TABLE6_SPIN_WRITES
+from spinscope.output.figures import plt, to_png  # pyplot with the headless backend the core's figures chose
 
 
 def draw(claim_id: str, finding: Finding) -> list:

@@ -26,13 +26,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from spinscope.output import htmlpage
 from spinscope.errors import SpinscopeError, UsageError
 from spinscope.fmt import fixed
 from spinscope.lab.claims import judge_all
 from spinscope.lab.confidence import NEEDS_FULL, TOO_FEW, UNSTABLE
 from spinscope.lab.criteria.common import DIRECTION, ERROR, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED
 from spinscope.lab.results import read_table
+from spinscope.output import htmlpage
 from spinscope.output.console import jsonable, plain, print_json, terminal, write_text
 
 EXIT_OK, EXIT_CLAIM_ERRORS = 0, 3

@@ -132,8 +132,8 @@ class View:
 
 def view_of(cap, selector: str, labels: list, sampled: float = 1.0) -> View:
     """The View of a capture (the stream's latest line): threads summed by name and role."""
-    from spinscope.analysis.schema import COUNTERS
     from spinscope.analysis.roles import infer_roles
+    from spinscope.analysis.schema import COUNTERS
 
     roles = infer_roles(cap.threads, cap.request_count)
     by_group: dict = {}

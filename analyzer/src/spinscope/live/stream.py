@@ -23,10 +23,10 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from spinscope.tracing import collector
 from spinscope.analysis.capture import Capture, from_document, loads
 from spinscope.analysis.schema import COUNTERS, DROP_KEYS, MAX_CAPTURE_BYTES, REQUEST_HISTS, REQUEST_SUMS
 from spinscope.errors import SpinscopeError
+from spinscope.tracing import collector
 
 STREAM_INTERVAL_S = 1.0
 STOP_TIMEOUT_S = 10.0

@@ -24,8 +24,8 @@ import tty
 from dataclasses import dataclass
 from pathlib import Path
 
-from spinscope.tracing import targets
 from spinscope.errors import SpinscopeError, UsageError
+from spinscope.tracing import targets
 
 DEFAULT_WINDOW_S = targets.TOP_WINDOW_S
 ROLE_VIEW_THREADS = 64  # more threads than this: start in the role view

@@ -22,10 +22,10 @@ import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from spinscope.fmt import number  # noqa: E402
 from spinscope.analysis.metrics import NOT_HANDOFFS, Analysis  # noqa: E402
 from spinscope.analysis.roles import (ACCEPTOR, DISPATCHER, EVENT_LOOP, HANDLER, IDLE, ROLE_NOUNS, WORKER,  # noqa: E402
                                       activity)
+from spinscope.fmt import number  # noqa: E402
 from spinscope.untrusted import printable  # noqa: E402
 
 ROLE_COLORS = {EVENT_LOOP: "#1f77b4", HANDLER: "#2ca02c", DISPATCHER: "#17becf", ACCEPTOR: "#9467bd",
