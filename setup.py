@@ -4,7 +4,7 @@ With SPINSCOPE_BUNDLE_COLLECTOR naming an executable (make dist points it at bui
 statically linked), the wheel holds it as spinscope/_bin/spinscope-collector, executable bit kept, and is
 tagged for this platform (py3-none-linux_<arch>): it carries native code, so it is not `any`. Without the
 variable (`pip install -e .`, the editable install of scripts/setup.sh, or a plain `pip install .`) the
-package is pure Python and finds its collector elsewhere (spinscope/collector.py: the lookup order).
+package is pure Python and finds its collector elsewhere (spinscope/tracing/collector.py: the lookup order).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from setuptools.command.bdist_wheel import bdist_wheel
 from setuptools.command.build_py import build_py
 
 BUNDLE_ENV = "SPINSCOPE_BUNDLE_COLLECTOR"
-BUNDLED = Path("spinscope", "_bin", "spinscope-collector")  # where spinscope/collector.py looks (BUNDLED_DIR)
+BUNDLED = Path("spinscope", "_bin", "spinscope-collector")  # where spinscope/tracing/collector.py looks (BUNDLED_DIR)
 
 
 def bundle_source() -> Path | None:

@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests")]
 from machine_lock import load_lock  # noqa: E402
 
-from spinscope import live  # noqa: E402
-from spinscope.exporter import SCAN_EVERY_S  # noqa: E402
+from spinscope.live import stream as live  # noqa: E402
+from spinscope.live.exporter import SCAN_EVERY_S  # noqa: E402
 
 RUNS = 20
 

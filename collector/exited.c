@@ -10,7 +10,8 @@
 
 #include <bpf/bpf.h>
 
-#include "snapshot.h"
+#include "exited.h"
+#include "maps.h"
 
 int exited_init(struct exited_threads *r, size_t keep)
 {
@@ -278,39 +279,4 @@ void exited_rows_free(struct exited_rows *rows)
 	free(rows->groups);
 	free(rows->folded);
 	memset(rows, 0, sizeof(*rows));
-}
-
-static int compare_u32(const void *a, const void *b)
-{
-	__u32 x = *(const __u32 *)a, y = *(const __u32 *)b;
-
-	return (x > y) - (x < y);
-}
-
-/* The capture's thread rows (the live threads, and the gone ones not folded: exited_rows_of) and the distinct
- * processes among them: what the report counts. 0, or -ENOMEM. */
-int capture_rows(const struct snapshot *snap, size_t *threads, size_t *processes)
-{
-	const struct exited_threads *r = snap->exited;
-	size_t nexited = r ? r->n : 0, n = 0;
-	__u32 *pids = malloc((snap->nthreads + nexited + 1) * sizeof(*pids));
-	struct exited_rows rows = { 0 };
-
-	if (!pids || (r && exited_rows_of(r, snap->tids, snap->nthreads, &rows))) {
-		free(pids);
-		return -ENOMEM;
-	}
-	for (size_t i = 0; i < snap->nthreads; i++)
-		pids[n++] = snap->threads[i].pid;
-	for (size_t i = 0; i < nexited; i++)
-		if (!rows.folded[i])
-			pids[n++] = r->threads[i].pid;
-	exited_rows_free(&rows);
-	*threads = n;
-	qsort(pids, n, sizeof(*pids), compare_u32);
-	*processes = 0;
-	for (size_t i = 0; i < n; i++)
-		*processes += i == 0 || pids[i] != pids[i - 1];
-	free(pids);
-	return 0;
 }

@@ -6,21 +6,13 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "maps.h"
 #include "snapshot.h"
 #include "spinscope.skel.h"
-
-__u64 monotonic_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
-}
 
 /*
  * The probes add a thread's on-CPU (off-CPU) time when it switches out (in): a thread on a CPU when
@@ -35,40 +27,6 @@ static void close_open_slices(struct thread_stats *s, __u64 now)
 		s->c.offcpu_ns += now - s->switch_out_ns;
 }
 
-/*
- * Every entry of a hash map, as parallel arrays of keys and values (malloc'd), read in batches: the
- * kernel walks the map bucket by bucket, so entries the probes delete meanwhile cannot make the walk
- * start over and count an entry twice (as a get_next_key walk whose current key was deleted does).
- */
-int map_dump(int fd, size_t key_size, size_t value_size, __u32 max_entries, void **keys, void **values,
-	     size_t *n)
-{
-	__u64 token = 0; /* hash maps' batch position: a bucket index */
-	size_t cap = max_entries ? max_entries : 1;
-	bool first = true;
-	int err = 0;
-
-	*n = 0;
-	*keys = malloc(cap * key_size);
-	*values = malloc(cap * value_size);
-	if (!*keys || !*values)
-		return -ENOMEM;
-	while (*n < cap) {
-		__u32 count = cap - *n;
-
-		err = bpf_map_lookup_batch(fd, first ? NULL : &token, &token, (char *)*keys + *n * key_size,
-					   (char *)*values + *n * value_size, &count, NULL);
-		err = err ? -errno : 0;
-		*n += count;
-		first = false;
-		if (err == -ENOENT) /* the walk is complete */
-			return 0;
-		if (err)
-			return err;
-	}
-	return 0;
-}
-
 static int read_threads(int fd, __u32 max_entries, struct snapshot *snap)
 {
 	__u64 now = monotonic_ns();
@@ -78,13 +36,6 @@ static int read_threads(int fd, __u32 max_entries, struct snapshot *snap)
 	for (size_t i = 0; !err && i < snap->nthreads; i++)
 		close_open_slices(&snap->threads[i], now);
 	return err;
-}
-
-void counters_add(struct thread_counters *sum, const struct thread_counters *c)
-{
-#define X(name) sum->name += c->name;
-	SPINSCOPE_COUNTERS(X)
-#undef X
 }
 
 static void add_request_stats(struct request_stats *sum, const struct request_stats *r)
@@ -315,4 +266,39 @@ __u32 *snapshot_pids(const struct snapshot *snap, __u32 first, size_t *n)
 			pids[(*n)++] = pid;
 	}
 	return pids;
+}
+
+static int compare_u32(const void *a, const void *b)
+{
+	__u32 x = *(const __u32 *)a, y = *(const __u32 *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The capture's thread rows (the live threads, and the gone ones not folded: exited_rows_of) and the distinct
+ * processes among them: what the report counts. 0, or -ENOMEM. */
+int capture_rows(const struct snapshot *snap, size_t *threads, size_t *processes)
+{
+	const struct exited_threads *r = snap->exited;
+	size_t nexited = r ? r->n : 0, n = 0;
+	__u32 *pids = malloc((snap->nthreads + nexited + 1) * sizeof(*pids));
+	struct exited_rows rows = { 0 };
+
+	if (!pids || (r && exited_rows_of(r, snap->tids, snap->nthreads, &rows))) {
+		free(pids);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < snap->nthreads; i++)
+		pids[n++] = snap->threads[i].pid;
+	for (size_t i = 0; i < nexited; i++)
+		if (!rows.folded[i])
+			pids[n++] = r->threads[i].pid;
+	exited_rows_free(&rows);
+	*threads = n;
+	qsort(pids, n, sizeof(*pids), compare_u32);
+	*processes = 0;
+	for (size_t i = 0; i < n; i++)
+		*processes += i == 0 || pids[i] != pids[i - 1];
+	free(pids);
+	return 0;
 }

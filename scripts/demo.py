@@ -7,7 +7,7 @@
 
 Everything lands in build/demo/. Each load runs for a few seconds and stops by itself. Servers start
 through spinscope.lab.refserver (which reads their listening line), and the load starts once
-`spinscope record` says the probes are live (its --ready-fd line, through spinscope.collector).
+`spinscope record` says the probes are live (its --ready-fd line, through spinscope.tracing.collector).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from spinscope import collector
 from spinscope.lab import refserver
+from spinscope.tracing import collector
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "build" / "demo"

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from spinscope import __version__
-from spinscope.capture import COUNTERS
+from spinscope.analysis.schema import COUNTERS
 
 DURATION_S = 10.0
 

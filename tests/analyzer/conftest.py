@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import captures
-from spinscope.collector import COLLECTOR_ENV
+from spinscope.tracing.collector import COLLECTOR_ENV
 
 
 @pytest.fixture

@@ -7,7 +7,8 @@ import json
 import pytest
 
 import captures
-from spinscope.capture import COUNTERS, load
+from spinscope.analysis.capture import load
+from spinscope.analysis.schema import COUNTERS
 from spinscope.errors import SpinscopeError
 from paths import CAPTURES
 
@@ -102,8 +103,8 @@ GOLDEN = sorted(CAPTURES.glob("*.json"))
 @pytest.mark.skipif(not GOLDEN, reason="no golden captures from the collector in tests/data/captures yet")
 @pytest.mark.parametrize("path", GOLDEN, ids=[p.name for p in GOLDEN])
 def test_golden_captures_load_and_report(path):
-    from spinscope.labels import assess
-    from spinscope.metrics import analyze
+    from spinscope.analysis.labels import assess
+    from spinscope.analysis.metrics import analyze
 
     analysis = analyze(load(path))
     assess(analysis)
@@ -117,8 +118,8 @@ SCHEMA1 = sorted((CAPTURES / "schema1").glob("*.json"))
 def test_schema1_captures_load_with_counts_and_no_verdict(path):
     """Captures of the first collector (no measured costs) still load and report, and say why no
     verdict is drawn."""
-    from spinscope.labels import assess
-    from spinscope.metrics import analyze
+    from spinscope.analysis.labels import assess
+    from spinscope.analysis.metrics import analyze
 
     cap = load(path)
     assert cap.schema == 1 and not cap.costs_measured and cap.request_count > 0

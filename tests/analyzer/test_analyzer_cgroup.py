@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 import captures
-from spinscope.capture import layout_differences, load
+from spinscope.analysis.capture import load
+from spinscope.analysis.schema import layout_differences
+from spinscope.commands.record import cgroup_dir
 from spinscope.errors import SpinscopeError
-from spinscope.record import cgroup_dir
 
 CGROUP = {"path": "/system.slice/web.service", "id": 4242}
 

@@ -1,4 +1,4 @@
-"""Where the analyzer finds the collector (spinscope/collector.py's docstring): $SPINSCOPE_COLLECTOR alone
+"""Where the analyzer finds the collector (spinscope/tracing/collector.py's docstring): $SPINSCOPE_COLLECTOR alone
 when set; else the checkout's build when the package runs from a checkout; else the one bundled in the
 package (the wheel from `make dist`); else PATH. Laid out here with stand-in files in a temporary checkout
 and a temporary site-packages; tests/install does it for real with the wheel."""
@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from spinscope import collector, doctor
-from spinscope.collector import Candidate
+from spinscope.commands import doctor
+
+from spinscope.tracing import collector
+from spinscope.tracing.collector import Candidate
 
 
 def executable(path: Path) -> Path:
@@ -111,3 +113,16 @@ def test_record_without_a_collector_is_one_line(cli, tmp_path):
     assert result.stderr == (f"spinscope record: error: collector not found: {tmp_path / 'absent'} "
                              "($SPINSCOPE_COLLECTOR) is not an executable file (fix or unset $SPINSCOPE_COLLECTOR)\n")
     assert not (tmp_path / "c.json").exists()
+
+
+def test_the_package_and_the_checkout_are_found_from_where_this_module_sits():
+    """PACKAGE_DIR is spinscope/ itself (where a wheel's _bin/ is), not the subpackage collector.py sits in,
+    and repo_root() the checkout that holds analyzer/src/spinscope: the lab's binaries and the checkout's
+    build are found from it."""
+    import spinscope
+
+    package = Path(spinscope.__file__).resolve().parent
+    assert collector.PACKAGE_DIR == package
+    assert collector.repo_root() == package.parents[2]
+    if (package.parents[2] / "pyproject.toml").is_file():  # run from a checkout, as the tests are
+        assert collector.checkout_root() == package.parents[2]

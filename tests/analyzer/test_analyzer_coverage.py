@@ -1,10 +1,11 @@
-"""What the request figures leave out or count otherwise (spinscope.coverage): channels between the target's
+"""What the request figures leave out or count otherwise (spinscope.analysis.coverage): channels between the target's
 processes (schema 5), HTTP/2 connections, and older captures that could not tell."""
 
 from __future__ import annotations
 
-from spinscope.capture import SCHEMA5_COUNTERS, load
-from spinscope.coverage import coverage_notes
+from spinscope.analysis.capture import load
+from spinscope.analysis.coverage import coverage_notes
+from spinscope.analysis.schema import SCHEMA5_COUNTERS
 
 from captures import capture, thread, write
 

@@ -7,13 +7,13 @@ import json
 import numpy as np
 
 import captures
-from spinscope.capture import load
-from spinscope.diff import (CUT_SHORT, LABEL_METRICS, LITTLE_LOAD, SHARE_CHANGE_POINTS, change_rows, compare_captures,
-                            label_lines, noise_left_out, noise_note, to_json)
+from spinscope.analysis.capture import load
+from spinscope.analysis.comparison import CUT_SHORT, LABEL_METRICS, LITTLE_LOAD, SHARE_CHANGE_POINTS, compare_captures
+from spinscope.analysis.labels import CRITICAL, WARNING, WRITE_SPIN
+from spinscope.analysis.metrics import analyze
+from spinscope.analysis.noise import SIGNIFICANT, TOO_FEW, WITHIN_NOISE, compare, load_reference, loaded, t_critical
 from spinscope.fmt import number
-from spinscope.labels import CRITICAL, WARNING, WRITE_SPIN
-from spinscope.metrics import analyze
-from spinscope.noise import SIGNIFICANT, TOO_FEW, WITHIN_NOISE, compare, load_reference, loaded, t_critical
+from spinscope.output.diff import change_rows, label_lines, noise_left_out, noise_note, to_json
 from paths import CAPTURES
 
 
@@ -188,7 +188,7 @@ def test_within_a_tier_the_larger_t_leads():
 
 def test_label_metrics_missing_from_metrics_are_skipped(capture_file, monkeypatch):
     """LABEL_METRICS may name metrics that metrics.METRICS does not compute (yet)."""
-    from spinscope.labels import HANDOFF_OVERHEAD
+    from spinscope.analysis.labels import HANDOFF_OVERHEAD
     monkeypatch.setitem(LABEL_METRICS, HANDOFF_OVERHEAD, ("not_a_metric", *LABEL_METRICS[HANDOFF_OVERHEAD]))
     result = comparison(captures.thread_per_connection(), captures.reactor_split(), capture_file)
     assert result.verdict().startswith("after: +4 handoffs per request and ")

@@ -9,7 +9,7 @@ import re
 import pytest
 
 import spinscope
-from spinscope import counters, labels, measures, metrics, noise, roles
+from spinscope.analysis import counters, labels, measures, metrics, noise, roles
 from paths import DOCS, ROOT
 
 DOC = DOCS / "labels.md"
@@ -57,7 +57,7 @@ def test_every_detector_threshold_is_documented():
 
 
 def test_counters_mechanisms_match_the_capture_vocabulary():
-    from spinscope.capture import MECHANISMS
+    from spinscope.analysis.schema import MECHANISMS
 
     assert set(counters.COUNTED_MECHANISMS) | {"other"} == set(MECHANISMS)
     assert set(counters.NOT_HANDOFFS) <= set(MECHANISMS)

@@ -9,7 +9,9 @@ import os
 
 import pytest
 
-from spinscope import collector, doctor
+from spinscope.commands import doctor
+
+from spinscope.tracing import collector
 
 PASSING = [
     {"name": "privileges", "ok": True, "skipped": False, "detail": "running as root", "remedy": ""},

@@ -7,9 +7,11 @@ from __future__ import annotations
 import json
 
 import captures
-from spinscope.capture import DROP_KEYS, load
-from spinscope.diff import DROPS_HEADER, change_rows, compare_captures
-from spinscope.metrics import DROPS, METRIC_BY_NAME, REQUEST_METRICS, analyze
+from spinscope.analysis.capture import load
+from spinscope.analysis.comparison import compare_captures
+from spinscope.analysis.metrics import DROPS, METRIC_BY_NAME, REQUEST_METRICS, analyze
+from spinscope.analysis.schema import DROP_KEYS
+from spinscope.output.diff import DROPS_HEADER, change_rows
 
 DROPPED = {"threads": 812, "sockets": 40, "wakeup_edges": 0, "pids": 0, "exited": 0, "execs": 0, "listeners": 0}
 

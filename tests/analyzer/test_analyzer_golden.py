@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from spinscope.capture import load
-from spinscope.labels import assess
-from spinscope.metrics import analyze
+from spinscope.analysis.capture import load
+from spinscope.analysis.labels import assess
+from spinscope.analysis.metrics import analyze
 from paths import CAPTURES
 
 

@@ -14,8 +14,9 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 import captures
-from spinscope.capture import MAX_HISTOGRAM_BUCKETS, load
-from spinscope.cli import main
+from spinscope.analysis.capture import load
+from spinscope.analysis.schema import MAX_HISTOGRAM_BUCKETS
+from spinscope.commands.cli import main
 from spinscope.errors import SpinscopeError
 
 GOOD = captures.reactor_split()
@@ -79,7 +80,7 @@ HOSTILE = {  # name: (document text, what the one error line says)
 
 @pytest.mark.parametrize("case", sorted(HOSTILE))
 def test_hostile_capture_is_one_line_error(case, tmp_path, capsys):
-    """In process (spinscope.cli.main, as `python -m spinscope` runs it): an exception other than the
+    """In process (spinscope.commands.cli.main, as `python -m spinscope` runs it): an exception other than the
     one-line error would fail the test with its traceback."""
     text, expected = HOSTILE[case]
     path = tmp_path / "capture.json"
@@ -153,7 +154,7 @@ def test_fuzzed_captures_load_or_fail_cleanly(doc, tmp_path_factory):
         assert "\n" not in str(exc)
         return
     # What loads is analysed and judged without error.
-    from spinscope.labels import assess
-    from spinscope.metrics import analyze
+    from spinscope.analysis.labels import assess
+    from spinscope.analysis.metrics import analyze
 
     assess(analyze(cap))

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from spinscope.capture import COUNTERS
-from spinscope.output import plain
+from spinscope.analysis.schema import COUNTERS
+from spinscope.output.console import plain
 from spinscope.untrusted import printable
 from paths import CAPTURES
 
@@ -141,9 +141,9 @@ def test_report_html_renders_figures_and_escapes_the_names(hostile, cli, tmp_pat
 def test_handoff_graph_draws_hostile_names(names, capture_file):
     """The graph names each thread when it has few (fanout-split-small: two), in text without mathtext,
     and says nothing on stderr of glyphs its font lacks."""
-    from spinscope import figures
-    from spinscope.capture import load
-    from spinscope.metrics import analyze
+    from spinscope.analysis.capture import load
+    from spinscope.analysis.metrics import analyze
+    from spinscope.output import figures
 
     analysis = analyze(load(capture_file(hostile_capture("fanout-split-small.json", names))))
     with warnings.catch_warnings():

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 
 import captures
-from spinscope.capture import load
+from spinscope.analysis.capture import load
+from spinscope.analysis.labels import (CRITICAL, HANDOFF_OVERHEAD, INFO, MIN_REQUESTS, SPURIOUS_SELECT, WARNING,
+                                       WRITE_SPIN, WRITE_WAIT, assess)
+from spinscope.analysis.metrics import analyze
+from spinscope.analysis.roles import ACCEPTOR, DISPATCHER, EVENT_LOOP, HANDLER, IDLE, WORKER
 from spinscope.fmt import size_class
-from spinscope.labels import (CRITICAL, HANDOFF_OVERHEAD, INFO, MIN_REQUESTS, SPURIOUS_SELECT, WARNING,
-                              WRITE_SPIN, WRITE_WAIT, assess)
-from spinscope.metrics import analyze
-from spinscope.roles import ACCEPTOR, DISPATCHER, EVENT_LOOP, HANDLER, IDLE, WORKER
 
 EXPECTED = {
     "write_spin": {WRITE_SPIN},

@@ -1,55 +1,201 @@
-"""The profiler core does not depend on the research lab: no module of spinscope/ outside spinscope/lab/
-imports spinscope.lab (the lab uses the core, never the other way round). Checked on the sources' syntax
-trees, so nothing is imported or run."""
+"""The package's layering, as docs/architecture-of-the-code.md draws it: each subpackage of spinscope/ imports
+only the packages ALLOWED names for it (the base modules, spinscope/*.py, import only each other), and no
+module imports itself back through others (no circle, lazy imports inside functions included: a circle
+that only closes at run time is still a circle). Each subpackage's __init__.py says the same in its
+docstring ("May import: ...") and imports nothing. Checked on the sources' syntax trees: nothing is
+imported or run."""
 import ast
+import re
 from pathlib import Path
+
+import pytest
 
 import spinscope
 
 PACKAGE = Path(spinscope.__file__).resolve().parent
-LAB = "spinscope.lab"
+BASE = "base"  # spinscope/*.py: errors, fmt, untrusted (and the version)
+ENTRY = "spinscope.__main__"  # `python -m spinscope`: runs the CLI, above everything
+
+# package: the packages its modules may import (besides their own). Lower layers first.
+ALLOWED = {
+    BASE: set(),
+    "tracing": {BASE},
+    "analysis": {BASE},
+    "output": {BASE, "analysis"},
+    "web": {BASE},
+    "live": {BASE, "tracing", "analysis", "output", "web"},
+    "lab": {BASE, "tracing", "analysis", "output"},
+    "commands": {BASE, "tracing", "analysis", "output", "live"},
+}
+MAX_LINES = 600  # no module longer
 
 
-def lab_imports(path: Path) -> list:
-    """The import statements of a core module that reach spinscope.lab, as `line: text`."""
+def module_name(path: Path, root: Path = PACKAGE) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join([root.name, *parts])
+
+
+def modules(root: Path = PACKAGE) -> dict:
+    """Every module of the package: dotted name -> path."""
+    return {module_name(p, root): p for p in sorted(root.rglob("*.py"))}
+
+
+def imports(path: Path, name: str, known: set) -> list:
+    """(line, the module of the package it imports) for every import in the file, anywhere in it: an
+    `from X import y` names X.y when that is a module, else X (a name defined in X)."""
+    is_package = path.name == "__init__.py"
     found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
         if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
+            targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            # Relative imports are resolved against the package: `from .lab import x`, `from . import lab`.
-            base = ("spinscope." * bool(node.level) + (node.module or "")).rstrip(".") or "spinscope"
-            names = [base] + [f"{base}.{alias.name}" for alias in node.names]
+            if node.level:
+                here = name.split(".") if is_package else name.split(".")[:-1]
+                base = ".".join(here[:len(here) - node.level + 1] + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
         else:
             continue
-        if any(name == LAB or name.startswith(LAB + ".") for name in names):
-            found.append(f"{node.lineno}: {ast.unparse(node)}")
+        for target in targets:
+            while target and target not in known and "." in target:  # `import spinscope.x.y as z`, a name in x
+                target = target.rsplit(".", 1)[0]
+            if target in known:
+                found.append((node.lineno, target))
     return found
 
 
-def core_modules() -> list:
-    """Every module of the package outside spinscope/lab/."""
-    return sorted(p for p in PACKAGE.rglob("*.py") if p.relative_to(PACKAGE).parts[0] != "lab")
+def graph(root: Path = PACKAGE) -> dict:
+    """module -> {module it imports: first line}."""
+    known = modules(root)
+    edges = {}
+    for name, path in known.items():
+        edges[name] = {}
+        for line, target in imports(path, name, set(known)):
+            if target != name:
+                edges[name].setdefault(target, line)
+    return edges
 
 
-def test_core_modules_exist():
-    names = {p.name for p in core_modules()}
-    assert {"capture.py", "metrics.py", "labels.py", "report.py", "cli.py"} <= names
-    assert not any(p.parent.name == "lab" for p in core_modules())
+def layer(module: str) -> str:
+    parts = module.split(".")
+    if len(parts) == 1 or (len(parts) == 2 and (PACKAGE / f"{parts[1]}.py").is_file()):
+        return BASE
+    return parts[1]
 
 
-def test_no_core_module_imports_the_lab():
-    offenders = {str(p.relative_to(PACKAGE)): lab_imports(p) for p in core_modules()}
-    assert {name: lines for name, lines in offenders.items() if lines} == {}
+def upward(edges: dict) -> list:
+    """`module:line -> target` for every import ALLOWED does not permit."""
+    wrong = []
+    for module, targets in edges.items():
+        if module == ENTRY:
+            continue
+        for target, line in targets.items():
+            if layer(target) != layer(module) and layer(target) not in ALLOWED[layer(module)]:
+                wrong.append(f"{module}:{line} -> {target}")
+    return sorted(wrong)
 
 
-def test_the_check_sees_every_import_form(tmp_path):
-    forms = ["import spinscope.lab", "import spinscope.lab.claims as c", "from spinscope.lab import claims",
-             "from spinscope.lab.matrix import Cell", "from spinscope import lab", "from . import lab",
-             "from .lab.sweep import run", "def f():\n    from spinscope.lab import netcond"]
-    for form in forms:
-        path = tmp_path / "m.py"
-        path.write_text(form + "\n")
-        assert lab_imports(path), form
-    path.write_text("import spinscope.labels\nfrom spinscope import labels\nfrom .labels import assess\n")
-    assert lab_imports(path) == []
+def circles(edges: dict) -> list:
+    """The import circles: each strongly connected set of more than one module (Tarjan), sorted."""
+    index, low, stack, on, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            members = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                members.append(w)
+                if w == v:
+                    break
+            if len(members) > 1:
+                found.append(sorted(members))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def test_every_module_is_in_a_known_layer():
+    assert {layer(m) for m in modules() if m != ENTRY} <= set(ALLOWED)
+    assert {"analysis", "output", "live", "web", "commands", "lab", "tracing"} <= {layer(m) for m in modules()}
+    assert layer("spinscope.errors") == BASE and layer("spinscope.analysis.capture") == "analysis"
+
+
+def test_no_import_goes_up_or_sideways():
+    assert upward(graph()) == []
+
+
+def test_no_import_circle():
+    assert circles(graph()) == []
+
+
+def test_no_module_over_600_lines():
+    long = {name: n for name, path in modules().items() if (n := len(path.read_text().splitlines())) > MAX_LINES}
+    assert long == {}
+
+
+@pytest.mark.parametrize("package", sorted(set(ALLOWED) - {BASE}))
+def test_each_package_says_what_it_owns_and_may_import(package):
+    init = PACKAGE / package / "__init__.py"
+    tree = ast.parse(init.read_text())
+    doc = ast.get_docstring(tree) or ""
+    assert len(doc) > 200, f"{package}/__init__.py: a paragraph on what the package owns"
+    assert not [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))], "imports nothing"
+    said = re.search(r"May import: ([^.]*)\.", doc.replace("\n", " "))
+    assert said, f"{package}/__init__.py: no `May import: ...` sentence"
+    names = {w.strip() for w in said.group(1).replace(" and ", ",").split(",") if w.strip()}
+    assert names == {"nothing"} if not ALLOWED[package] else names == ALLOWED[package], (package, names)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The check itself, on packages made up here
+
+
+def fake_package(tmp_path: Path, files: dict) -> Path:
+    root = tmp_path / "spinscope"
+    for rel, text in {"__init__.py": "", **files}.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+@pytest.mark.parametrize("form", [
+    "import spinscope.live.exporter", "import spinscope.live.exporter as e", "from spinscope.live import exporter",
+    "from spinscope.live.exporter import METRICS", "from ..live import exporter", "from ..live.exporter import x",
+    "def f():\n    from spinscope.live import exporter"])
+def test_the_check_sees_every_import_form(tmp_path, form):
+    root = fake_package(tmp_path, {"live/__init__.py": "", "live/exporter.py": "", "web/__init__.py": "",
+                                   "web/guard.py": form + "\n"})
+    assert graph(root)["spinscope.web.guard"] == {"spinscope.live.exporter": form.count("\n") + 1}
+
+
+def test_the_check_finds_a_circle_and_an_upward_import(tmp_path):
+    root = fake_package(tmp_path, {
+        "analysis/__init__.py": "", "analysis/a.py": "from spinscope.analysis import b\n",
+        "analysis/b.py": "def f():\n    from spinscope.analysis.a import x\n",
+        "analysis/c.py": "from spinscope.output.figures import plot\n",
+        "output/__init__.py": "", "output/figures.py": "from spinscope.analysis import c\n"})
+    edges = graph(root)
+    assert circles(edges) == [["spinscope.analysis.a", "spinscope.analysis.b"],
+                              ["spinscope.analysis.c", "spinscope.output.figures"]]
+    assert upward(edges) == ["spinscope.analysis.c:1 -> spinscope.output.figures"]
+
+
+def test_the_lab_is_above_the_core():
+    """The profiler core does not depend on the research lab (the lab uses the core, never the other way)."""
+    assert not any("lab" in allowed for package, allowed in ALLOWED.items() if package != "lab")

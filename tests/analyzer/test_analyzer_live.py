@@ -18,9 +18,11 @@ import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from spinscope import capture, exporter, live, top
+from spinscope.analysis import capture, schema
+
+from spinscope.analysis.labels import FINDING_NAMES, LABEL_NAMES
 from spinscope.errors import SpinscopeError
-from spinscope.labels import FINDING_NAMES, LABEL_NAMES
+from spinscope.live import exporter, exposition, stream as live, top
 from paths import CAPTURES, DEPLOY
 
 
@@ -30,13 +32,13 @@ def zeroed(doc: dict) -> dict:
     doc = copy.deepcopy(doc)
     doc["duration_s"] = 0.0
     for row in doc["threads"]:
-        row.update({key: 0 for key in capture.COUNTERS}, poll_events_hist=[])
-    doc["totals"].update({key: 0 for key in capture.COUNTERS})
+        row.update({key: 0 for key in schema.COUNTERS}, poll_events_hist=[])
+    doc["totals"].update({key: 0 for key in schema.COUNTERS})
     for edge in doc["wakeups"]:
         edge["count"] = 0
-    doc["requests"].update({key: 0 for key in (*capture.REQUEST_SUMS, "unattributed_writes")},
-                           hist={key: [] for key in capture.REQUEST_HISTS}, by_size=[])
-    doc["drops"] = {key: 0 for key in capture.DROP_KEYS}
+    doc["requests"].update({key: 0 for key in (*schema.REQUEST_SUMS, "unattributed_writes")},
+                           hist={key: [] for key in schema.REQUEST_HISTS}, by_size=[])
+    doc["drops"] = {key: 0 for key in schema.DROP_KEYS}
     return doc
 
 
@@ -59,7 +61,7 @@ def test_a_window_from_the_start_is_the_whole_capture(split):
     assert whole.request_hists == split.request_hists
 
     def counters(cap):
-        return {tid: {key: thread[key] for key in capture.COUNTERS} for tid, thread in cap.threads.items()}
+        return {tid: {key: thread[key] for key in schema.COUNTERS} for tid, thread in cap.threads.items()}
     assert counters(whole) == counters(split)
     assert sum(edge["count"] for edge in whole.wakeups) == sum(edge["count"] for edge in split.wakeups)
     assert whole.intervals == []
@@ -68,7 +70,7 @@ def test_a_window_from_the_start_is_the_whole_capture(split):
 def test_a_window_of_nothing_counts_nothing(split):
     nothing = live.window(split, split)
     assert nothing.duration_s == 0
-    assert sum(nothing.totals[key] for key in capture.COUNTERS) == 0
+    assert sum(nothing.totals[key] for key in schema.COUNTERS) == 0
     assert nothing.request_count == 0 and nothing.by_size == []
     assert all(hist == [] for hist in nothing.request_hists.values())
 
@@ -149,31 +151,31 @@ def test_top_keys_change_the_view_in_order_and_q_quits():
 
 def test_log2_buckets_become_cumulative_prometheus_buckets():
     # bucket 0: value 0 (1 request); bucket 1: 1 (2); bucket 2: 2..3 (3); bucket 4: 8..15 (4)
-    got = exporter._log2_buckets([1, 2, 3, 0, 4], range(0, 5))
+    got = exposition._log2_buckets([1, 2, 3, 0, 4], range(0, 5))
     assert got == [("0.0", 1), ("1.0", 3), ("3.0", 6), ("7.0", 6), ("15.0", 10), ("+Inf", 10)]
-    seconds = exporter._log2_buckets([0] * 11 + [5], range(10, 12), 1e-9)
+    seconds = exposition._log2_buckets([0] * 11 + [5], range(10, 12), 1e-9)
     assert seconds == [("1.023e-06", 0), ("2.047e-06", 5), ("+Inf", 5)]
 
 
-def exposition(cap, labels=()) -> str:
-    view = exporter.view_of(cap, f"--pid {cap.target['pid']}", list(labels))
+def scraped(cap, labels=()) -> str:
+    view = exposition.view_of(cap, f"--pid {cap.target['pid']}", list(labels))
     registry = CollectorRegistry()
 
     class Fixed:
         def collect(self):
-            return exporter.families([view], {f"--pid {cap.target['pid']}": 1})
+            return exposition.families([view], {f"--pid {cap.target['pid']}": 1})
 
     registry.register(Fixed())
     return generate_latest(registry).decode()
 
 
 def test_exposition_of_a_capture(spin):
-    labels = exporter.judge(spin)
+    labels = exposition.judge(spin)
     assert [name for name, severity, _ in labels if severity is None] == []  # the spinning loop: no finding
-    text = exposition(spin, labels + [("busy-polling", None, 0.3)])
+    text = scraped(spin, labels + [("busy-polling", None, 0.3)])
     families = {f.name: f for f in text_string_to_metric_families(text)}
     samples = {s.name for f in families.values() for s in f.samples}
-    assert samples == exporter.sample_names(conditional=False)  # every family always written, nothing else
+    assert samples == exposition.sample_names(conditional=False)  # every family always written, nothing else
     # A finding is exported as a finding, never as a label.
     assert [s.labels["finding"] for s in families["spinscope_finding"].samples] == ["busy-polling"]
     assert all(s.labels["label"] != "busy-polling" for s in families["spinscope_label"].samples)
@@ -193,7 +195,7 @@ def test_exposition_of_a_capture(spin):
 
 @pytest.mark.skipif(not shutil.which("promtool"), reason="promtool (Debian's prometheus package) not installed")
 def test_exposition_passes_promtool(spin):
-    result = subprocess.run(["promtool", "check", "metrics"], input=exposition(spin, exporter.judge(spin)),
+    result = subprocess.run(["promtool", "check", "metrics"], input=scraped(spin, exposition.judge(spin)),
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -216,7 +218,7 @@ def test_every_metric_the_dashboard_and_rules_query_is_exported():
     exprs = fleet_exprs()
     assert len(exprs) > 30
     unknown = {(where, name) for where, expr in exprs for name in queried_metrics(expr)
-               if name not in exporter.sample_names()}
+               if name not in exposition.sample_names()}
     assert unknown == set()
     assert all(queried_metrics(expr) for _, expr in exprs), "an expression that queries no spinscope metric"
     # Each of the three signals has its panels.
@@ -311,7 +313,7 @@ def test_the_process_table_reads_new_processes_at_once_and_all_of_them_at_the_re
 
 
 def test_exporter_refuses_bad_options():
-    from spinscope.cli import main
+    from spinscope.commands.cli import main
 
     assert main(["exporter"]) == 2
     assert main(["exporter", "--pid", "1", "--port", "70000"]) == 2
@@ -325,9 +327,9 @@ def test_duty_cycle_scales_each_finished_cycle(spin):
     for bad in ("60/10", "1/60", "10", "a/b", "10/5000"):
         with pytest.raises(argparse.ArgumentTypeError):
             exporter.duty_cycle(bad)
-    cycle = exporter.view_of(spin, "--pid 1", [], sampled=0.25)
-    once = exporter.scaled(None, cycle, 4.0)
-    twice = exporter.scaled(once, cycle, 4.0)
+    cycle = exposition.view_of(spin, "--pid 1", [], sampled=0.25)
+    once = exposition.scaled(None, cycle, 4.0)
+    twice = exposition.scaled(once, cycle, 4.0)
     assert once.requests["count"] == 4 * spin.request_count and twice.requests["count"] == 8 * spin.request_count
     assert twice.requests["hist"]["write_calls"] == [8 * n for n in spin.request_hists["write_calls"]]
     assert twice.traced_s == pytest.approx(2 * spin.duration_s)  # the time traced is not scaled
@@ -343,17 +345,17 @@ def part_of(doc: dict, fraction: float) -> dict:
     part = copy.deepcopy(doc)
     part["duration_s"] = doc["duration_s"] * fraction
     for row in part["threads"]:
-        row.update({key: scale(row[key]) for key in capture.COUNTERS if key in row},
+        row.update({key: scale(row[key]) for key in schema.COUNTERS if key in row},
                    poll_events_hist=[scale(v) for v in row["poll_events_hist"]])
-    part["totals"].update({key: scale(part["totals"][key]) for key in capture.COUNTERS if key in part["totals"]})
+    part["totals"].update({key: scale(part["totals"][key]) for key in schema.COUNTERS if key in part["totals"]})
     for edge in part["wakeups"]:
         edge["count"] = scale(edge["count"])
     requests = part["requests"]
-    requests.update({key: scale(requests[key]) for key in (*capture.REQUEST_SUMS, "unattributed_writes")
+    requests.update({key: scale(requests[key]) for key in (*schema.REQUEST_SUMS, "unattributed_writes")
                      if key in requests})
     requests["hist"] = {key: [scale(v) for v in hist] for key, hist in requests["hist"].items()}
     for row in requests["by_size"]:
-        row.update({key: scale(row[key]) for key in capture.REQUEST_SUMS if key in row})
+        row.update({key: scale(row[key]) for key in schema.REQUEST_SUMS if key in row})
     return part
 
 
@@ -383,13 +385,14 @@ def test_the_exporter_judges_a_window_as_report_does_and_without_pandas(tmp_path
         files.append(path)
     script = """
 import json, sys
-from spinscope import capture, exporter
+from spinscope.analysis import capture, schema
+from spinscope.live import exposition
 judged = {}
 for path in sys.argv[1:]:
     cap = capture.load(path)
-    labels = exporter.judge(cap)
-    view = exporter.view_of(cap, "--pid 1", labels)
-    families = list(exporter.families([view], {"--pid 1": 1}))
+    labels = exposition.judge(cap)
+    view = exposition.view_of(cap, "--pid 1", labels)
+    families = list(exposition.families([view], {"--pid 1": 1}))
     judged[path] = [list(label) for label in labels]
 print(json.dumps({"judged": judged, "families": len(families),
                   "loaded": sorted(m for m in ("pandas", "numpy") if m in sys.modules)}))
@@ -398,7 +401,7 @@ print(json.dumps({"judged": judged, "families": len(families),
                             timeout=120)
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
-    assert out["loaded"] == [] and out["families"] == len([f for f in exporter.METRICS if not f.when])
+    assert out["loaded"] == [] and out["families"] == len([f for f in exposition.METRICS if not f.when])
     seen = set()
     for path in files:
         report = subprocess.run([sys.executable, "-m", "spinscope", "report", "--json", str(path)],

@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from spinscope import pidns
 from spinscope.errors import SpinscopeError
+from spinscope.tracing import pidns
 
 
 def own_namespace() -> str:

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from spinscope.collector import COLLECTOR_ENV
+from spinscope.tracing.collector import COLLECTOR_ENV
 
 
 @pytest.fixture

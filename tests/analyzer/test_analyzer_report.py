@@ -98,7 +98,7 @@ def test_html_renders_in_headless_chromium(html_report, tmp_path):
 def test_thread_columns_say_what_they_mean(capture_file, cli, html_report):
     """Every header of the threads table has its glossary line: one line under the table in the terminal
     (not wrapped into a file), the header's title in HTML."""
-    from spinscope import report
+    from spinscope.output import report
 
     assert len(report.THREAD_MEANINGS) == len(report.THREAD_HEADERS)
     assert all(meaning.strip() for meaning in report.THREAD_MEANINGS)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 
-from spinscope import capture as capture_module
-from spinscope.labels import assess
-from spinscope.metrics import analyze
-from spinscope.report import collector_line
+from spinscope.analysis import capture as capture_module
+from spinscope.analysis.labels import assess
+from spinscope.analysis.metrics import analyze
+from spinscope.output.report import collector_line
 
 from captures import capture, thread, write
 

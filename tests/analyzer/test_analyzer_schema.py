@@ -1,6 +1,6 @@
 """The capture schema has one source, bpf/spinscope.h: the collector writes its counters, request sums,
 request histograms, drops and interval fields from X-macros there. The analyzer's key lists
-(capture.LAYOUT) must name exactly those, the format document must name every key, and the captures the
+(schema.LAYOUT) must name exactly those, the format document must name every key, and the captures the
 collector wrote (bundled here; freshly recorded in tests/collector) must have exactly that layout."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 
 from paths import CAPTURES as CAPTURES_DIR
 from paths import ROOT
-from spinscope.capture import (BY_SIZE_KEYS, COUNTERS, DROP_KEYS, FORMAT, INTERVAL_KEYS, LAYOUT, REQUEST_HISTS,
-                               REQUEST_SUMS, SCHEMA, layout_differences)
+from spinscope.analysis.schema import (BY_SIZE_KEYS, COUNTERS, DROP_KEYS, FORMAT, INTERVAL_KEYS, LAYOUT, REQUEST_HISTS,
+                                       REQUEST_SUMS, SCHEMA, layout_differences)
 
 CAPTURES = sorted(CAPTURES_DIR.glob("*.json"))
 
@@ -69,7 +69,7 @@ LISTENER = {"inode": 52817, "family": "inet", "port": 8080, "accept_calls": 1340
 
 def without_schema5_counters(doc: dict) -> dict:
     """doc as a schema 4 collector wrote it: no accept counts, wakeup cycles or copy rate, no listeners."""
-    from spinscope.capture import SCHEMA5_COUNTERS
+    from spinscope.analysis.schema import SCHEMA5_COUNTERS
 
     for block in (*doc["threads"], doc["totals"], *(iv["counters"] for iv in doc["intervals"])):
         for key in SCHEMA5_COUNTERS:
@@ -83,7 +83,8 @@ def without_schema5_counters(doc: dict) -> dict:
 
 def test_schema4_captures_read_the_schema5_counters_as_zero(capture_file):
     import captures
-    from spinscope.capture import SCHEMA5_COUNTERS, load
+    from spinscope.analysis.capture import load
+    from spinscope.analysis.schema import SCHEMA5_COUNTERS
 
     doc = without_schema5_counters(captures.clean_event_loop())
     cap = load(capture_file(doc))
@@ -95,7 +96,7 @@ def test_schema4_captures_read_the_schema5_counters_as_zero(capture_file):
 
 def test_schema5_listeners_are_read_and_checked(capture_file):
     import captures
-    from spinscope.capture import load
+    from spinscope.analysis.capture import load
     from spinscope.errors import SpinscopeError
 
     doc = captures.clean_event_loop()
@@ -114,7 +115,7 @@ def test_schema5_listeners_are_read_and_checked(capture_file):
 def test_each_key_has_one_row_no_older_than_its_block():
     """KEYS names each key once, and no key is older than the block holding it: layout_differences takes a
     block all of whose rows are newer than a document's schema as not due (target.cgroup in schema 3)."""
-    from spinscope.capture import KEYS
+    from spinscope.analysis.schema import KEYS
 
     assert len({(row.path, row.key) for row in KEYS}) == len(KEYS)
     blocks = {(f"{row.path}.{row.key}" if row.path else row.key): row.since for row in KEYS}
@@ -124,7 +125,7 @@ def test_each_key_has_one_row_no_older_than_its_block():
 
 def test_a_schema_says_which_keys_are_due():
     """A key added by a later schema is neither missing from an older capture nor read from it."""
-    from spinscope.capture import KEYS
+    from spinscope.analysis.schema import KEYS
 
     since = {(row.path, row.key): row.since for row in KEYS}
     assert since[("target", "exe")] == since[("settings", "checkpoint_s")] == 3

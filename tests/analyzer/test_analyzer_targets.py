@@ -1,4 +1,4 @@
-"""spinscope/targets.py: the target options record, top and exporter share, their one check, the one usage
+"""spinscope/tracing/targets.py: the target options record, top and exporter share, their one check, the one usage
 error, and the defaults the verbs hold for the collector (equal to what `spinscope-collector --help` says)."""
 
 from __future__ import annotations
@@ -12,10 +12,12 @@ import subprocess
 import pytest
 from rich.console import Console
 
-from spinscope import record, targets
-from spinscope.cli import DESCRIPTIONS, VERBS, build_parser
-from spinscope.collector import COLLECTOR_ENV
+from spinscope.commands import record
+
+from spinscope.commands.cli import DESCRIPTIONS, VERBS, build_parser
 from spinscope.errors import SpinscopeError, UsageError
+from spinscope.tracing import targets
+from spinscope.tracing.collector import COLLECTOR_ENV
 from paths import COLLECTOR
 
 needs_collector = pytest.mark.skipif(not os.access(COLLECTOR, os.X_OK), reason="collector not built (make)")
@@ -100,7 +102,7 @@ def test_cli_splits_the_command_off_at_the_first_dash_dash(monkeypatch):
     none (argparse refuses a stray word)."""
     seen = []
     monkeypatch.setattr(record, "run", lambda args: seen.append(args) or 0)
-    from spinscope import cli
+    from spinscope.commands import cli
 
     assert cli.main(["record", "-o", "x.json", "--", "server", "-p", "5", "--", "-o"]) == 0
     assert seen[0].command == ["server", "-p", "5", "--", "-o"] and seen[0].output == "x.json"

@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 
 import captures
-from spinscope.capture import load
-from spinscope.labels import (BUSY_POLLING, CRITICAL, HANDOFF_OVERHEAD, SPURIOUS_SELECT, WARNING,
-                              WRITE_SPIN, assess)
-from spinscope.measures import (LEADER_FOLLOWER, MIN_HERD_WAKEUPS, PER_CONNECTION, SHARED_MEMORY, busy_pollers,
-                                measure_handoff)
-from spinscope.metrics import analyze, role_edges
+from spinscope.analysis.capture import load
+from spinscope.analysis.labels import (BUSY_POLLING, CRITICAL, HANDOFF_OVERHEAD, SPURIOUS_SELECT, WARNING,
+                                       WRITE_SPIN, assess)
+from spinscope.analysis.measures import (LEADER_FOLLOWER, MIN_HERD_WAKEUPS, PER_CONNECTION, SHARED_MEMORY, busy_pollers,
+                                         measure_handoff)
+from spinscope.analysis.metrics import analyze, role_edges
 
 N = 10_000  # requests
 

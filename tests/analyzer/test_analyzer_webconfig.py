@@ -1,4 +1,4 @@
-"""spinscope/webconfig.py, webguard.py and webserver.py: `spinscope exporter --web-config FILE`,
+"""spinscope/web/config.py, guard.py and server.py: `spinscope exporter --web-config FILE`,
 exporter-toolkit's web configuration file, and the endpoint that serves with it. Every refusal is one line
 naming the key, before anything is attached; basic auth answers 401 with `WWW-Authenticate: Basic`, counts
 it, and runs bcrypt once per credential that passed; TLS (and client certificates) on a real local
@@ -23,9 +23,10 @@ import pytest
 from prometheus_client import CollectorRegistry, Gauge
 
 from certs import Authority
-from spinscope import exporter, webconfig, webguard, webserver
-from spinscope.cli import main
+from spinscope.commands.cli import main
 from spinscope.errors import UsageError
+from spinscope.live import exposition
+from spinscope.web import config as webconfig, guard as webguard, server as webserver
 from paths import ROOT
 
 PASSWORD = "correct horse"
@@ -301,7 +302,8 @@ class Endpoint:
         self.registry = CollectorRegistry()
         Gauge("spinscope_test_up", "A sample to find in the scrape.", registry=self.registry).set(1)
         self.said = []
-        self.server = webserver.serve("127.0.0.1", 0, self.registry, config, self.said.append, **bounds)
+        self.server = webserver.serve("127.0.0.1", 0, self.registry, config, self.said.append,
+                                      auth_failures=exposition.auth_failures(), **bounds)
         self.port = self.server.server_address[1]
         self.scheme = "https" if config is not None and config.tls is not None else "http"
 
@@ -358,8 +360,8 @@ def test_tls_and_basic_auth(pki, hashed, tmp_path):
         assert headers["X-Content-Type-Options"] == "nosniff"
         assert 'spinscope_exporter_auth_failures_total{reason="wrong"} 2.0' in body
         assert "spinscope_exporter_auth_failures_created" not in body  # like the exporter's own families
-        # The family is exporter.METRICS's (a name is a contract): its help and labels, written only with users.
-        spec = exporter.FAMILIES[webguard.AUTH_FAILURES]
+        # The family is exposition.METRICS's (a name is a contract): its help and labels, written only with users.
+        spec = exposition.FAMILIES[exposition.AUTH_FAILURES]
         assert spec.when and spec.labels == ("reason",)
         assert f"# HELP spinscope_exporter_auth_failures_total {spec.help}" in body
         if shutil.which("promtool"):

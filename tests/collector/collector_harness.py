@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
-from spinscope import collector
+from spinscope.tracing import collector
 from paths import ROOT, BUILD, COLLECTOR, FIXTURES  # noqa: F401 (the suites import them from here too)
 
 

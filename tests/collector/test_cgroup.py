@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from spinscope import collector
-from spinscope.capture import layout_differences
+from spinscope.analysis.schema import layout_differences
+from spinscope.tracing import collector
 
 from collector_harness import COLLECTOR, FIXTURES, LineReader
 

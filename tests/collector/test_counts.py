@@ -6,7 +6,7 @@ import pytest
 
 import spinscope
 
-from spinscope.capture import SCHEMA, layout_differences
+from spinscope.analysis.schema import SCHEMA, layout_differences
 
 from collector_harness import run_fixture
 
@@ -217,7 +217,7 @@ def test_capture_document_shape(tmp_path):
     assert cap["drops"] == {"threads": 0, "sockets": 0, "wakeup_edges": 0, "pids": 0, "exited": 0, "execs": 0,
                            "listeners": 0}
     assert cap["threads_folded"] == []  # no more threads gone than --max-threads keeps as rows
-    # Every key, and no other, that capture.LAYOUT (checked against bpf/spinscope.h and the docs) names.
+    # Every key, and no other, that schema.LAYOUT (checked against bpf/spinscope.h and the docs) names.
     assert layout_differences(cap) == []
 
 

@@ -1,5 +1,5 @@
 """The collector's defaults as it uses them (the capture's settings) are the ones the analyzer holds for it
-(spinscope.targets.COLLECTOR_DEFAULTS; tests/analyzer/test_analyzer_targets.py holds them to its --help)."""
+(spinscope.tracing.targets.COLLECTOR_DEFAULTS; tests/analyzer/test_analyzer_targets.py holds them to its --help)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import subprocess
 
 from collector_harness import run_fixture, start_collector
 
-from spinscope import targets
+from spinscope.tracing import targets
 
 
 def test_a_capture_made_without_options_uses_the_defaults_the_analyzer_holds(tmp_path):

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from spinscope import capture, collector
+from spinscope.analysis import capture
+
+from spinscope.tracing import collector
 from spinscope.untrusted import printable
 
 from collector_harness import COLLECTOR, ROOT, LineReader, run_fixture, start_collector

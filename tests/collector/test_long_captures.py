@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from spinscope.capture import layout_differences
+from spinscope.analysis.schema import layout_differences
 
 from collector_harness import run_fixture
 

@@ -15,11 +15,11 @@ import pytest
 
 from fanout_helpers import CAPTURES, COLLECTOR, handoffs, http_requests, record
 from fanout_helpers import _fanout_built, shards  # noqa: F401 (fixtures)
-from spinscope.capture import load
-from spinscope.labels import assess
-from spinscope.measures import IMBALANCE_MAX_LOW_EVENTS, IMBALANCE_MIN_RATIO
-from spinscope.metrics import analyze
-from spinscope.report import lifecycle_line
+from spinscope.analysis.capture import load
+from spinscope.analysis.labels import assess
+from spinscope.analysis.measures import IMBALANCE_MAX_LOW_EVENTS, IMBALANCE_MIN_RATIO
+from spinscope.analysis.metrics import analyze
+from spinscope.output.report import lifecycle_line
 
 
 def labels(path):

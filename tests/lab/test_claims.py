@@ -11,9 +11,13 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from spinscope.lab import claims, criteria, sweep_report
-from spinscope.lab.criteria import DIRECTION, ERROR, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED
-from spinscope.lab.matrix import PARAMS
+from spinscope.lab import claims, sweep_report
+from spinscope.lab.criteria.common import (DIRECTION, ERROR, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED, heavy_share,
+                                           tagged)
+from spinscope.lab.criteria.comparing import _ncpus
+from spinscope.lab.criteria.event_flow import (TABLE3_HANDOFFS, TABLE4_ORDER, TABLE6_DEFAULT_EXPECTED,
+                                               TABLE6_DEFAULT_RANGE, crossover_point)
+from spinscope.lab.params import PARAMS
 from spinscope.lab.results import row_of
 
 BIG, SMALL = "/bytes/102400", "/bytes/100"
@@ -66,7 +70,7 @@ def test_not_measured_without_cells(claim_id):
 
 
 def test_not_measured_when_only_failed_cells():
-    tbl = table(*[cell("table3", status="failed", arch=a, handoffs_per_request=4.0) for a in criteria.TABLE3_HANDOFFS])
+    tbl = table(*[cell("table3", status="failed", arch=a, handoffs_per_request=4.0) for a in TABLE3_HANDOFFS])
     assert judge("table3", tbl).verdict == NOT_MEASURED
 
 
@@ -89,7 +93,7 @@ def table3(split, worker, tpc=0.0, loop=0.02):
 def test_table3():
     found = judge("table3", table3(4.3, 2.06))
     assert found.verdict == REPRODUCED
-    assert [r[0] for r in found.rows] == list(criteria.TABLE3_HANDOFFS)
+    assert [r[0] for r in found.rows] == list(TABLE3_HANDOFFS)
     assert judge("table3", table3(5.5, 2.0)).verdict == DIRECTION  # ordering only
     assert judge("table3", table3(4.0, 2.0, loop=None)).verdict == DIRECTION  # event-loop missing
     assert judge("table3", table3(1.0, 2.0)).verdict == NOT_REPRODUCED
@@ -143,7 +147,7 @@ def test_fig6_7():
 
 def table4(shares):
     return table(*[cell("fig6_7;table4", arch=a, futex_share=s, futex_wait_share=s / 2)
-                   for a, s in zip(criteria.TABLE4_ORDER, shares) if s is not None])
+                   for a, s in zip(TABLE4_ORDER, shares) if s is not None])
 
 
 def test_table4():
@@ -197,7 +201,7 @@ def test_fig14_16():
     assert found.verdict == REPRODUCED and found.data is not None
     assert judge("fig14_16", fig14_16(netty_wins_big=False)).verdict == DIRECTION  # 4 of 5 comparisons
     assert judge("fig14_16", fig14_16(netty_wins_big=False, hybrid_best=False)).verdict == NOT_REPRODUCED
-    assert criteria.heavy_share("90:/bytes/100,10:/bytes/102400") == pytest.approx(0.1)
+    assert heavy_share("90:/bytes/100,10:/bytes/102400") == pytest.approx(0.1)
 
 
 # ------------------------------------------------------------------------------------------- "Are events fast?"
@@ -377,7 +381,7 @@ def test_fanout_fig15():
 
 def test_fanout_cells_tell_backend_loops_apart():
     """Cells differing only in --backend-loops are separate settings, not repetitions averaged together."""
-    d = criteria.tagged(fanout_tables(), "fanout_tables")
+    d = tagged(fanout_tables(), "fanout_tables")
     assert len(d[d["arch"] == "fanout-split"]) == 3
 # ============================================================================ end of the fanout tier
 
@@ -453,12 +457,12 @@ def test_crossover():
 
 
 def test_crossover_point():
-    point, how = criteria.crossover_point([10, 100, 1000], [0.5, 1.5, 2.0])
+    point, how = crossover_point([10, 100, 1000], [0.5, 1.5, 2.0])
     assert point == pytest.approx(10 ** 1.5) and "c=10 and c=100" in how  # halfway in log(concurrency)
-    assert criteria.crossover_point([10, 100, 1000], [1.1, 1.5, 2.0])[0] is None  # ahead from the start
-    assert criteria.crossover_point([10, 100, 1000], [0.5, 1.5, 0.9])[0] is None  # behind again at the top
-    assert criteria.crossover_point([10, 100, 1000], [0.5, 1.5, 1.2])[0] == pytest.approx(10 ** 1.5)
-    assert criteria.crossover_point([10], [0.5])[0] is None
+    assert crossover_point([10, 100, 1000], [1.1, 1.5, 2.0])[0] is None  # ahead from the start
+    assert crossover_point([10, 100, 1000], [0.5, 1.5, 0.9])[0] is None  # behind again at the top
+    assert crossover_point([10, 100, 1000], [0.5, 1.5, 1.2])[0] == pytest.approx(10 ** 1.5)
+    assert crossover_point([10], [0.5])[0] is None
 
 
 def table6_default(spin_big, spin_small=1.0, tpc_big=1.0):
@@ -471,8 +475,8 @@ def table6_default(spin_big, spin_small=1.0, tpc_big=1.0):
 
 
 def test_table6_default():
-    assert criteria.TABLE6_DEFAULT_EXPECTED == 51  # 102 writes x 16384 asked / 32768 given
-    low, high = criteria.TABLE6_DEFAULT_RANGE
+    assert TABLE6_DEFAULT_EXPECTED == 51  # 102 writes x 16384 asked / 32768 given
+    low, high = TABLE6_DEFAULT_RANGE
     found = judge("table6_default", table6_default(22.6))
     assert found.verdict == REPRODUCED and "0.22x the paper's 102" in found.ours
     assert found.rows[0][-2] == "32768"
@@ -552,7 +556,7 @@ def server_cpus(nc1, el1, nc2, el2):
 
 
 def test_server_cpus():
-    assert criteria._ncpus("0-1") == 2 and criteria._ncpus("0,2-3") == 3 and criteria._ncpus(0) == 1
+    assert _ncpus("0-1") == 2 and _ncpus("0,2-3") == 3 and _ncpus(0) == 1
     found = judge("server_cpus", server_cpus(95.0, 100.0, 170.0, 100.0))
     assert found.verdict == REPRODUCED and "n-copy x1.79" in found.ours
     measured = judge("server_cpus", server_cpus(85.6, 94.4, 96.6, 91.3))  # the sweep's numbers
@@ -562,7 +566,7 @@ def test_server_cpus():
     assert judge("server_cpus", unpinned).verdict == NOT_MEASURED
 # =========================================================================================== end claims block
 # ============================================================================ Figures 10-12: added delay
-# fig11_12's delay part (criteria.fig11_12_latency_and_window): the spinning loop's writes per response and
+# fig11_12's delay part (criteria.event_flow.fig11_12_latency_and_window): the spinning loop's writes per response and
 # throughput against delay_ms, next to --write-policy epollout.
 
 def fig11_delay(spin, contrast=None, windows=(316.0, 38.0, 39.0)):

@@ -16,8 +16,9 @@ from spinscope.errors import SpinscopeError
 from spinscope.lab import claims, confidence, sweep_report
 from spinscope.lab.confidence import FAILS as FAILS_, HOLDS as HOLDS_, NEEDS_FULL, TOO_FEW, UNSETTLED as UNSETTLED_
 from spinscope.lab.confidence import UNSTABLE
-from spinscope.lab.criteria import COUNT, DIRECTION, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED, Check
-from spinscope.lab.matrix import PARAMS, parse_matrix_text
+from spinscope.lab.criteria.common import COUNT, Check, DIRECTION, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED
+from spinscope.lab.matrix import parse_matrix_text
+from spinscope.lab.params import PARAMS
 from spinscope.lab.results import row_of
 from paths import ROOT
 
@@ -233,7 +234,7 @@ def test_the_repetitions_verdict_stands_when_the_pooled_one_differs():
     """Every repetition one verdict, their average another (an average smooths a comparison that fails in
     each repetition): the repetitions' verdict, the pooled one named."""
     def criterion(tbl):  # "direction" on each repetition's 4 cells, "reproduced" on the pooled table (12)
-        from spinscope.lab.criteria import Finding
+        from spinscope.lab.criteria.common import Finding
         pooled = (tbl["group"] == "server_cpus").sum() > 4
         return Finding(REPRODUCED if pooled else DIRECTION, ours="n", why="pooled" if pooled else "one")
     claim = replace(CLAIM["server_cpus"], criterion=criterion)

@@ -10,7 +10,9 @@ import subprocess
 import threading
 import time
 
-from spinscope import capture, collector
+from spinscope.analysis import capture
+
+from spinscope.tracing import collector
 
 from live_harness import COLLECTOR, FIXTURES, bpf_ids_loaded, bpf_ids_of, stop, wait_until
 

@@ -90,7 +90,7 @@ def test_top_shows_threads_moving_and_ends_cleanly(tmp_path):
         pane.send("stty -g > " + shlex.quote(str(tmp_path / "stty.after")), "Enter")
         wait_until(lambda: (tmp_path / "stty.after").exists() and (tmp_path / "stty.after").read_text(), 5, "stty")
         assert (tmp_path / "stty.after").read_text() == (tmp_path / "stty.before").read_text()  # echo, icanon back
-        from spinscope import capture
+        from spinscope.analysis import capture
 
         saved = capture.load(output)
         assert saved.raw["end_reason"] == "target-exited" and saved.request_count > 0
@@ -133,7 +133,7 @@ def test_top_runs_a_command_from_its_first_syscall_and_passes_its_status_on(tmp_
     assert result.returncode == 5, result.stderr
     assert result.stdout.startswith("command-output\n") and "ENDED: the target exited" in result.stdout
     assert f"wrote {output}" in result.stderr.replace("\n", "")
-    from spinscope import capture
+    from spinscope.analysis import capture
 
     saved = capture.load(output)
     pid = saved.raw["target"]["pid"]

@@ -631,12 +631,12 @@ class Run:
     load: dict
 
     def analysis(self):
-        from spinscope.capture import load
-        from spinscope.metrics import analyze
+        from spinscope.analysis.capture import load
+        from spinscope.analysis.metrics import analyze
         return analyze(load(self.path))
 
     def assessment(self):
-        from spinscope.labels import assess
+        from spinscope.analysis.labels import assess
         return assess(self.analysis())
 
 

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from spinscope.capture import load
-from spinscope.labels import CRITICAL, HANDOFF_OVERHEAD, WRITE_SPIN, assess
-from spinscope.metrics import analyze
+from spinscope.analysis.capture import load
+from spinscope.analysis.labels import CRITICAL, HANDOFF_OVERHEAD, WRITE_SPIN, assess
+from spinscope.analysis.metrics import analyze
 from paths import ROOT
 
 _spec = importlib.util.spec_from_file_location("refserver_helpers", ROOT / "tests" / "refservers" / "refserver_harness.py")

@@ -158,8 +158,8 @@ def test_cluster_channels_are_not_requests(recorded, name):
     channel (a socket pair), which the worker acknowledges: channel messages, not requests (schema 4 counted
     3 requests for each request of node-cluster-close). The request counts are held to the load generator's
     above; here, where the channel traffic went."""
-    from spinscope.capture import load
-    from spinscope.coverage import coverage_notes
+    from spinscope.analysis.capture import load
+    from spinscope.analysis.coverage import coverage_notes
 
     run = recorded(name)
     cap, pid = run.capture, run.capture["target"]["pid"]
@@ -183,8 +183,8 @@ def test_http2_connections_are_recognised_and_requests_said_to_be_exchanges(tmp_
     """HTTP/2 multiplexes streams on a connection: what a capture counts as a request is an exchange (a read
     burst, then the writes after it), here about 1 for 10 streams. The capture cannot count streams; it
     says which connections spoke HTTP/2, and the report says what its requests are."""
-    from spinscope.capture import load
-    from spinscope.coverage import coverage_notes
+    from spinscope.analysis.capture import load
+    from spinscope.analysis.coverage import coverage_notes
 
     config = H2_CONFIGS[name]
     if missing := missing_binaries(config.server) + ([] if binary("h2load") else ["h2load"]):

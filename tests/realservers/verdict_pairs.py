@@ -218,7 +218,7 @@ def labels_of(run: Run) -> list | str:
 def unknown_counters(totals: dict) -> dict:
     """The totals the analyzer of this checkout does not read (counters a newer collector added)."""
     try:
-        from spinscope.capture import COUNTERS
+        from spinscope.analysis.schema import COUNTERS
     except ImportError:
         return {}
     known = {*COUNTERS, "threads_seen", "threads_exited", "processes_created"}

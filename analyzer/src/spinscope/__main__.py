@@ -1,3 +1,3 @@
-from spinscope.cli import main
+from spinscope.commands.cli import main
 
 raise SystemExit(main())

@@ -1,5 +1,5 @@
 """Figures of the claims report: drawn from what each claim's criterion returned (Finding.data), never
-from a verdict, and each returned as a base64 PNG (spinscope.figures.to_png) for the HTML page.
+from a verdict, and each returned as a base64 PNG (spinscope.output.figures.to_png) for the HTML page.
 
 FIGURES maps a claim id to its drawing function; claims without an entry have no figure.
 """
@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from spinscope.figures import plt, to_png  # pyplot with the headless backend the core's figures chose
-from spinscope.lab.criteria import SIZE_NAMES, TABLE3_HANDOFFS, TABLE6_SPIN_WRITES, Finding
+from spinscope.lab.criteria.common import Finding, SIZE_NAMES
+from spinscope.lab.criteria.event_flow import TABLE3_HANDOFFS, TABLE6_SPIN_WRITES
+from spinscope.output.figures import plt, to_png  # pyplot with the headless backend the core's figures chose
 
 
 def draw(claim_id: str, finding: Finding) -> list:
@@ -156,7 +157,7 @@ def fig11_12_latency(data: dict) -> list:
         ax.set_xlabel("added round trip (ms, delay line)")
         ax.set_ylabel(label)
         ax.set_yscale("log")
-        # Plain tick labels: the default log labels are mathtext, which spinscope.figures turns off.
+        # Plain tick labels: the default log labels are mathtext, which spinscope.output.figures turns off.
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
         ax.legend(fontsize=7)
     fig.suptitle("Figures 10/11: write-spin and throughput vs added delay (client SO_RCVBUF "

@@ -1,12 +1,12 @@
 """A verdict with its evidence's confidence: a claim weighed over the repetitions of its cells, not once.
 
-A criterion (lab/criteria.py) judges the table it is given, repetitions averaged. On two shared cores a
+A criterion (lab/criteria/) judges the table it is given, repetitions averaged. On two shared cores a
 2-3 s cell's throughput moves by 10-15% between repetitions, and a comparison within that of its threshold
 goes either way: judging each repetition and asking them to agree still left such a claim a coin toss
 (unstable in one run, a verdict in the next). So a throughput or latency claim is weighed comparison by
 comparison, with a stated noise model:
 
-- A criterion gives the Checks its verdict rests on (criteria.Check: a ratio of cell means `value` that
+- A criterion gives the Checks its verdict rests on (criteria.common.Check: a ratio of cell means `value` that
   holds when >= `threshold`) and its verdict as a function of which hold (Finding.decide).
 - Each Check is computed on each of the n repetitions (`split_repetitions`: the r-th repetition of every
   setting the claim reads). Noise model: log(value) of one repetition is the truth plus noise of spread
@@ -18,7 +18,7 @@ comparison, with a stated noise model:
 - A Check holds when the mean of its log(value / threshold) over the repetitions is above MARGIN standard
   errors (MARGIN * sigma * sqrt(cells / n)), fails when below minus that, and is unsettled in between
   (a two-sided test at about 5% of "the truth is the threshold"). A value that is not a positive finite
-  number (a count of 0, a missing cell), a Check on a count (criteria.COUNT: context switches per
+  number (a count of 0, a missing cell), a Check on a count (criteria.common.COUNT: context switches per
   request, whose spread between repetitions is no one process: x0.7-x2.9 for one setting, +-20% for the
   next), and a Check of a metric whose spread rests on fewer than MIN_DF degrees of freedom (a quick run's
   p99 and CPU ms/request: 2 series, 4; one stalled repetition, a p99 ratio of 0.01 where the others read
@@ -49,9 +49,9 @@ from dataclasses import dataclass, replace
 import pandas as pd
 
 from spinscope.fmt import fixed
-from spinscope.lab import criteria
-from spinscope.lab.criteria import ERROR, NOT_MEASURED
-from spinscope.lab.matrix import PARAMS
+from spinscope.lab.criteria import common
+from spinscope.lab.criteria.common import ERROR, NOT_MEASURED
+from spinscope.lab.params import PARAMS
 
 UNSTABLE = "unstable"
 TOO_FEW = "too few repetitions"
@@ -93,7 +93,7 @@ def split_repetitions(table: pd.DataFrame, tag: str) -> list:
 class Weighed:
     """One Check over the repetitions: its value on each, and whether it holds, fails or is unsettled."""
 
-    check: criteria.Check  # on the pooled table (its name, threshold, metric)
+    check: common.Check  # on the pooled table (its name, threshold, metric)
     values: list  # on each repetition (NaN where a repetition lacks it)
     outcome: str
     margin: float  # the standard errors' width on log(value): holds above threshold * exp(margin)
@@ -110,7 +110,7 @@ class Weighed:
 @dataclass
 class _Evidence:
     claim: object
-    pooled: criteria.Finding
+    pooled: common.Finding
     n: int  # repetitions of the claim's settings
     reps: list  # [Finding] per repetition, when n >= 2
 
@@ -143,7 +143,7 @@ def noise_of(evidence: list) -> dict:
     for ev in evidence:
         for check, values in _series(ev):
             logs = _logs(values)
-            if check.metric == criteria.COUNT or logs is None or len(logs) < 2:
+            if check.metric == common.COUNT or logs is None or len(logs) < 2:
                 continue
             key = (check.metric, tuple(round(x, 12) for x in logs))
             if key in seen:
@@ -155,10 +155,10 @@ def noise_of(evidence: list) -> dict:
     return {m: (math.sqrt(sums[m] / dfs[m]), dfs[m]) for m in dfs}
 
 
-def weigh(check: criteria.Check, values: list, noise: dict) -> Weighed:
+def weigh(check: common.Check, values: list, noise: dict) -> Weighed:
     """`check` over its repetitions' `values` under `noise` (noise_of): holds, fails or unsettled."""
     logs = _logs(values)
-    if check.metric == criteria.COUNT or logs is None or noise.get(check.metric, (0, 0))[1] < MIN_DF:  # sign rule
+    if check.metric == common.COUNT or logs is None or noise.get(check.metric, (0, 0))[1] < MIN_DF:  # sign rule
         held = {bool(v >= check.threshold) for v in values if isinstance(v, (int, float))}
         agree = len(held) == 1 and all(isinstance(v, (int, float)) and not math.isnan(v) for v in values)
         return Weighed(check, values, (HOLDS if held == {True} else FAILS) if agree else UNSETTLED, math.nan)
@@ -169,7 +169,7 @@ def weigh(check: criteria.Check, values: list, noise: dict) -> Weighed:
     return Weighed(check, values, outcome, margin)
 
 
-def judge(claim, table: pd.DataFrame, needs_full: bool = False, noise: dict | None = None) -> criteria.Finding:
+def judge(claim, table: pd.DataFrame, needs_full: bool = False, noise: dict | None = None) -> common.Finding:
     """`claim` on `table` with the confidence rule of the module docstring: the pooled finding (repetitions
     averaged) with the rule's verdict, `reps` the finding on each repetition (when there are 2 or more).
     `noise` (noise_of) defaults to the claim's own Checks' spread; judge_all pools it over the sweep."""
@@ -184,7 +184,7 @@ def judge_all(claims, table: pd.DataFrame, needs_full=()) -> list:
     return [(ev.claim, _verdict(ev, ev.claim.id in needs_full, noise)) for ev in evidence]
 
 
-def _verdict(ev: _Evidence, needs_full: bool, noise: dict) -> criteria.Finding:
+def _verdict(ev: _Evidence, needs_full: bool, noise: dict) -> common.Finding:
     claim, pooled, n, reps = ev.claim, ev.pooled, ev.n, ev.reps
     if needs_full:
         return replace(pooled, verdict=NEEDS_FULL, why=_join(
@@ -208,7 +208,7 @@ def _verdict(ev: _Evidence, needs_full: bool, noise: dict) -> criteria.Finding:
     return replace(pooled, verdict=UNSTABLE, reps=reps, why=_join(tally(verdicts), f"pooled: {pooled.verdict}"))
 
 
-def _by_checks(ev: _Evidence, noise: dict) -> criteria.Finding:
+def _by_checks(ev: _Evidence, noise: dict) -> common.Finding:
     """The verdict of a claim whose criterion gave Checks: settled only when the unsettled ones cannot move it."""
     pooled, reps = ev.pooled, ev.reps
     weighed = [weigh(c, values, noise) for c, values in _series(ev)]

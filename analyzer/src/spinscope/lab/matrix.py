@@ -21,48 +21,10 @@ from pathlib import Path
 
 from spinscope.errors import SpinscopeError
 from spinscope.lab.netcond import bandwidth_bytes
+from spinscope.lab.params import ID_IF_SET, PARAMS
 
 EXIT_USAGE = 2  # an invalid matrix (or option)
 
-# name -> (accepted python types, default). None means "not passed" (the program's own default).
-PARAMS = {
-    "arch": ((str,), None),
-    "workers": ((int,), None),
-    "sndbuf": ((int,), None),
-    "write_policy": ((str,), None),
-    "poller": ((str,), None),
-    "backlog": ((int,), None),
-    "server_args": ((str,), None),
-    "path": ((str,), "/bytes/100"),
-    "mix": ((str,), None),
-    "concurrency": ((int,), 8),
-    "rate": ((int, float), None),
-    "burst": ((str,), None),
-    "think_ms": ((int, float), None),
-    "keepalive": ((str,), "on"),
-    "rcvbuf": ((int,), None),
-    "threads": ((int,), None),
-    "loadgen_args": ((str,), None),
-    "net": ((str,), "loopback"),
-    "bandwidth": ((str,), None),
-    "delay_ms": ((int, float), 0),
-    "duration": ((int, float), 3.0),
-    "warmup": ((int, float), 1.0),
-    "interval": ((int, float), 1.0),
-    "server_cpus": ((str, int), None),
-    "loadgen_cpus": ((str, int), None),
-    "children": ((bool,), None),
-    # --- fanout tier: memcached shards the sweep starts and loads itself (lab/shards.py) ---
-    "shards": ((int,), None),
-    # --- disk-bound cells: a file set served with sendfile, a cgroup memory limit (lab/diskset.py) ---
-    "file_set": ((str,), None),
-    "memory_max": ((str,), None),
-    "drop_caches": ((bool,), None),
-    # --- end of the fanout/disk parameters ---
-}
-# Parameters added after sweeps were recorded: left out of the cell id while unset (None), so that the
-# ids of every cell that does not use them stay what they were.
-ID_IF_SET = {"shards", "file_set", "memory_max", "drop_caches"}
 CHOICES = {"write_policy": ("spin", "epollout"), "poller": ("epoll", "poll", "select"),
            "keepalive": ("on", "off"), "net": ("loopback", "veth")}
 GROUP_KEYS = {"name", "claims", "variants", "repetitions"}
@@ -278,7 +240,7 @@ def parse_matrix_text(text: str, path: Path = Path("<matrix>")) -> Matrix:
 
 def _needs_full(path: Path, doc: dict) -> list:
     """The matrix's `needs_full`: ids of claims (lab/claims.py) it runs too few points of to settle."""
-    from spinscope.lab.claims import CLAIMS  # the claims module reads this one: imported when used
+    from spinscope.lab.claims import CLAIMS  # with pandas and the criteria: imported only to check the ids
 
     ids = doc.get("needs_full", [])
     if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):

@@ -38,8 +38,8 @@ import statistics
 import subprocess
 import time
 
-from spinscope.collector import repo_root
 from spinscope.errors import SpinscopeError
+from spinscope.tracing.collector import repo_root
 
 PREFIX = "spinscope-"
 NS_RE = re.compile(r"^spinscope-(\d+)\b")

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 
 from spinscope.errors import SpinscopeError
-from spinscope.collector import repo_root
+from spinscope.tracing.collector import repo_root
 
 LISTEN_RE = re.compile(r"refserver: listening on (\S+):(\d+) arch=(\S+) workers=(\d+) sndbuf=(\S+)")
 START_TIMEOUT_S = 10.0

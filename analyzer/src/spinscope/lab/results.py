@@ -17,14 +17,14 @@ from pathlib import Path
 import pandas as pd
 
 from spinscope.errors import SpinscopeError
-from spinscope.lab.matrix import PARAMS
+from spinscope.lab.params import PARAMS
 
 
 def analyze_capture(path: Path) -> dict:
     """The process-level metrics, labels and a few raw sums of one capture (what a table row needs)."""
-    from spinscope.capture import load
-    from spinscope.labels import assess
-    from spinscope.metrics import analyze
+    from spinscope.analysis.capture import load
+    from spinscope.analysis.labels import assess
+    from spinscope.analysis.metrics import analyze
 
     cap = load(path)
     analysis = analyze(cap)
@@ -64,7 +64,7 @@ def fanout_figures(path: Path) -> dict:
     (tid = pid: the HTTP loop of fanout-split and fanout-pool, the only loop of fanout-shared); the backend
     loops are the other threads that called epoll_wait (fanout-split's backend loops, fanout-pool's port
     thread)."""
-    from spinscope.capture import load
+    from spinscope.analysis.capture import load
 
     cap = load(path)
     t, th = cap.totals, cap.threads
@@ -107,7 +107,7 @@ LABEL_NAMES = ("write-spin", "spurious-select", "handoff-overhead")
 
 def row_of(result: dict) -> dict:
     """One tidy row per cell: parameters, load, capture metrics, labels."""
-    from spinscope.metrics import METRICS
+    from spinscope.analysis.metrics import METRICS
 
     p = result["params"]
     row = {"cell_id": result["id"], "group": result["group"], "claims": ";".join(result.get("claims", [])),

@@ -27,8 +27,8 @@ from spinscope.lab import shards as shardset
 from spinscope.lab import diskset
 from spinscope.lab.matrix import Cell
 from spinscope.lab.results import analyze_capture, fanout_figures, timestamp
-from spinscope import collector
-from spinscope.collector import repo_root
+from spinscope.tracing import collector
+from spinscope.tracing.collector import repo_root
 
 CHILDREN_ARCHS = {"process-per-conn", "n-copy"}  # traced with --children unless the cell says otherwise
 ATTACH_TIMEOUT_S = 20.0

@@ -22,7 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from spinscope.collector import repo_root
+from spinscope.tracing.collector import repo_root
 
 LOAD_CHECK_KEY = "user0:100"  # a record every loaded shard set holds (record 0, the smallest size class)
 

@@ -29,7 +29,7 @@ from spinscope.lab import netcond
 from spinscope.lab.matrix import describe, parse_matrix
 from spinscope.lab.results import load_results, timestamp, write_json, write_tables
 from spinscope.lab.runner import Runner, find_tools, stop_leftovers, sweep_tag
-from spinscope.output import plain
+from spinscope.output.console import plain
 from spinscope.untrusted import printable
 
 EXIT_OK, EXIT_FAILED_CELLS, EXIT_INTERRUPTED = 0, 3, 130

@@ -1,7 +1,7 @@
 """`spinscope sweep-report DIR`: the published claims next to what a sweep measured, with a verdict each.
 
 Reads DIR/results.parquet (or results.csv) written by `spinscope sweep` and judges every claim of
-lab/claims.py on it (criteria in lab/criteria.py), each verdict weighed over the repetitions of its cells
+lab/claims.py on it (criteria in lab/criteria/), each verdict weighed over the repetitions of its cells
 (lab/confidence.py). Outputs: a terminal table (rich), `--json`, and `--html OUT` (the claims table, one
 section per claim with its table and figure, the failed cells with their reasons, all cells).
 
@@ -26,14 +26,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from spinscope import htmlpage
 from spinscope.errors import SpinscopeError, UsageError
 from spinscope.fmt import fixed
 from spinscope.lab.claims import judge_all
 from spinscope.lab.confidence import NEEDS_FULL, TOO_FEW, UNSTABLE
-from spinscope.lab.criteria import DIRECTION, ERROR, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED
+from spinscope.lab.criteria.common import DIRECTION, ERROR, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED
 from spinscope.lab.results import read_table
-from spinscope.output import jsonable, plain, print_json, terminal, write_text
+from spinscope.output import htmlpage
+from spinscope.output.console import jsonable, plain, print_json, terminal, write_text
 
 EXIT_OK, EXIT_CLAIM_ERRORS = 0, 3
 VERDICT_CSS = {REPRODUCED: "ok", DIRECTION: "warning", NOT_REPRODUCED: "critical", NOT_MEASURED: "info",

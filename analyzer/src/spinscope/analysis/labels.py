@@ -1,0 +1,569 @@
+"""The verdicts spinscope names, in words: labels (problems: write-spin, spurious select, handoff overhead)
+and findings (what a server does that is worth knowing but is not a problem of its own: it waits for
+writability, it busy-polls by design).
+
+The numbers come from measures.py (one `measure_*` per pattern); this module phrases them and grades them.
+A label appears when its measured cost reaches a tier, never because a count passed a threshold: the share
+of the involved threads' on-CPU time (or, for handoffs, of the request time) is the verdict, the counts are
+its evidence. Every threshold is a named constant (here or in measures.py) and is documented in
+docs/labels.md; tests/analyzer/test_analyzer_docs.py holds the two equal. Too small a sample gets no label
+and a note saying so (`Assessment.notes`), so a quiet capture is reported as "not enough data", never as
+"healthy".
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Mapping
+
+from spinscope.analysis.coverage import coverage_notes
+from spinscope.analysis.measures import (DISPATCH, LEADER_FOLLOWER, MIN_REQUESTS, PER_CONNECTION, SHARED_MEMORY,
+                                         BusyPollMeasure, HandoffMeasure, Imbalance, SpuriousMeasure, WriteSpinMeasure,
+                                         WriteWaitMeasure, measure_busy_poll, measure_handoff, measure_spurious,
+                                         measure_write_spin, measure_write_wait)
+from spinscope.analysis.metrics import Analysis, drop_line, dropped, role_edges
+from spinscope.analysis.roles import ROLE_NOUNS
+from spinscope.analysis.wording import (exec_notes, first_drop, name_of, rounded, sampling_note, share_phrase,
+                                        thread_lines, who, whose_cpu)
+from spinscope.fmt import fixed, size_class
+
+# Label names (problems) and finding names (not problems): one name each, in the report, `--json`, `top`,
+# the exporter and docs/labels.md.
+WRITE_SPIN = "write-spin"
+SPURIOUS_SELECT = "spurious-select"
+HANDOFF_OVERHEAD = "handoff-overhead"
+WRITE_WAIT = "write-wait"
+BUSY_POLLING = "busy-polling"
+LABEL_NAMES = (WRITE_SPIN, SPURIOUS_SELECT, HANDOFF_OVERHEAD)
+FINDING_NAMES = (WRITE_WAIT, BUSY_POLLING)
+TITLES = {WRITE_SPIN: "write-spin", SPURIOUS_SELECT: "spurious select", HANDOFF_OVERHEAD: "handoff overhead",
+          WRITE_WAIT: "waits for writability", BUSY_POLLING: "busy polling"}
+
+# Tiers of the measured share of the involved threads' on-CPU time (or of the request time spent waiting
+# for a handed-to thread): below INFO_SHARE a pattern is not worth naming.
+CRITICAL_SHARE = 0.20
+WARNING_SHARE = 0.05
+INFO_SHARE = 0.01
+INFO, WARNING, CRITICAL = "info", "warning", "critical"
+# Empty wakeups costing less than this much of one CPU are not named, whatever their share of an idle
+# thread's CPU: a housekeeping timer's ticks (100 a second at 5 µs is 0.05% of a CPU) are not a problem.
+SPURIOUS_MIN_WASTED_CPUS = 0.005
+SEVERITIES = (INFO, WARNING, CRITICAL)
+
+
+class _Verdict:
+    """What a Label and a Finding share: a title from the name, and the dict `report --json` and `diff --json`
+    write (every field, and the title)."""
+
+    name: str
+
+    @property
+    def title(self) -> str:
+        return TITLES[self.name]
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "title": self.title}
+
+
+@dataclass
+class Label(_Verdict):
+    name: str
+    severity: str
+    summary: str
+    evidence: dict
+    cpu_share: float | None  # measured share of the involved threads' on-CPU time (None: not measurable)
+    fixes: list
+    details: list = field(default_factory=list)  # human lines: per size class, per thread, per edge
+    estimated: bool = False  # the cost is estimated, not measured (the summary says how)
+    cost_share: float | None = None  # the share the severity follows (CPU, or request time for handoffs)
+
+
+@dataclass
+class Finding(_Verdict):
+    """Something a server does by design that costs something but is not a problem by itself: no severity,
+    its measured cost and what to weigh it against."""
+
+    name: str
+    summary: str
+    evidence: dict
+    cpu_share: float | None
+    advice: list
+
+
+@dataclass
+class Assessment:
+    labels: list
+    notes: list  # why a verdict could not be reached (too few requests, ...)
+    findings: list = field(default_factory=list)
+
+    def names(self) -> set:
+        return {label.name for label in self.labels}
+
+    def serious(self) -> set:
+        """Names of the labels at warning or critical."""
+        return {label.name for label in self.labels if label.severity != INFO}
+
+    def finding_names(self) -> set:
+        return {finding.name for finding in self.findings}
+
+
+def capture_notes(analysis: Analysis) -> list:
+    """What limits the verdicts of this capture: too few requests, drops, execs, sampling, a checkpoint."""
+    notes = []
+    cap = analysis.capture
+    if analysis.requests == 0:
+        notes.append("no requests were observed (no socket read followed by a write): "
+                     "per-request metrics are not available")
+    elif analysis.requests < MIN_REQUESTS:
+        notes.append(f"only {analysis.requests} requests (< {MIN_REQUESTS}): too few to judge "
+                     f"{TITLES[WRITE_SPIN]} or {TITLES[HANDOFF_OVERHEAD]}")
+    notes += [f"the collector dropped events, a map being full{first_drop(cap.intervals, drop.key)}: "
+              f"{drop_line(drop, count)}" for drop, count in dropped(cap.drops)]
+    notes += exec_notes(cap.execs)
+    notes += coverage_notes(cap)
+    if cap.time_sample > 1:
+        notes.append(sampling_note(cap.time_sample, int(cap.totals["calls_timed"])))
+    if cap.end_reason == "checkpoint":
+        journaled = ""
+        if cap.journaled:
+            journaled = (f", and {cap.journaled} interval{'s' if cap.journaled > 1 else ''} after it up to "
+                         f"{fixed(cap.intervals[-1]['t_s'], 1)} s from its journal (the totals and verdicts "
+                         "end at the checkpoint)")
+        notes.append(f"incomplete: the collector stopped without writing its final capture (killed?); this is "
+                     f"its last checkpoint, {fixed(cap.duration_s, 1)} s into the recording{journaled}")
+    return notes
+
+
+def assess(analysis: Analysis) -> Assessment:
+    cap = analysis.capture
+    if not cap.costs_measured:
+        return Assessment(labels=[], notes=[
+            f"capture schema {cap.schema} (an older collector) has counts but no measured costs: no verdict is "
+            "drawn from it; record it again to judge"])
+    notes = capture_notes(analysis)
+    labels = [label for label in (write_spin(analysis), spurious_select(analysis), handoff_overhead(analysis))
+              if label]
+    findings = [finding for finding in (write_wait(analysis), busy_polling(analysis)) if finding]
+    return Assessment(labels=labels, notes=notes, findings=findings)
+
+
+def severity(share: float | None) -> str | None:
+    """The tier of a measured share: None below INFO_SHARE (not worth naming)."""
+    if share is None:
+        return None
+    if share >= CRITICAL_SHARE:
+        return CRITICAL
+    if share >= WARNING_SHARE:
+        return WARNING
+    return INFO if share >= INFO_SHARE else None
+
+
+# --- write-spin -------------------------------------------------------------------------------------
+
+WRITE_SPIN_FIXES = [
+    "on EAGAIN stop writing and wait for EPOLLOUT instead of retrying at once",
+    "raise SO_SNDBUF (or net.ipv4.tcp_wmem) above the large response sizes so a response fits in one write",
+    "write headers and body in one call (writev, sendfile) instead of many small writes",
+]
+
+
+def stall_phrase(bound) -> str:
+    """What bound the stalls, and so whether a larger send buffer helps (a sentence, or "" without data)."""
+    if bound is None:
+        return ""
+    kib = 1024
+    if bound.slow_readers:
+        return (f"at a stall the peers advertised a {bound.peer_window / kib:.1f} KiB window, smaller than the "
+                f"{bound.sndbuf / kib:.0f} KiB send buffer ({bound.queued / kib:.0f} KiB queued, RTT "
+                f"{bound.rtt_ms:.2f} ms): the clients read slowly; a larger SO_SNDBUF lets a response be written "
+                "at once but does not deliver it sooner")
+    return (f"at a stall the {bound.sndbuf / kib:.0f} KiB send buffer was the bound ({bound.queued / kib:.0f} KiB "
+            f"queued; the peers' window {bound.peer_window / kib:.0f} KiB, RTT {bound.rtt_ms:.2f} ms): raising "
+            "SO_SNDBUF above the response sizes helps")
+
+
+def _bound_evidence(bound) -> dict:
+    if bound is None:
+        return {}
+    return {"stalls_sampled": bound.stalls, "stall_sndbuf_bytes": round(bound.sndbuf),
+            "stall_queued_bytes": round(bound.queued), "stall_peer_window_bytes": round(bound.peer_window),
+            "stall_rtt_ms": round(bound.rtt_ms, 3), "slow_readers": bound.slow_readers}
+
+
+def write_spin(analysis: Analysis) -> Label | None:
+    """Responses whose writes retry an EAGAIN at once, without waiting for the socket to drain; graded by
+    the measured cost of the spinning threads' retry cycles."""
+    m = measure_write_spin(analysis)
+    if m is None:
+        return None
+    level = severity(m.share)
+    if level is None:
+        return None
+    details = _write_spin_details(m) + ([stall_phrase(m.bound)] if m.bound else [])
+    return Label(WRITE_SPIN, level, _write_spin_summary(analysis, m),
+                 {**_write_spin_evidence(analysis, m), **_bound_evidence(m.bound)}, m.share, WRITE_SPIN_FIXES,
+                 details, cost_share=m.share)
+
+
+def _write_spin_summary(analysis: Analysis, m: WriteSpinMeasure) -> str:
+    whose = whose_cpu(analysis.threads, m.spinners)
+    cost = share_phrase(m.share, whose, "in those retries")
+    if not m.spinning:  # retries without a size class big enough to describe
+        return (f"write-spin: {m.retries:,.0f} writes retried an EAGAIN at once, without waiting{cost}; stop "
+                "writing at EAGAIN and wait for EPOLLOUT, or raise SO_SNDBUF")
+    worst = m.spinning[0]
+    more = len(m.spinning) - 1
+    where = f"{size_class(worst.bytes_min, worst.bytes_max)} responses" + (
+        f" (and {more} more size class{'es' if more > 1 else ''})" if more else "")
+    return (f"write-spin on {where}: {worst.writes:.0f} writes per response, {worst.eagain_retries:.0f} of "
+            f"them retrying an EAGAIN at once, without waiting ({worst.eagain:.0f} EAGAIN, "
+            f"{worst.partial:.0f} partial, {worst.waits:.1f} waits for writability){cost}; "
+            "stop writing at EAGAIN and wait for EPOLLOUT, or raise SO_SNDBUF")
+
+
+def _write_spin_evidence(analysis: Analysis, m: WriteSpinMeasure) -> dict:
+    process = analysis.process
+    evidence = {
+        "requests": analysis.requests,
+        "eagain_retries_per_request": rounded(process["eagain_retries_per_request"]),
+        "partial_retries_per_request": rounded(process["partial_retries_per_request"]),
+        "write_waits_per_request": rounded(process["write_waits_per_request"]),
+        "spin_cpu_ms": round(m.cost_ns / 1e6, 3),
+        "spinning_threads_cpu_ms": round(m.cpu_ns / 1e6, 3),
+        "spin_us_per_eagain_retry": rounded(m.cost_ns / 1e3 / m.retries if m.retries else None),
+        "copy_ns_per_byte": rounded(m.copy_rate_ns_per_byte, 4),
+        "copy_rate_from": m.copy_rate_source,
+        "bare_retry_us": rounded(m.bare_retry_ns / 1e3 if m.bare_retry_ns is not None else None),
+        "bare_retries_cpu_ms": round(m.bare_retries_ns / 1e6, 3),
+    }
+    if m.spinning:
+        worst = m.spinning[0]
+        evidence.update({
+            "spinning_responses": sum(c.count for c in m.spinning),
+            "size_class_bytes_min": worst.bytes_min,
+            "size_class_bytes_max": worst.bytes_max,
+            "writes_per_response": round(worst.writes, 2),
+            "eagain_retries_per_response": round(worst.eagain_retries, 2),
+            "partial_retries_per_response": round(worst.partial_retries, 2),
+            "eagain_per_response": round(worst.eagain, 2),
+            "partial_per_response": round(worst.partial, 2),
+            "waits_per_response": round(worst.waits, 2),
+        })
+    return evidence
+
+
+def _write_spin_details(m: WriteSpinMeasure) -> list:
+    lines = [f"{size_class(c.bytes_min, c.bytes_max)} responses: {c.count} responses, {c.writes:.1f} writes, "
+             f"{c.eagain_retries:.1f} retries of an EAGAIN and {c.partial_retries:.1f} writes after a partial "
+             f"write without waiting, {c.waits:.1f} waits for writability per response" for c in m.spinning]
+    rate = {"bulk writes": "the rate of the threads' complete writes of 4 KiB or more",
+            "first writes": "the rate of the responses' first writes, into an empty buffer (in a capture before "
+                            "schema 5 whatever their size: a header written on its own makes it too high)",
+            "none": "nothing: no complete write of 4 KiB or more to price copying by"}[m.copy_rate_source]
+    lines.append(f"cost: the retries' whole cycles (from the previous write's return to the retry's return, "
+                 f"user space included), less copying their bytes at {rate}")
+    if m.bare_retry_ns is not None:
+        lines.append(f"of which retries that moved nothing (EAGAIN): {m.bare_retries_ns / 1e6:,.1f} ms, "
+                     f"{m.bare_retry_ns / 1e3:.2f} µs a retry, waste at any copy rate (the cost's floor)")
+    return lines
+
+
+# --- waits for writability (a finding) ---------------------------------------------------------------
+
+def write_wait(analysis: Analysis) -> Finding | None:
+    """Responses larger than the send buffer that wait for writability: not a spin, but each wait is a
+    round trip."""
+    m: WriteWaitMeasure | None = measure_write_wait(analysis)
+    if m is None:
+        return None
+    worst = m.worst
+    size = size_class(worst.bytes_min, worst.bytes_max)
+    summary = (f"{size} responses wait for writability {worst.waits:.1f} times each (the send buffer is smaller "
+               f"than the response; {worst.eagain_retries:.1f} retries of an EAGAIN per response); each wait "
+               f"is a round trip: these requests took {fixed(worst.request_ms, 2)} ms on average")
+    evidence = {"size_class_bytes_min": worst.bytes_min, "size_class_bytes_max": worst.bytes_max,
+                "responses": worst.count, "waits_per_response": round(worst.waits, 2),
+                "eagain_retries_per_response": round(worst.eagain_retries, 2),
+                "request_ms": rounded(worst.request_ms), **_bound_evidence(m.bound)}
+    if m.bound is not None:
+        summary += f"; {stall_phrase(m.bound)}"
+    advice = (["the clients' windows, not the send buffer, pace these responses: a larger SO_SNDBUF saves the "
+               "waits' wakeups, not their time"] if m.bound is not None and m.bound.slow_readers else
+              ["raise SO_SNDBUF (or net.ipv4.tcp_wmem) above the large response sizes if their latency matters"])
+    return Finding(WRITE_WAIT, summary, evidence, None, advice)
+
+
+# --- busy polling (a finding) ------------------------------------------------------------------------
+
+def busy_polling(analysis: Analysis) -> Finding | None:
+    """Threads that poll with a zero timeout back to back and never block: a CPU-for-latency trade chosen on
+    purpose, not a loop that forgot to block; said with its cost."""
+    m: BusyPollMeasure | None = measure_busy_poll(analysis)
+    if m is None:
+        return None
+    threads = analysis.threads
+    seconds = analysis.capture.duration_s or 1.0
+    cpus = m.cpu_ns / 1e9 / seconds
+    summary = (f"busy polling: {who(threads, m.tids)} never block{'s' if len(m.tids) == 1 else ''}: "
+               f"{m.polls_per_s:,.0f} zero-timeout polls a second, {m.empty_share:.0%} of them empty, keeping "
+               f"{cpus:.2f} CPUs busy{share_phrase(m.share, 'that CPU', 'in the empty checks')}: a trade of "
+               "CPU for wake-up latency")
+    evidence = {"threads": len(m.tids), "polls_per_s": round(m.polls_per_s, 1), "empty_share": rounded(m.empty_share),
+                "cpus": round(cpus, 3), "empty_check_cpu_ms": round(m.cost_ns / 1e6, 3)}
+    advice = ["keep it if the latency matters more than the core it occupies; otherwise turn busy polling off "
+              "(HAProxy: remove `busy-polling`) so the thread blocks when there is nothing to do"]
+    return Finding(BUSY_POLLING, summary, evidence, m.share, advice)
+
+
+# --- spurious select --------------------------------------------------------------------------------
+
+def spurious_select(analysis: Analysis) -> Label | None:
+    """Wakeups that find no work, graded by their measured on-CPU time (whole cycles where measured)."""
+    m = measure_spurious(analysis)
+    if m is None or m.wasted_ns < SPURIOUS_MIN_WASTED_CPUS * analysis.capture.duration_s * 1e9:
+        return None
+    level = severity(m.share)
+    if level is None:
+        return None
+    threads = analysis.threads
+
+    def total(key: str) -> int:
+        return sum(thread[key] for thread in threads.values())
+
+    said = _Said(evidence={
+        "poll_calls": total("poll_calls"),
+        "poll_zero": total("poll_zero"),
+        "poll_zero_nowait": total("poll_zero_nowait"),
+        "poll_zero_fraction": rounded(analysis.process["poll_zero_fraction"]),
+        "events_per_poll": rounded(analysis.process["events_per_poll"]),
+        "read_eagain": total("read_eagain"),
+        "read_eagain_fraction": rounded(analysis.process["read_eagain_fraction"]),
+    })
+    if m.empty:
+        _say_empty_polls(said, analysis, m)
+    if m.herd:
+        _say_herd(said, m)
+    if m.eagain_reads:
+        _say_eagain_reads(said, analysis, m)
+    if m.imbalance:
+        _say_imbalance(said, threads, m.imbalance)
+    if m.excluded_busy_pollers:
+        said.details.append(f"left out: {who(threads, m.excluded_busy_pollers)}, busy polling by design "
+                            "(see the busy-polling finding)")
+    said.evidence["wasted_cpu_ms"] = round(m.wasted_ns / 1e6, 3)
+    said.evidence["involved_threads_cpu_ms"] = round(m.cpu_ns / 1e6, 3)
+    how = " (estimated from its measured poll time)" if m.estimated else ""
+    summary = (f"spurious select: {'; '.join(said.signals)}"
+               f"{share_phrase(m.share, whose_cpu(threads, m.involved), estimated=m.estimated)}{how}")
+    return Label(SPURIOUS_SELECT, level, summary, said.evidence, m.share, said.fixes, said.details, m.estimated,
+                 cost_share=m.share)
+
+
+@dataclass
+class _Said:
+    """A label's words as its kinds of evidence add to them: a signal each for the summary, the fixes, the
+    detail lines and the evidence's keys, in the order the kinds are said."""
+
+    evidence: dict
+    signals: list = field(default_factory=list)
+    fixes: list = field(default_factory=list)
+    details: list = field(default_factory=list)
+
+
+def _say_empty_polls(said: _Said, analysis: Analysis, m: SpuriousMeasure) -> None:
+    said.signals.append(_empty_signal(analysis, m))
+    if m.empty.nowait >= m.empty.waited:
+        said.fixes.append("block in epoll_wait until the next timer is due instead of checking with a zero "
+                          "timeout while there is nothing to run")
+    else:
+        said.fixes.append("wake one loop per event (EPOLLEXCLUSIVE, SO_REUSEPORT) instead of all of them, "
+                          "and use a timeout as long as the next timer")
+    said.details += thread_lines(analysis.threads, "poll_zero", "poll_calls", "of its poll calls return no events")
+
+
+def _say_herd(said: _Said, m: SpuriousMeasure) -> None:
+    said.signals.append(_herd_signal(m))
+    said.fixes.append("wake one waiter per connection: EPOLLEXCLUSIVE on the listening socket, a listener per "
+                      "worker with SO_REUSEPORT, or one acceptor that hands connections out" if m.herd.on_accept else
+                      "wake one thread per unit of work: EPOLLEXCLUSIVE, or an epoll set per thread, so the others "
+                      "do not wake for what one of them takes")
+    said.evidence.update({"herd_wakeups": m.herd.wakeups, "futile_wakeups": m.herd.futile,
+                          "rewaits": m.herd.rewaits, "accept_eagain": m.herd.accept_eagain,
+                          "accepts": m.herd.accepts, "woken_per_connection": rounded(m.herd.woken_per_connection),
+                          "herd_processes": m.herd.processes, "herd_threads": len(m.herd.tids),
+                          "herd_us_per_wakeup": rounded(m.herd.us_each)})
+
+
+def _say_eagain_reads(said: _Said, analysis: Analysis, m: SpuriousMeasure) -> None:
+    said.signals.append(f"{analysis.process['read_eagain_fraction']:.0%} of socket reads return EAGAIN "
+                        f"({m.eagain_reads:,})")
+    said.fixes.append("read only sockets epoll reported readable, and stop at a short read")
+    said.details += thread_lines(analysis.threads, "read_eagain", "read_calls", "of its socket reads return EAGAIN")
+
+
+def _say_imbalance(said: _Said, threads: Mapping, imbalance: Imbalance) -> None:
+    quiet, busy = imbalance.quiet, imbalance.busy
+    said.signals.append(f"{name_of(threads, quiet)} handles {threads[quiet]['events_per_poll']:.1f} events per poll "
+                        f"call while {name_of(threads, busy)} handles {threads[busy]['events_per_poll']:.0f}")
+    said.fixes.append("balance the event loops (spread connections with SO_REUSEPORT, or merge the quiet "
+                      "loop into the busy one): a loop woken for under one event per call pays a wakeup "
+                      "per event")
+    said.evidence.update({"quiet_loop_tid": quiet,
+                          "quiet_loop_events_per_poll": rounded(threads[quiet]["events_per_poll"]),
+                          "busy_loop_tid": busy, "busy_loop_events_per_poll": rounded(threads[busy]["events_per_poll"]),
+                          "quiet_loop_excess_calls": int(imbalance.excess_calls)})
+
+
+def _empty_signal(analysis: Analysis, m: SpuriousMeasure) -> str:
+    e = m.empty
+    kinds = [f"{e.nowait:,} zero-timeout checks" + (f" at {e.check_us:.1f} µs each" if e.check_us else "")] \
+        if e.nowait else []
+    kinds += [f"{e.waited:,} blocking calls that woke with nothing" + (f" at {e.wake_us:.1f} µs each" if e.wake_us else "")] \
+        if e.waited else []
+    cycle = f", {e.cycle_us:.1f} µs a wakeup with the loop around it" if e.cycle_us else ""
+    return f"{analysis.process['poll_zero_fraction']:.0%} of poll calls return no events ({', '.join(kinds)}{cycle})"
+
+
+def _herd_signal(m: SpuriousMeasure) -> str:
+    h = m.herd
+    each = f" at {h.us_each:.1f} µs each" if h.us_each else ""
+    kinds = ", ".join(part for part in (
+        f"{h.futile:,} returned ready descriptors that gave nothing" if h.futile else "",
+        f"{h.rewaits:,} were put back to sleep inside the poll call" if h.rewaits else "") if part)
+    if not h.on_accept:
+        return (f"{h.wakeups:,} wakeups found nothing{each} ({kinds}): another thread took the work first, or the "
+                "wakeup had nothing behind it")
+    who = f"{h.processes} processes" if h.processes > 1 else f"{len(h.tids)} threads"
+    ports = sorted({int(entry["port"]) for entry in h.listeners if entry.get("port")})
+    where = f" on port {', '.join(str(p) for p in ports)}" if ports else ""
+    woken = f"{h.woken_per_connection:.1f} woken per connection, " if h.woken_per_connection else ""
+    return (f"thundering herd{where}: {who} wait on the same listener; {woken}{h.wakeups:,} wakeups found "
+            f"nothing{each} ({kinds}; {h.accept_eagain:,} accept calls returned EAGAIN)")
+
+
+# --- handoff overhead -------------------------------------------------------------------------------
+
+HANDOFF_FIXES = {
+    DISPATCH: [
+        "serve short requests in the thread that read them, without a worker pool",
+        "if a worker is needed, let the same worker read, process and write (about 2 handoffs instead of 4)",
+        "one event loop per core (SO_REUSEPORT) or thread-per-connection both avoid per-request handoffs",
+    ],
+    LEADER_FOLLOWER: [
+        "the pool threads pass the selector role to each other for every request: give each thread its own "
+        "selector and connections (one event loop per thread, SO_REUSEPORT) so no role changes hands",
+        "or keep one selector thread and let it serve the short requests itself",
+    ],
+    SHARED_MEMORY: [
+        "threads that hand requests over through memory busy-wait for each other: when they share a CPU each "
+        "spins for the other's time slice; give them a CPU each or turn the hand-over off (e.g. Redis: "
+        "io-threads 1 on a machine with few cores)",
+    ],
+    PER_CONNECTION: [
+        "a connection is handed over once, not each request: with short connections that is one hand-over per "
+        "request; keep connections alive, or accept in the serving thread (SO_REUSEPORT)",
+    ],
+}
+MECHANISM_PHRASES = {
+    DISPATCH: "each request is handed to another thread and back",
+    # A dispatcher that hands a request over less than once and a half per request (no way back).
+    DISPATCH + "-one-way": "requests are handed to other threads",
+    LEADER_FOLLOWER: "each request is answered by the thread that read it, but the pool threads pass the "
+                     "selector role among themselves (leader/follower)",
+    SHARED_MEMORY: "requests are handed over through shared memory, the threads busy-waiting",
+    PER_CONNECTION: "each new connection is handed to another thread, not each request",
+}
+
+
+def handoff_overhead(analysis: Analysis) -> Label | None:
+    """Requests passed between the target's own threads, graded by what passing them costs: the larger of
+    the on-CPU share of the calls that hand off and wait (busy-waiting too, for a shared-memory hand-over)
+    and the share of the request time spent waiting for a woken thread to run."""
+    edges = role_edges(analysis)
+    m = measure_handoff(analysis, edges)
+    if m is None:
+        return None
+    shares = [s for s in (m.cpu_share, m.latency_share) if s is not None]
+    cost = max(shares) if shares else None
+    level = severity(cost)
+    if level is None:
+        return None
+    estimated = m.mechanism == SHARED_MEMORY
+    return Label(HANDOFF_OVERHEAD, level, _handoff_summary(analysis, m, edges), _handoff_evidence(analysis, m),
+                 m.cpu_share, HANDOFF_FIXES[m.mechanism], _handoff_details(m, edges, analysis.requests),
+                 estimated, cost_share=cost)
+
+
+def _handoff_summary(analysis: Analysis, m: HandoffMeasure, edges: dict) -> str:
+    """The mechanism in words, the handoffs per request and where they go, the waits and the CPU share; for
+    a shared-memory hand-over, the busy-waiting threads instead of the path."""
+    if m.mechanism == SHARED_MEMORY:
+        where = "busy-waiting, outside their calls (an upper bound: their user-space work is in it too)"
+        cpu = share_phrase(m.cpu_share, whose_cpu(analysis.threads, m.involved), where, estimated=True)
+        return (f"handoff overhead: {MECHANISM_PHRASES[m.mechanism]}: {m.cross_share:.0%} of requests are "
+                f"answered by another thread than the one that read them, with {m.per_request:.2f} wakeups "
+                f"per request{cpu}; {_busy_threads_line(analysis, m.involved)}")
+    requests = analysis.requests
+    path = ", ".join(f"{ROLE_NOUNS[a]} → {ROLE_NOUNS[b]} {n / requests:.1f}"
+                     for (a, b), n in list(edges.items())[:3] if n / requests >= 0.05)
+    waits = f"{fixed(m.wait_ms_per_request, 3)} ms per request waiting for a woken thread to run"
+    if m.latency_share is not None:
+        waits += (f" (requests take {fixed(m.request_ms, 3)} ms)" if m.latency_share >= 1
+                  else f" ({m.latency_share:.0%} of the request time)")
+    moved = f", {m.cross_share:.0%} of requests answered by another thread" if m.cross_share >= 0.005 else ""
+    cpu = share_phrase(m.cpu_share, "their CPU", "in the calls that hand off and wait")
+    phrase = MECHANISM_PHRASES[DISPATCH + "-one-way" if m.mechanism == DISPATCH and m.per_request < 1.5
+                               else m.mechanism]
+    return (f"handoff overhead: {phrase}: {m.per_request:.1f} handoffs between "
+            f"threads per request" + (f" ({path})" if path else "") + f"{moved}; {waits}{cpu}")
+
+
+def _handoff_evidence(analysis: Analysis, m: HandoffMeasure) -> dict:
+    requests = analysis.requests
+    return {
+        "mechanism": m.mechanism,
+        "requests": requests,
+        "handoffs_per_request": rounded(m.per_request),
+        "cross_thread_share": rounded(m.cross_share),
+        "accept_lock_wakeups_per_request": rounded(m.accept_lock / requests),
+        "contention_wakeups_per_request": rounded(m.contention_per_request),
+        # The metric of that name (every thread's wake-to-run waits), and the part of it on the request path
+        # (threads that are not idle), which the request-time share is made of.
+        "handoff_wait_ms_per_request": rounded(analysis.process["handoff_wait_ms_per_request"]),
+        "request_path_wait_ms_per_request": rounded(m.wait_ms_per_request),
+        "request_ms": rounded(m.request_ms),
+        "handoff_wait_share_of_request_time": rounded(m.latency_share),
+        "handoff_cpu_share": rounded(m.cpu_share),
+        "cs_per_request": rounded(analysis.process["cs_per_request"]),
+        "futex_ms_per_request": rounded(analysis.process["futex_ms_per_request"]),
+        "cpu_ms_per_request": rounded(analysis.process["cpu_ms_per_request"]),
+        "cpu_share_measures": (
+            "the busy-waiting threads' on-CPU time outside their traced calls (an upper bound)"
+            if m.mechanism == SHARED_MEMORY else
+            "on-CPU time inside the calls that hand off or wait, both sides (a lower bound: user-space work the "
+            "detour adds, queues, locks, a colder cache, is not timed)"),
+    }
+
+
+def _handoff_details(m: HandoffMeasure, edges: dict, requests: int) -> list:
+    """A line per edge between roles, and the wakeups that are not handoffs (memory-map locks, an accept
+    lock shared between processes)."""
+    details = [f"{ROLE_NOUNS[a]} → {ROLE_NOUNS[b]}: {n} wakeups, {n / requests:.2f} per request"
+               for (a, b), n in edges.items()]
+    if m.contention_per_request:
+        details.append(f"{m.contention_per_request:.2f} wakeups per request from memory-map calls (mmap/munmap lock "
+                       "contention), not counted as handoffs")
+    if m.accept_lock:
+        details.append(f"{m.accept_lock / requests:.2f} wakeups per request between processes (a shared accept "
+                       "lock), not counted as handoffs")
+    return details
+
+
+def _busy_threads_line(analysis: Analysis, tids: list) -> str:
+    """`threads on CPU for this share of the capture: 'io_thd_1' 97%, 'redis-server' 95%; 1.9 ms CPU per
+    request`: busy-waiting shows as threads on CPU nearly all the time while their syscalls are few."""
+    threads, seconds = analysis.threads, analysis.capture.duration_s or 1.0
+    busy = sorted((threads[tid] for tid in tids), key=lambda thread: -thread["oncpu_ns"])[:3]
+    parts = [f"'{thread['comm']}' {thread['oncpu_ns'] / 1e9 / seconds:.0%}" for thread in busy]
+    return (f"threads on CPU for this share of the capture: {', '.join(parts)}; "
+            f"{fixed(analysis.process['cpu_ms_per_request'], 3)} ms CPU per request")
