@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from spinscope import stacks as S
+from spinscope.analysis import stacks as S
 
 from collector_harness import run_fixture
 
