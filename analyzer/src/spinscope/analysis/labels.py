@@ -16,15 +16,18 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Mapping
 
+from spinscope.analysis import advice, counters
 from spinscope.analysis.coverage import coverage_notes
-from spinscope.analysis.measures import (DISPATCH, LEADER_FOLLOWER, MIN_REQUESTS, PER_CONNECTION, SHARED_MEMORY,
-                                         BusyPollMeasure, HandoffMeasure, Imbalance, SpuriousMeasure, WriteSpinMeasure,
-                                         WriteWaitMeasure, measure_busy_poll, measure_handoff, measure_spurious,
-                                         measure_write_spin, measure_write_wait)
+from spinscope.analysis.measures import (DISPATCH, EVERY_REQUEST_MIN_RATE, MIN_REQUESTS, PER_CONNECTION,
+                                         ROUND_TRIP_MIN_HANDOFFS, SHARED_MEMORY, BusyPollMeasure, HandoffMeasure,
+                                         Imbalance, SpuriousMeasure, WriteSpinMeasure, WriteWaitMeasure,
+                                         measure_busy_poll, measure_handoff, measure_spurious, measure_write_spin,
+                                         measure_write_wait)
 from spinscope.analysis.metrics import Analysis, drop_line, dropped, role_edges
 from spinscope.analysis.roles import ROLE_NOUNS
-from spinscope.analysis.wording import (exec_notes, first_drop, name_of, rounded, sampling_note, share_phrase,
-                                        thread_lines, who, whose_cpu)
+from spinscope.analysis.runtime import runtime_of
+from spinscope.analysis.wording import (exec_notes, first_drop, name_of, rounded, sampling_note, saturation_notes,
+                                        share_phrase, thread_lines, who, whose_cpu)
 from spinscope.fmt import fixed, size_class
 
 # Label names (problems) and finding names (not problems): one name each, in the report, `--json`, `top`,
@@ -144,7 +147,7 @@ def assess(analysis: Analysis) -> Assessment:
     labels = [label for label in (write_spin(analysis), spurious_select(analysis), handoff_overhead(analysis))
               if label]
     findings = [finding for finding in (write_wait(analysis), busy_polling(analysis)) if finding]
-    return Assessment(labels=labels, notes=notes, findings=findings)
+    return Assessment(labels=labels, notes=notes + saturation_notes(analysis), findings=findings)
 
 
 def severity(share: float | None) -> str | None:
@@ -310,9 +313,7 @@ def busy_polling(analysis: Analysis) -> Finding | None:
                "CPU for wake-up latency")
     evidence = {"threads": len(m.tids), "polls_per_s": round(m.polls_per_s, 1), "empty_share": rounded(m.empty_share),
                 "cpus": round(cpus, 3), "empty_check_cpu_ms": round(m.cost_ns / 1e6, 3)}
-    advice = ["keep it if the latency matters more than the core it occupies; otherwise turn busy polling off "
-              "(HAProxy: remove `busy-polling`) so the thread blocks when there is nothing to do"]
-    return Finding(BUSY_POLLING, summary, evidence, m.share, advice)
+    return Finding(BUSY_POLLING, summary, evidence, m.share, [advice.busy_poll_advice(runtime_of(analysis.capture).name)])
 
 
 # --- spurious select --------------------------------------------------------------------------------
@@ -339,14 +340,21 @@ def spurious_select(analysis: Analysis) -> Label | None:
         "read_eagain": total("read_eagain"),
         "read_eagain_fraction": rounded(analysis.process["read_eagain_fraction"]),
     })
+    runtime = runtime_of(analysis.capture).name
     if m.empty:
-        _say_empty_polls(said, analysis, m)
+        _say_empty_polls(said, analysis, m, runtime)
     if m.herd:
-        _say_herd(said, m)
+        _say_herd(said, m, runtime)
     if m.eagain_reads:
         _say_eagain_reads(said, analysis, m)
     if m.imbalance:
         _say_imbalance(said, threads, m.imbalance)
+    # What each kind cost orders what is said of it: the first fix saves the most (a herd's before the
+    # zero-timeout checks an asyncio loop makes anyway).
+    kinds = [kind for kind, found in (("empty", m.empty), ("herd", m.herd), ("reads", m.eagain_reads),
+                                      ("imbalance", m.imbalance)) if found]
+    order = sorted(range(len(kinds)), key=lambda i: -m.costs.get(kinds[i], 0.0))
+    said.signals, said.fixes = [said.signals[i] for i in order], [said.fixes[i] for i in order]
     if m.excluded_busy_pollers:
         said.details.append(f"left out: {who(threads, m.excluded_busy_pollers)}, busy polling by design "
                             "(see the busy-polling finding)")
@@ -370,23 +378,15 @@ class _Said:
     details: list = field(default_factory=list)
 
 
-def _say_empty_polls(said: _Said, analysis: Analysis, m: SpuriousMeasure) -> None:
+def _say_empty_polls(said: _Said, analysis: Analysis, m: SpuriousMeasure, runtime: str) -> None:
     said.signals.append(_empty_signal(analysis, m))
-    if m.empty.nowait >= m.empty.waited:
-        said.fixes.append("block in epoll_wait until the next timer is due instead of checking with a zero "
-                          "timeout while there is nothing to run")
-    else:
-        said.fixes.append("wake one loop per event (EPOLLEXCLUSIVE, SO_REUSEPORT) instead of all of them, "
-                          "and use a timeout as long as the next timer")
+    said.fixes.append(advice.spurious_fix("empty-check" if m.empty.nowait >= m.empty.waited else "empty-wake", runtime))
     said.details += thread_lines(analysis.threads, "poll_zero", "poll_calls", "of its poll calls return no events")
 
 
-def _say_herd(said: _Said, m: SpuriousMeasure) -> None:
+def _say_herd(said: _Said, m: SpuriousMeasure, runtime: str) -> None:
     said.signals.append(_herd_signal(m))
-    said.fixes.append("wake one waiter per connection: EPOLLEXCLUSIVE on the listening socket, a listener per "
-                      "worker with SO_REUSEPORT, or one acceptor that hands connections out" if m.herd.on_accept else
-                      "wake one thread per unit of work: EPOLLEXCLUSIVE, or an epoll set per thread, so the others "
-                      "do not wake for what one of them takes")
+    said.fixes.append(advice.spurious_fix("herd-accept" if m.herd.on_accept else "herd-work", runtime))
     said.evidence.update({"herd_wakeups": m.herd.wakeups, "futile_wakeups": m.herd.futile,
                           "rewaits": m.herd.rewaits, "accept_eagain": m.herd.accept_eagain,
                           "accepts": m.herd.accepts, "woken_per_connection": rounded(m.herd.woken_per_connection),
@@ -443,38 +443,6 @@ def _herd_signal(m: SpuriousMeasure) -> str:
 
 # --- handoff overhead -------------------------------------------------------------------------------
 
-HANDOFF_FIXES = {
-    DISPATCH: [
-        "serve short requests in the thread that read them, without a worker pool",
-        "if a worker is needed, let the same worker read, process and write (about 2 handoffs instead of 4)",
-        "one event loop per core (SO_REUSEPORT) or thread-per-connection both avoid per-request handoffs",
-    ],
-    LEADER_FOLLOWER: [
-        "the pool threads pass the selector role to each other for every request: give each thread its own "
-        "selector and connections (one event loop per thread, SO_REUSEPORT) so no role changes hands",
-        "or keep one selector thread and let it serve the short requests itself",
-    ],
-    SHARED_MEMORY: [
-        "threads that hand requests over through memory busy-wait for each other: when they share a CPU each "
-        "spins for the other's time slice; give them a CPU each or turn the hand-over off (e.g. Redis: "
-        "io-threads 1 on a machine with few cores)",
-    ],
-    PER_CONNECTION: [
-        "a connection is handed over once, not each request: with short connections that is one hand-over per "
-        "request; keep connections alive, or accept in the serving thread (SO_REUSEPORT)",
-    ],
-}
-MECHANISM_PHRASES = {
-    DISPATCH: "each request is handed to another thread and back",
-    # A dispatcher that hands a request over less than once and a half per request (no way back).
-    DISPATCH + "-one-way": "requests are handed to other threads",
-    LEADER_FOLLOWER: "each request is answered by the thread that read it, but the pool threads pass the "
-                     "selector role among themselves (leader/follower)",
-    SHARED_MEMORY: "requests are handed over through shared memory, the threads busy-waiting",
-    PER_CONNECTION: "each new connection is handed to another thread, not each request",
-}
-
-
 def handoff_overhead(analysis: Analysis) -> Label | None:
     """Requests passed between the target's own threads, graded by what passing them costs: the larger of
     the on-CPU share of the calls that hand off and wait (busy-waiting too, for a shared-memory hand-over)
@@ -489,18 +457,37 @@ def handoff_overhead(analysis: Analysis) -> Label | None:
     if level is None:
         return None
     estimated = m.mechanism == SHARED_MEMORY
-    return Label(HANDOFF_OVERHEAD, level, _handoff_summary(analysis, m, edges), _handoff_evidence(analysis, m),
-                 m.cpu_share, HANDOFF_FIXES[m.mechanism], _handoff_details(m, edges, analysis.requests),
+    runtime = runtime_of(analysis.capture).name
+    fixes = (advice.handoff_fixes(runtime, m.mechanism) if _names_mechanism(analysis, m)
+             else advice.few_handoffs_fixes(runtime))
+    return Label(HANDOFF_OVERHEAD, level, _handoff_summary(analysis, m, edges, runtime),
+                 _handoff_evidence(analysis, m), m.cpu_share, fixes, _handoff_details(m, edges, analysis.requests),
                  estimated, cost_share=cost)
 
 
-def _handoff_summary(analysis: Analysis, m: HandoffMeasure, edges: dict) -> str:
+def _names_mechanism(analysis: Analysis, m: HandoffMeasure) -> bool:
+    """Whether the counts show the mechanism at the rate its words state (claims.py): a hand-over per request
+    (or per new connection), EVERY_REQUEST_MIN_RATE at least; a shared-memory hand-over wakes no one, its
+    rate is the share of requests answered by another thread."""
+    if m.mechanism == SHARED_MEMORY:
+        return True
+    if m.mechanism == PER_CONNECTION:
+        return (_per_connection_rate(analysis, m) or 0.0) >= EVERY_REQUEST_MIN_RATE
+    return m.per_request >= EVERY_REQUEST_MIN_RATE
+
+
+def _per_connection_rate(analysis: Analysis, m: HandoffMeasure) -> float | None:
+    accepted = counters.accepts_by_result(analysis.capture.totals)["ok"]
+    return m.handoffs / accepted if accepted else None
+
+
+def _handoff_summary(analysis: Analysis, m: HandoffMeasure, edges: dict, runtime: str) -> str:
     """The mechanism in words, the handoffs per request and where they go, the waits and the CPU share; for
     a shared-memory hand-over, the busy-waiting threads instead of the path."""
     if m.mechanism == SHARED_MEMORY:
         where = "busy-waiting, outside their calls (an upper bound: their user-space work is in it too)"
         cpu = share_phrase(m.cpu_share, whose_cpu(analysis.threads, m.involved), where, estimated=True)
-        return (f"handoff overhead: {MECHANISM_PHRASES[m.mechanism]}: {m.cross_share:.0%} of requests are "
+        return (f"handoff overhead: {advice.handoff_phrase(runtime, m.mechanism)}: {m.cross_share:.0%} of requests are "
                 f"answered by another thread than the one that read them, with {m.per_request:.2f} wakeups "
                 f"per request{cpu}; {_busy_threads_line(analysis, m.involved)}")
     requests = analysis.requests
@@ -512,10 +499,15 @@ def _handoff_summary(analysis: Analysis, m: HandoffMeasure, edges: dict) -> str:
                   else f" ({m.latency_share:.0%} of the request time)")
     moved = f", {m.cross_share:.0%} of requests answered by another thread" if m.cross_share >= 0.005 else ""
     cpu = share_phrase(m.cpu_share, "their CPU", "in the calls that hand off and wait")
-    phrase = MECHANISM_PHRASES[DISPATCH + "-one-way" if m.mechanism == DISPATCH and m.per_request < 1.5
-                               else m.mechanism]
-    return (f"handoff overhead: {phrase}: {m.per_request:.1f} handoffs between "
-            f"threads per request" + (f" ({path})" if path else "") + f"{moved}; {waits}{cpu}")
+    rate = f"{m.per_request:.1f} handoffs between threads per request"
+    if _names_mechanism(analysis, m):
+        phrase = advice.handoff_phrase(runtime, DISPATCH + "-one-way" if m.mechanism == DISPATCH and
+                                       m.per_request < ROUND_TRIP_MIN_HANDOFFS else m.mechanism) + ": "
+    else:  # fewer hand-overs than the mechanism's words need: what was measured, no more
+        phrase = f"{advice.handoff_phrase(runtime, m.mechanism)}: " if runtime == "go" else ""
+        rate = f"{m.per_request:.2f} handoffs between threads per request" + (
+            f" (about one request in {1 / m.per_request:,.0f})" if m.per_request else "")
+    return (f"handoff overhead: {phrase}{rate}" + (f" ({path})" if path else "") + f"{moved}; {waits}{cpu}")
 
 
 def _handoff_evidence(analysis: Analysis, m: HandoffMeasure) -> dict:
@@ -524,6 +516,7 @@ def _handoff_evidence(analysis: Analysis, m: HandoffMeasure) -> dict:
         "mechanism": m.mechanism,
         "requests": requests,
         "handoffs_per_request": rounded(m.per_request),
+        "handoffs_per_connection": rounded(_per_connection_rate(analysis, m)),
         "cross_thread_share": rounded(m.cross_share),
         "accept_lock_wakeups_per_request": rounded(m.accept_lock / requests),
         "contention_wakeups_per_request": rounded(m.contention_per_request),

@@ -36,6 +36,15 @@ IMBALANCE_MAX_LOW_EVENTS = 2.0       # the quietest loop handles fewer events pe
 # Busy polling by design: a thread whose polls are zero-timeout checks back to back and that never blocks.
 BUSY_POLL_MIN_NOWAIT_SHARE = 0.9     # of its poll calls have a zero timeout
 BUSY_POLL_MAX_SLEEPS_PER_POLL = 0.01  # voluntary context switches per poll call: it does not block
+BUSY_POLL_MIN_EMPTY_SHARE = 0.5      # of its poll calls return nothing: polls that find events are work, not idling
+# A loop that polls with a zero timeout and finds events is saturated (a note, not busy polling): on CPU at
+# least this share of the capture, or never blocking.
+SATURATED_MIN_ONCPU_SHARE = 0.5
+
+# What the verdicts' words may claim (claims.py): "for every request" needs about a hand-over per request,
+# "and back" a round trip.
+EVERY_REQUEST_MIN_RATE = 0.5         # handoffs per request (or per new connection) for "each request is handed"
+ROUND_TRIP_MIN_HANDOFFS = 1.5        # handoffs per request for "handed to another thread and back"
 
 # Handoff mechanisms
 SHARED_MEMORY_MAX_WAKEUPS = 0.5      # handoffs per request below which cross-thread requests moved without a wakeup
@@ -196,15 +205,35 @@ class BusyPollMeasure:
         return share(self.cost_ns, self.cpu_ns)
 
 
+def _checks_without_blocking(thread: Mapping) -> bool:
+    """Zero-timeout polls back to back (BUSY_POLL_MIN_NOWAIT_SHARE of at least MIN_CALLS poll calls)."""
+    calls = thread["poll_calls"]
+    return calls >= MIN_CALLS and thread["poll_nowait"] >= BUSY_POLL_MIN_NOWAIT_SHARE * calls
+
+
+def _never_blocks(thread: Mapping) -> bool:
+    return thread["cs_voluntary"] <= BUSY_POLL_MAX_SLEEPS_PER_POLL * thread["poll_calls"]
+
+
 def busy_pollers(threads: Mapping[int, Mapping]) -> list:
-    """The tids of the threads that poll with a zero timeout back to back and never block: busy polling by
-    design (HAProxy's busy-polling, DPDK-style loops), a CPU-for-latency trade rather than a loop that
-    forgot to block."""
-    def busy(thread: Mapping) -> bool:
-        calls = thread["poll_calls"]
-        return (calls >= MIN_CALLS and thread["poll_nowait"] >= BUSY_POLL_MIN_NOWAIT_SHARE * calls
-                and thread["cs_voluntary"] <= BUSY_POLL_MAX_SLEEPS_PER_POLL * calls)
-    return [tid for tid, thread in threads.items() if busy(thread)]
+    """The tids of the threads that poll with a zero timeout back to back, never block, and find nothing in
+    most of their polls (BUSY_POLL_MIN_EMPTY_SHARE): busy polling by design (HAProxy's busy-polling,
+    DPDK-style loops), a CPU-for-latency trade rather than a loop that forgot to block. A loop whose polls
+    return events is saturated, not idling (saturated_loops)."""
+    return [tid for tid, thread in threads.items()
+            if _checks_without_blocking(thread) and _never_blocks(thread)
+            and thread["poll_zero"] >= BUSY_POLL_MIN_EMPTY_SHARE * thread["poll_calls"]]
+
+
+def saturated_loops(threads: Mapping[int, Mapping], seconds: float) -> list:
+    """The tids of the threads that poll with a zero timeout back to back and find events in most of their
+    polls, never blocking or on CPU SATURATED_MIN_ONCPU_SHARE of the capture: a loop with always more to do
+    (saturated), which checks for events between pieces of work instead of sleeping. Not busy polling."""
+    pollers = set(busy_pollers(threads))
+    return [tid for tid, thread in threads.items()
+            if tid not in pollers and _checks_without_blocking(thread)
+            and thread["poll_zero"] < BUSY_POLL_MIN_EMPTY_SHARE * thread["poll_calls"]
+            and (_never_blocks(thread) or thread["oncpu_ns"] >= SATURATED_MIN_ONCPU_SHARE * seconds * 1e9)]
 
 
 def measure_busy_poll(analysis: Analysis) -> BusyPollMeasure | None:
@@ -281,6 +310,8 @@ class SpuriousMeasure:
     cpu_ns: float
     estimated: bool
     excluded_busy_pollers: list = field(default_factory=list)
+    # What each kind found cost (on-CPU ns): "empty", "herd", "reads", "imbalance"; the fixes are ordered by it.
+    costs: dict = field(default_factory=dict)
 
     @property
     def share(self) -> float | None:
@@ -299,18 +330,21 @@ def measure_spurious(analysis: Analysis) -> SpuriousMeasure | None:
     herd = _herd(threads, analysis.capture.listeners) if cycles else None
     reads = _eagain_reads(threads, cycles)
     wasted, involved = _charged(threads, [found for found in (empty, herd, reads) if found is not None])
+    costs = {kind: sum(found.cost(thread) for thread in threads.values()) if found.cost else 0.0
+             for kind, found in (("empty", empty), ("herd", herd), ("reads", reads)) if found is not None}
     imbalance, estimated = _loop_imbalance(threads), False
     if imbalance:
         estimated = imbalance.excess_ns > wasted[imbalance.quiet]
         wasted[imbalance.quiet] = max(wasted[imbalance.quiet], imbalance.excess_ns)
         involved.add(imbalance.quiet)
+        costs["imbalance"] = imbalance.excess_ns
 
     if not (empty or herd or reads or imbalance):
         return None
     tids = sorted(involved)
     return SpuriousMeasure(empty.measure if empty else None, herd.measure if herd else None,
                            reads.measure if reads else 0, imbalance, float(sum(wasted.values())), tids,
-                           float(sum(threads[tid]["oncpu_ns"] for tid in tids)), estimated, pollers)
+                           float(sum(threads[tid]["oncpu_ns"] for tid in tids)), estimated, pollers, costs)
 
 
 @dataclass
