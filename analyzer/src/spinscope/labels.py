@@ -534,7 +534,8 @@ def _handoff_summary(analysis: Analysis, m: HandoffMeasure, edges: dict) -> str:
         waits += (f" (requests take {fixed(m.request_ms, 3)} ms)" if m.latency_share >= 1
                   else f" ({m.latency_share:.0%} of the request time)")
     moved = f", {m.cross_share:.0%} of requests answered by another thread" if m.cross_share >= 0.005 else ""
-    cpu = _share_phrase(m.cpu_share, "their CPU", "in the calls that hand off and wait")
+    cpu = _share_phrase(m.cpu_share, "their CPU", "in the calls that hand off and wait"
+                        + (" and the wakeups that dispatched ready connections" if m.dispatch_wakeups else ""))
     phrase = MECHANISM_PHRASES[DISPATCH + "-one-way" if m.mechanism == DISPATCH and m.per_request < 1.5
                                else m.mechanism]
     return (f"handoff overhead: {phrase}: {m.per_request:.1f} handoffs between "
@@ -563,9 +564,20 @@ def _handoff_evidence(analysis: Analysis, m: HandoffMeasure) -> dict:
         "cpu_share_measures": (
             "the busy-waiting threads' on-CPU time outside their traced calls (an upper bound)"
             if m.mechanism == SHARED_MEMORY else
-            "on-CPU time inside the calls that hand off or wait, both sides (a lower bound: user-space work the "
-            "detour adds, queues, locks, a colder cache, is not timed)"),
+            "on-CPU time inside the calls that hand off or wait, both sides"
+            + (", and the whole cycles of the poll wakeups that dispatched ready connections" if m.dispatch_wakeups
+               else "") + " (a lower bound: user-space work the detour adds, queues, locks, a colder cache, is not "
+            "timed)"),
+        **(_dispatch_evidence(m) if m.dispatch_wakeups else {}),
     }
+
+
+def _dispatch_evidence(m: HandoffMeasure) -> dict:
+    """The poll wakeups whose ready sockets the involved threads handed over (schema 6): the dispatch half of
+    the hand-off, with its whole cycles' CPU."""
+    return {"dispatch": f"{m.dispatch_wakeups:,} poller wakeups dispatched ready connections to other threads",
+            "dispatch_wakeups": m.dispatch_wakeups, "dispatch_cpu_ms": _round(m.dispatch_ns / 1e6),
+            "dispatch_us_each": _round(m.dispatch_ns / 1e3 / m.dispatch_wakeups)}
 
 
 def _handoff_details(m: HandoffMeasure, edges: dict, requests: int) -> list:
@@ -579,6 +591,10 @@ def _handoff_details(m: HandoffMeasure, edges: dict, requests: int) -> list:
     if m.accept_lock:
         details.append(f"{m.accept_lock / requests:.2f} wakeups per request between processes (a shared accept "
                        "lock), not counted as handoffs")
+    if m.dispatch_wakeups:
+        details.append(f"{m.dispatch_wakeups:,} poller wakeups dispatched ready connections to other threads "
+                       f"(deregistered or re-armed them, read nothing): {m.dispatch_ns / 1e3 / m.dispatch_wakeups:.1f} "
+                       "µs each with the loop around them, in the hand-off's cost, not wakeups for nothing")
     return details
 
 

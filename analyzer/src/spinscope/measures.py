@@ -419,10 +419,15 @@ class HandoffMeasure:
     wait_ms_per_request: float
     request_ms: float | None
     edges: dict               # (waker role, wakee role) -> count, largest first (metrics.role_edges)
+    # The involved threads' poll wakeups whose ready sockets they handed over (schema 6: poll_dispatch), and
+    # those wakeups' whole cycles: the dispatch half of the hand-off, counted here and never as wakeups for
+    # nothing (measure_spurious).
+    dispatch_wakeups: int = 0
+    dispatch_ns: float = 0.0
 
     @property
     def cpu_share(self) -> float | None:
-        return share(self.path_ns + self.busy_wait_ns, self.cpu_ns)
+        return share(self.path_ns + self.dispatch_ns + self.busy_wait_ns, self.cpu_ns)
 
     @property
     def latency_share(self) -> float | None:
@@ -458,7 +463,9 @@ def measure_handoff(analysis: Analysis, edges: dict) -> HandoffMeasure | None:
                           process["contention_wakeups_per_request"] or 0.0, involved,
                           float(sum(threads[tid]["oncpu_ns"] for tid in involved)),
                           float(sum(threads[tid]["handoff_oncpu_ns"] for tid in involved)),
-                          busy_wait_ns, wait_ms, process["request_ms"], edges)
+                          busy_wait_ns, wait_ms, process["request_ms"], edges,
+                          int(sum(threads[tid]["poll_dispatch"] for tid in involved)),
+                          float(sum(threads[tid]["poll_dispatch_cycle_ns"] for tid in involved)))
 
 
 def _handoff_threads(analysis: Analysis, mechanism: str) -> tuple:
