@@ -114,8 +114,7 @@
 	X(stall_srtt_us)       /* ...and of the smoothed RTTs, microseconds */                     \
 	X(write_spin_empty)    /* spin retries that returned EAGAIN: moved nothing */              \
 	X(write_spin_empty_ns) /* ...and their cycles' on-CPU (of write_spin_ns) */ \
-	X(poll_dispatch)       /* poll calls that returned ready fds, then a cycle whose only use of them was to */ \
-	                       /* deregister or re-arm sockets (epoll_ctl DEL, MOD): handed over, not futile */ \
+	X(poll_dispatch)       /* ready fds, then a cycle that only handed sockets over (epoll_ctl DEL, MOD) */ \
 	X(poll_dispatch_cycle_ns) /* on-CPU of those cycles: poll exit to next poll exit, user space included */
 
 struct thread_counters {

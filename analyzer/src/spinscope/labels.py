@@ -18,8 +18,8 @@ from typing import Mapping
 
 from spinscope.coverage import coverage_notes
 from spinscope.fmt import fixed, size_class, undefined
-from spinscope.measures import (DISPATCH, LEADER_FOLLOWER, MIN_CALLS, MIN_REQUESTS, PER_CONNECTION, SHARED_MEMORY,
-                                BusyPollMeasure, HandoffMeasure, Imbalance, SpuriousMeasure, WriteSpinMeasure,
+from spinscope.measures import (DISPATCH, LEADER_FOLLOWER, MIN_CALLS, MIN_REQUESTS, PER_CONNECTION, POOL_ROUND_TRIP,
+                                SHARED_MEMORY, BusyPollMeasure, HandoffMeasure, Imbalance, SpuriousMeasure, WriteSpinMeasure,
                                 WriteWaitMeasure, measure_busy_poll, measure_handoff, measure_spurious,
                                 measure_write_spin, measure_write_wait)
 from spinscope.metrics import Analysis, drop_line, dropped, role_edges
@@ -477,6 +477,14 @@ HANDOFF_FIXES = {
         "selector and connections (one event loop per thread, SO_REUSEPORT) so no role changes hands",
         "or keep one selector thread and let it serve the short requests itself",
     ],
+    POOL_ROUND_TRIP: [
+        "each keep-alive connection goes back to the pool after every request and the next request waits for "
+        "a pool thread to take it: size the pool to the connections so a thread keeps its connection between "
+        "requests, or give the pool's handover a grace period (wait briefly for the next request before "
+        "queuing the connection back)",
+        "or choose a connector that waits for the kept-alive connections in one selector (NIO-style) and hands "
+        "a thread only a connection with a request ready",
+    ],
     SHARED_MEMORY: [
         "threads that hand requests over through memory busy-wait for each other: when they share a CPU each "
         "spins for the other's time slice; give them a CPU each or turn the hand-over off (e.g. Redis: "
@@ -493,6 +501,9 @@ MECHANISM_PHRASES = {
     DISPATCH + "-one-way": "requests are handed to other threads",
     LEADER_FOLLOWER: "each request is answered by the thread that read it, but the pool threads pass the "
                      "selector role among themselves (leader/follower)",
+    POOL_ROUND_TRIP: "each request is answered by the thread that read it, but the connection goes back to the "
+                     "pool after each request and the next one is read by whichever pool thread takes it, each "
+                     "thread waiting on its own socket (a connection's round trip through the pool)",
     SHARED_MEMORY: "requests are handed over through shared memory, the threads busy-waiting",
     PER_CONNECTION: "each new connection is handed to another thread, not each request",
 }
