@@ -23,7 +23,7 @@ from paths import ROOT, BUILD, REFSERVER, COLLECTOR, REFSERVER_ASAN, LOADGEN
 
 ARCHS = [
     "thread-per-conn", "process-per-conn", "thread-pool", "event-loop", "n-copy",
-    "reactor-split", "reactor-worker", "netty", "hybrid", "pipeline", "green-threads",
+    "reactor-split", "reactor-worker", "poller-dispatch", "netty", "hybrid", "pipeline", "green-threads",
     "process-graph",
 ]
 

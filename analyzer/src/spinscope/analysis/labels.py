@@ -17,8 +17,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Mapping
 
 from spinscope.analysis.coverage import coverage_notes
-from spinscope.analysis.measures import (DISPATCH, LEADER_FOLLOWER, MIN_REQUESTS, PER_CONNECTION, SHARED_MEMORY,
-                                         BusyPollMeasure, HandoffMeasure, Imbalance, SpuriousMeasure, WriteSpinMeasure,
+from spinscope.analysis.measures import (DISPATCH, LEADER_FOLLOWER, MIN_REQUESTS, PER_CONNECTION, POOL_ROUND_TRIP,
+                                         SHARED_MEMORY, BusyPollMeasure, HandoffMeasure, Imbalance, SpuriousMeasure, WriteSpinMeasure,
                                          WriteWaitMeasure, measure_busy_poll, measure_handoff, measure_spurious,
                                          measure_write_spin, measure_write_wait)
 from spinscope.analysis.metrics import Analysis, drop_line, dropped, role_edges
@@ -454,6 +454,14 @@ HANDOFF_FIXES = {
         "selector and connections (one event loop per thread, SO_REUSEPORT) so no role changes hands",
         "or keep one selector thread and let it serve the short requests itself",
     ],
+    POOL_ROUND_TRIP: [
+        "each keep-alive connection goes back to the pool after every request and the next request waits for "
+        "a pool thread to take it: size the pool to the connections so a thread keeps its connection between "
+        "requests, or give the pool's handover a grace period (wait briefly for the next request before "
+        "queuing the connection back)",
+        "or choose a connector that waits for the kept-alive connections in one selector (NIO-style) and hands "
+        "a thread only a connection with a request ready",
+    ],
     SHARED_MEMORY: [
         "threads that hand requests over through memory busy-wait for each other: when they share a CPU each "
         "spins for the other's time slice; give them a CPU each or turn the hand-over off (e.g. Redis: "
@@ -470,6 +478,9 @@ MECHANISM_PHRASES = {
     DISPATCH + "-one-way": "requests are handed to other threads",
     LEADER_FOLLOWER: "each request is answered by the thread that read it, but the pool threads pass the "
                      "selector role among themselves (leader/follower)",
+    POOL_ROUND_TRIP: "each request is answered by the thread that read it, but the connection goes back to the "
+                     "pool after each request and the next one is read by whichever pool thread takes it, each "
+                     "thread waiting on its own socket (a connection's round trip through the pool)",
     SHARED_MEMORY: "requests are handed over through shared memory, the threads busy-waiting",
     PER_CONNECTION: "each new connection is handed to another thread, not each request",
 }
@@ -511,7 +522,8 @@ def _handoff_summary(analysis: Analysis, m: HandoffMeasure, edges: dict) -> str:
         waits += (f" (requests take {fixed(m.request_ms, 3)} ms)" if m.latency_share >= 1
                   else f" ({m.latency_share:.0%} of the request time)")
     moved = f", {m.cross_share:.0%} of requests answered by another thread" if m.cross_share >= 0.005 else ""
-    cpu = share_phrase(m.cpu_share, "their CPU", "in the calls that hand off and wait")
+    cpu = share_phrase(m.cpu_share, "their CPU", "in the calls that hand off and wait"
+                       + (" and the wakeups that dispatched ready connections" if m.dispatch_wakeups else ""))
     phrase = MECHANISM_PHRASES[DISPATCH + "-one-way" if m.mechanism == DISPATCH and m.per_request < 1.5
                                else m.mechanism]
     return (f"handoff overhead: {phrase}: {m.per_request:.1f} handoffs between "
@@ -540,9 +552,20 @@ def _handoff_evidence(analysis: Analysis, m: HandoffMeasure) -> dict:
         "cpu_share_measures": (
             "the busy-waiting threads' on-CPU time outside their traced calls (an upper bound)"
             if m.mechanism == SHARED_MEMORY else
-            "on-CPU time inside the calls that hand off or wait, both sides (a lower bound: user-space work the "
-            "detour adds, queues, locks, a colder cache, is not timed)"),
+            "on-CPU time inside the calls that hand off or wait, both sides"
+            + (", and the whole cycles of the poll wakeups that dispatched ready connections" if m.dispatch_wakeups
+               else "") + " (a lower bound: user-space work the detour adds, queues, locks, a colder cache, is not "
+            "timed)"),
+        **(_dispatch_evidence(m) if m.dispatch_wakeups else {}),
     }
+
+
+def _dispatch_evidence(m: HandoffMeasure) -> dict:
+    """The poll wakeups whose ready sockets the involved threads handed over (schema 6): the dispatch half of
+    the hand-off, with its whole cycles' CPU."""
+    return {"dispatch": f"{m.dispatch_wakeups:,} poller wakeups dispatched ready connections to other threads",
+            "dispatch_wakeups": m.dispatch_wakeups, "dispatch_cpu_ms": rounded(m.dispatch_ns / 1e6),
+            "dispatch_us_each": rounded(m.dispatch_ns / 1e3 / m.dispatch_wakeups)}
 
 
 def _handoff_details(m: HandoffMeasure, edges: dict, requests: int) -> list:
@@ -556,6 +579,10 @@ def _handoff_details(m: HandoffMeasure, edges: dict, requests: int) -> list:
     if m.accept_lock:
         details.append(f"{m.accept_lock / requests:.2f} wakeups per request between processes (a shared accept "
                        "lock), not counted as handoffs")
+    if m.dispatch_wakeups:
+        details.append(f"{m.dispatch_wakeups:,} poller wakeups dispatched ready connections to other threads "
+                       f"(deregistered or re-armed them, read nothing): {m.dispatch_ns / 1e3 / m.dispatch_wakeups:.1f} "
+                       "µs each with the loop around them, in the hand-off's cost, not wakeups for nothing")
     return details
 
 

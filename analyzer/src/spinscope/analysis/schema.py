@@ -12,7 +12,7 @@ import os
 from typing import Any, Iterable, NamedTuple
 
 FORMAT = "spinscope-capture"
-SCHEMA = 5
+SCHEMA = 6
 
 # The counters every thread, `totals` and every interval carry (docs/capture-format.md, "Counters"), in
 # the collector's order: SPINSCOPE_COUNTERS in bpf/spinscope.h (a test holds the two equal).
@@ -32,7 +32,7 @@ COUNTERS = (
     "accept_calls", "accept_eagain", "poll_futile", "poll_futile_cycle_ns", "poll_zero_cycle_ns",
     "write_copy_ns", "write_copy_bytes", "poll_check_cycle_ns", "poll_rewaits", "poll_rewait_ns",
     "stalls_sampled", "stall_sndbuf_bytes", "stall_queued_bytes", "stall_peer_window_bytes", "stall_srtt_us",
-    "write_spin_empty", "write_spin_empty_ns",
+    "write_spin_empty", "write_spin_empty_ns", "poll_dispatch", "poll_dispatch_cycle_ns",
 )
 # Schema 5 added the socket reads and writes on channels between the target's processes, which serve no
 # requests (before, their messages were counted as requests), the HTTP/2 connections, the accept counts,
@@ -43,6 +43,9 @@ SCHEMA5_COUNTERS = frozenset(("channel_reads", "channel_writes", "channel_socket
                               "poll_rewaits", "poll_rewait_ns", "stalls_sampled", "stall_sndbuf_bytes",
                               "stall_queued_bytes", "stall_peer_window_bytes", "stall_srtt_us",
                               "write_spin_empty", "write_spin_empty_ns"))
+# Schema 6 told the wakeups whose ready descriptors were handed over (epoll_ctl DEL or MOD: a poller
+# dispatching connections to workers) from the futile ones: before, they were in poll_futile.
+SCHEMA6_COUNTERS = frozenset(("poll_dispatch", "poll_dispatch_cycle_ns"))
 # Schema 4 added calls_timed (its captures before timed every counted call).
 SCHEMA4_COUNTERS = frozenset(("calls_timed",))
 # Schema 1 captures (collectors before the measured costs) lack these: loaded as 0, and
@@ -67,7 +70,7 @@ DROP_KEYS = ("threads", "sockets", "wakeup_edges", "pids", "exited", "execs", "l
 # two lists (write_waited, a counter and a request sum) came with the same schema in both. Schema 3 added
 # the execs map's drops, schema 4 the exited threads', schema 5 the listeners'.
 SINCE = {**dict.fromkeys(SCHEMA2_COUNTERS | SCHEMA2_REQUEST_SUMS, 2), **dict.fromkeys(SCHEMA4_COUNTERS, 4),
-         **dict.fromkeys(SCHEMA5_COUNTERS, 5), "execs": 3, "exited": 4, "listeners": 5}
+         **dict.fromkeys(SCHEMA5_COUNTERS, 5), **dict.fromkeys(SCHEMA6_COUNTERS, 6), "execs": 3, "exited": 4, "listeners": 5}
 # What a waker was doing (wakeups[].mechanism); "unknown" in schema 1 captures.
 MECHANISMS = ("futex", "io", "mm", "exit", "other")
 
@@ -108,7 +111,8 @@ def _rows(path: str, keys: Iterable[str], since: int = 1, required: bool = False
 # else null), the processes that exec'd and the checkpoint period (end_reason "checkpoint": the file a
 # collector killed outright left). Schema 4 timed 1 call in settings.time_sample, added the collector's own
 # usage (tool), a cgroup as the target (target.cgroup, else null; target.pid 0 then), the exited threads
-# folded by process (threads_folded) and the drops per interval. Schema 5 added the listening sockets.
+# folded by process (threads_folded) and the drops per interval. Schema 5 added the listening sockets,
+# schema 6 the dispatch wakeups (SCHEMA6_COUNTERS).
 KEYS: tuple[Key, ...] = (
     Key("", "schema", required=True), Key("", "format", TEXT, required=True), Key("", "tool", OBJECT),
     Key("", "target", OBJECT), Key("", "host", OBJECT), Key("", "start_time", TEXT),
