@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Mapping
 
+from spinscope.analysis import stack_costs
 from spinscope.analysis.coverage import coverage_notes
 from spinscope.analysis.measures import (DISPATCH, LEADER_FOLLOWER, MIN_REQUESTS, PER_CONNECTION, POOL_ROUND_TRIP,
                                          SHARED_MEMORY, BusyPollMeasure, HandoffMeasure, Imbalance, SpuriousMeasure, WriteSpinMeasure,
@@ -23,8 +24,8 @@ from spinscope.analysis.measures import (DISPATCH, LEADER_FOLLOWER, MIN_REQUESTS
                                          measure_write_spin, measure_write_wait)
 from spinscope.analysis.metrics import Analysis, drop_line, dropped, role_edges
 from spinscope.analysis.roles import ROLE_NOUNS
-from spinscope.analysis.wording import (exec_notes, first_drop, name_of, rounded, sampling_note, share_phrase,
-                                        thread_lines, who, whose_cpu)
+from spinscope.analysis.wording import (checkpoint_note, exec_notes, first_drop, name_of, rounded, sampling_note,
+                                        share_phrase, thread_lines, who, whose_cpu)
 from spinscope.fmt import fixed, size_class
 
 # Label names (problems) and finding names (not problems): one name each, in the report, `--json`, `top`,
@@ -76,6 +77,9 @@ class Label(_Verdict):
     details: list = field(default_factory=list)  # human lines: per size class, per thread, per edge
     estimated: bool = False  # the cost is estimated, not measured (the summary says how)
     cost_share: float | None = None  # the share the severity follows (CPU, or request time for handoffs)
+    syscall_share: float | None = None  # cpu_share's part timed by the syscall and scheduler probes
+    user_share: float | None = None  # ...and its user-space part from stack samples (None: not sampled)
+    call_sites: list = field(default_factory=list)  # where, from stack samples (analysis/stack_costs.py)
 
 
 @dataclass
@@ -124,14 +128,8 @@ def capture_notes(analysis: Analysis) -> list:
     if cap.time_sample > 1:
         notes.append(sampling_note(cap.time_sample, int(cap.totals["calls_timed"])))
     if cap.end_reason == "checkpoint":
-        journaled = ""
-        if cap.journaled:
-            journaled = (f", and {cap.journaled} interval{'s' if cap.journaled > 1 else ''} after it up to "
-                         f"{fixed(cap.intervals[-1]['t_s'], 1)} s from its journal (the totals and verdicts "
-                         "end at the checkpoint)")
-        notes.append(f"incomplete: the collector stopped without writing its final capture (killed?); this is "
-                     f"its last checkpoint, {fixed(cap.duration_s, 1)} s into the recording{journaled}")
-    return notes
+        notes.append(checkpoint_note(cap))
+    return notes + stack_costs.notes(analysis)
 
 
 def assess(analysis: Analysis) -> Assessment:
@@ -200,9 +198,10 @@ def write_spin(analysis: Analysis) -> Label | None:
     if level is None:
         return None
     details = _write_spin_details(m) + ([stall_phrase(m.bound)] if m.bound else [])
-    return Label(WRITE_SPIN, level, _write_spin_summary(analysis, m),
-                 {**_write_spin_evidence(analysis, m), **_bound_evidence(m.bound)}, m.share, WRITE_SPIN_FIXES,
-                 details, cost_share=m.share)
+    label = Label(WRITE_SPIN, level, _write_spin_summary(analysis, m),
+                  {**_write_spin_evidence(analysis, m), **_bound_evidence(m.bound)}, m.share, WRITE_SPIN_FIXES,
+                  details, cost_share=m.share)
+    return stack_costs.attach(label, stack_costs.where(analysis, WRITE_SPIN, m.spinners), m.share)
 
 
 def _write_spin_summary(analysis: Analysis, m: WriteSpinMeasure) -> str:
@@ -355,8 +354,9 @@ def spurious_select(analysis: Analysis) -> Label | None:
     how = " (estimated from its measured poll time)" if m.estimated else ""
     summary = (f"spurious select: {'; '.join(said.signals)}"
                f"{share_phrase(m.share, whose_cpu(threads, m.involved), estimated=m.estimated)}{how}")
-    return Label(SPURIOUS_SELECT, level, summary, said.evidence, m.share, said.fixes, said.details, m.estimated,
-                 cost_share=m.share)
+    label = Label(SPURIOUS_SELECT, level, summary, said.evidence, m.share, said.fixes, said.details, m.estimated,
+                  cost_share=m.share)
+    return stack_costs.attach(label, stack_costs.where(analysis, SPURIOUS_SELECT, m.involved), m.share)
 
 
 @dataclass
@@ -494,15 +494,17 @@ def handoff_overhead(analysis: Analysis) -> Label | None:
     m = measure_handoff(analysis, edges)
     if m is None:
         return None
-    shares = [s for s in (m.cpu_share, m.latency_share) if s is not None]
+    where = stack_costs.where(analysis, HANDOFF_OVERHEAD, m.involved)  # its user-space part, with --stacks
+    cpu = stack_costs.whole_share(m.cpu_share, where)
+    shares = [s for s in (cpu, m.latency_share) if s is not None]
     cost = max(shares) if shares else None
     level = severity(cost)
     if level is None:
         return None
-    estimated = m.mechanism == SHARED_MEMORY
-    return Label(HANDOFF_OVERHEAD, level, _handoff_summary(analysis, m, edges), _handoff_evidence(analysis, m),
-                 m.cpu_share, HANDOFF_FIXES[m.mechanism], _handoff_details(m, edges, analysis.requests),
-                 estimated, cost_share=cost)
+    label = Label(HANDOFF_OVERHEAD, level, _handoff_summary(analysis, m, edges), _handoff_evidence(analysis, m),
+                  cpu, HANDOFF_FIXES[m.mechanism], _handoff_details(m, edges, analysis.requests),
+                  m.mechanism == SHARED_MEMORY, cost_share=cost)
+    return stack_costs.attach(label, where, m.cpu_share)
 
 
 def _handoff_summary(analysis: Analysis, m: HandoffMeasure, edges: dict) -> str:

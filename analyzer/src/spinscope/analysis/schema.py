@@ -71,6 +71,9 @@ DROP_KEYS = ("threads", "sockets", "wakeup_edges", "pids", "exited", "execs", "l
 # the execs map's drops, schema 4 the exited threads', schema 5 the listeners'.
 SINCE = {**dict.fromkeys(SCHEMA2_COUNTERS | SCHEMA2_REQUEST_SUMS, 2), **dict.fromkeys(SCHEMA4_COUNTERS, 4),
          **dict.fromkeys(SCHEMA5_COUNTERS, 5), **dict.fromkeys(SCHEMA6_COUNTERS, 6), "execs": 3, "exited": 4, "listeners": 5}
+# --stacks' record sources (enum stack_source in bpf/spinscope.h): CPU samples, then the event sources.
+STACK_SOURCES = ("cpu", "spin-write", "empty-poll", "futile-wakeup", "handoff")
+STACK_EVENT_SOURCES = STACK_SOURCES[1:]
 # What a waker was doing (wakeups[].mechanism); "unknown" in schema 1 captures.
 MECHANISMS = ("futex", "io", "mm", "exit", "other")
 
@@ -173,7 +176,28 @@ KEYS: tuple[Key, ...] = (
     *_rows("intervals[].drops", DROP_KEYS, 4),
 
     *_rows("drops", DROP_KEYS),
+
+    # --stacks (docs/stacks.md): absent without it.
+    Key("", "stacks", OBJECT, 6),
+    Key("stacks", "hz", since=6), Key("stacks", "event_budget_per_s", since=6), Key("stacks", "unwinder", TEXT, 6),
+    Key("stacks", "records", OBJECT, 6), Key("stacks", "events", OBJECT, 6), Key("stacks", "lost", OBJECT, 6),
+    Key("stacks", "settled", BOOL, 6), Key("stacks", "events_without_stack", OBJECT, 6),
+    Key("stacks", "no_user_frames", since=6), Key("stacks", "truncated", since=6),
+    Key("stacks", "collector_cpu_s", SECONDS, 6), Key("stacks", "helper", OBJECT_OR_NULL, 6),
+    Key("stacks", "frames", LIST, 6), Key("stacks", "stacks", LIST, 6),
+    *_rows("stacks.records", STACK_SOURCES, 6), *_rows("stacks.events", STACK_EVENT_SOURCES, 6),
+    *_rows("stacks.events_without_stack", STACK_EVENT_SOURCES, 6),
+    *_rows("stacks.lost", ("ring_full", "unique_stacks_cap", "out_of_memory"), 6),
+    Key("stacks.frames[]", "kind", TEXT, 6), Key("stacks.frames[]", "module", TEXT, 6),
+    Key("stacks.frames[]", "address", since=6), Key("stacks.frames[]", "symbol", TEXT_OR_NULL, 6),
+    Key("stacks.frames[]", "symbol_offset", since=6), Key("stacks.frames[]", "file", TEXT_OR_NULL, 6),
+    Key("stacks.frames[]", "line", since=6),
+    Key("stacks.stacks[]", "tid", since=6), Key("stacks.stacks[]", "source", TEXT, 6),
+    Key("stacks.stacks[]", "tags", TEXTS_OR_NULL, 6), Key("stacks.stacks[]", "count", since=6),
+    Key("stacks.stacks[]", "weight", since=6), Key("stacks.stacks[]", "frames", COUNTS, 6),
 )
+# Top-level blocks a capture has only when recorded with the option that makes them: not missing otherwise.
+OPTIONAL_BLOCKS = frozenset(("stacks",))
 # KEYS by the object that holds them ({path: (Key, ...)}, in the document's order), and their names.
 ROWS = {path: tuple(row for row in KEYS if row.path == path) for path in dict.fromkeys(row.path for row in KEYS)}
 LAYOUT = {path: tuple(row.key for row in rows) for path, rows in ROWS.items()}
@@ -203,9 +227,13 @@ def layout_differences(doc: Any) -> list:
                 walk(child, f"{path}[]")
 
     walk(doc, "")
+    absent = {block for block in OPTIONAL_BLOCKS if block not in found.get("", ())}
     differences = []
     for path in sorted(set(ROWS) | set(found)):
-        expected = {row.key for row in ROWS.get(path, ()) if row.since <= schema}
+        if path.split(".", 1)[0].removesuffix("[]") in absent:
+            continue
+        expected = {row.key for row in ROWS.get(path, ()) if row.since <= schema and not
+                    (path == "" and row.key in absent)}
         keys = found.get(path)
         if keys is None and ("[]" in path or path in null or not expected):
             continue

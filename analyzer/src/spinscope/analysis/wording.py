@@ -72,3 +72,14 @@ def thread_lines(threads: Mapping[int, Mapping], part: str, whole: str, phrase: 
     busy = sorted((tid for tid, row in threads.items() if row[whole] >= MIN_CALLS), key=lambda tid: -threads[tid][part])
     return [f"{name_of(threads, tid)}: {threads[tid][part] / threads[tid][whole]:.0%} {phrase}"
             for tid in busy if threads[tid][part]]
+
+
+def checkpoint_note(cap) -> str:
+    """A capture that is its collector's last checkpoint (end_reason "checkpoint"), with its journal."""
+    journaled = ""
+    if cap.journaled:
+        journaled = (f", and {cap.journaled} interval{'s' if cap.journaled > 1 else ''} after it up to "
+                     f"{fixed(cap.intervals[-1]['t_s'], 1)} s from its journal (the totals and verdicts "
+                     "end at the checkpoint)")
+    return (f"incomplete: the collector stopped without writing its final capture (killed?); this is "
+            f"its last checkpoint, {fixed(cap.duration_s, 1)} s into the recording{journaled}")
