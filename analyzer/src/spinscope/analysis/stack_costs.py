@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from spinscope.analysis import stacks as S
 from spinscope.analysis.metrics import Analysis
 
-CALL_SITES_SAID = 3  # call sites written as detail lines (all TOP_CALL_SITES are in the JSON)
+CALL_SITES_SAID = 3  # call sites written as detail lines (all TOP_CALL_SITES are in the JSON)...
+MIN_SHARE_SAID = 0.01  # ...the first always, the others from this share of the pattern's events or samples
 EVENT_NOUNS = {S.WRITE_SPIN: "retries of an EAGAIN", S.SPURIOUS_SELECT: "futile wakeups and empty polls",
                S.HANDOFF_OVERHEAD: "calls that woke another thread"}
 
@@ -93,10 +94,12 @@ def _lines(label, found: Where) -> list:
     if not f.call_sites:
         lines.append(f"where: no stack of this pattern was sampled on its threads ({f.samples} CPU samples, "
                      f"{f.events} events)")
-    for site in f.call_sites[:CALL_SITES_SAID]:
+    for i, site in enumerate(f.call_sites[:CALL_SITES_SAID]):
+        if i and max(site.event_share, site.sample_share) < MIN_SHARE_SAID:
+            break
         callers = " ← ".join(frame.where for frame in site.context)
-        share = (f"{site.event_share:.0%} of {f.events:,} {EVENT_NOUNS[found.pattern]}" if f.events else
-                 f"{site.sample_share:.0%} of {f.window_samples:,} samples in the pattern")
+        share = (f"{site.event_share:.0%} of {f.events:,} {EVENT_NOUNS[found.pattern]}" if site.events else
+                 f"{site.sample_share:.0%} of its {f.window_samples:,} CPU samples")
         lines.append(f"where: {site.frame.where}" + (f" ← {callers}" if callers else "") + f": {share}")
     return lines
 
