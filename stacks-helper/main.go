@@ -27,9 +27,9 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer/xconsumer"
 	"go.opentelemetry.io/collector/receiver"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	profiler "go.opentelemetry.io/ebpf-profiler/collector"
 	"go.opentelemetry.io/ebpf-profiler/collector/config"
@@ -182,6 +182,8 @@ func main() {
 	}
 
 	s.begin()
+	// The one line a caller may wait for: sampling has begun (no payload).
+	fmt.Fprintf(os.Stderr, "spinscope-stacks-helper: sampling pid %s at %d Hz\n", *pidArg, *hz)
 	var timer <-chan time.Time
 	if *duration > 0 {
 		timer = time.After(time.Duration(*duration * float64(time.Second)))

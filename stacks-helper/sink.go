@@ -121,19 +121,20 @@ func (s *sink) ReportTraceEvent(trace *libpf.Trace, meta *samples.TraceEventMeta
 // ---- output ----
 
 type header struct {
-	Helper        string           `json:"helper"`
-	Version       string           `json:"version"`
-	Hz            int              `json:"hz"`
-	Samples       int64            `json:"samples"`
-	Lost          int64            `json:"lost"`
-	StartedNs     int64            `json:"started_ns"`
-	EndedNs       int64            `json:"ended_ns"`
-	Clock         string           `json:"clock"`
-	PIDs          []int64          `json:"pids"`
-	Stacks        int              `json:"stacks"`
-	SamplesCapped int64            `json:"samples_capped"`
-	SamplesOther  int64            `json:"samples_other_processes"`
-	LostDetail    map[string]int64 `json:"lost_detail"`
+	Helper         string           `json:"helper"`
+	Version        string           `json:"version"`
+	Hz             int              `json:"hz"`
+	Samples        int64            `json:"samples"`
+	Lost           int64            `json:"lost"`
+	StartedNs      int64            `json:"started_ns"`
+	EndedNs        int64            `json:"ended_ns"`
+	Clock          string           `json:"clock"`
+	PIDs           []int64          `json:"pids"`
+	Stacks         int              `json:"stacks"`
+	SamplesCapped  int64            `json:"samples_capped"`
+	SamplesOther   int64            `json:"samples_other_processes"`
+	SamplesOutside int64            `json:"samples_outside_window"`
+	LostDetail     map[string]int64 `json:"lost_detail"`
 }
 
 type frameOut struct {
@@ -165,7 +166,7 @@ func (s *sink) write(w io.Writer, helper, version string, hz int) error {
 		Helper: helper, Version: version, Hz: hz,
 		Samples: s.samples, Lost: lost, LostDetail: detail,
 		StartedNs: s.startedNs, EndedNs: s.endedNs, Clock: "realtime",
-		PIDs: s.pidList, Stacks: len(s.stacks), SamplesCapped: s.capped, SamplesOther: s.other,
+		PIDs: s.pidList, Stacks: len(s.stacks), SamplesCapped: s.capped, SamplesOther: s.other, SamplesOutside: s.early,
 	}
 	if err := enc.Encode(h); err != nil {
 		return err
