@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -89,7 +90,12 @@ func main() {
 	out := flag.String("out", "", "output file (JSON lines); '-' for stdout")
 	maxStacks := flag.Int("max-stacks", 20000, "cap on unique (tid, stack) entries; samples beyond it are counted, not kept")
 	timestamps := flag.Bool("timestamps", false, "add \"ts\": sample times (unix ns) to each stack line")
+	minAge := flag.String("min-process-age", "auto", "skip (in BPF, before any unwinding or process sync) "+
+		"samples of processes younger than this: 'auto' = the youngest target's age minus 1s, or a "+
+		"duration such as 30s, or 0 for every process")
+	cpuProfile := flag.String("cpuprofile", "", "write the helper's own Go CPU profile here (for measuring the helper)")
 	verbose := flag.Bool("verbose", false, "log the profiler's info messages to stderr")
+	debugLog := flag.Bool("debug", false, "log the profiler's debug messages to stderr")
 	flag.Parse()
 
 	pidSet, pidList, err := parsePIDs(*pidArg)
@@ -118,11 +124,24 @@ func main() {
 		die("cannot create --out: %v", err)
 	}
 
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			die("cannot create --cpuprofile: %v", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			die("cpuprofile: %v", err)
+		}
+	}
+
 	s := newSink(pidSet, pidList, *maxStacks, *timestamps)
 
 	level := zapcore.WarnLevel
 	if *verbose {
 		level = zapcore.InfoLevel
+	}
+	if *debugLog {
+		level = zapcore.DebugLevel
 	}
 	zcfg := zap.NewProductionConfig()
 	zcfg.Level = zap.NewAtomicLevelAt(level)
@@ -142,6 +161,12 @@ func main() {
 	cfg.ReporterInterval = time.Hour
 	cfg.MonitorInterval = 2 * time.Second
 	cfg.IncludeEnvVars = "" // never collect environment variables
+	age, err := minProcessAge(*minAge, pidList)
+	if err != nil {
+		die("%v", err)
+	}
+	cfg.FilterMinProcessAge = age
+	s.minAge = age
 	if err := cfg.Validate(); err != nil {
 		die("config: %v", err)
 	}
@@ -203,6 +228,9 @@ func main() {
 	}
 	metrics.AddSlice(nil) // flush the profiler's buffered counters (lost events)
 	finish(s, outFile, *hz)
+	if *cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
 
 	done := make(chan struct{})
 	go func() { _ = rcv.Shutdown(ctx); close(done) }()
@@ -223,4 +251,55 @@ func finish(s *sink, f *os.File, hz int) {
 			die("writing output: %v", err)
 		}
 	}
+}
+
+// minProcessAge: the profiler samples every process and, the first time it
+// sees one, reads its mappings and parses the .eh_frame of every executable it
+// maps. On a busy machine, processes that come and go (builds, tests) make
+// that the helper's main cost. Its BPF filter_min_process_age skips samples
+// of processes younger than the given age before any of that happens. 'auto'
+// picks the youngest target's age less a second, so the targets pass and
+// processes started after them are skipped until they are as old.
+func minProcessAge(arg string, pids []int64) (time.Duration, error) {
+	if arg != "auto" {
+		d, err := time.ParseDuration(arg)
+		if err != nil && arg == "0" {
+			return 0, nil
+		}
+		if err != nil || d < 0 {
+			return 0, fmt.Errorf("bad --min-process-age %q", arg)
+		}
+		return d, nil
+	}
+	up, err := os.ReadFile("/proc/uptime")
+	if err != nil {
+		return 0, nil
+	}
+	upS, err := strconv.ParseFloat(strings.Fields(string(up))[0], 64)
+	if err != nil {
+		return 0, nil
+	}
+	youngest := time.Duration(-1)
+	for _, p := range pids {
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+		if err != nil {
+			return 0, nil
+		}
+		f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:]))
+		if len(f) < 20 {
+			return 0, nil
+		}
+		ticks, err := strconv.ParseFloat(f[19], 64) // starttime, field 22
+		if err != nil {
+			return 0, nil
+		}
+		age := time.Duration((upS - ticks/100) * float64(time.Second))
+		if youngest < 0 || age < youngest {
+			youngest = age
+		}
+	}
+	if youngest -= time.Second; youngest < 0 {
+		return 0, nil
+	}
+	return youngest, nil
 }

@@ -41,6 +41,7 @@ type sink struct {
 	withTS    bool
 	sym       *symbolizer
 	meters    *countingMeterProvider
+	minAge    time.Duration
 
 	mu        sync.Mutex
 	startedNs int64 // 0 until begin(): traces before it are ignored
@@ -135,6 +136,7 @@ type header struct {
 	SamplesOther   int64            `json:"samples_other_processes"`
 	SamplesOutside int64            `json:"samples_outside_window"`
 	LostDetail     map[string]int64 `json:"lost_detail"`
+	MinAgeS        float64          `json:"min_process_age_s"`
 }
 
 type frameOut struct {
@@ -166,7 +168,7 @@ func (s *sink) write(w io.Writer, helper, version string, hz int) error {
 		Helper: helper, Version: version, Hz: hz,
 		Samples: s.samples, Lost: lost, LostDetail: detail,
 		StartedNs: s.startedNs, EndedNs: s.endedNs, Clock: "realtime",
-		PIDs: s.pidList, Stacks: len(s.stacks), SamplesCapped: s.capped, SamplesOther: s.other, SamplesOutside: s.early,
+		PIDs: s.pidList, Stacks: len(s.stacks), SamplesCapped: s.capped, SamplesOther: s.other, SamplesOutside: s.early, MinAgeS: s.minAge.Seconds(),
 	}
 	if err := enc.Encode(h); err != nil {
 		return err

@@ -94,7 +94,21 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
-def bpf_stats(pid: int) -> dict:
+PROFILER_PROGS = ("native_tracer_entry", "perf_", "tracepoint__", "kprobe__")
+
+
+def bpf_prog_ids() -> set:
+    try:
+        out = subprocess.run(["bpftool", "prog", "show", "-j"], capture_output=True, text=True,
+                             timeout=20, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return set()
+    return {p["id"] for p in json.loads(out or "[]")}
+
+
+def bpf_stats(exclude: set) -> dict:
+    """Run time of the helper's programs: those loaded since `exclude` was taken, named as the
+    profiler names its programs (this bpftool lists no owning PIDs)."""
     try:
         out = subprocess.run(["bpftool", "prog", "show", "-j"], capture_output=True, text=True,
                              timeout=20, check=True).stdout
@@ -102,7 +116,7 @@ def bpf_stats(pid: int) -> dict:
         return {}
     stats = {}
     for p in json.loads(out or "[]"):
-        if any(x.get("pid") == pid for x in p.get("pids", [])):
+        if p["id"] not in exclude and p.get("name", "").startswith(PROFILER_PROGS):
             stats[f'{p.get("name", "?")}#{p["id"]}'] = (p.get("run_time_ns", 0), p.get("run_cnt", 0))
     return stats
 
@@ -139,9 +153,15 @@ def run_one(args, endpoint: str, port: int, outdir: Path) -> dict:
         wait_port(port, 20)
         subprocess.run([args.loadgen, "--port", str(port), "--path", "/bytes/100", "--concurrency", "1",
                         "--duration", "1"], capture_output=True, timeout=20)  # warm up
+        # A server that has run for a while, as spinscope finds them: the helper's default
+        # --min-process-age (the target's age less 1 s) then skips processes started since.
+        time.sleep(max(0.0, args.settle - 1))
         outfile = outdir / f"stacks-{endpoint}.jsonl"
+        before = bpf_prog_ids()
+        extra = ["--cpuprofile", str(outdir / f"helper-{endpoint}.pprof")] if args.helper_profile else []
+        extra += ["--debug"] if args.helper_verbose else []
         helper = subprocess.Popen([args.helper, "--pid", str(server.pid), "--hz", str(args.hz),
-                                   "--out", str(outfile)], stderr=subprocess.PIPE, text=True)
+                                   "--out", str(outfile), *extra], stderr=subprocess.PIPE, text=True)
         h_start = time.monotonic()
         line = ""
         while "sampling" not in line:  # the helper's one "sampling has begun" line
@@ -151,14 +171,18 @@ def run_one(args, endpoint: str, port: int, outdir: Path) -> dict:
             if time.monotonic() - h_start > 90:
                 raise RuntimeError("helper did not start within 90 s")
         attach_s = time.monotonic() - h_start
+        if args.helper_verbose:  # keep draining the helper's log into a file
+            import shutil
+            import threading
+            logf = open(outdir / f"helper-{endpoint}.log", "w")
+            threading.Thread(target=shutil.copyfileobj, args=(helper.stderr, logf), daemon=True).start()
         helper_cpu_at_attach = cpu_s(helper.pid)
-        s0, h0, b0, t0 = cpu_s(server.pid), cpu_s(helper.pid), bpf_stats(helper.pid), time.monotonic()
+        s0, h0, b0, t0 = cpu_s(server.pid), cpu_s(helper.pid), bpf_stats(before), time.monotonic()
         lg = subprocess.run([args.loadgen, "--port", str(port), "--path", "/bytes/100", "--concurrency",
                              str(args.clients), "--duration", str(args.seconds), "--json"],
                             capture_output=True, text=True, timeout=args.seconds + 30)
-        s1, h1, b1, t1 = cpu_s(server.pid), cpu_s(helper.pid), bpf_stats(helper.pid), time.monotonic()
+        s1, h1, b1, t1 = cpu_s(server.pid), cpu_s(helper.pid), bpf_stats(before), time.monotonic()
         stop(helper, signal.SIGTERM)
-        helper.stderr.close()
         lines = outfile.read_text().splitlines()
         head = json.loads(lines[0])
         stacks = [json.loads(x) for x in lines[1:]]
@@ -203,6 +227,9 @@ def main() -> int:
     ap.add_argument("--port", type=int, default=18271)
     ap.add_argument("--out-dir", default=str(ROOT / "build" / "stacks-helper" / "measure"))
     ap.add_argument("--endpoints", default="def,async")
+    ap.add_argument("--settle", type=float, default=15, help="seconds the server runs before the helper starts")
+    ap.add_argument("--helper-verbose", action="store_true", help="keep the helper's debug log")
+    ap.add_argument("--helper-profile", action="store_true", help="the helper writes its Go CPU profile")
     args = ap.parse_args()
     outdir = Path(args.out_dir)
     outdir.mkdir(parents=True, exist_ok=True)
