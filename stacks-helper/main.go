@@ -34,8 +34,10 @@ import (
 
 	profiler "go.opentelemetry.io/ebpf-profiler/collector"
 	"go.opentelemetry.io/ebpf-profiler/collector/config"
+	"go.opentelemetry.io/ebpf-profiler/libpf"
 	"go.opentelemetry.io/ebpf-profiler/metrics"
 	"go.opentelemetry.io/ebpf-profiler/reporter"
+	"go.opentelemetry.io/ebpf-profiler/tracer"
 )
 
 const helperName = "otel-ebpf-profiler"
@@ -88,6 +90,8 @@ func main() {
 	hz := flag.Int("hz", 99, "samples per second per CPU (cpu-clock)")
 	duration := flag.Float64("duration", 0, "seconds to sample after the profiler is attached (0: until SIGINT/SIGTERM)")
 	out := flag.String("out", "", "output file (JSON lines); '-' for stdout")
+	children := flag.Bool("children", true, "also profile the targets' descendant processes")
+	allProcs := flag.Bool("all-processes", false, "let the profiler unwind every process (the upstream default; costs more), still keeping only the targets' samples")
 	maxStacks := flag.Int("max-stacks", 20000, "cap on unique (tid, stack) entries; samples beyond it are counted, not kept")
 	timestamps := flag.Bool("timestamps", false, "add \"ts\": sample times (unix ns) to each stack line")
 	minAge := flag.String("min-process-age", "auto", "skip (in BPF, before any unwinding or process sync) "+
@@ -134,7 +138,13 @@ func main() {
 		}
 	}
 
-	s := newSink(pidSet, pidList, *maxStacks, *timestamps)
+	tg := newTargets(pidSet, *children)
+	if !*allProcs {
+		// Our patch: the profiler loads mappings and unwind tables only for
+		// the targets; other processes are dropped in BPF before unwinding.
+		tracer.SynchronizeFilter = func(pid libpf.PID) bool { return tg.match(int64(pid)) }
+	}
+	s := newSink(tg, pidList, *maxStacks, *timestamps)
 
 	level := zapcore.WarnLevel
 	if *verbose {
@@ -159,7 +169,6 @@ func main() {
 	cfg.SamplesPerSecond = *hz
 	cfg.SendErrorFrames = true // a frame that failed to unwind is shown, not dropped
 	cfg.ReporterInterval = time.Hour
-	cfg.MonitorInterval = 2 * time.Second
 	cfg.IncludeEnvVars = "" // never collect environment variables
 	age, err := minProcessAge(*minAge, pidList)
 	if err != nil {

@@ -35,7 +35,7 @@ type stackEntry struct {
 // sink is the profiler's reporter: it receives every unwound trace of every
 // process and keeps those of the target PIDs, between begin() and end().
 type sink struct {
-	pids      map[int64]bool
+	targets   *targets
 	pidList   []int64
 	maxStacks int
 	withTS    bool
@@ -54,9 +54,9 @@ type sink struct {
 	early     int64 // target samples before begin() or after end()
 }
 
-func newSink(pids map[int64]bool, list []int64, maxStacks int, withTS bool) *sink {
+func newSink(tg *targets, list []int64, maxStacks int, withTS bool) *sink {
 	return &sink{
-		pids: pids, pidList: list, maxStacks: maxStacks, withTS: withTS,
+		targets: tg, pidList: list, maxStacks: maxStacks, withTS: withTS,
 		sym:    newSymbolizer(),
 		meters: newCountingMeterProvider(),
 		stacks: map[stackKey]*stackEntry{},
@@ -89,7 +89,7 @@ func (s *sink) ReportTraceEvent(trace *libpf.Trace, meta *samples.TraceEventMeta
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	inWindow := s.startedNs != 0 && ts >= s.startedNs && (s.endedNs == 0 || ts <= s.endedNs)
-	if !s.pids[pid] {
+	if !s.targets.match(pid) {
 		if inWindow {
 			s.other++
 		}
@@ -131,6 +131,7 @@ type header struct {
 	EndedNs        int64            `json:"ended_ns"`
 	Clock          string           `json:"clock"`
 	PIDs           []int64          `json:"pids"`
+	PIDsSampled    []int64          `json:"pids_sampled"`
 	Stacks         int              `json:"stacks"`
 	SamplesCapped  int64            `json:"samples_capped"`
 	SamplesOther   int64            `json:"samples_other_processes"`
@@ -170,6 +171,14 @@ func (s *sink) write(w io.Writer, helper, version string, hz int) error {
 		StartedNs: s.startedNs, EndedNs: s.endedNs, Clock: "realtime",
 		PIDs: s.pidList, Stacks: len(s.stacks), SamplesCapped: s.capped, SamplesOther: s.other, SamplesOutside: s.early, MinAgeS: s.minAge.Seconds(),
 	}
+	seen := map[int64]bool{}
+	for _, k := range s.order {
+		if !seen[k.pid] {
+			seen[k.pid] = true
+			h.PIDsSampled = append(h.PIDsSampled, k.pid)
+		}
+	}
+	sort.Slice(h.PIDsSampled, func(i, j int) bool { return h.PIDsSampled[i] < h.PIDsSampled[j] })
 	if err := enc.Encode(h); err != nil {
 		return err
 	}

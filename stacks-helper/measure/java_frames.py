@@ -39,7 +39,7 @@ def machinery(f: dict) -> str | None:
 
 def run(args, mode: str, port: int, outdir: Path) -> dict:
     classes = ROOT / "build" / "stacks-helper" / "java"
-    server = subprocess.Popen(["java", "-Xmx256m", "-cp", str(classes), "PoolServer", str(port), mode],
+    server = subprocess.Popen(["java", "-Xmx256m", "-Dsun.net.httpserver.nodelay=true", "-cp", str(classes), "PoolServer", str(port), mode],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     helper = None
     try:
