@@ -26,7 +26,9 @@ STEP_TIMEOUT=${STACKS_HELPER_BUILD_TIMEOUT:-900}   # seconds per go step
 mkdir -p "$WORK"
 : > "$LOG"
 fail() {
-    echo "build-stacks-helper: FAILED ($1): $(grep -v '^\s*$' "$LOG" | tail -n 1 | cut -c1-300) [log: $LOG]" >&2
+    local last
+    last=$(grep -v '^\s*$' "$LOG" | tail -n 1 | cut -c1-300)
+    echo "build-stacks-helper: FAILED ($1): ${last:-no output} [log: $LOG]" >&2
     exit 1
 }
 
@@ -76,8 +78,10 @@ export GOWORK=$PWD/$WORK/go.work
 
 # 4. Build.
 t0=$(date +%s)
-timeout "$STEP_TIMEOUT" go build -trimpath -ldflags "-s -w" -o "$OUT.tmp" ./"$SRC" >>"$LOG" 2>&1 \
-    || fail "go build (timeout ${STEP_TIMEOUT}s)"
+rc=0
+timeout "$STEP_TIMEOUT" go build -trimpath -ldflags "-s -w" -o "$OUT.tmp" ./"$SRC" >>"$LOG" 2>&1 || rc=$?
+[[ $rc == 124 ]] && fail "go build timed out after ${STEP_TIMEOUT}s; STACKS_HELPER_BUILD_TIMEOUT raises it"
+[[ $rc == 0 ]] || fail "go build"
 mv "$OUT.tmp" "$OUT"
 echo "$STAMP" > "$OUT.stamp"
 echo "build-stacks-helper: built $OUT ($(du -h "$OUT" | cut -f1), $(( $(date +%s) - t0 )) s)"
