@@ -27,7 +27,7 @@ mkdir -p "$WORK"
 : > "$LOG"
 fail() {
     local last
-    last=$(grep -v '^\s*$' "$LOG" | tail -n 1 | cut -c1-300)
+    last=$(grep -v '^\s*$' "$LOG" | tail -n 1 | cut -c1-300 || true)
     echo "build-stacks-helper: FAILED ($1): ${last:-no output} [log: $LOG]" >&2
     exit 1
 }
