@@ -113,7 +113,9 @@
 	X(stall_peer_window_bytes) /* ...of the peer's advertised windows (snd_wnd), */        \
 	X(stall_srtt_us)       /* ...and of the smoothed RTTs, microseconds */                     \
 	X(write_spin_empty)    /* spin retries that returned EAGAIN: moved nothing */              \
-	X(write_spin_empty_ns) /* ...and their cycles' on-CPU (of write_spin_ns) */
+	X(write_spin_empty_ns) /* ...and their cycles' on-CPU (of write_spin_ns) */ \
+	X(poll_dispatch)       /* ready fds, then a cycle that only handed sockets over (epoll_ctl DEL, MOD) */ \
+	X(poll_dispatch_cycle_ns) /* on-CPU of those cycles: poll exit to next poll exit, user space included */
 
 struct thread_counters {
 #define X(name) __u64 name;
@@ -145,6 +147,7 @@ enum syscall_class {
 	SC_FUTEX_WAITV,
 	SC_RESTART, /* restart_syscall: the continuation of an interrupted call already in flight */
 	SC_ACCEPT,  /* accept, accept4: (fd, ...) */
+	SC_EPOLL_CTL, /* epoll_ctl: (epfd, op, fd, event), never timed */
 };
 
 #define SYSCALL_TABLE_SIZE 1024 /* syscall numbers at or above are ignored */
@@ -282,11 +285,11 @@ struct thread_stats {
 	__u64 cycle_start_offcpu; /* c.offcpu_ns then */
 	__u32 cycle_kind;         /* CYCLE_*: what that poll returned */
 	__u32 cycle_productive;   /* the thread found work since (see poll_cycle_end) */
+	__u32 cycle_dispatch;     /* ...or deregistered or re-armed a socket in an epoll set since */
 	/* --stacks (stacks.bpf.h): what a stack sample is tagged with, and the event stacks' budget. */
 	__u32 handoff_window;     /* woken by another of the target's threads, not blocked since */
 	__u32 stall_open;         /* its latest socket write stalled, and it has not waited since... */
 	__u32 stall_waits;        /* ...(thread_waits() right after that write) */
-	__u32 pad2;
 	struct stack_event_budget stack_events[STACK_EVENT_SOURCES]; /* per event source (stacks.bpf.h) */
 };
 

@@ -140,7 +140,12 @@ def test_handoff_overhead_costs_are_measured(capture_file):
     assert "4.0 handoffs between threads per request (event loop → worker 2.0, worker → event loop 2.0)" \
         in label.summary
     assert label.details == ["event loop → worker: 20000 wakeups, 2.00 per request",
-                             "worker → event loop: 20000 wakeups, 2.00 per request"]
+                             "worker → event loop: 20000 wakeups, 2.00 per request",
+                             "its CPU share counts the calls that hand off and wait: a lower bound (the runtime's "
+                             "pool, queue and lock code in user space is not timed; record with --stacks to sample "
+                             "it)"]
+    # Without stack samples: the share is the syscall-measured part only, and said to be a lower bound.
+    assert (label.syscall_share, label.user_share, label.call_sites) == (label.cpu_share, None, [])
     assert labels_of(captures.reactor_worker(), capture_file)[HANDOFF_OVERHEAD].evidence["handoffs_per_request"] == 2.0
 
 

@@ -10,7 +10,7 @@ that states a rate ("for every request") to the evidence's rate.
 
 from __future__ import annotations
 
-from spinscope.analysis.measures import DISPATCH, LEADER_FOLLOWER, PER_CONNECTION, SHARED_MEMORY
+from spinscope.analysis.measures import DISPATCH, LEADER_FOLLOWER, PER_CONNECTION, POOL_ROUND_TRIP, SHARED_MEMORY
 from spinscope.analysis.runtime import CPYTHON, DOTNET, GO, JVM, NATIVE, NODE
 
 # --- handoff overhead: what each mechanism is, in words, and its fixes --------------------------------
@@ -33,6 +33,9 @@ HANDOFF_PHRASES = {
         DISPATCH + "-one-way": "requests are handed to other threads",
         LEADER_FOLLOWER: "each request is answered by the thread that read it, but the pool threads pass the "
                          "selector role among themselves (leader/follower)",
+        POOL_ROUND_TRIP: "each request is answered by the thread that read it, but the connection goes back to the "
+                         "pool after each request and the next one is read by whichever pool thread takes it, each "
+                         "thread waiting on its own socket (a connection's round trip through the pool)",
         SHARED_MEMORY: "requests are handed over through shared memory, the threads busy-waiting",
         PER_CONNECTION: "each new connection is handed to another thread, not each request",
     },
@@ -47,7 +50,8 @@ HANDOFF_PHRASES = {
     },
     NODE: {DISPATCH + "-one-way": "requests are handed to worker threads"},
     DOTNET: {DISPATCH: "each request is queued to another thread-pool thread and back"},
-    GO: dict.fromkeys((DISPATCH, DISPATCH + "-one-way", LEADER_FOLLOWER, PER_CONNECTION), GO_SCHEDULER),
+    GO: dict.fromkeys((DISPATCH, DISPATCH + "-one-way", LEADER_FOLLOWER, POOL_ROUND_TRIP, PER_CONNECTION),
+                      GO_SCHEDULER),
 }
 
 HANDOFF_FIXES = {
@@ -61,6 +65,14 @@ HANDOFF_FIXES = {
             "the pool threads pass the selector role to each other for every request: give each thread its own "
             "selector and connections (one event loop per thread, SO_REUSEPORT) so no role changes hands",
             "or keep one selector thread and let it serve the short requests itself",
+        ],
+        POOL_ROUND_TRIP: [
+            "each keep-alive connection goes back to the pool after every request and the next request waits for "
+            "a pool thread to take it: size the pool to the connections so a thread keeps its connection between "
+            "requests, or give the pool's handover a grace period (wait briefly for the next request before "
+            "queuing the connection back)",
+            "or choose a connector that waits for the kept-alive connections in one selector (NIO-style) and hands "
+            "a thread only a connection with a request ready",
         ],
         SHARED_MEMORY: [
             "threads that hand requests over through memory busy-wait for each other: when they share a CPU each "
@@ -107,7 +119,7 @@ HANDOFF_FIXES = {
             "if work must leave the request's thread, hand it over once and answer from there",
         ],
     },
-    GO: dict.fromkeys((DISPATCH, LEADER_FOLLOWER, PER_CONNECTION), GO_FIXES),
+    GO: dict.fromkeys((DISPATCH, LEADER_FOLLOWER, POOL_ROUND_TRIP, PER_CONNECTION), GO_FIXES),
 }
 
 # Fewer handoffs than the mechanism's words need (claims.py): the wait measured, not a hand-over per request.

@@ -16,18 +16,17 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Mapping
 
-from spinscope.analysis import advice, counters
+from spinscope.analysis import advice, counters, stack_costs
 from spinscope.analysis.coverage import coverage_notes
-from spinscope.analysis.measures import (DISPATCH, EVERY_REQUEST_MIN_RATE, MIN_REQUESTS, PER_CONNECTION,
-                                         ROUND_TRIP_MIN_HANDOFFS, SHARED_MEMORY, BusyPollMeasure, HandoffMeasure,
+from spinscope.analysis.measures import (DISPATCH, MIN_REQUESTS, PER_CONNECTION, SHARED_MEMORY, BusyPollMeasure, HandoffMeasure,
                                          Imbalance, SpuriousMeasure, WriteSpinMeasure, WriteWaitMeasure,
                                          measure_busy_poll, measure_handoff, measure_spurious, measure_write_spin,
                                          measure_write_wait)
 from spinscope.analysis.metrics import Analysis, drop_line, dropped, role_edges
 from spinscope.analysis.roles import ROLE_NOUNS
 from spinscope.analysis.runtime import runtime_of
-from spinscope.analysis.wording import (exec_notes, first_drop, name_of, rounded, sampling_note, saturation_notes,
-                                        share_phrase, thread_lines, who, whose_cpu)
+from spinscope.analysis.wording import (checkpoint_note, exec_notes, first_drop, name_of, rounded, sampling_note,
+                                        saturation_notes, share_phrase, thread_lines, who, whose_cpu)
 from spinscope.fmt import fixed, size_class
 
 # Label names (problems) and finding names (not problems): one name each, in the report, `--json`, `top`,
@@ -52,6 +51,10 @@ INFO, WARNING, CRITICAL = "info", "warning", "critical"
 # thread's CPU: a housekeeping timer's ticks (100 a second at 5 µs is 0.05% of a CPU) are not a problem.
 SPURIOUS_MIN_WASTED_CPUS = 0.005
 SEVERITIES = (INFO, WARNING, CRITICAL)
+# What the words may claim (claims.py): "each request is handed" needs about a hand-over per request (or per
+# new connection), "... and back" a round trip.
+EVERY_REQUEST_MIN_RATE = 0.5
+ROUND_TRIP_MIN_HANDOFFS = 1.5
 
 
 class _Verdict:
@@ -79,6 +82,9 @@ class Label(_Verdict):
     details: list = field(default_factory=list)  # human lines: per size class, per thread, per edge
     estimated: bool = False  # the cost is estimated, not measured (the summary says how)
     cost_share: float | None = None  # the share the severity follows (CPU, or request time for handoffs)
+    syscall_share: float | None = None  # cpu_share's part timed by the syscall and scheduler probes
+    user_share: float | None = None  # ...and its user-space part from stack samples (None: not sampled)
+    call_sites: list = field(default_factory=list)  # where, from stack samples (analysis/stack_costs.py)
 
 
 @dataclass
@@ -127,14 +133,8 @@ def capture_notes(analysis: Analysis) -> list:
     if cap.time_sample > 1:
         notes.append(sampling_note(cap.time_sample, int(cap.totals["calls_timed"])))
     if cap.end_reason == "checkpoint":
-        journaled = ""
-        if cap.journaled:
-            journaled = (f", and {cap.journaled} interval{'s' if cap.journaled > 1 else ''} after it up to "
-                         f"{fixed(cap.intervals[-1]['t_s'], 1)} s from its journal (the totals and verdicts "
-                         "end at the checkpoint)")
-        notes.append(f"incomplete: the collector stopped without writing its final capture (killed?); this is "
-                     f"its last checkpoint, {fixed(cap.duration_s, 1)} s into the recording{journaled}")
-    return notes
+        notes.append(checkpoint_note(cap))
+    return notes + stack_costs.notes(analysis)
 
 
 def assess(analysis: Analysis) -> Assessment:
@@ -203,9 +203,10 @@ def write_spin(analysis: Analysis) -> Label | None:
     if level is None:
         return None
     details = _write_spin_details(m) + ([stall_phrase(m.bound)] if m.bound else [])
-    return Label(WRITE_SPIN, level, _write_spin_summary(analysis, m),
-                 {**_write_spin_evidence(analysis, m), **_bound_evidence(m.bound)}, m.share, WRITE_SPIN_FIXES,
-                 details, cost_share=m.share)
+    label = Label(WRITE_SPIN, level, _write_spin_summary(analysis, m),
+                  {**_write_spin_evidence(analysis, m), **_bound_evidence(m.bound)}, m.share, WRITE_SPIN_FIXES,
+                  details, cost_share=m.share)
+    return stack_costs.attach(label, stack_costs.where(analysis, WRITE_SPIN, m.spinners), m.share)
 
 
 def _write_spin_summary(analysis: Analysis, m: WriteSpinMeasure) -> str:
@@ -363,8 +364,9 @@ def spurious_select(analysis: Analysis) -> Label | None:
     how = " (estimated from its measured poll time)" if m.estimated else ""
     summary = (f"spurious select: {'; '.join(said.signals)}"
                f"{share_phrase(m.share, whose_cpu(threads, m.involved), estimated=m.estimated)}{how}")
-    return Label(SPURIOUS_SELECT, level, summary, said.evidence, m.share, said.fixes, said.details, m.estimated,
-                 cost_share=m.share)
+    label = Label(SPURIOUS_SELECT, level, summary, said.evidence, m.share, said.fixes, said.details, m.estimated,
+                  cost_share=m.share)
+    return stack_costs.attach(label, stack_costs.where(analysis, SPURIOUS_SELECT, m.involved), m.share)
 
 
 @dataclass
@@ -451,18 +453,20 @@ def handoff_overhead(analysis: Analysis) -> Label | None:
     m = measure_handoff(analysis, edges)
     if m is None:
         return None
-    shares = [s for s in (m.cpu_share, m.latency_share) if s is not None]
+    where = stack_costs.where(analysis, HANDOFF_OVERHEAD, m.involved)  # its user-space part, with --stacks
+    cpu = stack_costs.whole_share(m.cpu_share, where)
+    shares = [s for s in (cpu, m.latency_share) if s is not None]
     cost = max(shares) if shares else None
     level = severity(cost)
     if level is None:
         return None
-    estimated = m.mechanism == SHARED_MEMORY
     runtime = runtime_of(analysis.capture).name
     fixes = (advice.handoff_fixes(runtime, m.mechanism) if _names_mechanism(analysis, m)
              else advice.few_handoffs_fixes(runtime))
-    return Label(HANDOFF_OVERHEAD, level, _handoff_summary(analysis, m, edges, runtime),
-                 _handoff_evidence(analysis, m), m.cpu_share, fixes, _handoff_details(m, edges, analysis.requests),
-                 estimated, cost_share=cost)
+    label = Label(HANDOFF_OVERHEAD, level, _handoff_summary(analysis, m, edges, runtime),
+                  _handoff_evidence(analysis, m), cpu, fixes, _handoff_details(m, edges, analysis.requests),
+                  m.mechanism == SHARED_MEMORY, cost_share=cost)
+    return stack_costs.attach(label, where, m.cpu_share)
 
 
 def _names_mechanism(analysis: Analysis, m: HandoffMeasure) -> bool:
@@ -498,7 +502,8 @@ def _handoff_summary(analysis: Analysis, m: HandoffMeasure, edges: dict, runtime
         waits += (f" (requests take {fixed(m.request_ms, 3)} ms)" if m.latency_share >= 1
                   else f" ({m.latency_share:.0%} of the request time)")
     moved = f", {m.cross_share:.0%} of requests answered by another thread" if m.cross_share >= 0.005 else ""
-    cpu = share_phrase(m.cpu_share, "their CPU", "in the calls that hand off and wait")
+    cpu = share_phrase(m.cpu_share, "their CPU", "in the calls that hand off and wait"
+                       + (" and the wakeups that dispatched ready connections" if m.dispatch_wakeups else ""))
     rate = f"{m.per_request:.1f} handoffs between threads per request"
     if _names_mechanism(analysis, m):
         phrase = advice.handoff_phrase(runtime, DISPATCH + "-one-way" if m.mechanism == DISPATCH and
@@ -533,9 +538,20 @@ def _handoff_evidence(analysis: Analysis, m: HandoffMeasure) -> dict:
         "cpu_share_measures": (
             "the busy-waiting threads' on-CPU time outside their traced calls (an upper bound)"
             if m.mechanism == SHARED_MEMORY else
-            "on-CPU time inside the calls that hand off or wait, both sides (a lower bound: user-space work the "
-            "detour adds, queues, locks, a colder cache, is not timed)"),
+            "on-CPU time inside the calls that hand off or wait, both sides"
+            + (", and the whole cycles of the poll wakeups that dispatched ready connections" if m.dispatch_wakeups
+               else "") + " (a lower bound: user-space work the detour adds, queues, locks, a colder cache, is not "
+            "timed)"),
+        **(_dispatch_evidence(m) if m.dispatch_wakeups else {}),
     }
+
+
+def _dispatch_evidence(m: HandoffMeasure) -> dict:
+    """The poll wakeups whose ready sockets the involved threads handed over (schema 6): the dispatch half of
+    the hand-off, with its whole cycles' CPU."""
+    return {"dispatch": f"{m.dispatch_wakeups:,} poller wakeups dispatched ready connections to other threads",
+            "dispatch_wakeups": m.dispatch_wakeups, "dispatch_cpu_ms": rounded(m.dispatch_ns / 1e6),
+            "dispatch_us_each": rounded(m.dispatch_ns / 1e3 / m.dispatch_wakeups)}
 
 
 def _handoff_details(m: HandoffMeasure, edges: dict, requests: int) -> list:
@@ -549,6 +565,10 @@ def _handoff_details(m: HandoffMeasure, edges: dict, requests: int) -> list:
     if m.accept_lock:
         details.append(f"{m.accept_lock / requests:.2f} wakeups per request between processes (a shared accept "
                        "lock), not counted as handoffs")
+    if m.dispatch_wakeups:
+        details.append(f"{m.dispatch_wakeups:,} poller wakeups dispatched ready connections to other threads "
+                       f"(deregistered or re-armed them, read nothing): {m.dispatch_ns / 1e3 / m.dispatch_wakeups:.1f} "
+                       "µs each with the loop around them, in the hand-off's cost, not wakeups for nothing")
     return details
 
 

@@ -19,7 +19,7 @@ from typing import Callable, Mapping
 from spinscope.analysis import counters
 from spinscope.analysis.capture import summed
 from spinscope.analysis.metrics import Analysis, ratio
-from spinscope.analysis.roles import EVENT_LOOP, HANDLER, IDLE
+from spinscope.analysis.roles import EVENT_LOOP, HANDLER, IDLE, MULTIPLEX_MIN_SHARE, multiplex_share
 
 # Small-sample guards.
 MIN_REQUESTS = 50            # requests before any per-request verdict
@@ -37,14 +37,7 @@ IMBALANCE_MAX_LOW_EVENTS = 2.0       # the quietest loop handles fewer events pe
 BUSY_POLL_MIN_NOWAIT_SHARE = 0.9     # of its poll calls have a zero timeout
 BUSY_POLL_MAX_SLEEPS_PER_POLL = 0.01  # voluntary context switches per poll call: it does not block
 BUSY_POLL_MIN_EMPTY_SHARE = 0.5      # of its poll calls return nothing: polls that find events are work, not idling
-# A loop that polls with a zero timeout and finds events is saturated (a note, not busy polling): on CPU at
-# least this share of the capture, or never blocking.
-SATURATED_MIN_ONCPU_SHARE = 0.5
-
-# What the verdicts' words may claim (claims.py): "for every request" needs about a hand-over per request,
-# "and back" a round trip.
-EVERY_REQUEST_MIN_RATE = 0.5         # handoffs per request (or per new connection) for "each request is handed"
-ROUND_TRIP_MIN_HANDOFFS = 1.5        # handoffs per request for "handed to another thread and back"
+SATURATED_MIN_ONCPU_SHARE = 0.5      # on CPU, of the capture: a polling loop that finds events is saturated
 
 # Handoff mechanisms
 SHARED_MEMORY_MAX_WAKEUPS = 0.5      # handoffs per request below which cross-thread requests moved without a wakeup
@@ -61,6 +54,9 @@ DISPATCH = "dispatch"              # a reactor or dispatcher hands each request 
 LEADER_FOLLOWER = "leader-follower"  # pool threads pass the selector role among themselves; each answers what it read
 SHARED_MEMORY = "shared-memory"    # threads hand requests over through memory and busy-wait: no wakeup to time
 PER_CONNECTION = "per-connection"  # an acceptor hands each new connection to a loop, not each request
+# The connection goes back to the pool after each request and the next one is read by whichever pool thread
+# takes it, each thread waiting on its own socket: no shared poll set whose waiter changes (leader/follower).
+POOL_ROUND_TRIP = "pool-round-trip"
 
 
 @dataclass
@@ -205,35 +201,28 @@ class BusyPollMeasure:
         return share(self.cost_ns, self.cpu_ns)
 
 
-def _checks_without_blocking(thread: Mapping) -> bool:
-    """Zero-timeout polls back to back (BUSY_POLL_MIN_NOWAIT_SHARE of at least MIN_CALLS poll calls)."""
+def _polling(thread: Mapping, empty: bool) -> bool:
+    """Zero-timeout polls back to back (BUSY_POLL_MIN_NOWAIT_SHARE of at least MIN_CALLS poll calls), most of
+    them empty (BUSY_POLL_MIN_EMPTY_SHARE) or, with empty False, most of them returning events."""
     calls = thread["poll_calls"]
-    return calls >= MIN_CALLS and thread["poll_nowait"] >= BUSY_POLL_MIN_NOWAIT_SHARE * calls
-
-
-def _never_blocks(thread: Mapping) -> bool:
-    return thread["cs_voluntary"] <= BUSY_POLL_MAX_SLEEPS_PER_POLL * thread["poll_calls"]
+    return (calls >= MIN_CALLS and thread["poll_nowait"] >= BUSY_POLL_MIN_NOWAIT_SHARE * calls
+            and (thread["poll_zero"] >= BUSY_POLL_MIN_EMPTY_SHARE * calls) == empty)
 
 
 def busy_pollers(threads: Mapping[int, Mapping]) -> list:
     """The tids of the threads that poll with a zero timeout back to back, never block, and find nothing in
-    most of their polls (BUSY_POLL_MIN_EMPTY_SHARE): busy polling by design (HAProxy's busy-polling,
-    DPDK-style loops), a CPU-for-latency trade rather than a loop that forgot to block. A loop whose polls
-    return events is saturated, not idling (saturated_loops)."""
-    return [tid for tid, thread in threads.items()
-            if _checks_without_blocking(thread) and _never_blocks(thread)
-            and thread["poll_zero"] >= BUSY_POLL_MIN_EMPTY_SHARE * thread["poll_calls"]]
+    most of their polls: busy polling by design (HAProxy's busy-polling, DPDK-style loops), a CPU-for-latency
+    trade rather than a loop that forgot to block. Polls that return events are work (saturated_loops)."""
+    return [tid for tid, thread in threads.items() if _polling(thread, empty=True)
+            and thread["cs_voluntary"] <= BUSY_POLL_MAX_SLEEPS_PER_POLL * thread["poll_calls"]]
 
 
 def saturated_loops(threads: Mapping[int, Mapping], seconds: float) -> list:
-    """The tids of the threads that poll with a zero timeout back to back and find events in most of their
-    polls, never blocking or on CPU SATURATED_MIN_ONCPU_SHARE of the capture: a loop with always more to do
-    (saturated), which checks for events between pieces of work instead of sleeping. Not busy polling."""
-    pollers = set(busy_pollers(threads))
-    return [tid for tid, thread in threads.items()
-            if tid not in pollers and _checks_without_blocking(thread)
-            and thread["poll_zero"] < BUSY_POLL_MIN_EMPTY_SHARE * thread["poll_calls"]
-            and (_never_blocks(thread) or thread["oncpu_ns"] >= SATURATED_MIN_ONCPU_SHARE * seconds * 1e9)]
+    """The tids of the threads whose zero-timeout polls back to back mostly return events, never blocking or
+    on CPU SATURATED_MIN_ONCPU_SHARE of the capture: always more to do, not busy polling."""
+    return [tid for tid, thread in threads.items() if _polling(thread, empty=False)
+            and (thread["cs_voluntary"] <= BUSY_POLL_MAX_SLEEPS_PER_POLL * thread["poll_calls"]
+                 or thread["oncpu_ns"] >= SATURATED_MIN_ONCPU_SHARE * seconds * 1e9)]
 
 
 def measure_busy_poll(analysis: Analysis) -> BusyPollMeasure | None:
@@ -330,8 +319,8 @@ def measure_spurious(analysis: Analysis) -> SpuriousMeasure | None:
     herd = _herd(threads, analysis.capture.listeners) if cycles else None
     reads = _eagain_reads(threads, cycles)
     wasted, involved = _charged(threads, [found for found in (empty, herd, reads) if found is not None])
-    costs = {kind: sum(found.cost(thread) for thread in threads.values()) if found.cost else 0.0
-             for kind, found in (("empty", empty), ("herd", herd), ("reads", reads)) if found is not None}
+    costs = {kind: sum(map(found.cost, threads.values())) if found.cost else 0.0 for kind, found in
+             (("empty", empty), ("herd", herd), ("reads", reads)) if found is not None}
     imbalance, estimated = _loop_imbalance(threads), False
     if imbalance:
         estimated = imbalance.excess_ns > wasted[imbalance.quiet]
@@ -453,10 +442,15 @@ class HandoffMeasure:
     wait_ms_per_request: float
     request_ms: float | None
     edges: dict               # (waker role, wakee role) -> count, largest first (metrics.role_edges)
+    # The involved threads' poll wakeups whose ready sockets they handed over (schema 6: poll_dispatch), and
+    # those wakeups' whole cycles: the dispatch half of the hand-off, counted here and never as wakeups for
+    # nothing (measure_spurious).
+    dispatch_wakeups: int = 0
+    dispatch_ns: float = 0.0
 
     @property
     def cpu_share(self) -> float | None:
-        return share(self.path_ns + self.busy_wait_ns, self.cpu_ns)
+        return share(self.path_ns + self.dispatch_ns + self.busy_wait_ns, self.cpu_ns)
 
     @property
     def latency_share(self) -> float | None:
@@ -492,7 +486,9 @@ def measure_handoff(analysis: Analysis, edges: dict) -> HandoffMeasure | None:
                           process["contention_wakeups_per_request"] or 0.0, involved,
                           float(sum(threads[tid]["oncpu_ns"] for tid in involved)),
                           float(sum(threads[tid]["handoff_oncpu_ns"] for tid in involved)),
-                          busy_wait_ns, wait_ms, process["request_ms"], edges)
+                          busy_wait_ns, wait_ms, process["request_ms"], edges,
+                          int(sum(threads[tid]["poll_dispatch"] for tid in involved)),
+                          float(sum(threads[tid]["poll_dispatch_cycle_ns"] for tid in involved)))
 
 
 def _handoff_threads(analysis: Analysis, mechanism: str) -> tuple:
@@ -531,7 +527,7 @@ def _handoff_mechanism(analysis: Analysis, per_request: float, cross: float, han
     if _per_connection(analysis, cross, handoffs):
         return PER_CONNECTION
     if _leader_follower(analysis, cross):
-        return LEADER_FOLLOWER
+        return LEADER_FOLLOWER if _shared_poll_set(analysis) else POOL_ROUND_TRIP
     return DISPATCH
 
 
@@ -543,12 +539,29 @@ def _per_connection(analysis: Analysis, cross: float, handoffs: float) -> bool:
                 and handoffs < 0.5 * analysis.requests)
 
 
+def _serving_pollers(analysis: Analysis) -> set:
+    return {tid for tid, thread in analysis.threads.items()
+            if thread["role"] in (EVENT_LOOP, HANDLER) and thread["requests_read"] > 0}
+
+
+def _shared_poll_set(analysis: Analysis) -> bool:
+    """Whether the pool threads that wake each other wait on a shared poll set: their polls return two or more
+    ready descriptors (at least MULTIPLEX_MIN_SHARE of them: a set of many connections), or they accept
+    connections (the listener is in the set they poll). A thread waiting on its own one socket (a timed read on
+    the connection it was handed) does neither: the connection is what moves between threads, not the selector."""
+    pollers = [analysis.threads[tid] for tid in _serving_pollers(analysis)]
+    polls = sum(thread["poll_calls"] for thread in pollers)
+    several = sum(multiplex_share(thread) * thread["poll_calls"] for thread in pollers)
+    accepted = sum(counters.accepts_by_result(thread)["ok"] for thread in pollers)
+    return bool(accepted or (polls and several >= MULTIPLEX_MIN_SHARE * polls))
+
+
 def _leader_follower(analysis: Analysis, cross: float) -> bool:
-    """Leader/follower: the request is answered by the thread that read it, and the wakeups go between
-    threads that each poll and read requests (the selector role passing from one pool thread to the next;
-    a frontend loop waking backend loops that talk to other servers is not that: they read no request)."""
-    serving_pollers = {tid for tid, thread in analysis.threads.items()
-                       if thread["role"] in (EVENT_LOOP, HANDLER) and thread["requests_read"] > 0}
+    """The request is answered by the thread that read it, and the wakeups go between threads that each poll
+    and read requests: leader/follower (the selector role passing from one pool thread to the next) when they
+    share a poll set (_shared_poll_set), else a connection's round trip through the pool (a frontend loop
+    waking backend loops that talk to other servers is neither: they read no request)."""
+    serving_pollers = _serving_pollers(analysis)
     if cross >= SHARED_MEMORY_MIN_CROSS or len(serving_pollers) < 2:
         return False
     deliberate = _deliberate(analysis.capture.wakeups)

@@ -29,6 +29,7 @@ from typing import Iterable, Mapping
 
 # Sources and tags, as the collector names them (collector/stacks.c).
 CPU = "cpu"
+RUNTIME = "runtime"  # a runtime helper's sample (tracing/stacks_helper.py): the runtime's own frames, untagged
 SPIN_WRITE, EMPTY_POLL, FUTILE_WAKEUP, HANDOFF = "spin-write", "empty-poll", "futile-wakeup", "handoff"
 EVENT_SOURCES = (SPIN_WRITE, EMPTY_POLL, FUTILE_WAKEUP, HANDOFF)
 TAG_WRITE_STALL, TAG_EMPTY_CYCLE, TAG_READY_CYCLE = "write-stall", "empty-cycle", "ready-cycle"
@@ -45,7 +46,7 @@ TOP_CALL_SITES = 5
 CONTEXT_FRAMES = 3
 
 # Frame kinds.
-KERNEL, NATIVE, PYTHON, JVM = "kernel", "native", "python", "jvm"
+KERNEL, NATIVE, JIT, PYTHON, JVM = "kernel", "native", "jit", "python", "jvm"
 
 # The hand-off's machinery, per runtime: a CPU sample whose innermost classified frame is one of these
 # spends its time passing work between threads (docs/stacks.md has the table and why each is there).
@@ -88,7 +89,7 @@ _MACHINERY = {runtime: re.compile("|".join(f"(?:{p})" for p in patterns)) for ru
 _RUNTIME_MODULES = re.compile(r"(libc|libpthread|ld-linux[-\w.]*|libm|libdl|librt|libgcc_s|libstdc\+\+|"
                               r"libpython[\d.]+|python[\d.]*|libjvm|libjli|java|libnio|libnet|node|libuv|"
                               r"libssl|libcrypto|libz|libffi|libev|libevent[\w-]*)(\.so[\d.]*)?(\+.*)?")
-_PYTHON_LIBRARY = re.compile(r"(/lib/python[\d.]+/|site-packages/|dist-packages/|<frozen )")
+_PYTHON_LIBRARY = re.compile(r"(/lib/python[\d.]+/|site-packages/|dist-packages/|<frozen |<stdlib>/)")
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,7 @@ class StackSet:
     truncated: int
     collector_cpu_s: float
     unwinder: str
+    tail: dict = field(default_factory=dict)  # events_without_stack, by source
     helper: dict | None = None  # the runtime helper's own account, when it ran
 
     @property
@@ -170,6 +172,7 @@ def load(capture: Mapping) -> StackSet | None:
     return StackSet(int(block.get("hz", 0)), stacks, dict(block.get("records", {})), dict(block.get("events", {})),
                     dict(block.get("lost", {})), int(block.get("no_user_frames", 0)), int(block.get("truncated", 0)),
                     float(block.get("collector_cpu_s", 0.0)), str(block.get("unwinder", "")),
+                    dict(block.get("events_without_stack", {})),
                     block.get("helper") if isinstance(block.get("helper"), Mapping) else None)
 
 
@@ -178,7 +181,7 @@ def _frame(f: Mapping) -> Frame:
     kind = f.get("kind") or (KERNEL if module == "[kernel]" else NATIVE)
     symbol = f.get("symbol")
     offset = f.get("symbol_offset", 0) if symbol else f.get("address", 0)
-    return Frame(kind, module, symbol, int(offset or 0), f.get("file"), f.get("line"))
+    return Frame(kind, module, symbol, int(offset or 0), f.get("file"), f.get("line") or None)
 
 
 # ------------------------------------------------------------------ classification
@@ -192,7 +195,7 @@ def machinery_runtime(frame: Frame) -> str | None:
         return "kernel" if _MACHINERY["kernel"].fullmatch(frame.symbol) else None
     if frame.kind == PYTHON:
         return "python" if _MACHINERY["python"].fullmatch(_python_qualname(frame.symbol)) else None
-    if frame.kind == JVM:
+    if frame.kind in (JVM, JIT):  # a JVM's frames from its interpreter unwinder, or its perf map
         return "jvm" if _MACHINERY["jvm"].fullmatch(_jvm_method(frame.symbol)) else None
     for runtime in ("glibc", "go", "jvm"):  # native frames: libc's, a Go binary's, libjvm's own
         if _MACHINERY[runtime].fullmatch(frame.symbol):
@@ -217,7 +220,7 @@ def is_own_code(frame: Frame) -> bool:
         return False
     if frame.kind == PYTHON:
         return not (frame.file and _PYTHON_LIBRARY.search(frame.file))
-    if frame.kind == JVM:
+    if frame.kind in (JVM, JIT):
         method = _jvm_method(frame.symbol or "")
         return not method.startswith(("java.", "javax.", "jdk.", "sun.", "com.sun.", "io.netty.", "kotlin."))
     module = frame.module or ""
@@ -280,6 +283,7 @@ class PatternStacks:
     machinery_runtimes: dict  # runtime -> samples
     events: int               # events the pattern's event stacks stand for
     call_sites: list = field(default_factory=list)
+    sampled: str = CPU        # whose samples: the collector's (cpu) or a runtime helper's (runtime)
 
     @property
     def user_share(self) -> float | None:
@@ -292,7 +296,7 @@ class PatternStacks:
         return self.window_samples / self.samples if self.samples else None
 
     def to_dict(self) -> dict:
-        return {"samples": self.samples, "window_samples": self.window_samples,
+        return {"sampled_by": self.sampled, "samples": self.samples, "window_samples": self.window_samples,
                 "window_share": _round(self.window_share), "machinery_samples_user": self.machinery_user,
                 "machinery_samples_kernel": self.machinery_kernel, "machinery_runtimes": self.machinery_runtimes,
                 "user_share": _round(self.user_share), "events": self.events,
@@ -304,42 +308,57 @@ def _round(v: float | None) -> float | None:
 
 
 def pattern_stacks(stacks: StackSet, pattern: str, tids: Iterable[int] | None = None) -> PatternStacks:
-    """What the stacks say of `pattern` on the threads `tids` (all when None)."""
+    """What the stacks say of `pattern` on the threads `tids` (all when None). The hand-off's machinery is
+    read from the runtime helper's samples where it sampled those threads (they name the runtime's own
+    frames), else from the collector's CPU samples."""
     keep = None if tids is None else set(tids)
-    sources, tags = PATTERN_SOURCES[pattern], PATTERN_TAGS[pattern]
+    sources, tags = PATTERN_SOURCES[pattern], set(PATTERN_TAGS[pattern])
+    mine = [s for s in stacks.stacks if keep is None or s.tid in keep]
+    sampled = RUNTIME if pattern == HANDOFF_OVERHEAD and any(s.source == RUNTIME for s in mine) else CPU
     samples = window = mach_user = mach_kernel = events = 0
     runtimes: Counter = Counter()
     sites: dict = {}
-    for s in stacks.stacks:
-        if keep is not None and s.tid not in keep:
-            continue
+    for s in mine:
         if s.source in sources:
             events += s.weight
-            _site(sites, s).events += s.weight
+            _site(sites, *call_site(s)).events += s.weight
             continue
-        if s.source != CPU:
+        if s.source != sampled:
             continue
         samples += s.count
         runtime = machinery_of(s) if pattern == HANDOFF_OVERHEAD else None
         if runtime:
             runtimes[runtime] += s.count
-            if s.in_kernel:
+            if s.in_kernel or (s.frames and s.frames[0].kind == KERNEL):
                 mach_kernel += s.count
             else:
                 mach_user += s.count
-        if runtime or tags and s.tags & set(tags):
             window += s.count
-            _site(sites, s).samples += s.count
-    ranked = sorted(sites.values(), key=lambda c: (-c.events, -c.samples, c.frame.where))
+            _site(sites, *machinery_entry(s)).samples += s.count
+        elif tags & s.tags:
+            window += s.count
+            _site(sites, *call_site(s)).samples += s.count
+    # By events, but where a runtime helper sampled the threads: its samples name the runtime's frames,
+    # which the collector's event stacks (native frames only: `python3.11+0x27d465`) cannot.
+    order = (lambda c: (-c.samples, -c.events)) if sampled == RUNTIME else (lambda c: (-c.events, -c.samples))
+    ranked = sorted(sites.values(), key=lambda c: (*order(c), c.frame.where if c.frame else ""))
     for c in ranked:
         c.event_share = c.events / events if events else 0.0
         c.sample_share = c.samples / window if window else 0.0
     return PatternStacks(pattern, samples, window, mach_user, mach_kernel, dict(runtimes), events,
-                         ranked[:TOP_CALL_SITES])
+                         ranked[:TOP_CALL_SITES], sampled)
 
 
-def _site(sites: dict, stack: Stack) -> CallSite:
-    frame, context = call_site(stack)
+def machinery_entry(stack: Stack) -> tuple:
+    """Where a sample in the hand-off's machinery entered it: the outermost machinery frame (the call that
+    hands off, `run_in_threadpool`, or the pool's loop, `WorkerThread.run`) and CONTEXT_FRAMES of its
+    callers."""
+    frames = stack.frames
+    outer = max(i for i, f in enumerate(frames) if machinery_runtime(f))
+    return frames[outer], frames[outer + 1:outer + 1 + CONTEXT_FRAMES]
+
+
+def _site(sites: dict, frame: Frame, context: tuple) -> CallSite:
     key = (frame.where if frame else None, tuple(f.where for f in context))  # a line, not an instruction
     if key not in sites:
         sites[key] = CallSite(frame, context)

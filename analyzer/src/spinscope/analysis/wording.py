@@ -87,3 +87,14 @@ def saturation_notes(analysis) -> list:
                      "checks for events between pieces of work because there is always more to do (not busy "
                      "polling); more throughput needs more CPU or less work per request")
     return notes
+
+
+def checkpoint_note(cap) -> str:
+    """A capture that is its collector's last checkpoint (end_reason "checkpoint"), with its journal."""
+    journaled = ""
+    if cap.journaled:
+        journaled = (f", and {cap.journaled} interval{'s' if cap.journaled > 1 else ''} after it up to "
+                     f"{fixed(cap.intervals[-1]['t_s'], 1)} s from its journal (the totals and verdicts "
+                     "end at the checkpoint)")
+    return (f"incomplete: the collector stopped without writing its final capture (killed?); this is "
+            f"its last checkpoint, {fixed(cap.duration_s, 1)} s into the recording{journaled}")
