@@ -218,11 +218,10 @@ def busy_pollers(threads: Mapping[int, Mapping]) -> list:
 
 
 def saturated_loops(threads: Mapping[int, Mapping], seconds: float) -> list:
-    """The tids of the threads whose zero-timeout polls back to back mostly return events, never blocking or
-    on CPU SATURATED_MIN_ONCPU_SHARE of the capture: always more to do, not busy polling."""
+    """The tids of the threads whose zero-timeout polls back to back mostly return events, on CPU at least
+    SATURATED_MIN_ONCPU_SHARE of the capture: always more to do, not busy polling."""
     return [tid for tid, thread in threads.items() if _polling(thread, empty=False)
-            and (thread["cs_voluntary"] <= BUSY_POLL_MAX_SLEEPS_PER_POLL * thread["poll_calls"]
-                 or thread["oncpu_ns"] >= SATURATED_MIN_ONCPU_SHARE * seconds * 1e9)]
+            and thread["oncpu_ns"] >= SATURATED_MIN_ONCPU_SHARE * seconds * 1e9]
 
 
 def measure_busy_poll(analysis: Analysis) -> BusyPollMeasure | None:
