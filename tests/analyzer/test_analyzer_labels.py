@@ -168,7 +168,33 @@ def test_requests_moved_through_shared_memory_are_handoffs(capture_file):
     assert label.evidence["mechanism"] == "shared-memory"
     assert label.summary.startswith("handoff overhead: requests are handed over through shared memory, the "
                                     "threads busy-waiting: 68% of requests are answered by another thread")
-    assert "'io_thd_1' 97%" in label.summary  # on CPU nearly all of the 10 s: busy-waiting
+    assert "'io_thd_1' 97% on CPU, 97% runnable" in label.summary  # on CPU nearly all of the 10 s: busy-waiting
+
+
+def test_busy_waiting_threads_sharing_one_cpu_are_found_by_their_runnable_time(capture_file):
+    """Redis with io-threads under taskset -c 0 (a 32 s capture, 2026-12): the main and I/O threads each on
+    the CPU 29% of the capture and waiting for it 69%, 2 and 21 voluntary switches. On CPU half the capture
+    (the rule before) no thread was busy and the label went; runnable (on CPU or in the run queue), both are."""
+    n, seconds = 60_000, 32.0
+    main = captures.thread(1, "redis-server", poll_calls=1_257, poll_events=60_000, read_calls=n // 2,
+                           write_calls=n // 2, socket_switches=n, oncpu_ns=9.35e9, runq_ns=22.3e9, cs_voluntary=21,
+                           cs_involuntary=22_426, poll_oncpu_ns=int(0.04e9), read_ns=int(0.07e9),
+                           write_ns=int(0.34e9))
+    io = captures.thread(2, "io_thd_1", read_calls=n // 2, write_calls=n // 2, socket_switches=n,
+                         oncpu_ns=9.35e9, runq_ns=22.3e9, cs_voluntary=2, cs_involuntary=22_069,
+                         read_ns=int(0.09e9), write_ns=int(0.32e9))
+    doc = captures.capture([main, io], requests=n, cross_thread=58_600, duration_s=seconds)
+    label = labels_of(doc, capture_file)[HANDOFF_OVERHEAD]
+    assert label.evidence["mechanism"] == "shared-memory" and label.severity == CRITICAL
+    inside = (0.04 + 0.07 + 0.34) + (0.09 + 0.32)
+    assert label.cpu_share == pytest.approx((2 * 9.35 - inside) / (2 * 9.35))
+    assert "'io_thd_1' 29% on CPU, 99% runnable" in label.summary
+    # The same threads sleeping instead of waiting for the CPU (runnable 39% of the capture) busy-wait for
+    # nothing: no busy thread, no shared-memory hand-over to price.
+    for thread in (main, io):
+        thread["runq_ns"] = int(3.2e9)
+    doc = captures.capture([main, io], requests=n, cross_thread=58_600, duration_s=seconds)
+    assert HANDOFF_OVERHEAD not in labels_of(doc, capture_file)
 
 
 def test_futex_time_per_request_counts_only_waits_inside_requests(capture_file):

@@ -560,10 +560,12 @@ def _handoff_details(m: HandoffMeasure, edges: dict, requests: int) -> list:
 
 
 def _busy_threads_line(analysis: Analysis, tids: list) -> str:
-    """`threads on CPU for this share of the capture: 'io_thd_1' 97%, 'redis-server' 95%; 1.9 ms CPU per
-    request`: busy-waiting shows as threads on CPU nearly all the time while their syscalls are few."""
+    """`share of the capture the threads were on CPU and runnable: 'io_thd_1' 29% on CPU, 98% runnable, ...;
+    1.9 ms CPU per request`: busy-waiting shows as threads that never sleep (on CPU or waiting for it nearly
+    all the time) while their syscalls are few."""
     threads, seconds = analysis.threads, analysis.capture.duration_s or 1.0
     busy = sorted((threads[tid] for tid in tids), key=lambda thread: -thread["oncpu_ns"])[:3]
-    parts = [f"'{thread['comm']}' {thread['oncpu_ns'] / 1e9 / seconds:.0%}" for thread in busy]
-    return (f"threads on CPU for this share of the capture: {', '.join(parts)}; "
-            f"{fixed(analysis.process['cpu_ms_per_request'], 3)} ms CPU per request")
+    parts = [f"'{thread['comm']}' {thread['oncpu_ns'] / 1e9 / seconds:.0%} on CPU, "
+             f"{(thread['oncpu_ns'] + thread['runq_ns']) / 1e9 / seconds:.0%} runnable" for thread in busy]
+    return (f"share of the capture the threads were on CPU and runnable (on CPU or waiting for it): "
+            f"{', '.join(parts)}; {fixed(analysis.process['cpu_ms_per_request'], 3)} ms CPU per request")
