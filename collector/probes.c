@@ -81,6 +81,10 @@ static const struct {
 	{ SYS_accept, SC_ACCEPT },
 #endif
 	{ SYS_accept4, SC_ACCEPT },
+	{ SYS_clone, SC_CLONE },
+#ifdef SYS_clone3
+	{ SYS_clone3, SC_CLONE },
+#endif
 };
 
 /*

@@ -23,6 +23,9 @@ from spinscope.analysis.measures import (DISPATCH, LEADER_FOLLOWER, MIN_REQUESTS
                                          measure_write_spin, measure_write_wait)
 from spinscope.analysis.metrics import Analysis, drop_line, dropped, role_edges
 from spinscope.analysis.roles import ROLE_NOUNS
+from spinscope.analysis.threadlife import THREAD_PER_REQUEST, lives_evidence, lives_phrase
+from spinscope.analysis.threadlife import FIXES as THREAD_PER_REQUEST_FIXES
+from spinscope.analysis.threadlife import PHRASE as THREAD_PER_REQUEST_PHRASE
 from spinscope.analysis.wording import (exec_notes, first_drop, name_of, rounded, sampling_note, share_phrase,
                                         thread_lines, who, whose_cpu)
 from spinscope.fmt import fixed, size_class
@@ -463,6 +466,7 @@ HANDOFF_FIXES = {
         "a connection is handed over once, not each request: with short connections that is one hand-over per "
         "request; keep connections alive, or accept in the serving thread (SO_REUSEPORT)",
     ],
+    THREAD_PER_REQUEST: THREAD_PER_REQUEST_FIXES,
 }
 MECHANISM_PHRASES = {
     DISPATCH: "each request is handed to another thread and back",
@@ -472,6 +476,7 @@ MECHANISM_PHRASES = {
                      "selector role among themselves (leader/follower)",
     SHARED_MEMORY: "requests are handed over through shared memory, the threads busy-waiting",
     PER_CONNECTION: "each new connection is handed to another thread, not each request",
+    THREAD_PER_REQUEST: THREAD_PER_REQUEST_PHRASE,
 }
 
 
@@ -506,15 +511,18 @@ def _handoff_summary(analysis: Analysis, m: HandoffMeasure, edges: dict) -> str:
     requests = analysis.requests
     path = ", ".join(f"{ROLE_NOUNS[a]} → {ROLE_NOUNS[b]} {n / requests:.1f}"
                      for (a, b), n in list(edges.items())[:3] if n / requests >= 0.05)
-    waits = f"{fixed(m.wait_ms_per_request, 3)} ms per request waiting for a woken thread to run"
+    woken = "a woken or new thread" if m.lives else "a woken thread"
+    waits = f"{fixed(m.wait_ms_per_request, 3)} ms per request waiting for {woken} to run"
     if m.latency_share is not None:
         waits += (f" (requests take {fixed(m.request_ms, 3)} ms)" if m.latency_share >= 1
                   else f" ({m.latency_share:.0%} of the request time)")
     moved = f", {m.cross_share:.0%} of requests answered by another thread" if m.cross_share >= 0.005 else ""
-    cpu = share_phrase(m.cpu_share, "their CPU", "in the calls that hand off and wait")
+    lives = f"{lives_phrase(m.lives)}; " if m.lives else ""
+    cpu = share_phrase(m.cpu_share, "their CPU", "in the calls that hand off and wait"
+                       + (", creating and ending threads" if m.lives else ""))
     phrase = MECHANISM_PHRASES[DISPATCH + "-one-way" if m.mechanism == DISPATCH and m.per_request < 1.5
                                else m.mechanism]
-    return (f"handoff overhead: {phrase}: {m.per_request:.1f} handoffs between "
+    return (f"handoff overhead: {phrase}: {lives}{m.per_request:.1f} handoffs between "
             f"threads per request" + (f" ({path})" if path else "") + f"{moved}; {waits}{cpu}")
 
 
@@ -541,7 +549,9 @@ def _handoff_evidence(analysis: Analysis, m: HandoffMeasure) -> dict:
             "the busy-waiting threads' on-CPU time outside their traced calls (an upper bound)"
             if m.mechanism == SHARED_MEMORY else
             "on-CPU time inside the calls that hand off or wait, both sides (a lower bound: user-space work the "
-            "detour adds, queues, locks, a colder cache, is not timed)"),
+            "detour adds, queues, locks, a colder cache, is not timed)"
+            + ("; and the clones and kernel exits of the threads created for requests" if m.lives else "")),
+        **(lives_evidence(m.lives) if m.lives else {}),
     }
 
 

@@ -20,6 +20,7 @@ from spinscope.analysis import counters
 from spinscope.analysis.capture import summed
 from spinscope.analysis.metrics import Analysis, ratio
 from spinscope.analysis.roles import EVENT_LOOP, HANDLER, IDLE
+from spinscope.analysis.threadlife import THREAD_PER_REQUEST, THREAD_PER_REQUEST_MIN, ThreadLives, thread_lives
 
 # Small-sample guards.
 MIN_REQUESTS = 50            # requests before any per-request verdict
@@ -52,6 +53,7 @@ DISPATCH = "dispatch"              # a reactor or dispatcher hands each request 
 LEADER_FOLLOWER = "leader-follower"  # pool threads pass the selector role among themselves; each answers what it read
 SHARED_MEMORY = "shared-memory"    # threads hand requests over through memory and busy-wait: no wakeup to time
 PER_CONNECTION = "per-connection"  # an acceptor hands each new connection to a loop, not each request
+# THREAD_PER_REQUEST (threadlife.py): a thread created to serve requests another thread read, exiting after
 
 
 @dataclass
@@ -419,10 +421,11 @@ class HandoffMeasure:
     wait_ms_per_request: float
     request_ms: float | None
     edges: dict               # (waker role, wakee role) -> count, largest first (metrics.role_edges)
+    lives: ThreadLives | None = None  # threads created for requests: their creation, start and exit
 
     @property
     def cpu_share(self) -> float | None:
-        return share(self.path_ns + self.busy_wait_ns, self.cpu_ns)
+        return share(self.path_ns + self.busy_wait_ns + (self.lives.cpu_ns if self.lives else 0.0), self.cpu_ns)
 
     @property
     def latency_share(self) -> float | None:
@@ -444,21 +447,28 @@ def measure_handoff(analysis: Analysis, edges: dict) -> HandoffMeasure | None:
     accept_lock = _cross_process_wakeups(analysis)
     handoffs = max(0.0, float(counters.handoffs(cap.totals)) - accept_lock)
     cross = process["cross_thread_share"] or 0.0
-    if handoffs == 0 and cross == 0:
+    lives = thread_lives(analysis)
+    if handoffs == 0 and cross == 0 and lives is None:
         return None
     per_request = handoffs / requests
-    mechanism = _handoff_mechanism(analysis, per_request, cross, handoffs)
+    mechanism = (THREAD_PER_REQUEST if lives and lives.per_request >= THREAD_PER_REQUEST_MIN
+                 else _handoff_mechanism(analysis, per_request, cross, handoffs))
     involved, busy_wait_ns = _handoff_threads(analysis, mechanism)
+    if lives:  # the threads created for requests and their creators
+        added = set(involved) | set(lives.tids) | set(lives.creators)
+        involved = [tid for tid in threads if tid in added]
     if not involved:
         return None
     # The wake-to-run waits on the request path: of the threads that do request work, not of idle ones (a
-    # runtime's helper threads, Node's V8 workers, woken now and then and waiting for a busy CPU).
-    wait_ms = float(sum(thread["wakeup_wait_ns"] for thread in threads.values() if thread["role"] != IDLE)) / 1e6 / requests
+    # runtime's helper threads, Node's V8 workers, woken now and then and waiting for a busy CPU); and the
+    # threads created for requests, from their creation to their first run.
+    wait_ns = sum(thread["wakeup_wait_ns"] for thread in threads.values() if thread["role"] != IDLE)
+    wait_ms = float(wait_ns + (lives.start_wait_ns if lives else 0)) / 1e6 / requests
     return HandoffMeasure(mechanism, handoffs, per_request, cross, accept_lock,
                           process["contention_wakeups_per_request"] or 0.0, involved,
                           float(sum(threads[tid]["oncpu_ns"] for tid in involved)),
                           float(sum(threads[tid]["handoff_oncpu_ns"] for tid in involved)),
-                          busy_wait_ns, wait_ms, process["request_ms"], edges)
+                          busy_wait_ns, wait_ms, process["request_ms"], edges, lives)
 
 
 def _handoff_threads(analysis: Analysis, mechanism: str) -> tuple:
