@@ -52,8 +52,12 @@ static __always_inline bool poll_enter_nowait(__u32 cls, struct pt_regs *regs)
  * a socket write that moved bytes, an accept that returned a connection, or a handoff it made (a wakeup
  * of another of the target's threads from a futex or write-family call: work passed on). An unproductive
  * cycle that began with an empty poll is counted in poll_zero_cycle_ns (a busy-polling loop's iteration);
- * one that began with ready fds is a futile wakeup (poll_futile, poll_futile_cycle_ns): the fds gave
- * nothing (an accept or read that returned EAGAIN: another thread took it, a thundering herd). A cycle
+ * one that began with ready fds is a dispatch cycle (poll_dispatch, poll_dispatch_cycle_ns) when the thread
+ * deregistered or re-armed a socket in an epoll set meanwhile (a successful epoll_ctl DEL or MOD: a poller
+ * handing the ready connections to workers that read them, or a loop switching one between EPOLLIN and
+ * EPOLLOUT: the ready fd was used, by another thread or later), else a futile wakeup (poll_futile,
+ * poll_futile_cycle_ns): the fds gave nothing (an accept or read that returned EAGAIN: another thread took
+ * it, a thundering herd). A cycle
  * that began with a failed poll (EINTR) is not counted, nor is the one still open when the thread exits
  * or the capture ends.
  */
@@ -76,6 +80,9 @@ static __always_inline void poll_cycle_end(struct thread_stats *t, long ret, boo
 			t->c.poll_zero_cycle_ns += oncpu;
 		} else if (t->cycle_kind == CYCLE_CHECK) {
 			t->c.poll_check_cycle_ns += oncpu;
+		} else if (t->cycle_dispatch) {
+			t->c.poll_dispatch++;
+			t->c.poll_dispatch_cycle_ns += oncpu;
 		} else {
 			t->c.poll_futile++;
 			t->c.poll_futile_cycle_ns += oncpu;
@@ -89,6 +96,7 @@ static __always_inline void poll_cycle_end(struct thread_stats *t, long ret, boo
 	else
 		t->cycle_kind = CYCLE_NONE;
 	t->cycle_productive = 0;
+	t->cycle_dispatch = 0;
 	t->cycle_start_ns = now;
 	t->cycle_start_offcpu = offcpu;
 }
@@ -202,6 +210,23 @@ static __always_inline void accept_exit(struct thread_stats *t, struct pt_regs *
 	else if (ret == -EAGAIN)
 		t->c.accept_eagain++;
 	listener_accept(SC_ARG(regs, 0), ret, t->pid);
+}
+
+/*
+ * epoll_ctl, counted at sys_exit (the saved registers still hold its arguments): a successful DEL or MOD of
+ * a socket marks the wakeup cycle in flight as a dispatch (poll_cycle_end). ADD does not: a re-registration
+ * is the end of a hand-over (made by the thread that served the connection), and an acceptor's ADD follows
+ * an accept, which is work already. The target descriptor is still open at exit (DEL does not close it).
+ */
+static __always_inline void epoll_ctl_exit(struct task_struct *task, struct thread_stats *t, struct pt_regs *regs,
+					   long ret)
+{
+	long op = (long)SC_ARG(regs, 1);
+
+	if (ret != 0 || (op != 2 /* EPOLL_CTL_DEL */ && op != 3 /* EPOLL_CTL_MOD */) || t->cycle_dispatch)
+		return;
+	if (fd_socket(task, SC_ARG(regs, 2)))
+		t->cycle_dispatch = 1;
 }
 
 #endif /* SPINSCOPE_POLLS_BPF_H */

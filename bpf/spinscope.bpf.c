@@ -223,7 +223,7 @@ int BPF_PROG(on_sys_enter, struct pt_regs *regs, long nr)
 	if (cls == SC_IGNORED)
 		return 0;
 	/* restart_syscall continues a call already stamped (or not) when it began */
-	timed = cls == SC_CLONE || (cls != SC_RESTART && cls != SC_CLOSE && sample_this_call());
+	timed = cls == SC_CLONE || (cls != SC_RESTART && cls != SC_CLOSE && cls != SC_EPOLL_CTL && sample_this_call());
 	nowait_arg = poll_timeout_in_memory(cls);
 	if (!timed && !nowait_arg && cls != SC_CLOSE)
 		return 0;
@@ -312,6 +312,9 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 		break;
 	case SC_ACCEPT:
 		accept_exit(t, regs, ret);
+		break;
+	case SC_EPOLL_CTL:
+		epoll_ctl_exit(task, t, regs, ret);
 		break;
 	}
 	if (t->inflight.flags & CALL_HANDOFF)

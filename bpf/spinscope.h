@@ -114,6 +114,8 @@
 	X(stall_srtt_us)       /* ...and of the smoothed RTTs, microseconds */                     \
 	X(write_spin_empty)    /* spin retries that returned EAGAIN: moved nothing */              \
 	X(write_spin_empty_ns) /* ...and their cycles' on-CPU (of write_spin_ns) */ \
+	X(poll_dispatch)       /* ready fds, then a cycle that only handed sockets over (epoll_ctl DEL, MOD) */ \
+	X(poll_dispatch_cycle_ns) /* on-CPU of those cycles: poll exit to next poll exit, user space included */ \
 	X(clone_calls)         /* clone and clone3 calls that created a thread or process */     \
 	X(clone_ns)            /* ...on-CPU inside them (the creator's side of a creation) */     \
 	X(thread_starts)       /* 1 on the row of a thread created while traced, at its first run */ \
@@ -150,6 +152,7 @@ enum syscall_class {
 	SC_FUTEX_WAITV,
 	SC_RESTART, /* restart_syscall: the continuation of an interrupted call already in flight */
 	SC_ACCEPT,  /* accept, accept4: (fd, ...) */
+	SC_EPOLL_CTL, /* epoll_ctl: (epfd, op, fd, event), never timed */
 	SC_CLONE,   /* clone, clone3: always timed (rare), for clone_ns */
 };
 
@@ -288,11 +291,11 @@ struct thread_stats {
 	__u64 cycle_start_offcpu; /* c.offcpu_ns then */
 	__u32 cycle_kind;         /* CYCLE_*: what that poll returned */
 	__u32 cycle_productive;   /* the thread found work since (see poll_cycle_end) */
+	__u32 cycle_dispatch;     /* ...or deregistered or re-armed a socket in an epoll set since */
 	/* --stacks (stacks.bpf.h): what a stack sample is tagged with, and the event stacks' budget. */
 	__u32 handoff_window;     /* woken by another of the target's threads, not blocked since */
 	__u32 stall_open;         /* its latest socket write stalled, and it has not waited since... */
 	__u32 stall_waits;        /* ...(thread_waits() right after that write) */
-	__u32 pad2;
 	struct stack_event_budget stack_events[STACK_EVENT_SOURCES]; /* per event source (stacks.bpf.h) */
 	__u64 exit_offcpu_ns; /* c.offcpu_ns at sched_process_exit (exit_oncpu_ns) */
 };

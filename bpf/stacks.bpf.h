@@ -33,7 +33,7 @@ static __always_inline __u32 stack_tags(const struct thread_stats *t)
 		tags |= STACK_TAG_WRITE_STALL;
 	if (!t->cycle_productive && (t->cycle_kind == CYCLE_ZERO || t->cycle_kind == CYCLE_CHECK))
 		tags |= STACK_TAG_EMPTY_CYCLE;
-	if (!t->cycle_productive && t->cycle_kind == CYCLE_READY)
+	if (!t->cycle_productive && !t->cycle_dispatch && t->cycle_kind == CYCLE_READY)
 		tags |= STACK_TAG_READY_CYCLE;
 	if (t->handoff_window || (t->inflight.flags & CALL_HANDOFF))
 		tags |= STACK_TAG_HANDOFF;

@@ -81,6 +81,7 @@ static const struct {
 	{ SYS_accept, SC_ACCEPT },
 #endif
 	{ SYS_accept4, SC_ACCEPT },
+	{ SYS_epoll_ctl, SC_EPOLL_CTL },
 	{ SYS_clone, SC_CLONE },
 #ifdef SYS_clone3
 	{ SYS_clone3, SC_CLONE },

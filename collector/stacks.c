@@ -892,12 +892,15 @@ static json_object *jframe(const struct frame *f)
 {
 	json_object *o = json_object_new_object();
 
+	json_object_object_add(o, "kind", json_object_new_string(!strcmp(f->module, "[kernel]") ? "kernel"
+								 : !strcmp(f->module, "[jit]")  ? "jit"
+												: "native"));
 	json_object_object_add(o, "module", capture_text(f->module));
 	json_object_object_add(o, "address", json_object_new_uint64(f->address));
 	json_object_object_add(o, "symbol", f->symbol ? capture_text(f->symbol) : NULL);
 	json_object_object_add(o, "symbol_offset", json_object_new_uint64(f->symbol_offset));
 	json_object_object_add(o, "file", f->file ? capture_text(f->file) : NULL);
-	json_object_object_add(o, "line", f->file ? json_object_new_int(f->line) : NULL);
+	json_object_object_add(o, "line", json_object_new_int(f->file ? f->line : 0));
 	return o;
 }
 
@@ -950,6 +953,7 @@ json_object *stacks_json(const struct stacks *st, __u64 lost)
 	json_object_object_add(o, "no_user_frames", json_object_new_uint64(st->no_user_frames));
 	json_object_object_add(o, "truncated", json_object_new_uint64(st->truncated));
 	json_object_object_add(o, "collector_cpu_s", json_object_new_double(st->unwind_ns / 1e9));
+	json_object_object_add(o, "helper", NULL); /* a runtime helper's account, added by `spinscope record` */
 	for (size_t i = 0; i < st->nframes; i++)
 		json_object_array_add(frames, jframe(&st->frames[i]));
 	for (size_t i = 0; i < st->nstacks; i++)

@@ -17,6 +17,7 @@ static const struct rs_arch archs[] = {
 	{ "n-copy",           arch_n_copy_run,           -1 },
 	{ "reactor-split",    arch_reactor_split_run,    -1 },
 	{ "reactor-worker",   arch_reactor_worker_run,   -1 },
+	{ "poller-dispatch",  arch_poller_dispatch_run,  -1 },
 	{ "netty",            arch_netty_run,            -1 },
 	{ "hybrid",           arch_hybrid_run,           -1 },
 	{ "pipeline",         arch_pipeline_run,         -1 },

@@ -62,6 +62,7 @@ RS_ARCH_RUN(arch_event_loop_run);
 RS_ARCH_RUN(arch_n_copy_run);
 RS_ARCH_RUN(arch_reactor_split_run);
 RS_ARCH_RUN(arch_reactor_worker_run);
+RS_ARCH_RUN(arch_poller_dispatch_run);
 RS_ARCH_RUN(arch_netty_run);
 RS_ARCH_RUN(arch_hybrid_run);
 RS_ARCH_RUN(arch_pipeline_run);

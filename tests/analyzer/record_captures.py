@@ -24,6 +24,7 @@ RUNS = {  # name: (arch, server args, load args, seconds recorded)
     "thread-per-conn.json": ("thread-per-conn", [], ["--path", "/bytes/100", "--concurrency", 1], 3.0),
     "reactor-split.json": ("reactor-split", ["--workers", "4"], ["--path", "/bytes/100", "--concurrency", 1], 3.0),
     "reactor-worker.json": ("reactor-worker", ["--workers", "4"], ["--path", "/bytes/100", "--concurrency", 1], 3.0),
+    "poller-dispatch.json": ("poller-dispatch", [], ["--path", "/bytes/100", "--concurrency", 16], 3.0),
 }
 
 

@@ -71,6 +71,29 @@ def test_reactor_worker_hands_off_twice_per_request():
     assert 1.7 <= edges / analysis.capture.raw["requests"]["count"] <= 2.3
 
 
+def test_a_poller_that_dispatches_to_workers_is_a_handoff_not_a_spurious_select(capture_file):
+    """Issue 35: refserver --arch poller-dispatch at 16 clients. The poller's wakeups whose ready connections
+    it deregistered and queued are the hand-off's; as a schema 5 collector counted them (futile) they were
+    a spurious select."""
+    labels, analysis = labels_of("poller-dispatch.json")
+    assert set(labels) == {"handoff-overhead"}
+    totals = analysis.capture.totals
+    assert totals["poll_futile"] == 0 and totals["poll_dispatch"] > 0
+    evidence = labels["handoff-overhead"].evidence
+    assert evidence["dispatch"] == f"{totals['poll_dispatch']:,} poller wakeups dispatched ready connections to other threads"
+    assert evidence["dispatch_wakeups"] == totals["poll_dispatch"]
+    assert evidence["dispatch_cpu_ms"] == round(totals["poll_dispatch_cycle_ns"] / 1e6, 3)
+    assert sorted(thread["role"] for thread in analysis.threads.values())[0] == "dispatcher"
+    # The same counts with the dispatch wakeups folded into the futile ones, as schema 5 had them.
+    doc = json.loads((CAPTURES / "poller-dispatch.json").read_text())
+    doc["schema"] = 5
+    for block in (*doc["threads"], doc["totals"], *(iv["counters"] for iv in doc["intervals"])):
+        block["poll_futile"] += block.pop("poll_dispatch")
+        block["poll_futile_cycle_ns"] += block.pop("poll_dispatch_cycle_ns")
+    old = {label.name for label in assess(analyze(load(capture_file(doc)))).labels}
+    assert old == {"handoff-overhead", "spurious-select"}
+
+
 def test_diff_thread_per_conn_to_reactor_split_names_handoff_overhead():
     out = spinscope("diff", str(CAPTURES / "thread-per-conn.json"), str(CAPTURES / "reactor-split.json"))
     assert out.returncode == 0

@@ -94,6 +94,21 @@ def test_schema4_captures_read_the_schema5_counters_as_zero(capture_file):
     assert cap.drops["listeners"] == 0
 
 
+def test_older_captures_read_the_dispatch_counters_as_zero_and_keep_their_layout():
+    """Captures before schema 6 (the golden ones): no poll_dispatch, nothing missing, read as 0."""
+    from paths import CAPTURES
+    from spinscope.analysis.capture import load
+    from spinscope.analysis.schema import SCHEMA6_COUNTERS, layout_differences
+
+    for name in ("fanout-pool-20k.json", "reactor-worker.json"):
+        doc = json.loads((CAPTURES / name).read_text())
+        assert doc["schema"] < 6 and not SCHEMA6_COUNTERS & set(doc["totals"])
+        assert layout_differences(doc) == []
+        cap = load(CAPTURES / name)
+        assert all(cap.totals[key] == 0 for key in SCHEMA6_COUNTERS)
+        assert all(thread[key] == 0 for thread in cap.threads.values() for key in SCHEMA6_COUNTERS)
+
+
 def test_schema5_listeners_are_read_and_checked(capture_file):
     import captures
     from spinscope.analysis.capture import load

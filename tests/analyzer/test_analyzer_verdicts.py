@@ -10,8 +10,8 @@ import captures
 from spinscope.analysis.capture import load
 from spinscope.analysis.labels import (BUSY_POLLING, CRITICAL, HANDOFF_OVERHEAD, SPURIOUS_SELECT, WARNING,
                                        WRITE_SPIN, assess)
-from spinscope.analysis.measures import (LEADER_FOLLOWER, MIN_HERD_WAKEUPS, PER_CONNECTION, SHARED_MEMORY, busy_pollers,
-                                         measure_handoff)
+from spinscope.analysis.measures import (LEADER_FOLLOWER, MIN_HERD_WAKEUPS, PER_CONNECTION, POOL_ROUND_TRIP,
+                                         SHARED_MEMORY, busy_pollers, measure_handoff)
 from spinscope.analysis.metrics import analyze, role_edges
 
 N = 10_000  # requests
@@ -181,6 +181,31 @@ def test_pool_threads_passing_the_selector_role_are_leader_follower(capture_file
     assert "pass the selector role among themselves" in label.summary
     assert all("thread that read them" not in fix for fix in label.fixes)
     assert any("own selector" in fix for fix in label.fixes)
+
+
+def round_trip_pool(**extra) -> list:
+    """A blocking connector's pool: each thread takes a kept-alive connection from the queue, waits in poll()
+    on that one socket (a timed read), reads and answers the request, and queues the connection back, waking
+    the next pool thread: one ready descriptor per poll, no accept."""
+    return [captures.thread(610 + i, "exec", poll_calls=N // 4, poll_events=N // 4, read_calls=N // 4,
+                            write_calls=N // 4, requests_read=N // 4, responses_written=N // 4,
+                            handoff_oncpu_ns=int(0.05e9), oncpu_ns=0.5e9, **extra) for i in range(4)]
+
+
+def test_a_connection_queued_back_to_the_pool_after_each_request_is_a_round_trip_not_leader_follower(capture_file):
+    """Issue 35: threads that each wait on their own socket pass connections, not a selector."""
+    ring = [(610 + i, 610 + (i + 1) % 4, N // 4) for i in range(4)]
+    doc = captures.capture(round_trip_pool(), wakeups=ring, requests=N)
+    analysis, assessment = judge(doc, capture_file)
+    label = next(l for l in assessment.labels if l.name == HANDOFF_OVERHEAD)
+    assert label.evidence["mechanism"] == POOL_ROUND_TRIP
+    assert "the connection goes back to the pool after each request" in label.summary
+    assert "selector role" not in label.summary and "leader/follower" not in label.summary
+    assert any("size the pool" in fix for fix in label.fixes) and any("connector" in fix for fix in label.fixes)
+    # The same pool accepting its connections itself (the listener in the set it polls): leader/follower.
+    doc = schema5(captures.capture(round_trip_pool(accept_calls=N // 40), wakeups=ring, requests=N))
+    measure = measure_handoff(*(lambda a: (a, role_edges(a)))(analyze(load(capture_file(doc)))))
+    assert measure.mechanism == LEADER_FOLLOWER
 
 
 def test_an_accept_lock_between_processes_is_not_a_handoff(capture_file):

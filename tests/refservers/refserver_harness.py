@@ -23,7 +23,7 @@ from paths import ROOT, BUILD, REFSERVER, COLLECTOR, REFSERVER_ASAN, LOADGEN
 
 ARCHS = [
     "thread-per-conn", "process-per-conn", "thread-pool", "event-loop", "n-copy",
-    "reactor-split", "reactor-worker", "netty", "hybrid", "pipeline", "green-threads",
+    "reactor-split", "reactor-worker", "poller-dispatch", "netty", "hybrid", "pipeline", "green-threads",
     "process-graph",
 ]
 
@@ -158,9 +158,9 @@ def run_loadgen(port, *args, timeout=120):
     return json.loads(out.stdout)
 
 
-def record_under_load(arch, output, loadgen_args, server_args=(), duration=3.0, warmup=0.7):
-    """Run ARCH under loadgen and record DURATION s of it with the collector (after WARMUP s of load);
-    returns (capture, loadgen result)."""
+def record_under_load(arch, output, loadgen_args, server_args=(), duration=3.0, warmup=0.7, collector_args=()):
+    """Run ARCH under loadgen and record DURATION s of it with the collector (after WARMUP s of load),
+    with COLLECTOR_ARGS besides; returns (capture, loadgen result)."""
     server = start_server(arch, *server_args)
     loadgen = None
     try:
@@ -171,7 +171,7 @@ def record_under_load(arch, output, loadgen_args, server_args=(), duration=3.0, 
             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         time.sleep(warmup)
         subprocess.run([str(COLLECTOR), "--pid", str(server.proc.pid), "-o", str(output),
-                        "--duration", f"{duration:g}", "--interval", "0.5"],
+                        "--duration", f"{duration:g}", "--interval", "0.5", *collector_args],
                        check=True, capture_output=True, timeout=duration + 60)
         out, err = loadgen.communicate(timeout=duration + 30)
         assert loadgen.returncode == 0, err

@@ -173,7 +173,7 @@ def test_event_loop_pollers_and_write_policies(refserver, poller, policy):
     assert stop_server(srv.proc) == 0
 
 
-@pytest.mark.parametrize("arch", ["reactor-split", "reactor-worker", "netty", "hybrid",
+@pytest.mark.parametrize("arch", ["reactor-split", "reactor-worker", "poller-dispatch", "netty", "hybrid",
                                   "pipeline", "green-threads", "process-graph", "n-copy"])
 def test_small_sndbuf_large_responses(refserver, arch):
     """Partial writes and EAGAIN on every architecture that uses non-blocking sockets."""

@@ -60,7 +60,7 @@ def stop_bpftrace(proc, seen):
     return {k: int(v) for k, v in re.findall(r"@(\w+): (\d+)", text)}
 
 
-@pytest.mark.parametrize("arch", ["event-loop", "n-copy", "process-per-conn", "reactor-split",
+@pytest.mark.parametrize("arch", ["event-loop", "n-copy", "process-per-conn", "reactor-split", "poller-dispatch",
                                   "hybrid", "green-threads"])
 def test_usdt_counts_match_loadgen(refserver, arch):
     srv = refserver(arch)

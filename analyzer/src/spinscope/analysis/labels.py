@@ -16,18 +16,18 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Mapping
 
+from spinscope.analysis import stack_costs
 from spinscope.analysis.coverage import coverage_notes
-from spinscope.analysis.measures import (DISPATCH, LEADER_FOLLOWER, MIN_REQUESTS, PER_CONNECTION, SHARED_MEMORY,
-                                         BusyPollMeasure, HandoffMeasure, Imbalance, SpuriousMeasure, WriteSpinMeasure,
+from spinscope.analysis.measures import (DISPATCH, LEADER_FOLLOWER, MIN_REQUESTS, PER_CONNECTION, POOL_ROUND_TRIP,
+                                         SHARED_MEMORY, BusyPollMeasure, HandoffMeasure, Imbalance, SpuriousMeasure, WriteSpinMeasure,
                                          WriteWaitMeasure, measure_busy_poll, measure_handoff, measure_spurious,
                                          measure_write_spin, measure_write_wait)
 from spinscope.analysis.metrics import Analysis, drop_line, dropped, role_edges
 from spinscope.analysis.roles import ROLE_NOUNS
+from spinscope.analysis.threadlife import FIXES as THREAD_PER_REQUEST_FIXES, PHRASE as THREAD_PER_REQUEST_PHRASE
 from spinscope.analysis.threadlife import THREAD_PER_REQUEST, lives_evidence, lives_phrase
-from spinscope.analysis.threadlife import FIXES as THREAD_PER_REQUEST_FIXES
-from spinscope.analysis.threadlife import PHRASE as THREAD_PER_REQUEST_PHRASE
-from spinscope.analysis.wording import (exec_notes, first_drop, name_of, rounded, sampling_note, share_phrase,
-                                        thread_lines, who, whose_cpu)
+from spinscope.analysis.wording import (busy_threads_line, checkpoint_note, exec_notes, first_drop, name_of, rounded,
+                                        sampling_note, share_phrase, thread_lines, who, whose_cpu)
 from spinscope.fmt import fixed, size_class
 
 # Label names (problems) and finding names (not problems): one name each, in the report, `--json`, `top`,
@@ -79,6 +79,9 @@ class Label(_Verdict):
     details: list = field(default_factory=list)  # human lines: per size class, per thread, per edge
     estimated: bool = False  # the cost is estimated, not measured (the summary says how)
     cost_share: float | None = None  # the share the severity follows (CPU, or request time for handoffs)
+    syscall_share: float | None = None  # cpu_share's part timed by the syscall and scheduler probes
+    user_share: float | None = None  # ...and its user-space part from stack samples (None: not sampled)
+    call_sites: list = field(default_factory=list)  # where, from stack samples (analysis/stack_costs.py)
 
 
 @dataclass
@@ -127,14 +130,8 @@ def capture_notes(analysis: Analysis) -> list:
     if cap.time_sample > 1:
         notes.append(sampling_note(cap.time_sample, int(cap.totals["calls_timed"])))
     if cap.end_reason == "checkpoint":
-        journaled = ""
-        if cap.journaled:
-            journaled = (f", and {cap.journaled} interval{'s' if cap.journaled > 1 else ''} after it up to "
-                         f"{fixed(cap.intervals[-1]['t_s'], 1)} s from its journal (the totals and verdicts "
-                         "end at the checkpoint)")
-        notes.append(f"incomplete: the collector stopped without writing its final capture (killed?); this is "
-                     f"its last checkpoint, {fixed(cap.duration_s, 1)} s into the recording{journaled}")
-    return notes
+        notes.append(checkpoint_note(cap))
+    return notes + stack_costs.notes(analysis)
 
 
 def assess(analysis: Analysis) -> Assessment:
@@ -203,9 +200,10 @@ def write_spin(analysis: Analysis) -> Label | None:
     if level is None:
         return None
     details = _write_spin_details(m) + ([stall_phrase(m.bound)] if m.bound else [])
-    return Label(WRITE_SPIN, level, _write_spin_summary(analysis, m),
-                 {**_write_spin_evidence(analysis, m), **_bound_evidence(m.bound)}, m.share, WRITE_SPIN_FIXES,
-                 details, cost_share=m.share)
+    label = Label(WRITE_SPIN, level, _write_spin_summary(analysis, m),
+                  {**_write_spin_evidence(analysis, m), **_bound_evidence(m.bound)}, m.share, WRITE_SPIN_FIXES,
+                  details, cost_share=m.share)
+    return stack_costs.attach(label, stack_costs.where(analysis, WRITE_SPIN, m.spinners), m.share)
 
 
 def _write_spin_summary(analysis: Analysis, m: WriteSpinMeasure) -> str:
@@ -358,8 +356,9 @@ def spurious_select(analysis: Analysis) -> Label | None:
     how = " (estimated from its measured poll time)" if m.estimated else ""
     summary = (f"spurious select: {'; '.join(said.signals)}"
                f"{share_phrase(m.share, whose_cpu(threads, m.involved), estimated=m.estimated)}{how}")
-    return Label(SPURIOUS_SELECT, level, summary, said.evidence, m.share, said.fixes, said.details, m.estimated,
-                 cost_share=m.share)
+    label = Label(SPURIOUS_SELECT, level, summary, said.evidence, m.share, said.fixes, said.details, m.estimated,
+                  cost_share=m.share)
+    return stack_costs.attach(label, stack_costs.where(analysis, SPURIOUS_SELECT, m.involved), m.share)
 
 
 @dataclass
@@ -457,6 +456,14 @@ HANDOFF_FIXES = {
         "selector and connections (one event loop per thread, SO_REUSEPORT) so no role changes hands",
         "or keep one selector thread and let it serve the short requests itself",
     ],
+    POOL_ROUND_TRIP: [
+        "each keep-alive connection goes back to the pool after every request and the next request waits for "
+        "a pool thread to take it: size the pool to the connections so a thread keeps its connection between "
+        "requests, or give the pool's handover a grace period (wait briefly for the next request before "
+        "queuing the connection back)",
+        "or choose a connector that waits for the kept-alive connections in one selector (NIO-style) and hands "
+        "a thread only a connection with a request ready",
+    ],
     SHARED_MEMORY: [
         "threads that hand requests over through memory busy-wait for each other: when they share a CPU each "
         "spins for the other's time slice; give them a CPU each or turn the hand-over off (e.g. Redis: "
@@ -474,6 +481,9 @@ MECHANISM_PHRASES = {
     DISPATCH + "-one-way": "requests are handed to other threads",
     LEADER_FOLLOWER: "each request is answered by the thread that read it, but the pool threads pass the "
                      "selector role among themselves (leader/follower)",
+    POOL_ROUND_TRIP: "each request is answered by the thread that read it, but the connection goes back to the "
+                     "pool after each request and the next one is read by whichever pool thread takes it, each "
+                     "thread waiting on its own socket (a connection's round trip through the pool)",
     SHARED_MEMORY: "requests are handed over through shared memory, the threads busy-waiting",
     PER_CONNECTION: "each new connection is handed to another thread, not each request",
     THREAD_PER_REQUEST: THREAD_PER_REQUEST_PHRASE,
@@ -488,15 +498,17 @@ def handoff_overhead(analysis: Analysis) -> Label | None:
     m = measure_handoff(analysis, edges)
     if m is None:
         return None
-    shares = [s for s in (m.cpu_share, m.latency_share) if s is not None]
+    where = stack_costs.where(analysis, HANDOFF_OVERHEAD, m.involved)  # its user-space part, with --stacks
+    cpu = stack_costs.whole_share(m.cpu_share, where)
+    shares = [s for s in (cpu, m.latency_share) if s is not None]
     cost = max(shares) if shares else None
     level = severity(cost)
     if level is None:
         return None
-    estimated = m.mechanism == SHARED_MEMORY
-    return Label(HANDOFF_OVERHEAD, level, _handoff_summary(analysis, m, edges), _handoff_evidence(analysis, m),
-                 m.cpu_share, HANDOFF_FIXES[m.mechanism], _handoff_details(m, edges, analysis.requests),
-                 estimated, cost_share=cost)
+    label = Label(HANDOFF_OVERHEAD, level, _handoff_summary(analysis, m, edges), _handoff_evidence(analysis, m),
+                  cpu, HANDOFF_FIXES[m.mechanism], _handoff_details(m, edges, analysis.requests),
+                  m.mechanism == SHARED_MEMORY, cost_share=cost)
+    return stack_costs.attach(label, where, m.cpu_share)
 
 
 def _handoff_summary(analysis: Analysis, m: HandoffMeasure, edges: dict) -> str:
@@ -505,9 +517,11 @@ def _handoff_summary(analysis: Analysis, m: HandoffMeasure, edges: dict) -> str:
     if m.mechanism == SHARED_MEMORY:
         where = "busy-waiting, outside their calls (an upper bound: their user-space work is in it too)"
         cpu = share_phrase(m.cpu_share, whose_cpu(analysis.threads, m.involved), where, estimated=True)
+        busy = busy_threads_line(analysis.threads, analysis.capture.duration_s, analysis.process["cpu_ms_per_request"],
+                                 m.involved)
         return (f"handoff overhead: {MECHANISM_PHRASES[m.mechanism]}: {m.cross_share:.0%} of requests are "
                 f"answered by another thread than the one that read them, with {m.per_request:.2f} wakeups "
-                f"per request{cpu}; {_busy_threads_line(analysis, m.involved)}")
+                f"per request{cpu}; {busy}")
     requests = analysis.requests
     path = ", ".join(f"{ROLE_NOUNS[a]} → {ROLE_NOUNS[b]} {n / requests:.1f}"
                      for (a, b), n in list(edges.items())[:3] if n / requests >= 0.05)
@@ -519,6 +533,7 @@ def _handoff_summary(analysis: Analysis, m: HandoffMeasure, edges: dict) -> str:
     moved = f", {m.cross_share:.0%} of requests answered by another thread" if m.cross_share >= 0.005 else ""
     lives = f"{lives_phrase(m.lives)}; " if m.lives else ""
     cpu = share_phrase(m.cpu_share, "their CPU", "in the calls that hand off and wait"
+                       + (" and the wakeups that dispatched ready connections" if m.dispatch_wakeups else "")
                        + (", creating and ending threads" if m.lives else ""))
     phrase = MECHANISM_PHRASES[DISPATCH + "-one-way" if m.mechanism == DISPATCH and m.per_request < 1.5
                                else m.mechanism]
@@ -548,11 +563,21 @@ def _handoff_evidence(analysis: Analysis, m: HandoffMeasure) -> dict:
         "cpu_share_measures": (
             "the busy-waiting threads' on-CPU time outside their traced calls (an upper bound)"
             if m.mechanism == SHARED_MEMORY else
-            "on-CPU time inside the calls that hand off or wait, both sides (a lower bound: user-space work the "
-            "detour adds, queues, locks, a colder cache, is not timed)"
-            + ("; and the clones and kernel exits of the threads created for requests" if m.lives else "")),
+            "on-CPU time inside the calls that hand off or wait, both sides"
+            + (", and the whole cycles of the poll wakeups that dispatched ready connections" if m.dispatch_wakeups
+               else "") + " (a lower bound: user-space work the detour adds, queues, locks, a colder cache, is not "
+            "timed)" + ("; and the clones and kernel exits of the threads created for requests" if m.lives else "")),
+        **(_dispatch_evidence(m) if m.dispatch_wakeups else {}),
         **(lives_evidence(m.lives) if m.lives else {}),
     }
+
+
+def _dispatch_evidence(m: HandoffMeasure) -> dict:
+    """The poll wakeups whose ready sockets the involved threads handed over (schema 6): the dispatch half of
+    the hand-off, with its whole cycles' CPU."""
+    return {"dispatch": f"{m.dispatch_wakeups:,} poller wakeups dispatched ready connections to other threads",
+            "dispatch_wakeups": m.dispatch_wakeups, "dispatch_cpu_ms": rounded(m.dispatch_ns / 1e6),
+            "dispatch_us_each": rounded(m.dispatch_ns / 1e3 / m.dispatch_wakeups)}
 
 
 def _handoff_details(m: HandoffMeasure, edges: dict, requests: int) -> list:
@@ -566,16 +591,8 @@ def _handoff_details(m: HandoffMeasure, edges: dict, requests: int) -> list:
     if m.accept_lock:
         details.append(f"{m.accept_lock / requests:.2f} wakeups per request between processes (a shared accept "
                        "lock), not counted as handoffs")
+    if m.dispatch_wakeups:
+        details.append(f"{m.dispatch_wakeups:,} poller wakeups dispatched ready connections to other threads "
+                       f"(deregistered or re-armed them, read nothing): {m.dispatch_ns / 1e3 / m.dispatch_wakeups:.1f} "
+                       "µs each with the loop around them, in the hand-off's cost, not wakeups for nothing")
     return details
-
-
-def _busy_threads_line(analysis: Analysis, tids: list) -> str:
-    """`share of the capture the threads were on CPU and runnable: 'io_thd_1' 29% on CPU, 98% runnable, ...;
-    1.9 ms CPU per request`: busy-waiting shows as threads that never sleep (on CPU or waiting for it nearly
-    all the time) while their syscalls are few."""
-    threads, seconds = analysis.threads, analysis.capture.duration_s or 1.0
-    busy = sorted((threads[tid] for tid in tids), key=lambda thread: -thread["oncpu_ns"])[:3]
-    parts = [f"'{thread['comm']}' {thread['oncpu_ns'] / 1e9 / seconds:.0%} on CPU, "
-             f"{(thread['oncpu_ns'] + thread['runq_ns']) / 1e9 / seconds:.0%} runnable" for thread in busy]
-    return (f"share of the capture the threads were on CPU and runnable (on CPU or waiting for it): "
-            f"{', '.join(parts)}; {fixed(analysis.process['cpu_ms_per_request'], 3)} ms CPU per request")

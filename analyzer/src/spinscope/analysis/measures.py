@@ -19,7 +19,7 @@ from typing import Callable, Mapping
 from spinscope.analysis import counters
 from spinscope.analysis.capture import summed
 from spinscope.analysis.metrics import Analysis, ratio
-from spinscope.analysis.roles import EVENT_LOOP, HANDLER, IDLE
+from spinscope.analysis.roles import EVENT_LOOP, HANDLER, IDLE, MULTIPLEX_MIN_SHARE, multiplex_share
 from spinscope.analysis.threadlife import THREAD_PER_REQUEST, THREAD_PER_REQUEST_MIN, ThreadLives, thread_lives
 
 # Small-sample guards.
@@ -53,6 +53,9 @@ DISPATCH = "dispatch"              # a reactor or dispatcher hands each request 
 LEADER_FOLLOWER = "leader-follower"  # pool threads pass the selector role among themselves; each answers what it read
 SHARED_MEMORY = "shared-memory"    # threads hand requests over through memory and busy-wait: no wakeup to time
 PER_CONNECTION = "per-connection"  # an acceptor hands each new connection to a loop, not each request
+# The connection goes back to the pool after each request and the next one is read by whichever pool thread
+# takes it, each thread waiting on its own socket: no shared poll set whose waiter changes (leader/follower).
+POOL_ROUND_TRIP = "pool-round-trip"
 # THREAD_PER_REQUEST (threadlife.py): a thread created to serve requests another thread read, exiting after
 
 
@@ -421,11 +424,17 @@ class HandoffMeasure:
     wait_ms_per_request: float
     request_ms: float | None
     edges: dict               # (waker role, wakee role) -> count, largest first (metrics.role_edges)
+    # The involved threads' poll wakeups whose ready sockets they handed over (schema 6: poll_dispatch), and
+    # those wakeups' whole cycles: the dispatch half of the hand-off, counted here and never as wakeups for
+    # nothing (measure_spurious).
+    dispatch_wakeups: int = 0
+    dispatch_ns: float = 0.0
     lives: ThreadLives | None = None  # threads created for requests: their creation, start and exit
 
     @property
     def cpu_share(self) -> float | None:
-        return share(self.path_ns + self.busy_wait_ns + (self.lives.cpu_ns if self.lives else 0.0), self.cpu_ns)
+        lives_ns = self.lives.cpu_ns if self.lives else 0.0
+        return share(self.path_ns + self.dispatch_ns + self.busy_wait_ns + lives_ns, self.cpu_ns)
 
     @property
     def latency_share(self) -> float | None:
@@ -468,7 +477,9 @@ def measure_handoff(analysis: Analysis, edges: dict) -> HandoffMeasure | None:
                           process["contention_wakeups_per_request"] or 0.0, involved,
                           float(sum(threads[tid]["oncpu_ns"] for tid in involved)),
                           float(sum(threads[tid]["handoff_oncpu_ns"] for tid in involved)),
-                          busy_wait_ns, wait_ms, process["request_ms"], edges, lives)
+                          busy_wait_ns, wait_ms, process["request_ms"], edges,
+                          int(sum(threads[tid]["poll_dispatch"] for tid in involved)),
+                          float(sum(threads[tid]["poll_dispatch_cycle_ns"] for tid in involved)), lives)
 
 
 def _handoff_threads(analysis: Analysis, mechanism: str) -> tuple:
@@ -507,7 +518,7 @@ def _handoff_mechanism(analysis: Analysis, per_request: float, cross: float, han
     if _per_connection(analysis, cross, handoffs):
         return PER_CONNECTION
     if _leader_follower(analysis, cross):
-        return LEADER_FOLLOWER
+        return LEADER_FOLLOWER if _shared_poll_set(analysis) else POOL_ROUND_TRIP
     return DISPATCH
 
 
@@ -519,12 +530,29 @@ def _per_connection(analysis: Analysis, cross: float, handoffs: float) -> bool:
                 and handoffs < 0.5 * analysis.requests)
 
 
+def _serving_pollers(analysis: Analysis) -> set:
+    return {tid for tid, thread in analysis.threads.items()
+            if thread["role"] in (EVENT_LOOP, HANDLER) and thread["requests_read"] > 0}
+
+
+def _shared_poll_set(analysis: Analysis) -> bool:
+    """Whether the pool threads that wake each other wait on a shared poll set: their polls return two or more
+    ready descriptors (at least MULTIPLEX_MIN_SHARE of them: a set of many connections), or they accept
+    connections (the listener is in the set they poll). A thread waiting on its own one socket (a timed read on
+    the connection it was handed) does neither: the connection is what moves between threads, not the selector."""
+    pollers = [analysis.threads[tid] for tid in _serving_pollers(analysis)]
+    polls = sum(thread["poll_calls"] for thread in pollers)
+    several = sum(multiplex_share(thread) * thread["poll_calls"] for thread in pollers)
+    accepted = sum(counters.accepts_by_result(thread)["ok"] for thread in pollers)
+    return bool(accepted or (polls and several >= MULTIPLEX_MIN_SHARE * polls))
+
+
 def _leader_follower(analysis: Analysis, cross: float) -> bool:
-    """Leader/follower: the request is answered by the thread that read it, and the wakeups go between
-    threads that each poll and read requests (the selector role passing from one pool thread to the next;
-    a frontend loop waking backend loops that talk to other servers is not that: they read no request)."""
-    serving_pollers = {tid for tid, thread in analysis.threads.items()
-                       if thread["role"] in (EVENT_LOOP, HANDLER) and thread["requests_read"] > 0}
+    """The request is answered by the thread that read it, and the wakeups go between threads that each poll
+    and read requests: leader/follower (the selector role passing from one pool thread to the next) when they
+    share a poll set (_shared_poll_set), else a connection's round trip through the pool (a frontend loop
+    waking backend loops that talk to other servers is neither: they read no request)."""
+    serving_pollers = _serving_pollers(analysis)
     if cross >= SHARED_MEMORY_MIN_CROSS or len(serving_pollers) < 2:
         return False
     deliberate = _deliberate(analysis.capture.wakeups)

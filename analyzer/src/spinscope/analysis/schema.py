@@ -12,7 +12,7 @@ import os
 from typing import Any, Iterable, NamedTuple
 
 FORMAT = "spinscope-capture"
-SCHEMA = 6
+SCHEMA = 7
 
 # The counters every thread, `totals` and every interval carry (docs/capture-format.md, "Counters"), in
 # the collector's order: SPINSCOPE_COUNTERS in bpf/spinscope.h (a test holds the two equal).
@@ -32,11 +32,11 @@ COUNTERS = (
     "accept_calls", "accept_eagain", "poll_futile", "poll_futile_cycle_ns", "poll_zero_cycle_ns",
     "write_copy_ns", "write_copy_bytes", "poll_check_cycle_ns", "poll_rewaits", "poll_rewait_ns",
     "stalls_sampled", "stall_sndbuf_bytes", "stall_queued_bytes", "stall_peer_window_bytes", "stall_srtt_us",
-    "write_spin_empty", "write_spin_empty_ns",
+    "write_spin_empty", "write_spin_empty_ns", "poll_dispatch", "poll_dispatch_cycle_ns",
     "clone_calls", "clone_ns", "thread_starts", "thread_start_wait_ns", "exit_oncpu_ns",
 )
-# Schema 6 added what creating and ending a thread costs (a thread per request): 0 in older captures.
-SCHEMA6_COUNTERS = frozenset(("clone_calls", "clone_ns", "thread_starts", "thread_start_wait_ns", "exit_oncpu_ns"))
+# Schema 7 added what creating and ending a thread costs (a thread per request): 0 in older captures.
+SCHEMA7_COUNTERS = frozenset(("clone_calls", "clone_ns", "thread_starts", "thread_start_wait_ns", "exit_oncpu_ns"))
 # Schema 5 added the socket reads and writes on channels between the target's processes, which serve no
 # requests (before, their messages were counted as requests), the HTTP/2 connections, the accept counts,
 # the poll wakeup cycles and the copy rate: 0 in older captures.
@@ -46,6 +46,9 @@ SCHEMA5_COUNTERS = frozenset(("channel_reads", "channel_writes", "channel_socket
                               "poll_rewaits", "poll_rewait_ns", "stalls_sampled", "stall_sndbuf_bytes",
                               "stall_queued_bytes", "stall_peer_window_bytes", "stall_srtt_us",
                               "write_spin_empty", "write_spin_empty_ns"))
+# Schema 6 told the wakeups whose ready descriptors were handed over (epoll_ctl DEL or MOD: a poller
+# dispatching connections to workers) from the futile ones: before, they were in poll_futile.
+SCHEMA6_COUNTERS = frozenset(("poll_dispatch", "poll_dispatch_cycle_ns"))
 # Schema 4 added calls_timed (its captures before timed every counted call).
 SCHEMA4_COUNTERS = frozenset(("calls_timed",))
 # Schema 1 captures (collectors before the measured costs) lack these: loaded as 0, and
@@ -70,7 +73,11 @@ DROP_KEYS = ("threads", "sockets", "wakeup_edges", "pids", "exited", "execs", "l
 # two lists (write_waited, a counter and a request sum) came with the same schema in both. Schema 3 added
 # the execs map's drops, schema 4 the exited threads', schema 5 the listeners'.
 SINCE = {**dict.fromkeys(SCHEMA2_COUNTERS | SCHEMA2_REQUEST_SUMS, 2), **dict.fromkeys(SCHEMA4_COUNTERS, 4),
-         **dict.fromkeys(SCHEMA5_COUNTERS, 5), **dict.fromkeys(SCHEMA6_COUNTERS, 6), "execs": 3, "exited": 4, "listeners": 5}
+         **dict.fromkeys(SCHEMA5_COUNTERS, 5), **dict.fromkeys(SCHEMA6_COUNTERS, 6),
+         **dict.fromkeys(SCHEMA7_COUNTERS, 7), "execs": 3, "exited": 4, "listeners": 5}
+# --stacks' record sources (enum stack_source in bpf/spinscope.h): CPU samples, then the event sources.
+STACK_SOURCES = ("cpu", "spin-write", "empty-poll", "futile-wakeup", "handoff")
+STACK_EVENT_SOURCES = STACK_SOURCES[1:]
 # What a waker was doing (wakeups[].mechanism); "unknown" in schema 1 captures.
 MECHANISMS = ("futex", "io", "mm", "exit", "other")
 
@@ -111,7 +118,8 @@ def _rows(path: str, keys: Iterable[str], since: int = 1, required: bool = False
 # else null), the processes that exec'd and the checkpoint period (end_reason "checkpoint": the file a
 # collector killed outright left). Schema 4 timed 1 call in settings.time_sample, added the collector's own
 # usage (tool), a cgroup as the target (target.cgroup, else null; target.pid 0 then), the exited threads
-# folded by process (threads_folded) and the drops per interval. Schema 5 added the listening sockets.
+# folded by process (threads_folded) and the drops per interval. Schema 5 added the listening sockets,
+# schema 6 the dispatch wakeups (SCHEMA6_COUNTERS), schema 7 the threads' lives (SCHEMA7_COUNTERS).
 KEYS: tuple[Key, ...] = (
     Key("", "schema", required=True), Key("", "format", TEXT, required=True), Key("", "tool", OBJECT),
     Key("", "target", OBJECT), Key("", "host", OBJECT), Key("", "start_time", TEXT),
@@ -172,7 +180,28 @@ KEYS: tuple[Key, ...] = (
     *_rows("intervals[].drops", DROP_KEYS, 4),
 
     *_rows("drops", DROP_KEYS),
+
+    # --stacks (docs/stacks.md): absent without it.
+    Key("", "stacks", OBJECT, 6),
+    Key("stacks", "hz", since=6), Key("stacks", "event_budget_per_s", since=6), Key("stacks", "unwinder", TEXT, 6),
+    Key("stacks", "records", OBJECT, 6), Key("stacks", "events", OBJECT, 6), Key("stacks", "lost", OBJECT, 6),
+    Key("stacks", "settled", BOOL, 6), Key("stacks", "events_without_stack", OBJECT, 6),
+    Key("stacks", "no_user_frames", since=6), Key("stacks", "truncated", since=6),
+    Key("stacks", "collector_cpu_s", SECONDS, 6), Key("stacks", "helper", OBJECT_OR_NULL, 6),
+    Key("stacks", "frames", LIST, 6), Key("stacks", "stacks", LIST, 6),
+    *_rows("stacks.records", STACK_SOURCES, 6), *_rows("stacks.events", STACK_EVENT_SOURCES, 6),
+    *_rows("stacks.events_without_stack", STACK_EVENT_SOURCES, 6),
+    *_rows("stacks.lost", ("ring_full", "unique_stacks_cap", "out_of_memory"), 6),
+    Key("stacks.frames[]", "kind", TEXT, 6), Key("stacks.frames[]", "module", TEXT, 6),
+    Key("stacks.frames[]", "address", since=6), Key("stacks.frames[]", "symbol", TEXT_OR_NULL, 6),
+    Key("stacks.frames[]", "symbol_offset", since=6), Key("stacks.frames[]", "file", TEXT_OR_NULL, 6),
+    Key("stacks.frames[]", "line", since=6),
+    Key("stacks.stacks[]", "tid", since=6), Key("stacks.stacks[]", "source", TEXT, 6),
+    Key("stacks.stacks[]", "tags", TEXTS_OR_NULL, 6), Key("stacks.stacks[]", "count", since=6),
+    Key("stacks.stacks[]", "weight", since=6), Key("stacks.stacks[]", "frames", COUNTS, 6),
 )
+# Top-level blocks a capture has only when recorded with the option that makes them: not missing otherwise.
+OPTIONAL_BLOCKS = frozenset(("stacks",))
 # KEYS by the object that holds them ({path: (Key, ...)}, in the document's order), and their names.
 ROWS = {path: tuple(row for row in KEYS if row.path == path) for path in dict.fromkeys(row.path for row in KEYS)}
 LAYOUT = {path: tuple(row.key for row in rows) for path, rows in ROWS.items()}
@@ -202,9 +231,13 @@ def layout_differences(doc: Any) -> list:
                 walk(child, f"{path}[]")
 
     walk(doc, "")
+    absent = {block for block in OPTIONAL_BLOCKS if block not in found.get("", ())}
     differences = []
     for path in sorted(set(ROWS) | set(found)):
-        expected = {row.key for row in ROWS.get(path, ()) if row.since <= schema}
+        if path.split(".", 1)[0].removesuffix("[]") in absent:
+            continue
+        expected = {row.key for row in ROWS.get(path, ()) if row.since <= schema and not
+                    (path == "" and row.key in absent)}
         keys = found.get(path)
         if keys is None and ("[]" in path or path in null or not expected):
             continue

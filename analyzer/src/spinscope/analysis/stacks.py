@@ -45,7 +45,7 @@ TOP_CALL_SITES = 5
 CONTEXT_FRAMES = 3
 
 # Frame kinds.
-KERNEL, NATIVE, PYTHON, JVM = "kernel", "native", "python", "jvm"
+KERNEL, NATIVE, JIT, PYTHON, JVM = "kernel", "native", "jit", "python", "jvm"
 
 # The hand-off's machinery, per runtime: a CPU sample whose innermost classified frame is one of these
 # spends its time passing work between threads (docs/stacks.md has the table and why each is there).
@@ -136,6 +136,7 @@ class StackSet:
     truncated: int
     collector_cpu_s: float
     unwinder: str
+    tail: dict = field(default_factory=dict)  # events_without_stack, by source
     helper: dict | None = None  # the runtime helper's own account, when it ran
 
     @property
@@ -170,6 +171,7 @@ def load(capture: Mapping) -> StackSet | None:
     return StackSet(int(block.get("hz", 0)), stacks, dict(block.get("records", {})), dict(block.get("events", {})),
                     dict(block.get("lost", {})), int(block.get("no_user_frames", 0)), int(block.get("truncated", 0)),
                     float(block.get("collector_cpu_s", 0.0)), str(block.get("unwinder", "")),
+                    dict(block.get("events_without_stack", {})),
                     block.get("helper") if isinstance(block.get("helper"), Mapping) else None)
 
 
@@ -178,7 +180,7 @@ def _frame(f: Mapping) -> Frame:
     kind = f.get("kind") or (KERNEL if module == "[kernel]" else NATIVE)
     symbol = f.get("symbol")
     offset = f.get("symbol_offset", 0) if symbol else f.get("address", 0)
-    return Frame(kind, module, symbol, int(offset or 0), f.get("file"), f.get("line"))
+    return Frame(kind, module, symbol, int(offset or 0), f.get("file"), f.get("line") or None)
 
 
 # ------------------------------------------------------------------ classification
@@ -192,7 +194,7 @@ def machinery_runtime(frame: Frame) -> str | None:
         return "kernel" if _MACHINERY["kernel"].fullmatch(frame.symbol) else None
     if frame.kind == PYTHON:
         return "python" if _MACHINERY["python"].fullmatch(_python_qualname(frame.symbol)) else None
-    if frame.kind == JVM:
+    if frame.kind in (JVM, JIT):  # a JVM's frames from its interpreter unwinder, or its perf map
         return "jvm" if _MACHINERY["jvm"].fullmatch(_jvm_method(frame.symbol)) else None
     for runtime in ("glibc", "go", "jvm"):  # native frames: libc's, a Go binary's, libjvm's own
         if _MACHINERY[runtime].fullmatch(frame.symbol):
@@ -217,7 +219,7 @@ def is_own_code(frame: Frame) -> bool:
         return False
     if frame.kind == PYTHON:
         return not (frame.file and _PYTHON_LIBRARY.search(frame.file))
-    if frame.kind == JVM:
+    if frame.kind in (JVM, JIT):
         method = _jvm_method(frame.symbol or "")
         return not method.startswith(("java.", "javax.", "jdk.", "sun.", "com.sun.", "io.netty.", "kotlin."))
     module = frame.module or ""

@@ -1,5 +1,5 @@
 """A thread per request: threads created while traced that serve requests and exit, counted per request,
-and what their lives cost the hand-off (schema 6 counters; 0 in older captures, where nothing is found).
+and what their lives cost the hand-off (schema 7 counters; 0 in older captures, where nothing is found).
 
 A thread is created for requests (on the request path) when it reads no request itself but answers one, or
 hands work to or is handed work by another of the target's threads (a deliberate wakeup sent, or any
@@ -75,11 +75,11 @@ def _on_path(row: Mapping) -> bool:
 
 def thread_lives(analysis: Analysis) -> ThreadLives | None:
     """The request-path threads created while traced (rows and the exited rows folded by process and
-    name), or None when there are none (every capture before schema 6)."""
+    name), or None when there are none (every capture before schema 7)."""
     cap = analysis.capture
     # Created while traced: its first run timed (thread_starts), or first met after the threads alive at
-    # attach were seeded (first_seen_s > 0 in a schema 6 capture: a first run the probes missed).
-    seen_late = cap.schema >= 6
+    # attach were seeded (first_seen_s > 0 in a schema 7 capture: a first run the probes missed).
+    seen_late = cap.schema >= 7
     rows = [(tid, row) for tid, row in analysis.threads.items()
             if (counters.get(row, "thread_starts") or (seen_late and row["first_seen_s"] > 0)) and _on_path(row)]
     folded = [row for row in cap.threads_folded if counters.get(row, "thread_starts") and _on_path(row)]

@@ -11,6 +11,8 @@ import sys
 from spinscope.analysis.capture import load
 from spinscope.analysis.labels import assess
 from spinscope.analysis.metrics import analyze
+from spinscope.errors import UsageError
+from spinscope.output import stack_files
 from spinscope.output.console import print_json, terminal, write_text
 from spinscope.output.report import render_html, render_terminal, to_json
 
@@ -22,11 +24,22 @@ def add_parser(subparsers) -> None:
     parser.add_argument("capture", metavar="FILE", help="capture written by `spinscope record`")
     parser.add_argument("--html", metavar="OUT", help="also write a self-contained HTML report to OUT")
     parser.add_argument("--json", action="store_true", help="print the metrics and labels as JSON instead")
+    stacks = parser.add_argument_group("stacks", "a capture recorded with --stacks (docs/stacks.md)")
+    stacks.add_argument("--folded", metavar="OUT", help="also write its stacks as folded lines (FlameGraph, "
+                        "speedscope) to OUT")
+    stacks.add_argument("--pprof", metavar="OUT", help="also write its stacks as a gzipped pprof profile (go tool "
+                        "pprof, Grafana Pyroscope, speedscope) to OUT")
+    stacks.add_argument("--pattern", choices=stack_files.PATTERNS, help="with --folded or --pprof: only that "
+                        "pattern's event stacks and the CPU samples in its window (default: every CPU sample)")
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
+    if args.pattern and not (args.folded or args.pprof):
+        raise UsageError("--pattern goes with --folded or --pprof")
     analysis = analyze(load(args.capture))
+    if args.folded or args.pprof:  # before anything is printed: a capture without stacks is refused first
+        stack_files.chosen(analysis, args.pattern)
     assessment = assess(analysis)
     if args.json:
         print_json(to_json(analysis, assessment))
@@ -35,4 +48,10 @@ def run(args) -> int:
     if args.html:
         write_text(args.html, render_html(analysis, assessment))
         print(f"wrote {args.html}", file=sys.stderr if args.json else sys.stdout)
+    if args.folded:
+        lines = stack_files.write_folded(analysis, args.folded, args.pattern)
+        print(f"wrote {args.folded} ({lines:,} stacks, folded)", file=sys.stderr if args.json else sys.stdout)
+    if args.pprof:
+        n = stack_files.write_pprof(analysis, args.pprof, args.pattern)
+        print(f"wrote {args.pprof} ({n:,} stacks, pprof)", file=sys.stderr if args.json else sys.stdout)
     return 0

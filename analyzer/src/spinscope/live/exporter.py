@@ -182,7 +182,8 @@ class Exporter:
         from spinscope.live import stream as live
 
         on = self.args.duty[0] if self.args.duty else None
-        stream = live.LiveCollector(target_args, duration=on, extra=("--quiet",))
+        stacks = ("--stacks", str(self.args.stacks)) if self.args.stacks else ()
+        stream = live.LiveCollector(target_args, duration=on, extra=("--quiet", *stacks))
         stream.wait_ready()
         return stream
 

@@ -34,6 +34,8 @@ COLLECTOR_DEFAULTS = {
     "checkpoint": 10,  # seconds between rewrites of the capture so far
 }
 TIME_SAMPLE_MAX = 65536  # the collector's bound too
+STACKS_HZ = 99  # --stacks without a rate (docs/stacks.md): off the beat of 100 Hz timers
+STACKS_HZ_MAX = 1000  # the collector's bound too: cpu-clock samples are hrtimer interrupts
 
 # The verbs' own defaults (the collector has none for these: they say how a verb drives it).
 RECORD_INTERVAL_S = 1.0  # seconds between counter snapshots, used by diff to judge noise
@@ -93,6 +95,11 @@ def add_options(parser: argparse.ArgumentParser, spec: Targets) -> None:
                           "; not with --cgroup, which holds them already"))
     if spec.map_sizes:
         _add_map_sizes(parser)
+    parser.add_argument_group("stacks", "where in the target's code (docs/stacks.md)").add_argument(
+        "--stacks", type=int, nargs="?", const=STACKS_HZ, default=0, metavar="HZ",
+        help=f"also sample the target's call stacks, HZ times a second on each CPU (default {STACKS_HZ}), tagged with "
+        "what each thread was doing, and the call sites of each pattern's events; adds each label's call sites and "
+        "the hand-off's user-space cost. No frame pointers or restart needed; off by default")
 
 
 def _cgroup_help(spec: Targets) -> str:
@@ -130,6 +137,8 @@ def check(args: argparse.Namespace, spec: Targets) -> None:
             raise UsageError(f"--pid must be a positive process id, not {pid}")
     if spec.map_sizes:
         _check_map_sizes(args)
+    if not 0 <= args.stacks <= STACKS_HZ_MAX:
+        raise UsageError(f"--stacks takes a rate from 1 to {STACKS_HZ_MAX} samples a second, not {args.stacks}")
     if spec.pid_ns:
         _check_pid_ns(args)
     for name in getattr(args, "comm", ()):
@@ -141,11 +150,12 @@ def check(args: argparse.Namespace, spec: Targets) -> None:
 def collector_target(args: argparse.Namespace) -> list:
     """What selects a one-target verb's target (record, top) on the collector's command line, once checked:
     nothing for a command (the collector runs it, after its options, and follows its children itself)."""
+    stacks = ["--stacks", str(args.stacks)] if getattr(args, "stacks", 0) else []
     if getattr(args, "command", None):
-        return []
+        return stacks
     if args.cgroup is not None:
-        return ["--cgroup", str(args.cgroup)]
-    return ["--pid", str(args.pid)] + (["--children"] if args.children else [])
+        return ["--cgroup", str(args.cgroup), *stacks]
+    return ["--pid", str(args.pid)] + (["--children"] if args.children else []) + stacks
 
 
 def _pids(args: argparse.Namespace) -> list:

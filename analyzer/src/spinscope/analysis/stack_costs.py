@@ -1,0 +1,123 @@
+"""What a capture's stacks (`--stacks`, analysis/stacks.py) add to a label: where its events and time are
+(its call sites), and for the hand-off the part of its cost that no syscall or scheduler tracepoint
+times, the runtime's pool, queue and lock code in user space (docs/stacks.md).
+
+A label's share is a claim about what its fix saves. Without stacks the hand-off's share counts the calls
+that hand off and wait only, a lower bound, and the label says so; with them the share adds the
+user-space samples of the hand-off's machinery, and the severity follows the sum. write-spin and
+spurious-select time whole cycles already (a retry's or a futile wakeup's loop iteration, user space
+included): the stacks add their call sites, not cost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from spinscope.analysis import stacks as S
+from spinscope.analysis.metrics import Analysis
+
+CALL_SITES_SAID = 3  # call sites written as detail lines (all TOP_CALL_SITES are in the JSON)...
+MIN_SHARE_SAID = 0.01  # ...the first always, the others from this share of the pattern's events or samples
+EVENT_NOUNS = {S.WRITE_SPIN: "retries of an EAGAIN", S.SPURIOUS_SELECT: "futile wakeups and empty polls",
+               S.HANDOFF_OVERHEAD: "calls that woke another thread"}
+
+
+@dataclass
+class Where:
+    """One pattern's stacks on its involved threads."""
+
+    pattern: str
+    found: S.PatternStacks
+    stackset: S.StackSet
+
+    @property
+    def user_share(self) -> float | None:
+        """The user-space part this adds to the label's share: the hand-off's machinery only."""
+        return self.found.user_share if self.pattern == S.HANDOFF_OVERHEAD else None
+
+
+def stack_set(analysis: Analysis) -> S.StackSet | None:
+    """The capture's stacks, read once per capture."""
+    raw = analysis.capture.raw
+    if "stacks" not in raw:
+        return None
+    cache = analysis.__dict__.setdefault("_stacks", {})
+    if "set" not in cache:
+        cache["set"] = S.load(raw)
+    return cache["set"]
+
+
+def where(analysis: Analysis, pattern: str, tids) -> Where | None:
+    """What the stacks say of `pattern` on the threads `tids`; None without stacks."""
+    stackset = stack_set(analysis)
+    if stackset is None:
+        return None
+    return Where(pattern, S.pattern_stacks(stackset, pattern, tids), stackset)
+
+
+def whole_share(syscall_share: float | None, found: Where | None) -> float | None:
+    """The label's share: the syscall-measured part plus the user-space part the stacks add."""
+    user = found.user_share if found else None
+    if user is None:
+        return syscall_share
+    return (syscall_share or 0.0) + user
+
+
+def attach(label, found: Where | None, syscall_share: float | None):
+    """The label with its share's parts, its call sites and the lines that say them (the label is
+    returned, changed)."""
+    label.syscall_share = syscall_share
+    label.user_share = found.user_share if found else None
+    if found is None:
+        if label.name == S.HANDOFF_OVERHEAD:
+            label.details.append("its CPU share counts the calls that hand off and wait: a lower bound (the "
+                                 "runtime's pool, queue and lock code in user space is not timed; record with "
+                                 "--stacks to sample it)")
+        return label
+    label.call_sites = [site.to_dict() for site in found.found.call_sites]
+    label.details.extend(_lines(label, found))
+    if label.user_share:
+        label.summary += (f"; {label.user_share:.0%} more of their CPU in the hand-off's machinery in user space "
+                          "(stack samples)")
+    return label
+
+
+def _lines(label, found: Where) -> list:
+    f = found.found
+    lines = []
+    if label.user_share is not None:
+        runtimes = ", ".join(f"{name} {n}" for name, n in sorted(f.machinery_runtimes.items()))
+        lines.append(f"stack samples: {label.user_share:.1%} of their CPU in the hand-off's machinery in user "
+                     f"space ({f.machinery_user} of {f.samples} samples; by runtime: {runtimes or 'none'}), beside "
+                     f"{label.syscall_share or 0:.1%} in the calls that hand off and wait: "
+                     f"{(label.syscall_share or 0) + label.user_share:.1%} in all")
+    if not f.call_sites:
+        lines.append(f"where: no stack of this pattern was sampled on its threads ({f.samples} CPU samples, "
+                     f"{f.events} events)")
+    for i, site in enumerate(f.call_sites[:CALL_SITES_SAID]):
+        if i and max(site.event_share, site.sample_share) < MIN_SHARE_SAID:
+            break
+        callers = " ← ".join(frame.where for frame in site.context)
+        share = (f"{site.event_share:.0%} of {f.events:,} {EVENT_NOUNS[found.pattern]}" if site.events else
+                 f"{site.sample_share:.0%} of its {f.window_samples:,} CPU samples")
+        lines.append(f"where: {site.frame.where}" + (f" ← {callers}" if callers else "") + f": {share}")
+    return lines
+
+
+def notes(analysis: Analysis) -> list:
+    """What limits the stacks of a capture: records lost, events without a stack, stacks cut short."""
+    stackset = stack_set(analysis)
+    if stackset is None:
+        return []
+    out = []
+    if stackset.lost_total:
+        lost = ", ".join(f"{n:,} {why.replace('_', ' ')}" for why, n in stackset.lost.items() if n)
+        out.append(f"stacks: records lost ({lost}): call sites and sampled shares are from the rest")
+    tail = sum(stackset.tail.values())
+    if tail:
+        out.append(f"stacks: {tail:,} events came after their thread's last stack of their kind and are in no "
+                   "call site's count (event stacks are 1 in a stride, docs/stacks.md)")
+    if stackset.no_user_frames:
+        out.append(f"stacks: {stackset.no_user_frames:,} records could not be unwound in user space (kept with "
+                   "their kernel frames)")
+    return out
