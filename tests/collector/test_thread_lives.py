@@ -20,10 +20,11 @@ def test_a_thread_per_request_is_counted_exactly(tmp_path):
     answers = [t for t in cap["threads"] if t["comm"] == "answer"]
     assert len(answers) == REQUESTS and not cap.get("threads_folded")
     # Each answer thread: created while traced and run once, one response to a request it did not read,
-    # gone before the capture ended, its exit waking its joiner (not a handoff).
+    # gone before the capture ended.
     for t in answers:
         assert (t["responses_written"], t["requests_read"], t["alive"]) == (1, 0, False), t
-        assert (t["wakeups_sent"], t["wakeups_sent_exit"], t["clone_calls"]) == (1, 1, 0), t
+        # Its exit wakes the joiner if the joiner was already asleep in pthread_join (not if it ran first).
+        assert t["wakeups_sent"] == t["wakeups_sent_exit"] <= 1 and t["clone_calls"] == 0, t
         assert t["first_seen_s"] > 0 and t["exit_oncpu_ns"] > 0, t
         # Its first run timed, unless the probes missed its first switch-in (about 1 thread in 2,000 here:
         # its on-CPU time is 0 then too, a loss older than these counters).
