@@ -63,3 +63,13 @@ if [[ -f "$(python3 -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')/
     pip_flags+=(--break-system-packages)
 fi
 python3 -m pip install "${pip_flags[@]}" -e ".[test]"
+
+# The runtime stacks helper (`--stacks` on CPython, JVM and Node targets: stacks-helper/README.md), built
+# with Go from the Go module proxy (about a minute the first time, nothing when it is up to date). Without
+# it `--stacks` still unwinds native code, and says that the runtime's frames are not named.
+[[ -x /usr/local/go/bin/go ]] && export PATH="$PATH:/usr/local/go/bin"
+if command -v go >/dev/null; then
+    bash scripts/build-stacks-helper.sh || echo "setup: warning: the runtime stacks helper was not built (above)" >&2
+else
+    echo "setup: warning: no Go toolchain: the runtime stacks helper (stacks-helper/) is not built" >&2
+fi

@@ -45,6 +45,7 @@ from collector_harness import COLLECTOR, start_collector  # noqa: E402
 from machine_lock import LOAD_LOCK, load_lock  # noqa: E402,F401
 from refserver_harness import ROOT, ensure_built, expected_body, raise_nofile, run_loadgen  # noqa: E402
 from paths import BUILD  # noqa: E402
+from spinscope.tracing import stacks_helper  # noqa: E402
 
 
 def _shards_module():
@@ -505,11 +506,16 @@ def collector_program() -> Path:
 
 
 @contextlib.contextmanager
-def recording(server: RealServer, output: Path, interval: float = 1.0):
+def recording(server: RealServer, output: Path, interval: float = 1.0, stacks: int = 0):
     """The collector attached to SERVER (with --children for a master) for the body of the with; then
     SETTLE_S for the server to see its clients go, and the collector stopped (SIGINT) and waited for.
+    With STACKS (a rate), --stacks, and for a CPython, JVM or Node server the runtime stacks helper beside
+    it, as `spinscope record --stacks` runs them (its samples folded into the capture after).
     The caller holds the load lock."""
     extra = ["--children"] if server.children else []
+    helper = runtime_helper(server, output, stacks) if stacks else None
+    if stacks:
+        extra += ["--stacks", str(stacks)]
     collector, err = start_collector(server.pid, output, *extra, "--interval", f"{interval:g}",
                                      program=collector_program())
     try:
@@ -523,7 +529,29 @@ def recording(server: RealServer, output: Path, interval: float = 1.0):
             collector.kill()
             collector.wait()
             raise
+        finally:
+            if helper is not None:
+                helper.stop()
     assert code == 0, f"collector exited with {code}: {err.seen}"
+    if helper is not None:
+        assert helper.error is None, f"the runtime stacks helper: {helper.error}"
+        stacks_helper.fold_into(output, helper.out, {"runtime": stacks_helper.runtime_of(server.pid)})
+        helper.out.unlink(missing_ok=True)
+
+
+def runtime_helper(server: RealServer, output: Path, hz: int):
+    """The runtime stacks helper sampling SERVER, started, when it runs a runtime the helper unwinds
+    (None for native servers); a failure to find or start it fails the test that asked for stacks."""
+    if stacks_helper.runtime_of(server.pid) is None and not any(
+            stacks_helper.runtime_of(pid) for pid in _children(server.pid)):
+        return None
+    binary = stacks_helper.find()
+    assert binary is not None, f"{stacks_helper.HELPER_NAME} not built (scripts/build-stacks-helper.sh)"
+    helper = stacks_helper.Helper(binary, server.pid, hz, output.with_name(output.name + ".runtime-stacks"),
+                                  server.children)
+    assert helper.start(), f"the runtime stacks helper did not start: {helper.error}"
+    return helper
+
 
 
 def record_under_load(server: RealServer, output: Path, load, interval: float = 1.0) -> tuple[Path, dict]:

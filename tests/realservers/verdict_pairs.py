@@ -66,6 +66,7 @@ class Pair:
     label: str  # the finding the bad side must get and the good side must not
     about: str
     sides: tuple = ("bad", "good")  # what the two configurations are called in file names and the summary
+    stacks: int = 0  # record both sides with --stacks at this rate (and the runtime stacks helper)
 
     def configs(self) -> dict:
         return dict(zip(self.sides, (VERDICT_CONFIGS[self.bad], VERDICT_CONFIGS[self.good])))
@@ -77,15 +78,15 @@ PAIRS = {pair.name: pair for pair in (
          "get EAGAIN from accept() (a thundering herd). 1 worker on 2 CPUs serves the same load."),
     Pair("fastapi-threadpool-c1", "fastapi-def-c1", "fastapi-async-c1", HANDOFF_OVERHEAD,
          "a `def` endpoint runs in the thread pool: each request goes loop -> pool thread -> loop; "
-         "`async def` runs on the loop. 1 client."),
+         "`async def` runs on the loop. 1 client.", stacks=99),
     Pair("fastapi-threadpool-c16", "fastapi-def-c16", "fastapi-async-c16", HANDOFF_OVERHEAD,
-         "the same at 16 clients"),
+         "the same at 16 clients", stacks=99),
     Pair("haproxy-busy-polling", "haproxy-busy-polling", "haproxy", BUSY_POLLING,
          "busy-polling in global: the thread polls without sleeping, a CPU for latency on purpose (it must be "
          "named as that trade, with its cost, and not be told to block: no spurious-select). 1 client."),
     Pair("netty-executor", "netty-executor", "netty-loop", HANDOFF_OVERHEAD,
          "the HTTP handler added on a DefaultEventExecutorGroup: each request goes event loop -> executor "
-         "thread -> event loop; on the event loop it does not"),
+         "thread -> event loop; on the event loop it does not", stacks=99),
     # The reactor + executor server of the issue ("CRITICAL when pinned to one CPU and unlabelled when not",
     # under the old count gate). Not the herd: on one CPU select() re-checks the listener before it returns
     # and the woken workers go back to sleep inside the kernel, so pinned, the herd costs less (measured:
@@ -145,12 +146,12 @@ class SideRun(Run):
         return self._assessment
 
 
-def record_side(config: Config, workdir: Path, www: Path, output: Path) -> SideRun:
-    """Start CONFIG's server, warm it up if the config says so, record it under its load reading its CPU
-    time before and after the load, stop it."""
+def record_side(config: Config, workdir: Path, www: Path, output: Path, stacks: int = 0) -> SideRun:
+    """Start CONFIG's server, warm it up if the config says so, record it under its load (with --stacks at
+    that rate when given) reading its CPU time before and after the load, stop it."""
     with start_server(config.server, workdir, www, **config.options) as server:
         warm_up(server, config)
-        with load_lock(), recording(server, output):
+        with load_lock(), recording(server, output, stacks=stacks):
             before = tree_cpu_s(server.pid)
             result = config.load.run(server.port)
             cpu_s = tree_cpu_s(server.pid) - before
@@ -182,7 +183,7 @@ def record_pair(pair: Pair, workdir: Path, www: Path, capture_dir: Path, rounds:
         sides = {}
         for side, config in pair.configs().items():
             output = capture_dir / f"{pair.name}-{side}{suffix}.json"
-            sides[side] = record_side(config, workdir / f"{side}{suffix}", www, output)
+            sides[side] = record_side(config, workdir / f"{side}{suffix}", www, output, pair.stacks)
             output.with_suffix(".load.json").write_text(json.dumps(sides[side].load, indent=1) + "\n")
         steal_after, total_after = cpu_ticks()
         done.append(Round(sides, (steal_after - steal_before) / max(total_after - total_before, 1)))

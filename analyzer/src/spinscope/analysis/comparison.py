@@ -337,8 +337,20 @@ class LabelChange:
         return self.share_delta is not None and abs(self.share_delta) >= SHARE_CHANGE_POINTS
 
     @property
+    def top_sites(self) -> tuple:
+        """(before, after): each side's top call site (`--stacks` captures), or None."""
+        return tuple(label.call_sites[0]["where"] if label.call_sites else None for label in (self.before, self.after))
+
+    @property
+    def sites_moved(self) -> bool:
+        """Both sides have call sites (recorded with --stacks) and the top one is not the same function."""
+        before, after = (label.call_sites[0]["function"] if label.call_sites else None
+                         for label in (self.before, self.after))
+        return before is not None and after is not None and before != after
+
+    @property
     def changed(self) -> bool:
-        return self.severity_changed or self.share_changed
+        return self.severity_changed or self.share_changed or self.sites_moved
 
     def event(self) -> str:
         """The verdict's words for a severity change: `write-spin warning → critical`."""
@@ -348,16 +360,20 @@ class LabelChange:
         """`warning → critical; CPU share 16% → 27%`, `critical; CPU share 36% → 46%`."""
         severity = (f"{self.before.severity} → {self.after.severity}" if self.severity_changed
                     else self.after.severity)
+        moved = "; top call site {} → {}".format(*self.top_sites) if self.sites_moved else ""
         if self.share_delta is None:
-            return severity
-        return f"{severity}; CPU share {percent(self.before.cpu_share)} → {percent(self.after.cpu_share)}"
+            return severity + moved
+        return f"{severity}; CPU share {percent(self.before.cpu_share)} → {percent(self.after.cpu_share)}{moved}"
 
     def to_dict(self) -> dict:
         return {"name": self.name,
                 "severity": {"before": self.before.severity, "after": self.after.severity},
                 "cpu_share": {"before": self.before.cpu_share, "after": self.after.cpu_share},
+                # with --stacks on either side only: captures without stacks compare as before
+                **({"top_call_site": dict(zip(("before", "after"), self.top_sites))} if any(self.top_sites) else {}),
                 "changed": [what for what, changed in (("severity", self.severity_changed),
-                                                       ("cpu_share", self.share_changed)) if changed]}
+                                                       ("cpu_share", self.share_changed),
+                                                       ("call_sites", self.sites_moved)) if changed]}
 
 
 def by_side(items) -> str:

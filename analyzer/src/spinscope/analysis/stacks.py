@@ -29,6 +29,7 @@ from typing import Iterable, Mapping
 
 # Sources and tags, as the collector names them (collector/stacks.c).
 CPU = "cpu"
+RUNTIME = "runtime"  # a runtime helper's sample (tracing/stacks_helper.py): the runtime's own frames, untagged
 SPIN_WRITE, EMPTY_POLL, FUTILE_WAKEUP, HANDOFF = "spin-write", "empty-poll", "futile-wakeup", "handoff"
 EVENT_SOURCES = (SPIN_WRITE, EMPTY_POLL, FUTILE_WAKEUP, HANDOFF)
 TAG_WRITE_STALL, TAG_EMPTY_CYCLE, TAG_READY_CYCLE = "write-stall", "empty-cycle", "ready-cycle"
@@ -66,20 +67,31 @@ MACHINERY = {
                r"(.*\.)?wrap_future", r"(.*\.)?_copy_future_state", r"(.*\.)?_chain_future\.\w+",
                r"(.*\.)?_set_state", r"(.*\.)?_call_set_state", r"(.*\.)?cancel_shielded_checkpoint",
                r"RunVar\.\w+", r"(.*\.)?to_thread\.\w+", r"BlockingPortal\.\w+"),
-    "jvm": (r"java\.util\.concurrent\.(ThreadPoolExecutor|ScheduledThreadPoolExecutor)\.\w+",
+    # Only the calls that pass work on or wait for it: not the loops that run what they were given
+    # (ThreadPoolExecutor.runWorker, SingleThreadEventExecutor.runAllTasks, NioEventLoop.run), whose tasks'
+    # work would then all count, a server that hands nothing over included.
+    "jvm": (r"java\.util\.concurrent\.(ThreadPoolExecutor|ScheduledThreadPoolExecutor)\.(execute|submit|addWorker|getTask|"
+            r"processWorkerExit|tryTerminate|reject|ensurePrestart|delayedExecute|schedule\w*)",
+            r"java\.util\.concurrent\.(AbstractExecutorService\.submit|FutureTask\.(set|setException|finishCompletion|get|"
+            r"awaitDone|report))",
             r"java\.util\.concurrent\.(LinkedBlockingQueue|ArrayBlockingQueue|SynchronousQueue|"
             r"LinkedTransferQueue|ConcurrentLinkedQueue|LinkedBlockingDeque)(\$\w+)?\.\w+",
             r"java\.util\.concurrent\.locks\.\w+(\$\w+)?\.\w+", r"java\.util\.concurrent\.CompletableFuture\w*\.\w+",
             r"java\.util\.concurrent\.ForkJoin\w+\.\w+", r"(jdk\.internal\.misc|sun\.misc)\.Unsafe\.(park|unpark)",
-            r"io\.netty\.util\.concurrent\.(SingleThreadEventExecutor|DefaultPromise|AbstractEventExecutor|"
-            r"DefaultEventExecutor|MultithreadEventExecutorGroup|PromiseTask)\w*\.\w+",
+            r"io\.netty\.util\.concurrent\.(SingleThreadEventExecutor|DefaultEventExecutor)\w*\.(execute|execute0|"
+            r"offerTask|addTask|pollTask\w*|takeTask|wakeup|lazyExecute|startThread|doStartThread)",
+            r"io\.netty\.util\.concurrent\.(DefaultPromise|PromiseTask|AbstractEventExecutor)\w*\.(setSuccess\w*|"
+            r"trySuccess|setFailure\w*|tryFailure|notifyListener\w*|await\w*|sync\w*|checkNotifyWaiters|"
+            r"submit|newPromise)",
+            r"io\.netty\.util\.concurrent\.MultithreadEventExecutorGroup\.next",
             r"io\.netty\.util\.internal\.shaded\.org\.jctools\.\S+",
-            r"io\.netty\.channel\.(nio\.NioEventLoop|SingleThreadEventLoop)\.(wakeup|execute)\w*",
+            r"io\.netty\.channel\.(nio\.NioEventLoop|SingleThreadEventLoop|epoll\.EpollEventLoop)\.(wakeup|execute)\w*",
             r"Parker::(park|unpark)", r"Unsafe_(Park|Unpark)", r"os::PlatformEvent::\w+",
             r"os::PlatformMonitor::\w+", r"ObjectMonitor::\w+"),
+    # Go's scheduler loop itself (schedule, findRunnable) runs for every goroutine switch, a server that
+    # hands nothing over included: only the calls that pass a goroutine work or wake another are counted.
     "go": (r"runtime\.(futexsleep|futexwakeup|notesleep|notewakeup|notetsleepg|chansend1?|chanrecv[12]?|"
-           r"selectgo|goready|ready|wakep|gopark|park_m|schedule|findRunnable|stopm|startm|semacquire1|"
-           r"semrelease1|runqgrab|runqsteal|netpollblock|handoffp)",
+           r"selectgo|goready|ready|wakep|semacquire1|semrelease1)",
            r"sync\.\(\*(Cond|Mutex|RWMutex|WaitGroup)\)\.\w+"),
 }
 _MACHINERY = {runtime: re.compile("|".join(f"(?:{p})" for p in patterns)) for runtime, patterns in MACHINERY.items()}
@@ -88,7 +100,7 @@ _MACHINERY = {runtime: re.compile("|".join(f"(?:{p})" for p in patterns)) for ru
 _RUNTIME_MODULES = re.compile(r"(libc|libpthread|ld-linux[-\w.]*|libm|libdl|librt|libgcc_s|libstdc\+\+|"
                               r"libpython[\d.]+|python[\d.]*|libjvm|libjli|java|libnio|libnet|node|libuv|"
                               r"libssl|libcrypto|libz|libffi|libev|libevent[\w-]*)(\.so[\d.]*)?(\+.*)?")
-_PYTHON_LIBRARY = re.compile(r"(/lib/python[\d.]+/|site-packages/|dist-packages/|<frozen )")
+_PYTHON_LIBRARY = re.compile(r"(/lib/python[\d.]+/|site-packages/|dist-packages/|<frozen |<stdlib>/)")
 
 
 @dataclass(frozen=True)
@@ -282,6 +294,7 @@ class PatternStacks:
     machinery_runtimes: dict  # runtime -> samples
     events: int               # events the pattern's event stacks stand for
     call_sites: list = field(default_factory=list)
+    sampled: str = CPU        # whose samples: the collector's (cpu) or a runtime helper's (runtime)
 
     @property
     def user_share(self) -> float | None:
@@ -294,7 +307,7 @@ class PatternStacks:
         return self.window_samples / self.samples if self.samples else None
 
     def to_dict(self) -> dict:
-        return {"samples": self.samples, "window_samples": self.window_samples,
+        return {"sampled_by": self.sampled, "samples": self.samples, "window_samples": self.window_samples,
                 "window_share": _round(self.window_share), "machinery_samples_user": self.machinery_user,
                 "machinery_samples_kernel": self.machinery_kernel, "machinery_runtimes": self.machinery_runtimes,
                 "user_share": _round(self.user_share), "events": self.events,
@@ -306,42 +319,57 @@ def _round(v: float | None) -> float | None:
 
 
 def pattern_stacks(stacks: StackSet, pattern: str, tids: Iterable[int] | None = None) -> PatternStacks:
-    """What the stacks say of `pattern` on the threads `tids` (all when None)."""
+    """What the stacks say of `pattern` on the threads `tids` (all when None). The hand-off's machinery is
+    read from the runtime helper's samples where it sampled those threads (they name the runtime's own
+    frames), else from the collector's CPU samples."""
     keep = None if tids is None else set(tids)
-    sources, tags = PATTERN_SOURCES[pattern], PATTERN_TAGS[pattern]
+    sources, tags = PATTERN_SOURCES[pattern], set(PATTERN_TAGS[pattern])
+    mine = [s for s in stacks.stacks if keep is None or s.tid in keep]
+    sampled = RUNTIME if pattern == HANDOFF_OVERHEAD and any(s.source == RUNTIME for s in mine) else CPU
     samples = window = mach_user = mach_kernel = events = 0
     runtimes: Counter = Counter()
     sites: dict = {}
-    for s in stacks.stacks:
-        if keep is not None and s.tid not in keep:
-            continue
+    for s in mine:
         if s.source in sources:
             events += s.weight
-            _site(sites, s).events += s.weight
+            _site(sites, *call_site(s)).events += s.weight
             continue
-        if s.source != CPU:
+        if s.source != sampled:
             continue
         samples += s.count
         runtime = machinery_of(s) if pattern == HANDOFF_OVERHEAD else None
         if runtime:
             runtimes[runtime] += s.count
-            if s.in_kernel:
+            if s.in_kernel or (s.frames and s.frames[0].kind == KERNEL):
                 mach_kernel += s.count
             else:
                 mach_user += s.count
-        if runtime or tags and s.tags & set(tags):
             window += s.count
-            _site(sites, s).samples += s.count
-    ranked = sorted(sites.values(), key=lambda c: (-c.events, -c.samples, c.frame.where))
+            _site(sites, *machinery_entry(s)).samples += s.count
+        elif tags & s.tags:
+            window += s.count
+            _site(sites, *call_site(s)).samples += s.count
+    # By events, but where a runtime helper sampled the threads: its samples name the runtime's frames,
+    # which the collector's event stacks (native frames only: `python3.11+0x27d465`) cannot.
+    order = (lambda c: (-c.samples, -c.events)) if sampled == RUNTIME else (lambda c: (-c.events, -c.samples))
+    ranked = sorted(sites.values(), key=lambda c: (*order(c), c.frame.where if c.frame else ""))
     for c in ranked:
         c.event_share = c.events / events if events else 0.0
         c.sample_share = c.samples / window if window else 0.0
     return PatternStacks(pattern, samples, window, mach_user, mach_kernel, dict(runtimes), events,
-                         ranked[:TOP_CALL_SITES])
+                         ranked[:TOP_CALL_SITES], sampled)
 
 
-def _site(sites: dict, stack: Stack) -> CallSite:
-    frame, context = call_site(stack)
+def machinery_entry(stack: Stack) -> tuple:
+    """Where a sample in the hand-off's machinery entered it: the outermost machinery frame (the call that
+    hands off, `run_in_threadpool`, or the pool's loop, `WorkerThread.run`) and CONTEXT_FRAMES of its
+    callers."""
+    frames = stack.frames
+    outer = max(i for i, f in enumerate(frames) if machinery_runtime(f))
+    return frames[outer], frames[outer + 1:outer + 1 + CONTEXT_FRAMES]
+
+
+def _site(sites: dict, frame: Frame, context: tuple) -> CallSite:
     key = (frame.where if frame else None, tuple(f.where for f in context))  # a line, not an instruction
     if key not in sites:
         sites[key] = CallSite(frame, context)

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from spinscope.errors import SpinscopeError, UsageError
-from spinscope.tracing import collector, targets
+from spinscope.tracing import collector, stacks_helper, targets
 from spinscope.tracing.targets import cgroup_dir  # noqa: F401 (spinscope.commands.record.cgroup_dir, as before targets.py)
 
 DEFAULT_INTERVAL_S = targets.RECORD_INTERVAL_S
@@ -123,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
         say(console, f"spinscope record: {translated.describe()}")
         args = argparse.Namespace(**{**vars(args), "pid": translated.host_pid})
     output = Path(args.output) if args.output else default_output(args)
+    helper = _runtime_helper(args, output, console)
     started, messages = _start(collector_command(path, args, output), args.command)
     proc = started.proc
     errors: list[str] = []
@@ -151,9 +152,51 @@ def run(args: argparse.Namespace) -> int:
     # With a command the exit status is the command's: whether the capture was written, the collector's
     # error line says.
     written = proc.returncode == 0 if not args.command else proc.returncode >= 0 and not errors
+    if helper is not None:
+        _fold_runtime_stacks(helper, output if written else None, console)
     if written and not args.quiet:
         say(console, f"next: spinscope report {output}")
     return returncode
+
+
+def _runtime_helper(args: argparse.Namespace, output: Path, console):
+    """With --stacks on a process that runs CPython, a JVM or Node: the runtime stacks helper started
+    (tracing/stacks_helper.py), or the reason it is not, as (helper or None, its output, account)."""
+    if not args.stacks or args.command or args.cgroup is not None:
+        return None  # a command's or a cgroup's runtimes are not known before the collector starts them
+    runtime = stacks_helper.runtime_of(args.pid)
+    if runtime is None:
+        return None
+    binary = stacks_helper.find()
+    if binary is None:
+        reason = (f"{runtime} target: {stacks_helper.HELPER_NAME} not found (scripts/build-stacks-helper.sh builds "
+                  "it): its runtime's frames are not named, and the hand-off's user-space cost not measured")
+        say(console, f"spinscope record: warning: {reason}")
+        return None, None, {"runtime": runtime, "skipped": reason}
+    out = output.with_name(output.name + ".runtime-stacks")
+    helper = stacks_helper.Helper(binary, args.pid, args.stacks, out, args.children)
+    if not helper.start():
+        say(console, f"spinscope record: warning: the {runtime} stacks helper did not start: {helper.error}")
+        return None, None, {"runtime": runtime, "error": helper.error}
+    say(console, f"spinscope record: {runtime} target: sampling its runtime's frames with {binary.name}")
+    return helper, out, {"runtime": runtime}
+
+
+def _fold_runtime_stacks(started, output: Path | None, console) -> None:
+    """The helper stopped and its samples folded into the capture (if one was written)."""
+    helper, out, account = started
+    if helper is not None:
+        helper.stop()
+        if helper.error:
+            account["error"] = helper.error
+    try:
+        if output is not None and output.exists():
+            stacks_helper.fold_into(output, out, account)
+    except (OSError, ValueError) as exc:
+        say(console, f"spinscope record: warning: the runtime's stacks were not added to {output}: {exc}")
+    finally:
+        if out is not None:
+            out.unlink(missing_ok=True)
 
 
 def _start(argv: list, command: list | None) -> tuple:

@@ -1,0 +1,190 @@
+"""The runtime stacks helper (stacks-helper/README.md, docs/stacks.md): the OpenTelemetry eBPF profiler,
+embedded in one binary, run beside the collector by `record --stacks` when the target runs a runtime whose
+frames only an interpreter unwinder names (CPython, a JVM, Node). The collector unwinds native code
+itself (libdw); this helper adds the runtime's frames (`anyio.to_thread.run_sync`,
+`java.util.concurrent.ThreadPoolExecutor.execute`), from which the hand-off's user-space cost is read.
+
+Lookup, first executable wins: $SPINSCOPE_STACKS_HELPER alone when set; the checkout's
+build/spinscope-stacks-helper (scripts/build-stacks-helper.sh); spinscope-stacks-helper on PATH.
+Its samples are folded into the capture's stacks block as source `runtime` (untagged: the helper samples on
+its own timer), its account as `stacks.helper`. A helper that is missing, fails or is not needed leaves the
+collector's stacks as they are, and the capture says which (stacks.helper.error / .skipped).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from spinscope.tracing.collector import checkout_root
+
+HELPER_ENV = "SPINSCOPE_STACKS_HELPER"
+HELPER_NAME = "spinscope-stacks-helper"
+READY_TIMEOUT_S = 30.0  # measured 1.6-2.6 s to load and attach here
+STOP_TIMEOUT_S = 20.0
+RUNTIME_SOURCE = "runtime"
+
+# What in a process's maps (or executable's name) says it runs a runtime the helper unwinds.
+_RUNTIMES = (("cpython", re.compile(r"/libpython3\.\d+\S*\.so|/python3(\.\d+)?$")),
+             ("jvm", re.compile(r"/libjvm\.so$")),
+             ("node", re.compile(r"/node$|/libnode\.so")))
+
+
+def runtime_of(pid: int, root: Path = Path("/proc")) -> str | None:
+    """`cpython`, `jvm` or `node` when the process maps that runtime, else None (native code, Go: the
+    collector names those frames itself)."""
+    try:
+        maps = (root / str(pid) / "maps").read_text(errors="replace")
+    except OSError:
+        return None
+    paths = {line.split(None, 5)[5].strip() for line in maps.splitlines() if len(line.split(None, 5)) == 6}
+    for name, pattern in _RUNTIMES:
+        if any(pattern.search(path) for path in paths):
+            return name
+    return None
+
+
+def find() -> Path | None:
+    override = os.environ.get(HELPER_ENV)
+    if override:
+        return Path(override) if os.access(override, os.X_OK) else None
+    checkout = checkout_root()
+    places = [checkout / "build" / HELPER_NAME] if checkout else []
+    on_path = shutil.which(HELPER_NAME)
+    places += [Path(on_path)] if on_path else []
+    return next((p for p in places if p.is_file() and os.access(p, os.X_OK)), None)
+
+
+class Helper:
+    """The helper sampling `pid` (and its children) at `hz` into `out`, started and stopped around the
+    collector's recording."""
+
+    def __init__(self, binary: Path, pid: int, hz: int, out: Path, children: bool):
+        self.out = out
+        self.argv = [str(binary), "--pid", str(pid), "--hz", str(hz), "--out", str(out),
+                     f"--children={'true' if children else 'false'}"]
+        self.proc: subprocess.Popen | None = None
+        self.error: str | None = None
+
+    def start(self) -> bool:
+        """Started and sampling (its `sampling` line seen), or False with self.error set."""
+        try:
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.PIPE, text=True, errors="replace")
+        except OSError as exc:
+            self.error = f"cannot start {self.argv[0]}: {exc.strerror or exc}"
+            return False
+        deadline, seen = time.monotonic() + READY_TIMEOUT_S, []
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([self.proc.stderr], [], [], 0.2)
+            if ready:
+                line = self.proc.stderr.readline()
+                if not line:
+                    break
+                seen.append(line.strip())
+                if ": sampling " in line:
+                    return True
+            elif self.proc.poll() is not None:
+                break
+        self.error = next((line for line in reversed(seen) if line), "did not start sampling in time")
+        self.stop()
+        return False
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            self.error = self.error or "did not stop in time: killed, its samples lost"
+
+
+def fold_into(capture_path: Path, helper_out: Path | None, account: dict) -> None:
+    """The helper's samples (JSON lines at helper_out) added to the capture's stacks block as source
+    `runtime`, and `account` (its header, or why it did not run) as stacks.helper; the file rewritten
+    atomically. A capture without a stacks block is left alone."""
+    doc = json.loads(capture_path.read_text())
+    block = doc.get("stacks")
+    if not isinstance(block, dict):
+        return
+    header, rows = _read(helper_out) if helper_out else ({}, [])
+    frames, index = block.setdefault("frames", []), {}
+    for i, frame in enumerate(frames):
+        index[_frame_key(frame)] = i
+    for row in rows:
+        chain = []
+        for f in row.get("frames", []):
+            frame = _frame(f)
+            key = _frame_key(frame)
+            if key not in index:
+                index[key] = len(frames)
+                frames.append(frame)
+            chain.append(index[key])
+        block.setdefault("stacks", []).append({"tid": int(row.get("tid", 0)), "source": RUNTIME_SOURCE, "tags": [],
+                                               "count": int(row.get("count", 0)), "weight": int(row.get("count", 0)),
+                                               "frames": chain})
+    block["helper"] = {**header, **account}
+    tmp = capture_path.with_name(capture_path.name + ".helper.tmp")
+    tmp.write_text(json.dumps(doc, indent=1) + "\n")
+    os.replace(tmp, capture_path)
+
+
+def _read(path: Path) -> tuple:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError as exc:
+        return {"error": f"no output: {exc.strerror or exc}"}, []
+    rows = []
+    header: dict = {}
+    for i, line in enumerate(lines):
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if i == 0 and "helper" in row:
+            header = {key: row[key] for key in ("helper", "version", "hz", "samples", "lost") if key in row}
+        elif isinstance(row, dict):
+            rows.append(row)
+    return header, rows
+
+
+def _frame(f: dict) -> dict:
+    """A helper frame in the capture's frame layout (docs/capture-format.md)."""
+    kind = str(f.get("kind") or "native")
+    name = f.get("name")
+    module = f.get("module")
+    return {"kind": kind, "module": str(module or ("[kernel]" if kind == "kernel" else f"[{kind}]")),
+            "address": int(f.get("offset") or 0) if kind != "kernel" else 0, "symbol": str(name) if name else None,
+            "symbol_offset": 0, "file": _source_file(kind, f.get("file")), "line": int(f.get("line") or 0)}
+
+
+def _source_file(kind: str, path) -> str | None:
+    """A frame's source file without the directories that say where things are installed: a file name, or for
+    Python the part that tells the application from its libraries (`site-packages/anyio/to_thread.py`,
+    `<stdlib>/queue.py`), which is what analysis/stacks.py reads."""
+    if not path:
+        return None
+    path = str(path)
+    if kind == "python":
+        for marker in ("site-packages/", "dist-packages/"):
+            if marker in path:
+                return "site-packages/" + path.split(marker, 1)[1]
+        stdlib = re.search(r"/lib/python3\.\d+/(.*)", path)
+        if stdlib:
+            return "<stdlib>/" + stdlib.group(1)
+    return Path(path).name
+
+
+def _frame_key(frame: dict) -> tuple:
+    return (frame.get("kind"), frame.get("module"), frame.get("address"), frame.get("symbol"),
+            frame.get("symbol_offset"), frame.get("file"), frame.get("line"))

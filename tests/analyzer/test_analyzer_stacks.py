@@ -1,0 +1,163 @@
+"""--stacks in the analyzer, on synthetic stacks blocks: frames classified per runtime (the hand-off's
+machinery, the target's own code), call sites, the hand-off's share with its user-space part, the exports,
+the capture layout, and diff saying when a pattern's call sites moved."""
+
+from __future__ import annotations
+
+import copy
+import gzip
+
+import pytest
+
+import captures
+from spinscope.analysis import stacks as S
+from spinscope.analysis.capture import load
+from spinscope.analysis.comparison import LabelChange
+from spinscope.analysis.labels import HANDOFF_OVERHEAD, assess, severity
+from spinscope.analysis.metrics import analyze
+from spinscope.analysis.schema import layout_differences
+
+
+def frame(symbol, kind="native", module="server", file=None, line=0):
+    return {"kind": kind, "module": module, "address": 0x1000, "symbol": symbol, "symbol_offset": 4,
+            "file": file, "line": line}
+
+
+PY = "python"
+FRAMES = [
+    frame("futex_wait", "kernel", "[kernel]"),                                              # 0
+    frame("Condition.wait", PY, "[python]", "<stdlib>/threading.py", 320),                    # 1
+    frame("Queue.get", PY, "[python]", "<stdlib>/queue.py", 171),                             # 2
+    frame("WorkerThread.run", PY, "[python]", "site-packages/anyio/_backends/_asyncio.py", 800),  # 3
+    frame("Thread._bootstrap_inner", PY, "[python]", "<stdlib>/threading.py", 1038),          # 4
+    frame("endpoint", PY, "[python]", "app.py", 12),                                          # 5
+    frame("run_sync", PY, "[python]", "site-packages/anyio/to_thread.py", 33),                # 6
+    frame("run_in_threadpool", PY, "[python]", "site-packages/starlette/concurrency.py", 41),  # 7
+    frame("run_endpoint_function", PY, "[python]", "site-packages/fastapi/routing.py", 190),   # 8
+    frame("json.dumps", PY, "[python]", "<stdlib>/json/__init__.py", 231),                    # 9
+    frame("__write", module="libc.so.6", file="write.c", line=26),                            # 10
+    frame("spin_retry_site", file="server.c", line=42),                                       # 11
+    frame("main", file="server.c", line=90),                                                  # 12
+    frame("_PyEval_EvalFrameDefault", module="python3.11"),                                   # 13
+]
+
+
+def stack(tid, frames, count=1, source="cpu", tags=(), weight=None):
+    return {"tid": tid, "source": source, "tags": list(tags), "count": count,
+            "weight": count if weight is None else weight, "frames": frames}
+
+
+def block(stacks, frames=FRAMES):
+    sources = ("cpu", "spin-write", "empty-poll", "futile-wakeup", "handoff")
+    return {"hz": 99, "event_budget_per_s": 99, "unwinder": "elfutils libdw 0.188",
+            "records": dict.fromkeys(sources, 0), "events": dict.fromkeys(sources[1:], 0),
+            "lost": {"ring_full": 0, "unique_stacks_cap": 0, "out_of_memory": 0}, "settled": True,
+            "events_without_stack": dict.fromkeys(sources[1:], 0), "no_user_frames": 0, "truncated": 0,
+            "collector_cpu_s": 0.01, "helper": None, "frames": copy.deepcopy(frames), "stacks": stacks}
+
+
+def chain(*indices):
+    return tuple(S._frame(FRAMES[i]) for i in indices)
+
+
+def test_the_innermost_classified_frame_decides_machinery():
+    # A worker waiting for its next task: the pool's queue, under the pool's loop: machinery.
+    assert S.machinery_of(S.Stack(1, "runtime", frozenset(), 1, 1, chain(1, 2, 3, 4))) == "python"
+    # The endpoint the pool runs (its library calls transparent): the endpoint's work, not the pool's.
+    assert S.machinery_of(S.Stack(1, "runtime", frozenset(), 1, 1, chain(9, 5, 3, 4))) is None
+    # Interpreter internals are transparent; the kernel's futex is machinery too (counted apart: kernel).
+    assert S.machinery_of(S.Stack(1, "runtime", frozenset(), 1, 1, chain(13, 6, 7, 8))) == "python"
+    assert S.machinery_of(S.Stack(1, "runtime", frozenset(), 1, 1, chain(0, 13, 1, 2, 3))) == "kernel"
+
+
+@pytest.mark.parametrize("symbol, kind, runtime", [
+    ("pthread_cond_signal@@GLIBC_2.3.2", "native", "glibc"), ("__lll_lock_wait", "native", "glibc"),
+    ("memcpy", "native", None), ("runtime.chansend1", "native", "go"), ("sync.(*Mutex).lockSlow", "native", "go"),
+    ("main.handler", "native", None), ("void java.util.concurrent.LinkedBlockingQueue.offer(java.lang.Object)", "jvm",
+                                       "jvm"),
+    ("io.netty.util.concurrent.SingleThreadEventExecutor.execute", "jit", "jvm"),
+    ("com.example.Handler.handle", "jvm", None), ("BaseEventLoop.call_soon_threadsafe", PY, "python"),
+    ("H11Protocol.data_received", PY, None),
+])
+def test_machinery_table_per_runtime(symbol, kind, runtime):
+    assert S.machinery_runtime(S.Frame(kind, "m", symbol)) == runtime
+
+
+def test_call_site_is_the_innermost_own_frame_and_a_machinery_entry_its_outermost():
+    spin = S.Stack(1, "spin-write", frozenset(), 1, 7, chain(10, 11, 12))
+    site, context = S.call_site(spin)
+    assert site.where == "spin_retry_site (server.c:42)" and [f.name for f in context] == ["main"]
+    entry, context = S.machinery_entry(S.Stack(1, "runtime", frozenset(), 1, 1, chain(13, 6, 7, 8)))
+    assert entry.name == "run_in_threadpool" and context[0].name == "run_endpoint_function"
+
+
+def fastapi_like(user_machinery: int, other: int) -> dict:
+    """reactor_split's counters, with runtime samples on its threads: user_machinery in the pool's queue,
+    other in the endpoint."""
+    doc = captures.reactor_split()
+    doc["schema"] = 6
+    doc["stacks"] = block([stack(301, [1, 2, 3, 4], user_machinery, "runtime"),
+                           stack(301, [9, 5, 3, 4], other, "runtime"),
+                           stack(300, [0, 13, 1, 2, 3], 5, "runtime"),
+                           stack(300, [10, 11, 12], 40, "handoff", weight=400)])
+    return doc
+
+
+def test_the_handoff_share_adds_its_user_space_machinery(capture_file):
+    doc = fastapi_like(30, 70)
+    label = next(l for l in assess(analyze(load(capture_file(doc)))).labels if l.name == HANDOFF_OVERHEAD)
+    plain = next(l for l in assess(analyze(load(capture_file(captures.reactor_split(), "plain.json")))).labels
+                 if l.name == HANDOFF_OVERHEAD)
+    # 30 of the involved threads' 105 runtime samples in user-space machinery (the 5 in the kernel's futex
+    # are the syscall part's).
+    assert label.user_share == pytest.approx(30 / 105)
+    assert label.syscall_share == pytest.approx(plain.cpu_share)
+    assert label.cpu_share == pytest.approx(plain.cpu_share + 30 / 105)
+    assert label.severity == severity(label.cost_share)
+    top = label.call_sites[0]
+    assert (top["function"], top["samples"]) == ("WorkerThread.run", 30)  # the pool's loop, where it entered
+    assert any(line.startswith("stack samples: 28.6% of their CPU in the hand-off's machinery") for line in
+               label.details)
+    assert "more of their CPU in the hand-off's machinery in user space (stack samples)" in label.summary
+
+
+def test_without_runtime_samples_the_collectors_cpu_samples_are_read(capture_file):
+    doc = fastapi_like(0, 0)
+    doc["stacks"]["stacks"] = [stack(301, [10, 11, 12], 10), stack(301, [0, 13, 1, 2, 3], 4)]
+    label = next(l for l in assess(analyze(load(capture_file(doc)))).labels if l.name == HANDOFF_OVERHEAD)
+    assert label.user_share == 0.0  # the machinery sample is in the kernel: the syscall part's
+    assert label.call_sites[0]["function"] == "WorkerThread.run"
+
+
+def test_a_capture_with_stacks_has_exactly_the_layout():
+    doc = fastapi_like(1, 1)
+
+    def of_stacks(doc):  # (the synthetic capture's other blocks are a hand-made subset)
+        return [line for line in layout_differences(doc) if line.startswith("stacks")]
+
+    assert of_stacks(doc) == []
+    del doc["stacks"]["settled"]
+    assert of_stacks(doc) == ["stacks: missing ['settled'], unexpected []"]
+
+
+def test_folded_and_pprof():
+    stackset = S.load({"stacks": block([stack(7, [10, 11, 12], 3), stack(7, [10, 11, 12], 2, "spin-write",
+                                                                                weight=90)])})
+    text = S.folded(stackset.stacks, {7: "loop (7)"})
+    assert text == ("loop (7);main (server.c:90);spin_retry_site (server.c:42);__write (write.c:26) 93\n")
+    profile = gzip.decompress(S.pprof(stackset.stacks, 99, 2.0, {7: "loop (7)"}))
+    for text in (b"spin_retry_site", b"server.c", b"loop (7)", b"spin-write", b"events", b"nanoseconds"):
+        assert text in profile
+
+
+def test_diff_says_the_top_call_site_moved(capture_file):
+    before = next(l for l in assess(analyze(load(capture_file(fastapi_like(30, 70), "a.json")))).labels
+                  if l.name == HANDOFF_OVERHEAD)
+    doc = fastapi_like(30, 70)
+    doc["stacks"]["stacks"][0]["frames"] = [1, 2, 6, 7, 8]  # now the pool is entered from run_in_threadpool
+    doc["stacks"]["stacks"][0]["count"] = doc["stacks"]["stacks"][0]["weight"] = 60
+    after = next(l for l in assess(analyze(load(capture_file(doc, "b.json")))).labels if l.name == HANDOFF_OVERHEAD)
+    change = LabelChange(before, after)
+    assert change.sites_moved and "call_sites" in change.to_dict()["changed"]
+    assert "top call site WorkerThread.run" in change.what() and "→ run_in_threadpool" in change.what()
+    assert not LabelChange(before, before).sites_moved
