@@ -376,6 +376,20 @@ static void jcmdline(json_object *target, const struct capture_meta *meta)
 	json_object_object_add(target, "cmdline", argv);
 }
 
+/* target.runtime: {name, version, from}, null when it was never read (a cgroup, a target gone first). */
+static json_object *jruntime(const struct target_runtime *rt)
+{
+	json_object *o;
+
+	if (!rt->name[0])
+		return NULL;
+	o = json_object_new_object();
+	json_object_object_add(o, "name", json_object_new_string(rt->name));
+	json_object_object_add(o, "version", rt->version[0] ? capture_text(rt->version) : NULL);
+	json_object_object_add(o, "from", rt->from[0] ? capture_text(rt->from) : NULL);
+	return o;
+}
+
 static json_object *jtarget(const struct capture_meta *meta, const struct snapshot *snap)
 {
 	json_object *o = json_object_new_object();
@@ -402,6 +416,7 @@ static json_object *jtarget(const struct capture_meta *meta, const struct snapsh
 	json_object_object_add(o, "comm", capture_text(meta->comm));
 	json_object_object_add(o, "exe", meta->exe[0] ? capture_text(meta->exe) : NULL);
 	jcmdline(o, meta);
+	json_object_object_add(o, "runtime", jruntime(&meta->runtime));
 	json_object_object_add(o, "follow_children", json_object_new_boolean(meta->follow_children));
 	json_object_object_add(o, "pids", pids);
 	json_object_object_add(o, "execs", jexecs(meta, snap));

@@ -9,6 +9,7 @@
 #include <json-c/json.h>
 
 #include "intervals.h"
+#include "runtime.h"
 #include "snapshot.h"
 
 #define CAPTURE_SCHEMA 7
@@ -43,6 +44,7 @@ struct capture_meta {
 	int map_fds[16]; /* the BPF maps, for their memory (tool.map_bytes) */
 	size_t nmaps;
 	const struct stacks *stacks; /* --stacks: the stacks so far, or NULL */
+	struct target_runtime runtime; /* the target's runtime (runtime.c); name "" until read: null */
 };
 
 /* A string the target chose (a thread name, an argument, a path, a symbol) as JSON text, valid UTF-8. */

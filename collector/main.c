@@ -172,6 +172,7 @@ static int describe_capture(struct session *s, const struct options *o)
 		proc_comm(o->pid, s->meta.comm, sizeof(s->meta.comm));
 		proc_exe(o->pid, s->meta.exe, sizeof(s->meta.exe));
 		s->meta.cmdline = proc_cmdline(o->pid, &s->meta.cmdline_len);
+		know_runtime(s);
 	}
 	return 0;
 }

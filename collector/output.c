@@ -67,12 +67,28 @@ void journal_append(struct session *s, const struct options *o)
 		fprintf(stderr, PROG ": warning: interval not journaled: %s\n", strerror(errno));
 }
 
+/*
+ * target.runtime, read again before each write until it shows a runtime other than native: a JVM maps
+ * libjvm.so some time after its exec, and a command (-- COMMAND) execs only after the probes are live. Kept
+ * once it does, and kept as it was when the target has gone. Not for a cgroup (no one process).
+ */
+void know_runtime(struct session *s)
+{
+	struct target_runtime rt;
+
+	if (!s->meta.pid || s->meta.cgroup || (s->meta.runtime.name[0] && strcmp(s->meta.runtime.name, "native")))
+		return;
+	if (runtime_detect("/proc", s->meta.pid, &rt) == 0)
+		s->meta.runtime = rt;
+}
+
 /* The capture of snap, written to a temporary file beside the output and renamed over it: a reader never
  * sees half a file. 0, or fail(). */
 int write_atomically(struct session *s, const struct options *o, const struct snapshot *snap)
 {
 	int ret;
 
+	know_runtime(s);
 	s->out_fd = open_temp_output(o->output, s->tmp, sizeof(s->tmp));
 	if (s->out_fd < 0)
 		return fail(s, -errno, "cannot write %s: %s", o->output, strerror(errno));
@@ -121,6 +137,7 @@ int stream_line(struct session *s, const struct options *o, const struct snapsho
 	struct intervals latest = s->intervals;
 	int ret;
 
+	know_runtime(s);
 	if (latest.n > 1) {
 		latest.items += latest.n - 1;
 		latest.n = 1;

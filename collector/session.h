@@ -66,6 +66,8 @@ int session_write(struct session *s, const struct options *o);
 int try_output(struct session *s, const struct options *o);
 /* The capture of snap, written to a temporary file beside the output and renamed over it. */
 int write_atomically(struct session *s, const struct options *o, const struct snapshot *snap);
+/* Read the target's runtime into s->meta.runtime unless it is known already (target.runtime). */
+void know_runtime(struct session *s);
 /* The capture so far as a file marked end_reason "checkpoint" (a warning if it cannot be written). */
 void checkpoint(struct session *s, const struct options *o, __u64 now);
 /* The latest interval appended to the interval journal, once a checkpoint is on disk. */

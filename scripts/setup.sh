@@ -18,9 +18,11 @@ if [[ "${SPINSCOPE_SETUP_EXTRAS:-1}" == 1 ]]; then
                    apache2 redis-server redis-tools
                    tmux prometheus  # tests/live: `top` in tmux, the exporter scraped by Prometheus
                    nghttp2-client  # h2load: HTTP/2 load for tests/realservers (nginx-h2c-100)
-                   # tests/realservers/verdict_pairs.py: gunicorn, FastAPI on uvicorn (for Debian's
-                   # python3), HAProxy, and a Netty server built with Maven (netty-all from Maven Central)
-                   haproxy gunicorn python3-fastapi python3-uvicorn openjdk-17-jdk-headless maven)
+                   # tests/realservers/verdict_pairs.py: gunicorn, FastAPI on uvicorn and Tornado (for
+                   # Debian's python3), HAProxy, and a Netty server built with Maven (netty-all from Maven
+                   # Central); the Go server of tests/realservers/test_runtimes.py needs a Go toolchain
+                   # (/usr/local/go or golang-go), which is skipped without one
+                   haproxy gunicorn python3-fastapi python3-uvicorn python3-tornado openjdk-17-jdk-headless maven)
     # Node.js: Debian's nodejs unless a node is installed already (e.g. from NodeSource).
     [[ -x /usr/bin/node ]] || APT_PACKAGES+=(nodejs)
 fi

@@ -70,6 +70,8 @@ APPS = HERE / "apps"  # the Python apps and the Netty server of the verdict pair
 DEBIAN_PYTHON = "/usr/bin/python3"
 DIST_PACKAGES = Path("/usr/lib/python3/dist-packages")
 NETTY_BUILD = BUILD / "netty"  # netty-all's jars (lib/) and NettyBytes compiled (classes/)
+GO = "/usr/local/go/bin/go"  # the Go toolchain (or `go` on PATH)
+GO_BUILD = BUILD / "gobytes"   # apps/gobytes built (gobytes) and Go's build cache (cache/)
 APACHE_MODULES = Path("/usr/lib/apache2/modules")
 SETTLE_S = 0.5  # after the load, for the server to read its clients' closes before the probes go
 SIZES = (100, 102400)
@@ -304,6 +306,36 @@ def _netty(workdir: Path, port: int, docroot: Path, executor: bool = False) -> l
             "NettyBytes", str(port), "executor" if executor else "loop"]
 
 
+def go_toolchain() -> str | None:
+    return GO if Path(GO).exists() else binary("go")
+
+
+def ensure_gobytes() -> Path:
+    """apps/gobytes (net/http, the standard library only: it builds offline) built into build/gobytes
+    once, Go's build cache beside it; returns the binary."""
+    source, out = APPS / "gobytes", GO_BUILD / "gobytes"
+    newest = max(f.stat().st_mtime for f in source.iterdir())
+    if not out.exists() or out.stat().st_mtime < newest:
+        env = {**os.environ, "GOCACHE": str(GO_BUILD / "cache"), "GOPATH": str(GO_BUILD / "gopath"),
+               "GOPROXY": "off", "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"}
+        subprocess.run([go_toolchain(), "build", "-o", str(out), "."], cwd=source, env=env, check=True,
+                       capture_output=True, timeout=600)
+    return out
+
+
+def _go(workdir: Path, port: int, docroot: Path, gomaxprocs: int | None = None) -> list[str]:
+    """apps/gobytes (Go's net/http: a goroutine per connection on Go's scheduler and netpoller), with
+    GOMAXPROCS when given (else Go's default: the CPUs it may run on)."""
+    env = [f"GOMAXPROCS={gomaxprocs}"] if gomaxprocs else []
+    return ["/usr/bin/env", *env, str(ensure_gobytes()), str(port)]
+
+
+def _tornado(workdir: Path, port: int, docroot: Path, processes: int = 4, mode: str = "shared") -> list[str]:
+    """apps/tornado_bytes.py: PROCESSES forked by tornado.process.fork_processes, on one listener bound
+    before the fork (MODE shared: all wait on it) or each on its own with reuse_port=True (reuseport)."""
+    return [DEBIAN_PYTHON, str(APPS / "tornado_bytes.py"), str(port), str(processes), mode]
+
+
 @dataclass(frozen=True)
 class ServerKind:
     command: object  # (workdir, port, docroot, **options) -> argv
@@ -328,13 +360,17 @@ SERVER_KINDS = {
                           files=(DIST_PACKAGES / "fastapi", DIST_PACKAGES / "uvicorn")),
     "haproxy": ServerKind(_haproxy, ("haproxy",)),
     "netty": ServerKind(_netty, ("java", "javac", "mvn")),
+    "go": ServerKind(_go, ("go",)),
+    "tornado": ServerKind(_tornado, (DEBIAN_PYTHON,), children=True, files=(DIST_PACKAGES / "tornado",)),
 }
 
 
 def missing_binaries(kind: str) -> list[str]:
     """What is not installed of what server KIND needs (scripts/setup.sh installs all of it)."""
     need = SERVER_KINDS[kind]
-    return [b for b in need.binaries if binary(b) is None] + [str(f) for f in need.files if not f.exists()]
+    found = {"go": go_toolchain}
+    return [b for b in need.binaries if (found[b]() if b in found else binary(b)) is None] + \
+        [str(f) for f in need.files if not f.exists()]
 
 
 @contextlib.contextmanager
@@ -642,6 +678,18 @@ VERDICT_CONFIGS = _configs(
     Config("netty-executor-cpu0", "netty", HttpLoad("/bytes/100", concurrency=4), {"executor": True, "cpus": "0"},
            "Netty 4.1 NIO, handler on a DefaultEventExecutorGroup(4), under taskset -c 0, 4 connections",
            warmup_s=4.0),
+    # Go's net/http: a goroutine per connection, multiplexed on GOMAXPROCS threads by Go's scheduler, which
+    # parks and wakes threads itself (its netpoller): no selector role, no dispatch the user wrote.
+    *(Config(f"go-p{procs}-c16", "go", HttpLoad("/bytes/100", concurrency=16), {"gomaxprocs": procs},
+             f"Go net/http, GOMAXPROCS={procs}, 16 keep-alive clients") for procs in (1, 2)),
+    # Pinned to one CPU and saturated (16 clients on a CPU it shares with nothing of its own): its polls
+    # all return events, the loop is busy, not busy-polling.
+    Config("go-cpu0-c16", "go", HttpLoad("/bytes/100", concurrency=16), {"cpus": "0"},
+           "Go net/http under taskset -c 0 (GOMAXPROCS 1, Go's default there), 16 keep-alive clients"),
+    Config("tornado-shared", "tornado", HERD_LOAD, {"mode": "shared"},
+           "Tornado, 4 processes forked on one listener (fork_processes), a new connection per request"),
+    Config("tornado-reuseport", "tornado", HERD_LOAD, {"mode": "reuseport"},
+           "Tornado, 4 processes each with its own listener (reuse_port=True), a new connection per request"),
 )
 
 

@@ -11,6 +11,7 @@ from collections import Counter
 
 import pytest
 
+from spinscope.analysis.claims import unsupported
 from realserver_harness import CONFIGS, H2_CONFIGS, SERVER_KINDS, binary, ensure_ready, missing_binaries, record_config
 from realserver_harness import www  # noqa: F401  (fixture)
 
@@ -217,3 +218,10 @@ def test_http2_connections_are_recognised_and_requests_said_to_be_exchanges(tmp_
     assert 0 < cap["requests"]["count"] < run.load["requests"]  # fewer exchanges than streams
     assert any(note.startswith(f"{config.load.clients} connections spoke HTTP/2")
                and "every per-request figure is per exchange" in note for note in coverage_notes(load(run.path)))
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_every_sentence_holds_to_its_evidence(recorded, name):
+    """The evidence rule (analysis/claims.py): no verdict claims a mechanism at a rate its counts do not show."""
+    assessment = recorded(name).assessment()
+    assert [line for verdict in (*assessment.labels, *assessment.findings) for line in unsupported(verdict)] == []

@@ -81,6 +81,10 @@ PAIRS = {pair.name: pair for pair in (
          "`async def` runs on the loop. 1 client.", stacks=99),
     Pair("fastapi-threadpool-c16", "fastapi-def-c16", "fastapi-async-c16", HANDOFF_OVERHEAD,
          "the same at 16 clients", stacks=99),
+    Pair("tornado-herd", "tornado-shared", "tornado-reuseport", SPURIOUS_SELECT,
+         "4 Tornado processes forked on one listener all wake for each new connection (a herd); with "
+         "reuse_port=True each has its own listener and the kernel wakes one. 1 client, a connection per request: "
+         "the herd's fix must come first, before the zero-timeout checks both sides' asyncio loops make."),
     Pair("haproxy-busy-polling", "haproxy-busy-polling", "haproxy", BUSY_POLLING,
          "busy-polling in global: the thread polls without sleeping, a CPU for latency on purpose (it must be "
          "named as that trade, with its cost, and not be told to block: no spurious-select). 1 client."),

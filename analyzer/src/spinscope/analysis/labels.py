@@ -16,18 +16,19 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Mapping
 
-from spinscope.analysis import stack_costs
+from spinscope.analysis import advice, counters, stack_costs
 from spinscope.analysis.coverage import coverage_notes
-from spinscope.analysis.measures import (DISPATCH, LEADER_FOLLOWER, MIN_REQUESTS, PER_CONNECTION, POOL_ROUND_TRIP,
-                                         SHARED_MEMORY, BusyPollMeasure, HandoffMeasure, Imbalance, SpuriousMeasure, WriteSpinMeasure,
-                                         WriteWaitMeasure, measure_busy_poll, measure_handoff, measure_spurious,
-                                         measure_write_spin, measure_write_wait)
+from spinscope.analysis.measures import (DISPATCH, MIN_REQUESTS, PER_CONNECTION, SHARED_MEMORY, BusyPollMeasure, HandoffMeasure,
+                                         Imbalance, SpuriousMeasure, WriteSpinMeasure, WriteWaitMeasure,
+                                         measure_busy_poll, measure_handoff, measure_spurious, measure_write_spin,
+                                         measure_write_wait)
 from spinscope.analysis.metrics import Analysis, drop_line, dropped, role_edges
 from spinscope.analysis.roles import ROLE_NOUNS
-from spinscope.analysis.threadlife import FIXES as THREAD_PER_REQUEST_FIXES, PHRASE as THREAD_PER_REQUEST_PHRASE
+from spinscope.analysis.runtime import runtime_of
 from spinscope.analysis.threadlife import THREAD_PER_REQUEST, lives_evidence, lives_phrase
-from spinscope.analysis.wording import (busy_threads_line, checkpoint_note, exec_notes, first_drop, name_of, rounded,
-                                        sampling_note, share_phrase, thread_lines, who, whose_cpu)
+from spinscope.analysis.wording import (busy_threads_line, checkpoint_note, exec_notes, first_drop, name_of,
+                                        rounded, sampling_note, saturation_notes, share_phrase, thread_lines, who,
+                                        whose_cpu)
 from spinscope.fmt import fixed, size_class
 
 # Label names (problems) and finding names (not problems): one name each, in the report, `--json`, `top`,
@@ -52,6 +53,10 @@ INFO, WARNING, CRITICAL = "info", "warning", "critical"
 # thread's CPU: a housekeeping timer's ticks (100 a second at 5 µs is 0.05% of a CPU) are not a problem.
 SPURIOUS_MIN_WASTED_CPUS = 0.005
 SEVERITIES = (INFO, WARNING, CRITICAL)
+# What the words may claim (claims.py): "each request is handed" needs about a hand-over per request (or per
+# new connection), "... and back" a round trip.
+EVERY_REQUEST_MIN_RATE = 0.5
+ROUND_TRIP_MIN_HANDOFFS = 1.5
 
 
 class _Verdict:
@@ -144,7 +149,7 @@ def assess(analysis: Analysis) -> Assessment:
     labels = [label for label in (write_spin(analysis), spurious_select(analysis), handoff_overhead(analysis))
               if label]
     findings = [finding for finding in (write_wait(analysis), busy_polling(analysis)) if finding]
-    return Assessment(labels=labels, notes=notes, findings=findings)
+    return Assessment(labels=labels, notes=notes + saturation_notes(analysis), findings=findings)
 
 
 def severity(share: float | None) -> str | None:
@@ -311,9 +316,7 @@ def busy_polling(analysis: Analysis) -> Finding | None:
                "CPU for wake-up latency")
     evidence = {"threads": len(m.tids), "polls_per_s": round(m.polls_per_s, 1), "empty_share": rounded(m.empty_share),
                 "cpus": round(cpus, 3), "empty_check_cpu_ms": round(m.cost_ns / 1e6, 3)}
-    advice = ["keep it if the latency matters more than the core it occupies; otherwise turn busy polling off "
-              "(HAProxy: remove `busy-polling`) so the thread blocks when there is nothing to do"]
-    return Finding(BUSY_POLLING, summary, evidence, m.share, advice)
+    return Finding(BUSY_POLLING, summary, evidence, m.share, [advice.busy_poll_advice(runtime_of(analysis.capture).name)])
 
 
 # --- spurious select --------------------------------------------------------------------------------
@@ -340,14 +343,21 @@ def spurious_select(analysis: Analysis) -> Label | None:
         "read_eagain": total("read_eagain"),
         "read_eagain_fraction": rounded(analysis.process["read_eagain_fraction"]),
     })
+    runtime = runtime_of(analysis.capture).name
     if m.empty:
-        _say_empty_polls(said, analysis, m)
+        _say_empty_polls(said, analysis, m, runtime)
     if m.herd:
-        _say_herd(said, m)
+        _say_herd(said, m, runtime)
     if m.eagain_reads:
         _say_eagain_reads(said, analysis, m)
     if m.imbalance:
         _say_imbalance(said, threads, m.imbalance)
+    # What each kind cost orders what is said of it: the first fix saves the most (a herd's before the
+    # zero-timeout checks an asyncio loop makes anyway).
+    kinds = [kind for kind, found in (("empty", m.empty), ("herd", m.herd), ("reads", m.eagain_reads),
+                                      ("imbalance", m.imbalance)) if found]
+    order = sorted(range(len(kinds)), key=lambda i: -m.costs.get(kinds[i], 0.0))
+    said.signals, said.fixes = [said.signals[i] for i in order], [said.fixes[i] for i in order]
     if m.excluded_busy_pollers:
         said.details.append(f"left out: {who(threads, m.excluded_busy_pollers)}, busy polling by design "
                             "(see the busy-polling finding)")
@@ -372,23 +382,15 @@ class _Said:
     details: list = field(default_factory=list)
 
 
-def _say_empty_polls(said: _Said, analysis: Analysis, m: SpuriousMeasure) -> None:
+def _say_empty_polls(said: _Said, analysis: Analysis, m: SpuriousMeasure, runtime: str) -> None:
     said.signals.append(_empty_signal(analysis, m))
-    if m.empty.nowait >= m.empty.waited:
-        said.fixes.append("block in epoll_wait until the next timer is due instead of checking with a zero "
-                          "timeout while there is nothing to run")
-    else:
-        said.fixes.append("wake one loop per event (EPOLLEXCLUSIVE, SO_REUSEPORT) instead of all of them, "
-                          "and use a timeout as long as the next timer")
+    said.fixes.append(advice.spurious_fix("empty-check" if m.empty.nowait >= m.empty.waited else "empty-wake", runtime))
     said.details += thread_lines(analysis.threads, "poll_zero", "poll_calls", "of its poll calls return no events")
 
 
-def _say_herd(said: _Said, m: SpuriousMeasure) -> None:
+def _say_herd(said: _Said, m: SpuriousMeasure, runtime: str) -> None:
     said.signals.append(_herd_signal(m))
-    said.fixes.append("wake one waiter per connection: EPOLLEXCLUSIVE on the listening socket, a listener per "
-                      "worker with SO_REUSEPORT, or one acceptor that hands connections out" if m.herd.on_accept else
-                      "wake one thread per unit of work: EPOLLEXCLUSIVE, or an epoll set per thread, so the others "
-                      "do not wake for what one of them takes")
+    said.fixes.append(advice.spurious_fix("herd-accept" if m.herd.on_accept else "herd-work", runtime))
     said.evidence.update({"herd_wakeups": m.herd.wakeups, "futile_wakeups": m.herd.futile,
                           "rewaits": m.herd.rewaits, "accept_eagain": m.herd.accept_eagain,
                           "accepts": m.herd.accepts, "woken_per_connection": rounded(m.herd.woken_per_connection),
@@ -445,51 +447,6 @@ def _herd_signal(m: SpuriousMeasure) -> str:
 
 # --- handoff overhead -------------------------------------------------------------------------------
 
-HANDOFF_FIXES = {
-    DISPATCH: [
-        "serve short requests in the thread that read them, without a worker pool",
-        "if a worker is needed, let the same worker read, process and write (about 2 handoffs instead of 4)",
-        "one event loop per core (SO_REUSEPORT) or thread-per-connection both avoid per-request handoffs",
-    ],
-    LEADER_FOLLOWER: [
-        "the pool threads pass the selector role to each other for every request: give each thread its own "
-        "selector and connections (one event loop per thread, SO_REUSEPORT) so no role changes hands",
-        "or keep one selector thread and let it serve the short requests itself",
-    ],
-    POOL_ROUND_TRIP: [
-        "each keep-alive connection goes back to the pool after every request and the next request waits for "
-        "a pool thread to take it: size the pool to the connections so a thread keeps its connection between "
-        "requests, or give the pool's handover a grace period (wait briefly for the next request before "
-        "queuing the connection back)",
-        "or choose a connector that waits for the kept-alive connections in one selector (NIO-style) and hands "
-        "a thread only a connection with a request ready",
-    ],
-    SHARED_MEMORY: [
-        "threads that hand requests over through memory busy-wait for each other: when they share a CPU each "
-        "spins for the other's time slice; give them a CPU each or turn the hand-over off (e.g. Redis: "
-        "io-threads 1 on a machine with few cores)",
-    ],
-    PER_CONNECTION: [
-        "a connection is handed over once, not each request: with short connections that is one hand-over per "
-        "request; keep connections alive, or accept in the serving thread (SO_REUSEPORT)",
-    ],
-    THREAD_PER_REQUEST: THREAD_PER_REQUEST_FIXES,
-}
-MECHANISM_PHRASES = {
-    DISPATCH: "each request is handed to another thread and back",
-    # A dispatcher that hands a request over less than once and a half per request (no way back).
-    DISPATCH + "-one-way": "requests are handed to other threads",
-    LEADER_FOLLOWER: "each request is answered by the thread that read it, but the pool threads pass the "
-                     "selector role among themselves (leader/follower)",
-    POOL_ROUND_TRIP: "each request is answered by the thread that read it, but the connection goes back to the "
-                     "pool after each request and the next one is read by whichever pool thread takes it, each "
-                     "thread waiting on its own socket (a connection's round trip through the pool)",
-    SHARED_MEMORY: "requests are handed over through shared memory, the threads busy-waiting",
-    PER_CONNECTION: "each new connection is handed to another thread, not each request",
-    THREAD_PER_REQUEST: THREAD_PER_REQUEST_PHRASE,
-}
-
-
 def handoff_overhead(analysis: Analysis) -> Label | None:
     """Requests passed between the target's own threads, graded by what passing them costs: the larger of
     the on-CPU share of the calls that hand off and wait (busy-waiting too, for a shared-memory hand-over)
@@ -505,13 +462,34 @@ def handoff_overhead(analysis: Analysis) -> Label | None:
     level = severity(cost)
     if level is None:
         return None
-    label = Label(HANDOFF_OVERHEAD, level, _handoff_summary(analysis, m, edges), _handoff_evidence(analysis, m),
-                  cpu, HANDOFF_FIXES[m.mechanism], _handoff_details(m, edges, analysis.requests),
+    runtime = runtime_of(analysis.capture).name
+    fixes = (advice.handoff_fixes(runtime, m.mechanism) if _names_mechanism(analysis, m)
+             else advice.few_handoffs_fixes(runtime))
+    label = Label(HANDOFF_OVERHEAD, level, _handoff_summary(analysis, m, edges, runtime),
+                  _handoff_evidence(analysis, m), cpu, fixes, _handoff_details(m, edges, analysis.requests),
                   m.mechanism == SHARED_MEMORY, cost_share=cost)
     return stack_costs.attach(label, where, m.cpu_share)
 
 
-def _handoff_summary(analysis: Analysis, m: HandoffMeasure, edges: dict) -> str:
+def _names_mechanism(analysis: Analysis, m: HandoffMeasure) -> bool:
+    """Whether the counts show the mechanism at the rate its words state (claims.py): a hand-over per request
+    (or per new connection), EVERY_REQUEST_MIN_RATE at least; a shared-memory hand-over wakes no one, its
+    rate is the share of requests answered by another thread."""
+    if m.mechanism == SHARED_MEMORY:
+        return True
+    if m.mechanism == PER_CONNECTION:
+        return (_per_connection_rate(analysis, m) or 0.0) >= EVERY_REQUEST_MIN_RATE
+    if m.mechanism == THREAD_PER_REQUEST:  # its rate: the threads created for requests, per request
+        return m.lives is not None and m.lives.per_request >= EVERY_REQUEST_MIN_RATE
+    return m.per_request >= EVERY_REQUEST_MIN_RATE
+
+
+def _per_connection_rate(analysis: Analysis, m: HandoffMeasure) -> float | None:
+    accepted = counters.accepts_by_result(analysis.capture.totals)["ok"]
+    return m.handoffs / accepted if accepted else None
+
+
+def _handoff_summary(analysis: Analysis, m: HandoffMeasure, edges: dict, runtime: str) -> str:
     """The mechanism in words, the handoffs per request and where they go, the waits and the CPU share; for
     a shared-memory hand-over, the busy-waiting threads instead of the path."""
     if m.mechanism == SHARED_MEMORY:
@@ -519,7 +497,7 @@ def _handoff_summary(analysis: Analysis, m: HandoffMeasure, edges: dict) -> str:
         cpu = share_phrase(m.cpu_share, whose_cpu(analysis.threads, m.involved), where, estimated=True)
         busy = busy_threads_line(analysis.threads, analysis.capture.duration_s, analysis.process["cpu_ms_per_request"],
                                  m.involved)
-        return (f"handoff overhead: {MECHANISM_PHRASES[m.mechanism]}: {m.cross_share:.0%} of requests are "
+        return (f"handoff overhead: {advice.handoff_phrase(runtime, m.mechanism)}: {m.cross_share:.0%} of requests are "
                 f"answered by another thread than the one that read them, with {m.per_request:.2f} wakeups "
                 f"per request{cpu}; {busy}")
     requests = analysis.requests
@@ -535,10 +513,15 @@ def _handoff_summary(analysis: Analysis, m: HandoffMeasure, edges: dict) -> str:
     cpu = share_phrase(m.cpu_share, "their CPU", "in the calls that hand off and wait"
                        + (" and the wakeups that dispatched ready connections" if m.dispatch_wakeups else "")
                        + (", creating and ending threads" if m.lives else ""))
-    phrase = MECHANISM_PHRASES[DISPATCH + "-one-way" if m.mechanism == DISPATCH and m.per_request < 1.5
-                               else m.mechanism]
-    return (f"handoff overhead: {phrase}: {lives}{m.per_request:.1f} handoffs between "
-            f"threads per request" + (f" ({path})" if path else "") + f"{moved}; {waits}{cpu}")
+    rate = f"{m.per_request:.1f} handoffs between threads per request"
+    if _names_mechanism(analysis, m):
+        phrase = advice.handoff_phrase(runtime, DISPATCH + "-one-way" if m.mechanism == DISPATCH and
+                                       m.per_request < ROUND_TRIP_MIN_HANDOFFS else m.mechanism) + ": "
+    else:  # fewer hand-overs than the mechanism's words need: what was measured, no more
+        phrase = f"{advice.handoff_phrase(runtime, m.mechanism)}: " if runtime == "go" else ""
+        rate = f"{m.per_request:.2f} handoffs between threads per request" + (
+            f" (about one request in {1 / m.per_request:,.0f})" if m.per_request else "")
+    return (f"handoff overhead: {phrase}{lives}{rate}" + (f" ({path})" if path else "") + f"{moved}; {waits}{cpu}")
 
 
 def _handoff_evidence(analysis: Analysis, m: HandoffMeasure) -> dict:
@@ -547,6 +530,7 @@ def _handoff_evidence(analysis: Analysis, m: HandoffMeasure) -> dict:
         "mechanism": m.mechanism,
         "requests": requests,
         "handoffs_per_request": rounded(m.per_request),
+        "handoffs_per_connection": rounded(_per_connection_rate(analysis, m)),
         "cross_thread_share": rounded(m.cross_share),
         "accept_lock_wakeups_per_request": rounded(m.accept_lock / requests),
         "contention_wakeups_per_request": rounded(m.contention_per_request),

@@ -20,6 +20,7 @@ from spinscope.analysis import counters
 from spinscope.analysis.capture import summed
 from spinscope.analysis.metrics import Analysis, ratio
 from spinscope.analysis.roles import EVENT_LOOP, HANDLER, IDLE, MULTIPLEX_MIN_SHARE, multiplex_share
+from spinscope.analysis.busywait import BUSY_WAIT_MIN_RUNNABLE_SHARE, busy_threads, outside_calls_ns  # noqa: F401
 from spinscope.analysis.threadlife import THREAD_PER_REQUEST, THREAD_PER_REQUEST_MIN, ThreadLives, thread_lives
 
 # Small-sample guards.
@@ -37,6 +38,8 @@ IMBALANCE_MAX_LOW_EVENTS = 2.0       # the quietest loop handles fewer events pe
 # Busy polling by design: a thread whose polls are zero-timeout checks back to back and that never blocks.
 BUSY_POLL_MIN_NOWAIT_SHARE = 0.9     # of its poll calls have a zero timeout
 BUSY_POLL_MAX_SLEEPS_PER_POLL = 0.01  # voluntary context switches per poll call: it does not block
+BUSY_POLL_MIN_EMPTY_SHARE = 0.5      # of its poll calls return nothing: polls that find events are work, not idling
+SATURATED_MIN_ONCPU_SHARE = 0.5      # on CPU, of the capture: a polling loop that finds events is saturated
 
 # Handoff mechanisms
 SHARED_MEMORY_MAX_WAKEUPS = 0.5      # handoffs per request below which cross-thread requests moved without a wakeup
@@ -201,15 +204,28 @@ class BusyPollMeasure:
         return share(self.cost_ns, self.cpu_ns)
 
 
+def _polling(thread: Mapping, empty: bool) -> bool:
+    """Zero-timeout polls back to back (BUSY_POLL_MIN_NOWAIT_SHARE of at least MIN_CALLS poll calls), most of
+    them empty (BUSY_POLL_MIN_EMPTY_SHARE) or, with empty False, most of them returning events."""
+    calls = thread["poll_calls"]
+    return (calls >= MIN_CALLS and thread["poll_nowait"] >= BUSY_POLL_MIN_NOWAIT_SHARE * calls
+            and (thread["poll_zero"] >= BUSY_POLL_MIN_EMPTY_SHARE * calls) == empty)
+
+
 def busy_pollers(threads: Mapping[int, Mapping]) -> list:
-    """The tids of the threads that poll with a zero timeout back to back and never block: busy polling by
-    design (HAProxy's busy-polling, DPDK-style loops), a CPU-for-latency trade rather than a loop that
-    forgot to block."""
-    def busy(thread: Mapping) -> bool:
-        calls = thread["poll_calls"]
-        return (calls >= MIN_CALLS and thread["poll_nowait"] >= BUSY_POLL_MIN_NOWAIT_SHARE * calls
-                and thread["cs_voluntary"] <= BUSY_POLL_MAX_SLEEPS_PER_POLL * calls)
-    return [tid for tid, thread in threads.items() if busy(thread)]
+    """The tids of the threads that poll with a zero timeout back to back, never block, and find nothing in
+    most of their polls: busy polling by design (HAProxy's busy-polling, DPDK-style loops), a CPU-for-latency
+    trade rather than a loop that forgot to block. Polls that return events are work (saturated_loops)."""
+    return [tid for tid, thread in threads.items() if _polling(thread, empty=True)
+            and thread["cs_voluntary"] <= BUSY_POLL_MAX_SLEEPS_PER_POLL * thread["poll_calls"]]
+
+
+def saturated_loops(threads: Mapping[int, Mapping], seconds: float) -> list:
+    """The tids of the threads whose zero-timeout polls back to back mostly return events, never blocking or
+    on CPU SATURATED_MIN_ONCPU_SHARE of the capture: always more to do, not busy polling."""
+    return [tid for tid, thread in threads.items() if _polling(thread, empty=False)
+            and (thread["cs_voluntary"] <= BUSY_POLL_MAX_SLEEPS_PER_POLL * thread["poll_calls"]
+                 or thread["oncpu_ns"] >= SATURATED_MIN_ONCPU_SHARE * seconds * 1e9)]
 
 
 def measure_busy_poll(analysis: Analysis) -> BusyPollMeasure | None:
@@ -286,6 +302,8 @@ class SpuriousMeasure:
     cpu_ns: float
     estimated: bool
     excluded_busy_pollers: list = field(default_factory=list)
+    # What each kind found cost (on-CPU ns): "empty", "herd", "reads", "imbalance"; the fixes are ordered by it.
+    costs: dict = field(default_factory=dict)
 
     @property
     def share(self) -> float | None:
@@ -304,18 +322,21 @@ def measure_spurious(analysis: Analysis) -> SpuriousMeasure | None:
     herd = _herd(threads, analysis.capture.listeners) if cycles else None
     reads = _eagain_reads(threads, cycles)
     wasted, involved = _charged(threads, [found for found in (empty, herd, reads) if found is not None])
+    costs = {kind: sum(map(found.cost, threads.values())) if found.cost else 0.0 for kind, found in
+             (("empty", empty), ("herd", herd), ("reads", reads)) if found is not None}
     imbalance, estimated = _loop_imbalance(threads), False
     if imbalance:
         estimated = imbalance.excess_ns > wasted[imbalance.quiet]
         wasted[imbalance.quiet] = max(wasted[imbalance.quiet], imbalance.excess_ns)
         involved.add(imbalance.quiet)
+        costs["imbalance"] = imbalance.excess_ns
 
     if not (empty or herd or reads or imbalance):
         return None
     tids = sorted(involved)
     return SpuriousMeasure(empty.measure if empty else None, herd.measure if herd else None,
                            reads.measure if reads else 0, imbalance, float(sum(wasted.values())), tids,
-                           float(sum(threads[tid]["oncpu_ns"] for tid in tids)), estimated, pollers)
+                           float(sum(threads[tid]["oncpu_ns"] for tid in tids)), estimated, pollers, costs)
 
 
 @dataclass
@@ -484,12 +505,12 @@ def measure_handoff(analysis: Analysis, edges: dict) -> HandoffMeasure | None:
 
 def _handoff_threads(analysis: Analysis, mechanism: str) -> tuple:
     """(the tids a handoff involves, their busy-waiting ns): the threads that hand requests over or are handed
-    them; for a shared-memory hand-over, which wakes no one, the busy threads (_busy_threads) and their
+    them; for a shared-memory hand-over, which wakes no one, the busy threads (busywait.busy_threads) and their
     on-CPU time outside their calls."""
     threads = analysis.threads
     if mechanism == SHARED_MEMORY:
-        busy = _busy_threads(analysis)
-        return busy, float(sum(_outside_calls_ns(threads[tid]) for tid in busy))
+        busy = busy_threads(analysis)
+        return busy, float(sum(outside_calls_ns(threads[tid]) for tid in busy))
     return [tid for tid, thread in threads.items()
             if counters.handoffs(thread) > 0 or thread["wakeups_received"] > 0], 0.0
 
@@ -560,31 +581,6 @@ def _leader_follower(analysis: Analysis, cross: float) -> bool:
     among = sum(edge["count"] for edge in deliberate
                 if edge["waker_tid"] in serving_pollers and edge["wakee_tid"] in serving_pollers)
     return bool(every and among >= 0.5 * every)
-
-
-# Busy-waiting threads never sleep: they are runnable (on a CPU, or waiting for one: runq_ns) most of the
-# capture while their syscalls are few. Runnable, not on CPU: two busy-waiting threads sharing one CPU
-# (Redis's main and I/O threads under taskset -c 0) are each on it for at most half the time, less when the
-# load generator shares it too (29% each in a 32 s capture, 69% waiting for the CPU), and a busy machine
-# cuts the on-CPU share of unpinned ones (45% each on 2 shared cores) the same way.
-BUSY_WAIT_MIN_RUNNABLE_SHARE = 0.5
-
-
-def _busy_threads(analysis: Analysis) -> list:
-    """The tids of the threads that serve requests (read or answer them) and are runnable (on CPU or in the
-    run queue) at least BUSY_WAIT_MIN_RUNNABLE_SHARE of the capture."""
-    threads, seconds = analysis.threads, analysis.capture.duration_s or 1.0
-    return [tid for tid, thread in threads.items()
-            if thread["role"] != IDLE and thread["read_calls"] + thread["write_calls"] > 0
-            and thread["oncpu_ns"] + thread["runq_ns"] >= BUSY_WAIT_MIN_RUNNABLE_SHARE * seconds * 1e9]
-
-
-def _outside_calls_ns(thread: Mapping) -> int:
-    """A thread's on-CPU time outside the traced calls (an upper bound of busy-waiting: user-space work is in
-    it too): on-CPU less the time inside polls, futex calls and socket reads and writes (their wall time: a
-    non-blocking socket call rarely sleeps)."""
-    inside = thread["poll_oncpu_ns"] + thread["futex_oncpu_ns"] + thread["read_ns"] + thread["write_ns"]
-    return max(0, thread["oncpu_ns"] - inside)
 
 
 def share(ns: float, oncpu_ns: float | None) -> float | None:

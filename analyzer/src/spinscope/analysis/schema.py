@@ -134,8 +134,11 @@ KEYS: tuple[Key, ...] = (
 
     Key("target", "pid"), Key("target", "cgroup", OBJECT_OR_NULL, 4), Key("target", "comm", TEXT),
     Key("target", "exe", TEXT_OR_NULL, 3), Key("target", "argc", since=3), Key("target", "cmdline", TEXTS_OR_NULL),
+    Key("target", "runtime", OBJECT_OR_NULL, 6),
     Key("target", "follow_children", BOOL), Key("target", "pids", COUNTS), Key("target", "execs", LIST, 3),
     Key("target.cgroup", "path", TEXT, 4), Key("target.cgroup", "id", since=4),
+    Key("target.runtime", "name", TEXT, 6), Key("target.runtime", "version", TEXT_OR_NULL, 6),
+    Key("target.runtime", "from", TEXT_OR_NULL, 6),
     Key("target.execs[]", "pid", since=3), Key("target.execs[]", "t_s", SECONDS, 3),
     Key("target.execs[]", "count", since=3), Key("target.execs[]", "comm", TEXT, 3),
     Key("target.execs[]", "filename", TEXT, 3),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from spinscope.analysis.measures import MIN_CALLS
+from spinscope.analysis.measures import MIN_CALLS, saturated_loops
 from spinscope.analysis.roles import thread_name
 from spinscope.fmt import fixed, undefined
 
@@ -72,6 +72,21 @@ def thread_lines(threads: Mapping[int, Mapping], part: str, whole: str, phrase: 
     busy = sorted((tid for tid, row in threads.items() if row[whole] >= MIN_CALLS), key=lambda tid: -threads[tid][part])
     return [f"{name_of(threads, tid)}: {threads[tid][part] / threads[tid][whole]:.0%} {phrase}"
             for tid in busy if threads[tid][part]]
+
+
+def saturation_notes(analysis) -> list:
+    """A note per saturated loop (measures.saturated_loops): it polls without sleeping because its polls
+    find events, so it is busy with work, not busy polling; what it needs is CPU, or less work per event."""
+    threads, seconds = analysis.threads, analysis.capture.duration_s or 1.0
+    notes = []
+    for tid in saturated_loops(threads, seconds):
+        row = threads[tid]
+        notes.append(f"{name_of(threads, tid)} is saturated: {row['poll_nowait'] / row['poll_calls']:.0%} of its "
+                     f"{row['poll_calls']:,} polls have a zero timeout and {1 - row['poll_zero'] / row['poll_calls']:.0%} "
+                     f"of them return events, on CPU {row['oncpu_ns'] / 1e9 / seconds:.0%} of the capture: it "
+                     "checks for events between pieces of work because there is always more to do (not busy "
+                     "polling); more throughput needs more CPU or less work per request")
+    return notes
 
 
 def checkpoint_note(cap) -> str:

@@ -16,6 +16,7 @@ from spinscope.analysis.labels import Assessment
 from spinscope.analysis.measures import size_classes
 from spinscope.analysis.metrics import METRICS, Analysis, role_edges
 from spinscope.analysis.roles import ROLE_NOUNS, ROLES, activity
+from spinscope.analysis.runtime import runtime_of
 from spinscope.fmt import fixed, percent, size_class
 from spinscope.output import htmlpage
 from spinscope.output.console import plain
@@ -163,6 +164,11 @@ def lifecycle_line(analysis: Analysis) -> str | None:
     return f"threads created during the capture: {created:,} ({rate(created)}), none exited"
 
 
+def runtime_line(analysis: Analysis) -> str:
+    """`runtime: Go 1.22.3`: what the advice below is worded for (analysis/runtime.py)."""
+    return f"runtime: {runtime_of(analysis.capture).describe()}"
+
+
 def collector_line(analysis: Analysis) -> str | None:
     """What the collector itself used (tool.cpu_s and friends, schema 4), or None for older captures."""
     usage = analysis.capture.collector_usage
@@ -179,7 +185,8 @@ def to_json(analysis: Analysis, assessment: Assessment) -> dict:
     threads = [{key: value for key, value in thread.items() if key != "poll_events_hist"}
                for thread in analysis.threads.values()]
     return {
-        "capture": {"file": str(cap.path), "target": cap.target, "duration_s": cap.duration_s,
+        "capture": {"file": str(cap.path), "target": cap.target, "runtime": runtime_of(cap).to_dict(),
+                    "duration_s": cap.duration_s,
                     "end_reason": cap.end_reason, "requests": analysis.requests, "drops": cap.drops,
                     "threads_created": cap.threads_created, "threads_exited": cap.threads_exited,
                     "collector": cap.collector_usage},
@@ -224,6 +231,7 @@ def _terminal_verdicts(analysis: Analysis, assessment: Assessment, console: Cons
     """The headline, the threads in a line, then the labels, findings and notes."""
     console.print(Text.assemble(("spinscope report", "bold"), " ", plain(headline(analysis))))
     console.print(plain(f"threads: {role_summary(analysis)}"))
+    console.print(plain(runtime_line(analysis)))
     if lifecycle_line(analysis):
         console.print(plain(lifecycle_line(analysis)))
     console.print()
@@ -286,6 +294,7 @@ def render_html(analysis: Analysis, assessment: Assessment) -> str:
     from spinscope.output import figures  # matplotlib loads in ~0.5 s: only when a page is drawn
 
     body = [htmlpage.paragraph(headline(analysis)), htmlpage.paragraph(f"threads: {role_summary(analysis)}"),
+            htmlpage.paragraph(runtime_line(analysis)),
             *([htmlpage.paragraph(lifecycle_line(analysis))] if lifecycle_line(analysis) else []),
             *([htmlpage.paragraph(collector_line(analysis), "note")] if collector_line(analysis) else []),
             htmlpage.heading("Verdicts"), *verdict_blocks(assessment)]

@@ -1,0 +1,3 @@
+module spinscope/gobytes
+
+go 1.21
