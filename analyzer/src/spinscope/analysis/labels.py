@@ -455,7 +455,9 @@ def handoff_overhead(analysis: Analysis) -> Label | None:
     m = measure_handoff(analysis, edges)
     if m is None:
         return None
-    where = stack_costs.where(analysis, HANDOFF_OVERHEAD, m.involved)  # its user-space part, with --stacks
+    # its user-space part, with --stacks (a shared-memory hand-over's estimate has user space in it already)
+    rate = None if m.mechanism == SHARED_MEMORY else max(m.per_request, m.lives.per_request if m.lives else 0.0)
+    where = stack_costs.where(analysis, HANDOFF_OVERHEAD, m.involved, rate)
     cpu = stack_costs.whole_share(m.cpu_share, where)
     shares = [s for s in (cpu, m.latency_share) if s is not None]
     cost = max(shares) if shares else None
