@@ -66,10 +66,12 @@ $(BUILD)/ctests/%: tests/c/%.c $(wildcard tests/c/*.h) $(filter-out collector/ma
 # nothing installed (copy it to a host where Python is not wanted: record there, analyse elsewhere), and
 # build/dist/spinscope-VERSION-py3-none-linux_MACHINE.whl, the Python package with that collector inside
 # (spinscope/_bin/spinscope-collector; setup.py), tagged for this platform since it carries native code.
-# The collector is linked fully static: libbpf, libelf, zlib, json-c and glibc too (libelf here needs no
-# zstd; the collector calls nothing of glibc that needs NSS or dlopen, so static glibc links without a
-# warning), `ldd` says "not a dynamic executable". The BPF object is inside it (the skeleton), as in
-# every build. Building the wheel fetches setuptools from PyPI (pip's build isolation).
+# The collector is linked fully static: libbpf, libelf, libdw (--stacks' unwinder, with its bzip2 and xz
+# decompressors), libstdc++'s demangler, zlib, json-c and glibc too (libelf here needs no zstd), `ldd` says
+# "not a dynamic executable". The linker warns that libdw's debuginfod client uses dlopen: that path runs
+# only with DEBUGINFOD_URLS set, which the collector unsets (collector/stacks.c), so it never runs. The
+# BPF object is inside it (the skeleton), as in every build. Building the wheel fetches setuptools from
+# PyPI (pip's build isolation).
 DIST  := $(BUILD)/dist
 WHEEL := $(DIST)/spinscope-$(VERSION)-py3-none-linux_$(MACHINE).whl
 PY_SRCS := $(shell find analyzer/src/spinscope -name '*.py')

@@ -113,6 +113,20 @@ static __always_inline void futex_exit(struct thread_stats *t, __u32 cls, struct
 /* ---------------------------------------------------------------------------------------- */
 /* The two syscall tracepoints                                                                */
 
+/* A clone or clone3 call: in the creator (ret the new task's id), its on-CPU time in clone_ns; the new
+ * thread's own return from it (ret 0) is not a creation. */
+static __always_inline void clone_exit(struct thread_stats *t, __u32 nr, long ret)
+{
+	__u64 wall;
+
+	if (ret <= 0 || !t->inflight.enter_ns || t->inflight.enter_nr != nr)
+		return;
+	wall = bpf_ktime_get_ns() - t->inflight.enter_ns;
+	t->c.clone_calls++;
+	if (wall > t->inflight.offcpu_ns)
+		t->c.clone_ns += wall - t->inflight.offcpu_ns;
+}
+
 static __always_inline __u32 syscall_class_of(__u64 nr)
 {
 	return nr < SYSCALL_TABLE_SIZE ? syscall_class[nr] : SC_IGNORED;
@@ -209,7 +223,7 @@ int BPF_PROG(on_sys_enter, struct pt_regs *regs, long nr)
 	if (cls == SC_IGNORED)
 		return 0;
 	/* restart_syscall continues a call already stamped (or not) when it began */
-	timed = cls != SC_RESTART && cls != SC_CLOSE && cls != SC_EPOLL_CTL && sample_this_call();
+	timed = cls == SC_CLONE || (cls != SC_RESTART && cls != SC_CLOSE && cls != SC_EPOLL_CTL && sample_this_call());
 	nowait_arg = poll_timeout_in_memory(cls);
 	if (!timed && !nowait_arg && cls != SC_CLOSE)
 		return 0;
@@ -260,6 +274,10 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 			goto done;
 	}
 
+	if (cls == SC_CLONE) { /* timed at every call, apart from the sampled calls' calls_timed */
+		clone_exit(t, nr, ret);
+		goto done;
+	}
 	if (t->inflight.enter_ns && t->inflight.enter_nr == nr) {
 		__u64 wall = call_now(&call) - t->inflight.enter_ns;
 
@@ -357,8 +375,11 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 			t->c.oncpu_ns += now - t->switch_in_ns;
 		t->switch_in_ns = 0;
 		t->switch_out_ns = now;
-		if (prev_state & TASK_DEAD) /* its last switch-out: nothing of it runs after this */
+		if (prev_state & TASK_DEAD) { /* its last switch-out: nothing of it runs after this */
+			if (t->exit_ns && now > t->exit_ns + (t->c.offcpu_ns - t->exit_offcpu_ns))
+				t->c.exit_oncpu_ns += now - t->exit_ns - (t->c.offcpu_ns - t->exit_offcpu_ns);
 			thread_move_to_exited(prev->pid, t);
+		}
 	}
 	if (next_ours && (t = task_thread(next))) {
 		if (t->switch_out_ns) {
@@ -370,7 +391,12 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 			t->c.runq_ns += now - t->runnable_since_ns;
 			if (t->woken_in_process)
 				t->c.wakeup_wait_ns += now - t->runnable_since_ns;
+			if (t->first_run_pending) {
+				t->c.thread_starts++;
+				t->c.thread_start_wait_ns += now - t->runnable_since_ns;
+			}
 		}
+		t->first_run_pending = 0;
 		if (stack_hz && t->woken_in_process)
 			t->handoff_window = 1;
 		t->runnable_since_ns = 0;
@@ -503,8 +529,16 @@ int BPF_PROG(on_sched_process_fork, struct task_struct *parent, struct task_stru
 	t = task_thread(bpf_get_current_task_btf());
 	if (t)
 		t->c.threads_created++;
-	if (child_tgid == (__u32)parent->tgid)
+	if (child_tgid == (__u32)parent->tgid) {
+		/* A thread of the target: runnable from now (wake_up_new_task follows), its wait to its first
+		 * run timed at that switch-in. */
+		t = task_thread(child);
+		if (t) {
+			t->runnable_since_ns = bpf_ktime_get_ns();
+			t->first_run_pending = 1;
+		}
 		return 0;
+	}
 	if (targ_flags & TARGET_CGROUP) { /* a child starts in its parent's cgroup: traced as the cgroup's */
 		__sync_fetch_and_add(&globals.processes_created, 1);
 		return 0;
@@ -529,6 +563,7 @@ int BPF_PROG(on_sched_process_exit, struct task_struct *p)
 		return 0;
 	t->flags |= THREAD_EXITED;
 	t->exit_ns = bpf_ktime_get_ns();
+	t->exit_offcpu_ns = t->c.offcpu_ns;
 	bpf_probe_read_kernel_str(t->comm, sizeof(t->comm), p->comm); /* the final name */
 	return 0;
 }

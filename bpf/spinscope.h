@@ -115,7 +115,12 @@
 	X(write_spin_empty)    /* spin retries that returned EAGAIN: moved nothing */              \
 	X(write_spin_empty_ns) /* ...and their cycles' on-CPU (of write_spin_ns) */ \
 	X(poll_dispatch)       /* ready fds, then a cycle that only handed sockets over (epoll_ctl DEL, MOD) */ \
-	X(poll_dispatch_cycle_ns) /* on-CPU of those cycles: poll exit to next poll exit, user space included */
+	X(poll_dispatch_cycle_ns) /* on-CPU of those cycles: poll exit to next poll exit, user space included */ \
+	X(clone_calls)         /* clone and clone3 calls that created a thread or process */     \
+	X(clone_ns)            /* ...on-CPU inside them (the creator's side of a creation) */     \
+	X(thread_starts)       /* 1 on the row of a thread created while traced, at its first run */ \
+	X(thread_start_wait_ns) /* ...its wait from its creation to that first run */             \
+	X(exit_oncpu_ns)       /* on-CPU from the start of the thread's exit (sched_process_exit) to its last switch-out */
 
 struct thread_counters {
 #define X(name) __u64 name;
@@ -148,6 +153,7 @@ enum syscall_class {
 	SC_RESTART, /* restart_syscall: the continuation of an interrupted call already in flight */
 	SC_ACCEPT,  /* accept, accept4: (fd, ...) */
 	SC_EPOLL_CTL, /* epoll_ctl: (epfd, op, fd, event), never timed */
+	SC_CLONE,   /* clone, clone3: always timed (rare), for clone_ns */
 };
 
 #define SYSCALL_TABLE_SIZE 1024 /* syscall numbers at or above are ignored */
@@ -279,7 +285,7 @@ struct thread_stats {
 	__u32 in_request; /* read a request, has not written or polled since */
 	__u32 woken_in_process; /* the pending wakeup is a handoff from one of the target's threads */
 	__u32 out_in_call; /* switched out inside a counted call (its off-CPU time goes to inflight.offcpu_ns) */
-	__u32 pad;
+	__u32 first_run_pending; /* created while traced, not yet run: its wait is thread_start_wait_ns */
 	/* The poll wakeup cycle in flight: from the thread's latest poll exit to its next (poll_cycle_end). */
 	__u64 cycle_start_ns;     /* that poll exit; 0: none yet */
 	__u64 cycle_start_offcpu; /* c.offcpu_ns then */
@@ -291,6 +297,7 @@ struct thread_stats {
 	__u32 stall_open;         /* its latest socket write stalled, and it has not waited since... */
 	__u32 stall_waits;        /* ...(thread_waits() right after that write) */
 	struct stack_event_budget stack_events[STACK_EVENT_SOURCES]; /* per event source (stacks.bpf.h) */
+	__u64 exit_offcpu_ns; /* c.offcpu_ns at sched_process_exit (exit_oncpu_ns) */
 };
 
 /* What the poll call that began a wakeup cycle returned. */

@@ -82,6 +82,10 @@ static const struct {
 #endif
 	{ SYS_accept4, SC_ACCEPT },
 	{ SYS_epoll_ctl, SC_EPOLL_CTL },
+	{ SYS_clone, SC_CLONE },
+#ifdef SYS_clone3
+	{ SYS_clone3, SC_CLONE },
+#endif
 };
 
 /*

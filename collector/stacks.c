@@ -788,6 +788,9 @@ struct stacks *stacks_start(struct bpf_program *prog, struct bpf_map *ring, __u3
 	struct stacks *st = calloc(1, sizeof(*st));
 
 	*err = 0;
+	/* libdwfl fetches debug info over the network when DEBUGINFOD_URLS is set (dlopen'ing libdebuginfod):
+	 * a capture never makes the collector reach out, nor waits on a server. */
+	unsetenv("DEBUGINFOD_URLS");
 	if (!st || ncpus <= 0) {
 		*err = -ENOMEM;
 		snprintf(msg, msglen, "--stacks: out of memory");

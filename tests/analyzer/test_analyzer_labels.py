@@ -173,7 +173,33 @@ def test_requests_moved_through_shared_memory_are_handoffs(capture_file):
     assert label.evidence["mechanism"] == "shared-memory"
     assert label.summary.startswith("handoff overhead: requests are handed over through shared memory, the "
                                     "threads busy-waiting: 68% of requests are answered by another thread")
-    assert "'io_thd_1' 97%" in label.summary  # on CPU nearly all of the 10 s: busy-waiting
+    assert "'io_thd_1' 97% on CPU, 97% runnable" in label.summary  # on CPU nearly all of the 10 s: busy-waiting
+
+
+def test_busy_waiting_threads_sharing_one_cpu_are_found_by_their_runnable_time(capture_file):
+    """Redis with io-threads under taskset -c 0 (a 32 s capture, 2026-12): the main and I/O threads each on
+    the CPU 29% of the capture and waiting for it 69%, 2 and 21 voluntary switches. On CPU half the capture
+    (the rule before) no thread was busy and the label went; runnable (on CPU or in the run queue), both are."""
+    n, seconds = 60_000, 32.0
+    main = captures.thread(1, "redis-server", poll_calls=1_257, poll_events=60_000, read_calls=n // 2,
+                           write_calls=n // 2, socket_switches=n, oncpu_ns=9.35e9, runq_ns=22.3e9, cs_voluntary=21,
+                           cs_involuntary=22_426, poll_oncpu_ns=int(0.04e9), read_ns=int(0.07e9),
+                           write_ns=int(0.34e9))
+    io = captures.thread(2, "io_thd_1", read_calls=n // 2, write_calls=n // 2, socket_switches=n,
+                         oncpu_ns=9.35e9, runq_ns=22.3e9, cs_voluntary=2, cs_involuntary=22_069,
+                         read_ns=int(0.09e9), write_ns=int(0.32e9))
+    doc = captures.capture([main, io], requests=n, cross_thread=58_600, duration_s=seconds)
+    label = labels_of(doc, capture_file)[HANDOFF_OVERHEAD]
+    assert label.evidence["mechanism"] == "shared-memory" and label.severity == CRITICAL
+    inside = (0.04 + 0.07 + 0.34) + (0.09 + 0.32)
+    assert label.cpu_share == pytest.approx((2 * 9.35 - inside) / (2 * 9.35))
+    assert "'io_thd_1' 29% on CPU, 99% runnable" in label.summary
+    # The same threads sleeping instead of waiting for the CPU (runnable 39% of the capture) busy-wait for
+    # nothing: no busy thread, no shared-memory hand-over to price.
+    for thread in (main, io):
+        thread["runq_ns"] = int(3.2e9)
+    doc = captures.capture([main, io], requests=n, cross_thread=58_600, duration_s=seconds)
+    assert HANDOFF_OVERHEAD not in labels_of(doc, capture_file)
 
 
 def test_futex_time_per_request_counts_only_waits_inside_requests(capture_file):
@@ -241,3 +267,58 @@ def test_size_class_names():
     assert size_class(65536, 131071) == "64–128 KiB"
     assert size_class(512, 1023) == "512 B–1 KiB"
     assert size_class(0, 0) == "0 B"
+
+
+def thread_per_request(schema: int = 7) -> dict:
+    """A reader that creates a thread to answer each of 1,000 requests (schema 7): each new thread writes the
+    response (no request read), exits and wakes its joiner; clones of 20 us, first-run waits of 10 us, exits
+    of 15 us; a thread per connection created while traced too, which reads its own requests."""
+    n = 1_000
+    reader = captures.thread(1, "reader", read_calls=n, requests_read=n, clone_calls=n + 1, clone_ns=(n + 1) * 20_000,
+                             threads_created=n + 1, oncpu_ns=int(0.1e9))
+    answers = [captures.thread(100 + i, "answer", write_calls=1, responses_written=1, thread_starts=1,
+                               thread_start_wait_ns=10_000, runq_ns=10_000, exit_oncpu_ns=15_000, oncpu_ns=50_000)
+               for i in range(n)]
+    conn = captures.thread(99, "conn", read_calls=10, requests_read=10, write_calls=10, thread_starts=1,
+                           oncpu_ns=int(0.001e9))
+    doc = captures.capture([reader, conn, *answers], wakeups=[(100 + i, 1, 1, "exit") for i in range(n)], requests=n,
+                           cross_thread=n, request_ns=100_000)
+    for row in doc["threads"]:
+        row["alive"] = row["tid"] < 100
+        row["first_seen_s"] = 0.0 if row["tid"] == 1 else 1.0
+    doc["schema"] = schema
+    return doc
+
+
+def test_a_thread_created_per_request_is_its_own_mechanism_and_cost(capture_file):
+    label = labels_of(thread_per_request(), capture_file)[HANDOFF_OVERHEAD]
+    evidence = label.evidence
+    assert evidence["mechanism"] == "thread-per-request"
+    # The answer threads, not the thread per connection (it reads its own requests).
+    assert (evidence["threads_created_on_request_path"], evidence["threads_exited_on_request_path"]) == (1000, 1000)
+    assert (evidence["clone_us_per_thread"], evidence["start_wait_us_per_thread"], evidence["exit_us_per_thread"]) \
+        == (20.0, 10.0, 15.0)
+    # CPU: the clones and exits over the reader's and the answers' CPU; latency: 10 us of 100 us.
+    assert label.cpu_share == pytest.approx(1000 * (20_000 + 15_000) / (0.1e9 + 1000 * 50_000))
+    assert evidence["request_path_wait_ms_per_request"] == 0.01
+    assert label.summary.startswith("handoff overhead: a thread is created to serve requests and exits after it: "
+                                    "1.0 threads created and 1.0 exited per request on the request path (creating "
+                                    "one cost its creator 20 µs in clone, it waited 10 µs to first run, its exit "
+                                    "took 15 µs of CPU)")
+    assert label.fixes[0].startswith("create no thread per request: hand requests to a pool of threads")
+
+
+def test_captures_before_schema_7_know_no_thread_lives(capture_file):
+    """A schema 6 capture has no thread_starts (the same rows, the counters 0): no thread is said to be
+    created for requests, the first_seen_s rule included (before schema 7 it is not read so)."""
+    doc = thread_per_request(schema=6)
+    for row in doc["threads"]:
+        for key in ("clone_calls", "clone_ns", "thread_starts", "thread_start_wait_ns", "exit_oncpu_ns"):
+            row.pop(key, None)
+    for key in ("clone_calls", "clone_ns", "thread_starts", "thread_start_wait_ns", "exit_oncpu_ns"):
+        doc["totals"].pop(key, None)
+        for interval in doc["intervals"]:
+            interval["counters"].pop(key, None)
+    label = labels_of(doc, capture_file).get(HANDOFF_OVERHEAD)
+    assert label is None or "threads_created_per_request" not in label.evidence
+    assert label is None or label.evidence["mechanism"] != "thread-per-request"

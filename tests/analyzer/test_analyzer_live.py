@@ -171,8 +171,8 @@ def scraped(cap, labels=()) -> str:
 
 def test_exposition_of_a_capture(spin):
     labels = exposition.judge(spin)
-    assert [name for name, severity, _ in labels if severity is None] == []  # the spinning loop: no finding
-    text = scraped(spin, labels + [("busy-polling", None, 0.3)])
+    assert [name for name, severity, *_ in labels if severity is None] == []  # the spinning loop: no finding
+    text = scraped(spin, labels + [("busy-polling", None, 0.3, [])])
     families = {f.name: f for f in text_string_to_metric_families(text)}
     samples = {s.name for f in families.values() for s in f.samples}
     assert samples == exposition.sample_names(conditional=False)  # every family always written, nothing else
@@ -408,10 +408,13 @@ print(json.dumps({"judged": judged, "families": len(families),
                                 capture_output=True, text=True, timeout=120)
         assert report.returncode == 0, report.stderr
         doc = json.loads(report.stdout)
-        expected = ([[label["name"], label["severity"], label["cost_share"]] for label in doc["labels"]]
-                    + [[finding["name"], None, finding["cpu_share"]] for finding in doc["findings"]])
+        sites = [[[site["function"], site["module"] or "", site["event_share"] if site["events"] else
+                   site["sample_share"]] for site in label["call_sites"][:3]] for label in doc["labels"]]
+        expected = ([[label["name"], label["severity"], label["cost_share"], label_sites]
+                     for label, label_sites in zip(doc["labels"], sites)]
+                    + [[finding["name"], None, finding["cpu_share"], []] for finding in doc["findings"]])
         assert out["judged"][str(path)] == expected, path.name
-        seen |= {name for name, _, _ in expected}
+        seen |= {name for name, *_ in expected}
     assert seen == set(LABEL_NAMES) | set(FINDING_NAMES)  # every label and finding was judged both ways
 
 

@@ -31,6 +31,8 @@ def collector(stand_in_collector):
     (["--time-sample", "0"], "--time-sample must be a power of two from 1 to 65536, not 0"),
     (["--time-sample", "12"], "--time-sample must be a power of two from 1 to 65536, not 12"),
     (["--time-sample", "131072"], "--time-sample must be a power of two from 1 to 65536, not 131072"),
+    (["--stacks", "1001"], "--stacks takes a rate from 1 to 1000 samples a second, not 1001"),
+    (["--stacks=-5"], "--stacks takes a rate from 1 to 1000 samples a second, not -5"),
 ])
 def test_bad_options_are_refused_before_the_collector_starts(options, message, collector, cli):
     ran, env = collector
@@ -49,6 +51,7 @@ def test_good_options_reach_the_collector(collector, cli, tmp_path):
     assert ran.read_text().split()[:9] == ["--pid", str(os.getpid()), "--output", str(out), "--exit-with-parent",
                                            "--duration", "1.5", "--interval", "1"]
     assert "--max-threads 64" in ran.read_text() and "--time-sample 4" in ran.read_text()
+    assert "--stacks" not in ran.read_text()  # off unless asked
     # Its stderr is relayed as data: the target's name as written, no escape sequence.
     assert "attached to PID 1 ([/]\\x1b[31m)" in result.stderr and "\x1b" not in result.stderr
 
@@ -86,3 +89,12 @@ def test_a_command_alone_is_the_target(options, message, collector, cli):
     assert result.returncode == 2
     assert result.stderr == f"spinscope record: error: {message}\n"
     assert not ran.exists()
+
+
+@pytest.mark.parametrize("options, passed", [(["--stacks"], "--stacks 99"), (["--stacks", "499"], "--stacks 499"),
+                                             (["--stacks=0"], None)])
+def test_stacks_reach_the_collector(options, passed, collector, cli, tmp_path):
+    ran, env = collector
+    result = cli("record", "--pid", str(os.getpid()), "-o", tmp_path / "c.json", *options, env=env)
+    assert result.returncode == 0, result.stderr
+    assert (passed in ran.read_text()) if passed else "--stacks" not in ran.read_text()

@@ -161,3 +161,20 @@ def test_diff_says_the_top_call_site_moved(capture_file):
     assert change.sites_moved and "call_sites" in change.to_dict()["changed"]
     assert "top call site WorkerThread.run" in change.what() and "→ run_in_threadpool" in change.what()
     assert not LabelChange(before, before).sites_moved
+
+
+def test_machinery_counts_as_the_handoffs_only_where_requests_are_handed_over():
+    """A server that hands almost nothing over still runs its runtime's queues and promises (Netty on its
+    event loop: 2% of its samples at one hand-over in 2,855 requests): those samples are not a hand-off's."""
+    from spinscope.analysis import stack_costs
+
+    stackset = S.load({"stacks": block([stack(1, [1, 2, 3, 4], 10, "runtime"), stack(1, [9, 5, 3, 4], 90, "runtime")])})
+    found = S.pattern_stacks(stackset, S.HANDOFF_OVERHEAD)
+    rare = stack_costs.Where(S.HANDOFF_OVERHEAD, found, stackset, handoffs_per_request=0.0004)
+    assert not rare.counted and rare.user_share is None
+    assert stack_costs.whole_share(0.001, rare) == 0.001
+    every = stack_costs.Where(S.HANDOFF_OVERHEAD, found, stackset, handoffs_per_request=2.0)
+    assert every.counted and every.user_share == pytest.approx(0.1)
+    assert stack_costs.whole_share(0.2, every) == pytest.approx(0.3)
+    # Another pattern never adds a user-space part: its cycles are timed whole.
+    assert stack_costs.Where(S.WRITE_SPIN, S.pattern_stacks(stackset, S.WRITE_SPIN), stackset, 5.0).user_share is None

@@ -39,6 +39,9 @@ ABSENT = {
 # config -> labels it must get at warning or critical
 PRESENT = {
     "redis-io-threads": (("handoff-overhead",), "the main thread and the I/O thread pass every client"),
+    # Unlabelled once (the busy-waiting threads were those on CPU half the capture: sharing one CPU, with
+    # the load generator too, each was on it 29%, and waiting for it 69%).
+    "redis-io-threads-cpu0": (("handoff-overhead",), "the I/O thread busy-waits on the main thread's CPU"),
     # Labelled by its cost since the count gate went: the listener hands a keep-alive connection back to a
     # worker each time a read would block (0.83 handoffs per request, 0.57 of them listener -> worker), and
     # the wake-to-run wait is 0.08 ms against 0.135 ms of request time; 9% of the threads' CPU in the calls.
@@ -127,6 +130,7 @@ ROLES = {
     "lighttpd-100": {"event-loop": 1},                    # one epoll loop, whether its reads find data...
     "lighttpd-100k": {"event-loop": 1},                   # ...or its responses are large
     "redis-io-threads": {"event-loop": 1, "handler": 1},  # the main loop; the I/O thread serving clients
+    "redis-io-threads-cpu0": {"event-loop": 1, "handler": 1},
 }
 
 
@@ -135,6 +139,22 @@ def test_roles(recorded, name):
     roles = Counter(thread["role"] for thread in recorded(name).analysis().threads.values())
     for role, at_least in ROLES[name].items():
         assert roles.get(role, 0) >= at_least, f"{name}: {roles}"
+
+
+@pytest.mark.parametrize("name", ["redis-io-threads", "redis-io-threads-cpu0"])
+def test_redis_io_threads_busy_wait_measured(recorded, name):
+    """Redis's main and I/O threads hand clients over through memory, neither sleeping: the hand-over is
+    the shared-memory kind, its cost measured on both busy threads (their CPU outside their calls), pinned
+    to one CPU or not."""
+    from spinscope.analysis.measures import measure_handoff
+    from spinscope.analysis.metrics import role_edges
+
+    run = recorded(name)
+    label = next(label for label in run.assessment().labels if label.name == "handoff-overhead")
+    analysis = run.analysis()
+    busy = {analysis.threads[tid]["comm"] for tid in measure_handoff(analysis, role_edges(analysis)).involved}
+    assert label.evidence["mechanism"] == "shared-memory" and busy == {"redis-server", "io_thd_1"}, label.summary
+    assert label.cpu_share is not None and label.cost_share >= 0.05 and label.estimated
 
 
 @pytest.mark.parametrize("name", list(PROCESSES))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from spinscope.analysis.measures import DISPATCH, LEADER_FOLLOWER, PER_CONNECTION, POOL_ROUND_TRIP, SHARED_MEMORY
 from spinscope.analysis.runtime import CPYTHON, DOTNET, GO, JVM, NATIVE, NODE
+from spinscope.analysis import threadlife
 
 # --- handoff overhead: what each mechanism is, in words, and its fixes --------------------------------
 
@@ -38,6 +39,7 @@ HANDOFF_PHRASES = {
                          "thread waiting on its own socket (a connection's round trip through the pool)",
         SHARED_MEMORY: "requests are handed over through shared memory, the threads busy-waiting",
         PER_CONNECTION: "each new connection is handed to another thread, not each request",
+        threadlife.THREAD_PER_REQUEST: threadlife.PHRASE,
     },
     JVM: {
         DISPATCH: "each request is handed from the I/O thread to an executor and back",
@@ -56,6 +58,7 @@ HANDOFF_PHRASES = {
 
 HANDOFF_FIXES = {
     NATIVE: {
+        threadlife.THREAD_PER_REQUEST: threadlife.FIXES,  # its words name each runtime's way out
         DISPATCH: [
             "serve short requests in the thread that read them, without a worker pool",
             "if a worker is needed, let the same worker read, process and write (about 2 handoffs instead of 4)",

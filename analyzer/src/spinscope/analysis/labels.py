@@ -25,8 +25,10 @@ from spinscope.analysis.measures import (DISPATCH, MIN_REQUESTS, PER_CONNECTION,
 from spinscope.analysis.metrics import Analysis, drop_line, dropped, role_edges
 from spinscope.analysis.roles import ROLE_NOUNS
 from spinscope.analysis.runtime import runtime_of
-from spinscope.analysis.wording import (checkpoint_note, exec_notes, first_drop, name_of, rounded, sampling_note,
-                                        saturation_notes, share_phrase, thread_lines, who, whose_cpu)
+from spinscope.analysis.threadlife import THREAD_PER_REQUEST, lives_evidence, lives_phrase
+from spinscope.analysis.wording import (busy_threads_line, checkpoint_note, exec_notes, first_drop, name_of,
+                                        rounded, sampling_note, saturation_notes, share_phrase, thread_lines, who,
+                                        whose_cpu)
 from spinscope.fmt import fixed, size_class
 
 # Label names (problems) and finding names (not problems): one name each, in the report, `--json`, `top`,
@@ -453,7 +455,9 @@ def handoff_overhead(analysis: Analysis) -> Label | None:
     m = measure_handoff(analysis, edges)
     if m is None:
         return None
-    where = stack_costs.where(analysis, HANDOFF_OVERHEAD, m.involved)  # its user-space part, with --stacks
+    # its user-space part, with --stacks (a shared-memory hand-over's estimate has user space in it already)
+    rate = None if m.mechanism == SHARED_MEMORY else max(m.per_request, m.lives.per_request if m.lives else 0.0)
+    where = stack_costs.where(analysis, HANDOFF_OVERHEAD, m.involved, rate)
     cpu = stack_costs.whole_share(m.cpu_share, where)
     shares = [s for s in (cpu, m.latency_share) if s is not None]
     cost = max(shares) if shares else None
@@ -477,6 +481,8 @@ def _names_mechanism(analysis: Analysis, m: HandoffMeasure) -> bool:
         return True
     if m.mechanism == PER_CONNECTION:
         return (_per_connection_rate(analysis, m) or 0.0) >= EVERY_REQUEST_MIN_RATE
+    if m.mechanism == THREAD_PER_REQUEST:  # its rate: the threads created for requests, per request
+        return m.lives is not None and m.lives.per_request >= EVERY_REQUEST_MIN_RATE
     return m.per_request >= EVERY_REQUEST_MIN_RATE
 
 
@@ -491,19 +497,24 @@ def _handoff_summary(analysis: Analysis, m: HandoffMeasure, edges: dict, runtime
     if m.mechanism == SHARED_MEMORY:
         where = "busy-waiting, outside their calls (an upper bound: their user-space work is in it too)"
         cpu = share_phrase(m.cpu_share, whose_cpu(analysis.threads, m.involved), where, estimated=True)
+        busy = busy_threads_line(analysis.threads, analysis.capture.duration_s, analysis.process["cpu_ms_per_request"],
+                                 m.involved)
         return (f"handoff overhead: {advice.handoff_phrase(runtime, m.mechanism)}: {m.cross_share:.0%} of requests are "
                 f"answered by another thread than the one that read them, with {m.per_request:.2f} wakeups "
-                f"per request{cpu}; {_busy_threads_line(analysis, m.involved)}")
+                f"per request{cpu}; {busy}")
     requests = analysis.requests
     path = ", ".join(f"{ROLE_NOUNS[a]} → {ROLE_NOUNS[b]} {n / requests:.1f}"
                      for (a, b), n in list(edges.items())[:3] if n / requests >= 0.05)
-    waits = f"{fixed(m.wait_ms_per_request, 3)} ms per request waiting for a woken thread to run"
+    woken = "a woken or new thread" if m.lives else "a woken thread"
+    waits = f"{fixed(m.wait_ms_per_request, 3)} ms per request waiting for {woken} to run"
     if m.latency_share is not None:
         waits += (f" (requests take {fixed(m.request_ms, 3)} ms)" if m.latency_share >= 1
                   else f" ({m.latency_share:.0%} of the request time)")
     moved = f", {m.cross_share:.0%} of requests answered by another thread" if m.cross_share >= 0.005 else ""
+    lives = f"{lives_phrase(m.lives)}; " if m.lives else ""
     cpu = share_phrase(m.cpu_share, "their CPU", "in the calls that hand off and wait"
-                       + (" and the wakeups that dispatched ready connections" if m.dispatch_wakeups else ""))
+                       + (" and the wakeups that dispatched ready connections" if m.dispatch_wakeups else "")
+                       + (", creating and ending threads" if m.lives else ""))
     rate = f"{m.per_request:.1f} handoffs between threads per request"
     if _names_mechanism(analysis, m):
         phrase = advice.handoff_phrase(runtime, DISPATCH + "-one-way" if m.mechanism == DISPATCH and
@@ -512,7 +523,7 @@ def _handoff_summary(analysis: Analysis, m: HandoffMeasure, edges: dict, runtime
         phrase = f"{advice.handoff_phrase(runtime, m.mechanism)}: " if runtime == "go" else ""
         rate = f"{m.per_request:.2f} handoffs between threads per request" + (
             f" (about one request in {1 / m.per_request:,.0f})" if m.per_request else "")
-    return (f"handoff overhead: {phrase}{rate}" + (f" ({path})" if path else "") + f"{moved}; {waits}{cpu}")
+    return (f"handoff overhead: {phrase}{lives}{rate}" + (f" ({path})" if path else "") + f"{moved}; {waits}{cpu}")
 
 
 def _handoff_evidence(analysis: Analysis, m: HandoffMeasure) -> dict:
@@ -541,8 +552,9 @@ def _handoff_evidence(analysis: Analysis, m: HandoffMeasure) -> dict:
             "on-CPU time inside the calls that hand off or wait, both sides"
             + (", and the whole cycles of the poll wakeups that dispatched ready connections" if m.dispatch_wakeups
                else "") + " (a lower bound: user-space work the detour adds, queues, locks, a colder cache, is not "
-            "timed)"),
+            "timed)" + ("; and the clones and kernel exits of the threads created for requests" if m.lives else "")),
         **(_dispatch_evidence(m) if m.dispatch_wakeups else {}),
+        **(lives_evidence(m.lives) if m.lives else {}),
     }
 
 
@@ -570,13 +582,3 @@ def _handoff_details(m: HandoffMeasure, edges: dict, requests: int) -> list:
                        f"(deregistered or re-armed them, read nothing): {m.dispatch_ns / 1e3 / m.dispatch_wakeups:.1f} "
                        "µs each with the loop around them, in the hand-off's cost, not wakeups for nothing")
     return details
-
-
-def _busy_threads_line(analysis: Analysis, tids: list) -> str:
-    """`threads on CPU for this share of the capture: 'io_thd_1' 97%, 'redis-server' 95%; 1.9 ms CPU per
-    request`: busy-waiting shows as threads on CPU nearly all the time while their syscalls are few."""
-    threads, seconds = analysis.threads, analysis.capture.duration_s or 1.0
-    busy = sorted((threads[tid] for tid in tids), key=lambda thread: -thread["oncpu_ns"])[:3]
-    parts = [f"'{thread['comm']}' {thread['oncpu_ns'] / 1e9 / seconds:.0%}" for thread in busy]
-    return (f"threads on CPU for this share of the capture: {', '.join(parts)}; "
-            f"{fixed(analysis.process['cpu_ms_per_request'], 3)} ms CPU per request")

@@ -20,6 +20,8 @@ from spinscope.analysis import counters
 from spinscope.analysis.capture import summed
 from spinscope.analysis.metrics import Analysis, ratio
 from spinscope.analysis.roles import EVENT_LOOP, HANDLER, IDLE, MULTIPLEX_MIN_SHARE, multiplex_share
+from spinscope.analysis.busywait import BUSY_WAIT_MIN_RUNNABLE_SHARE, busy_threads, outside_calls_ns  # noqa: F401
+from spinscope.analysis.threadlife import THREAD_PER_REQUEST, THREAD_PER_REQUEST_MIN, ThreadLives, thread_lives
 
 # Small-sample guards.
 MIN_REQUESTS = 50            # requests before any per-request verdict
@@ -57,6 +59,7 @@ PER_CONNECTION = "per-connection"  # an acceptor hands each new connection to a 
 # The connection goes back to the pool after each request and the next one is read by whichever pool thread
 # takes it, each thread waiting on its own socket: no shared poll set whose waiter changes (leader/follower).
 POOL_ROUND_TRIP = "pool-round-trip"
+# THREAD_PER_REQUEST (threadlife.py): a thread created to serve requests another thread read, exiting after
 
 
 @dataclass
@@ -446,10 +449,12 @@ class HandoffMeasure:
     # nothing (measure_spurious).
     dispatch_wakeups: int = 0
     dispatch_ns: float = 0.0
+    lives: ThreadLives | None = None  # threads created for requests: their creation, start and exit
 
     @property
     def cpu_share(self) -> float | None:
-        return share(self.path_ns + self.dispatch_ns + self.busy_wait_ns, self.cpu_ns)
+        lives_ns = self.lives.cpu_ns if self.lives else 0.0
+        return share(self.path_ns + self.dispatch_ns + self.busy_wait_ns + lives_ns, self.cpu_ns)
 
     @property
     def latency_share(self) -> float | None:
@@ -471,33 +476,40 @@ def measure_handoff(analysis: Analysis, edges: dict) -> HandoffMeasure | None:
     accept_lock = _cross_process_wakeups(analysis)
     handoffs = max(0.0, float(counters.handoffs(cap.totals)) - accept_lock)
     cross = process["cross_thread_share"] or 0.0
-    if handoffs == 0 and cross == 0:
+    lives = thread_lives(analysis)
+    if handoffs == 0 and cross == 0 and lives is None:
         return None
     per_request = handoffs / requests
-    mechanism = _handoff_mechanism(analysis, per_request, cross, handoffs)
+    mechanism = (THREAD_PER_REQUEST if lives and lives.per_request >= THREAD_PER_REQUEST_MIN
+                 else _handoff_mechanism(analysis, per_request, cross, handoffs))
     involved, busy_wait_ns = _handoff_threads(analysis, mechanism)
+    if lives:  # the threads created for requests and their creators
+        added = set(involved) | set(lives.tids) | set(lives.creators)
+        involved = [tid for tid in threads if tid in added]
     if not involved:
         return None
     # The wake-to-run waits on the request path: of the threads that do request work, not of idle ones (a
-    # runtime's helper threads, Node's V8 workers, woken now and then and waiting for a busy CPU).
-    wait_ms = float(sum(thread["wakeup_wait_ns"] for thread in threads.values() if thread["role"] != IDLE)) / 1e6 / requests
+    # runtime's helper threads, Node's V8 workers, woken now and then and waiting for a busy CPU); and the
+    # threads created for requests, from their creation to their first run.
+    wait_ns = sum(thread["wakeup_wait_ns"] for thread in threads.values() if thread["role"] != IDLE)
+    wait_ms = float(wait_ns + (lives.start_wait_ns if lives else 0)) / 1e6 / requests
     return HandoffMeasure(mechanism, handoffs, per_request, cross, accept_lock,
                           process["contention_wakeups_per_request"] or 0.0, involved,
                           float(sum(threads[tid]["oncpu_ns"] for tid in involved)),
                           float(sum(threads[tid]["handoff_oncpu_ns"] for tid in involved)),
                           busy_wait_ns, wait_ms, process["request_ms"], edges,
                           int(sum(threads[tid]["poll_dispatch"] for tid in involved)),
-                          float(sum(threads[tid]["poll_dispatch_cycle_ns"] for tid in involved)))
+                          float(sum(threads[tid]["poll_dispatch_cycle_ns"] for tid in involved)), lives)
 
 
 def _handoff_threads(analysis: Analysis, mechanism: str) -> tuple:
     """(the tids a handoff involves, their busy-waiting ns): the threads that hand requests over or are handed
-    them; for a shared-memory hand-over, which wakes no one, the busy threads (_busy_threads) and their
+    them; for a shared-memory hand-over, which wakes no one, the busy threads (busywait.busy_threads) and their
     on-CPU time outside their calls."""
     threads = analysis.threads
     if mechanism == SHARED_MEMORY:
-        busy = _busy_threads(analysis)
-        return busy, float(sum(_outside_calls_ns(threads[tid]) for tid in busy))
+        busy = busy_threads(analysis)
+        return busy, float(sum(outside_calls_ns(threads[tid]) for tid in busy))
     return [tid for tid, thread in threads.items()
             if counters.handoffs(thread) > 0 or thread["wakeups_received"] > 0], 0.0
 
@@ -568,28 +580,6 @@ def _leader_follower(analysis: Analysis, cross: float) -> bool:
     among = sum(edge["count"] for edge in deliberate
                 if edge["waker_tid"] in serving_pollers and edge["wakee_tid"] in serving_pollers)
     return bool(every and among >= 0.5 * every)
-
-
-# Busy-waiting threads are on CPU most of the capture while their syscalls are few (Redis's I/O thread:
-# 75% of a 2.8 s capture with both CPUs shared with the load generator).
-BUSY_WAIT_MIN_ONCPU_SHARE = 0.5
-
-
-def _busy_threads(analysis: Analysis) -> list:
-    """The tids of the threads that serve requests (read or answer them) and are on CPU at least
-    BUSY_WAIT_MIN_ONCPU_SHARE of the capture."""
-    threads, seconds = analysis.threads, analysis.capture.duration_s or 1.0
-    return [tid for tid, thread in threads.items()
-            if thread["role"] != IDLE and thread["read_calls"] + thread["write_calls"] > 0
-            and thread["oncpu_ns"] >= BUSY_WAIT_MIN_ONCPU_SHARE * seconds * 1e9]
-
-
-def _outside_calls_ns(thread: Mapping) -> int:
-    """A thread's on-CPU time outside the traced calls (an upper bound of busy-waiting: user-space work is in
-    it too): on-CPU less the time inside polls, futex calls and socket reads and writes (their wall time: a
-    non-blocking socket call rarely sleeps)."""
-    inside = thread["poll_oncpu_ns"] + thread["futex_oncpu_ns"] + thread["read_ns"] + thread["write_ns"]
-    return max(0, thread["oncpu_ns"] - inside)
 
 
 def share(ns: float, oncpu_ns: float | None) -> float | None:

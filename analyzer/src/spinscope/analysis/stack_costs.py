@@ -16,6 +16,11 @@ from dataclasses import dataclass
 from spinscope.analysis import stacks as S
 from spinscope.analysis.metrics import Analysis
 
+# The hand-off's machinery frames are the hand-off's cost only where requests are handed over: a server that
+# hands over fewer than this many per request still runs its runtime's queues and promises for other work
+# (Netty on its event loop: its task queue and write promises, 2% of its samples at one hand-off in 2,855
+# requests, measured), and those samples are not a hand-off's.
+USER_SHARE_MIN_HANDOFFS = 0.1  # hand-overs per request
 CALL_SITES_SAID = 3  # call sites written as detail lines (all TOP_CALL_SITES are in the JSON)...
 MIN_SHARE_SAID = 0.01  # ...the first always, the others from this share of the pattern's events or samples
 EVENT_NOUNS = {S.WRITE_SPIN: "retries of an EAGAIN", S.SPURIOUS_SELECT: "futile wakeups and empty polls",
@@ -29,11 +34,19 @@ class Where:
     pattern: str
     found: S.PatternStacks
     stackset: S.StackSet
+    handoffs_per_request: float | None = None  # the hand-off's rate, which its user-space part needs
+
+    @property
+    def counted(self) -> bool:
+        """Whether the machinery's samples are the hand-off's: requests are handed over at
+        USER_SHARE_MIN_HANDOFFS a request or more."""
+        return (self.pattern == S.HANDOFF_OVERHEAD and self.handoffs_per_request is not None
+                and self.handoffs_per_request >= USER_SHARE_MIN_HANDOFFS)
 
     @property
     def user_share(self) -> float | None:
         """The user-space part this adds to the label's share: the hand-off's machinery only."""
-        return self.found.user_share if self.pattern == S.HANDOFF_OVERHEAD else None
+        return self.found.user_share if self.counted else None
 
 
 def stack_set(analysis: Analysis) -> S.StackSet | None:
@@ -47,12 +60,13 @@ def stack_set(analysis: Analysis) -> S.StackSet | None:
     return cache["set"]
 
 
-def where(analysis: Analysis, pattern: str, tids) -> Where | None:
-    """What the stacks say of `pattern` on the threads `tids`; None without stacks."""
+def where(analysis: Analysis, pattern: str, tids, handoffs_per_request: float | None = None) -> Where | None:
+    """What the stacks say of `pattern` on the threads `tids` (for the hand-off, with its hand-overs per
+    request); None without stacks."""
     stackset = stack_set(analysis)
     if stackset is None:
         return None
-    return Where(pattern, S.pattern_stacks(stackset, pattern, tids), stackset)
+    return Where(pattern, S.pattern_stacks(stackset, pattern, tids), stackset, handoffs_per_request)
 
 
 def whole_share(syscall_share: float | None, found: Where | None) -> float | None:
@@ -85,6 +99,10 @@ def attach(label, found: Where | None, syscall_share: float | None):
 def _lines(label, found: Where) -> list:
     f = found.found
     lines = []
+    if found.pattern == S.HANDOFF_OVERHEAD and not found.counted and f.machinery_user:
+        lines.append(f"stack samples: {f.machinery_user} of {f.samples} in the runtime's queue, pool and lock frames, "
+                     f"not counted as the hand-off's: {found.handoffs_per_request or 0:.2f} hand-overs per request "
+                     f"(fewer than {USER_SHARE_MIN_HANDOFFS}), so those frames serve other work")
     if label.user_share is not None:
         runtimes = ", ".join(f"{name} {n}" for name, n in sorted(f.machinery_runtimes.items()))
         lines.append(f"stack samples: {label.user_share:.1%} of their CPU in the hand-off's machinery in user "

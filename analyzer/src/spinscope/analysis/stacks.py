@@ -67,20 +67,31 @@ MACHINERY = {
                r"(.*\.)?wrap_future", r"(.*\.)?_copy_future_state", r"(.*\.)?_chain_future\.\w+",
                r"(.*\.)?_set_state", r"(.*\.)?_call_set_state", r"(.*\.)?cancel_shielded_checkpoint",
                r"RunVar\.\w+", r"(.*\.)?to_thread\.\w+", r"BlockingPortal\.\w+"),
-    "jvm": (r"java\.util\.concurrent\.(ThreadPoolExecutor|ScheduledThreadPoolExecutor)\.\w+",
+    # Only the calls that pass work on or wait for it: not the loops that run what they were given
+    # (ThreadPoolExecutor.runWorker, SingleThreadEventExecutor.runAllTasks, NioEventLoop.run), whose tasks'
+    # work would then all count, a server that hands nothing over included.
+    "jvm": (r"java\.util\.concurrent\.(ThreadPoolExecutor|ScheduledThreadPoolExecutor)\.(execute|submit|addWorker|getTask|"
+            r"processWorkerExit|tryTerminate|reject|ensurePrestart|delayedExecute|schedule\w*)",
+            r"java\.util\.concurrent\.(AbstractExecutorService\.submit|FutureTask\.(set|setException|finishCompletion|get|"
+            r"awaitDone|report))",
             r"java\.util\.concurrent\.(LinkedBlockingQueue|ArrayBlockingQueue|SynchronousQueue|"
             r"LinkedTransferQueue|ConcurrentLinkedQueue|LinkedBlockingDeque)(\$\w+)?\.\w+",
             r"java\.util\.concurrent\.locks\.\w+(\$\w+)?\.\w+", r"java\.util\.concurrent\.CompletableFuture\w*\.\w+",
             r"java\.util\.concurrent\.ForkJoin\w+\.\w+", r"(jdk\.internal\.misc|sun\.misc)\.Unsafe\.(park|unpark)",
-            r"io\.netty\.util\.concurrent\.(SingleThreadEventExecutor|DefaultPromise|AbstractEventExecutor|"
-            r"DefaultEventExecutor|MultithreadEventExecutorGroup|PromiseTask)\w*\.\w+",
+            r"io\.netty\.util\.concurrent\.(SingleThreadEventExecutor|DefaultEventExecutor)\w*\.(execute|execute0|"
+            r"offerTask|addTask|pollTask\w*|takeTask|wakeup|lazyExecute|startThread|doStartThread)",
+            r"io\.netty\.util\.concurrent\.(DefaultPromise|PromiseTask|AbstractEventExecutor)\w*\.(setSuccess\w*|"
+            r"trySuccess|setFailure\w*|tryFailure|notifyListener\w*|await\w*|sync\w*|checkNotifyWaiters|"
+            r"submit|newPromise)",
+            r"io\.netty\.util\.concurrent\.MultithreadEventExecutorGroup\.next",
             r"io\.netty\.util\.internal\.shaded\.org\.jctools\.\S+",
-            r"io\.netty\.channel\.(nio\.NioEventLoop|SingleThreadEventLoop)\.(wakeup|execute)\w*",
+            r"io\.netty\.channel\.(nio\.NioEventLoop|SingleThreadEventLoop|epoll\.EpollEventLoop)\.(wakeup|execute)\w*",
             r"Parker::(park|unpark)", r"Unsafe_(Park|Unpark)", r"os::PlatformEvent::\w+",
             r"os::PlatformMonitor::\w+", r"ObjectMonitor::\w+"),
+    # Go's scheduler loop itself (schedule, findRunnable) runs for every goroutine switch, a server that
+    # hands nothing over included: only the calls that pass a goroutine work or wake another are counted.
     "go": (r"runtime\.(futexsleep|futexwakeup|notesleep|notewakeup|notetsleepg|chansend1?|chanrecv[12]?|"
-           r"selectgo|goready|ready|wakep|gopark|park_m|schedule|findRunnable|stopm|startm|semacquire1|"
-           r"semrelease1|runqgrab|runqsteal|netpollblock|handoffp)",
+           r"selectgo|goready|ready|wakep|semacquire1|semrelease1)",
            r"sync\.\(\*(Cond|Mutex|RWMutex|WaitGroup)\)\.\w+"),
 }
 _MACHINERY = {runtime: re.compile("|".join(f"(?:{p})" for p in patterns)) for runtime, patterns in MACHINERY.items()}

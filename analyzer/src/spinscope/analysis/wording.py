@@ -98,3 +98,15 @@ def checkpoint_note(cap) -> str:
                      "end at the checkpoint)")
     return (f"incomplete: the collector stopped without writing its final capture (killed?); this is "
             f"its last checkpoint, {fixed(cap.duration_s, 1)} s into the recording{journaled}")
+
+
+def busy_threads_line(threads: Mapping, seconds: float | None, cpu_ms_per_request: float | None, tids: list) -> str:
+    """`share of the capture the threads were on CPU and runnable (on CPU or waiting for it): 'io_thd_1' 29%
+    on CPU, 98% runnable, ...; 1.9 ms CPU per request`: busy-waiting shows as threads that never sleep (on
+    CPU or waiting for it nearly all the time) while their syscalls are few."""
+    seconds = seconds or 1.0
+    busy = sorted((threads[tid] for tid in tids), key=lambda thread: -thread["oncpu_ns"])[:3]
+    parts = [f"'{thread['comm']}' {thread['oncpu_ns'] / 1e9 / seconds:.0%} on CPU, "
+             f"{(thread['oncpu_ns'] + thread['runq_ns']) / 1e9 / seconds:.0%} runnable" for thread in busy]
+    return (f"share of the capture the threads were on CPU and runnable (on CPU or waiting for it): "
+            f"{', '.join(parts)}; {fixed(cpu_ms_per_request, 3)} ms CPU per request")

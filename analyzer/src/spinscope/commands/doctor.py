@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 
-from spinscope.tracing import collector
+from spinscope.tracing import collector, stacks_helper
 from spinscope.tracing.collector import Check
 
 CHECK_TIMEOUT_S = 60
@@ -52,7 +52,7 @@ def all_checks() -> list[Check]:
         return [found]
     path = collector.find()
     try:
-        return [found, *collector.run_checks(path, CHECK_TIMEOUT_S)]
+        return [found, *collector.run_checks(path, CHECK_TIMEOUT_S), check_stacks_helper()]
     except subprocess.TimeoutExpired:
         failure = f"{path.name} --check did not finish in {CHECK_TIMEOUT_S} s", "run it by hand to see where it hangs"
     except OSError as exc:
@@ -74,3 +74,14 @@ def check_collector() -> Check:
         remedy = ("install the wheel from `make dist` (it carries the collector), put spinscope-collector on "
                   "PATH, or in a checkout build it: make collector (scripts/setup.sh installs the toolchain)")
     return Check("collector", False, f"not found (looked at {looked}, and on PATH)", remedy)
+
+
+def check_stacks_helper() -> Check:
+    """The runtime stacks helper `record --stacks` runs beside the collector on CPython, JVM and Node targets:
+    optional (without it --stacks unwinds native code only), so never a reason the host is not ready."""
+    helper = stacks_helper.find()
+    if helper:
+        return Check("stacks helper", True, f"{helper} (names CPython, JVM and Node frames for --stacks)")
+    return Check("stacks helper", False, "not built: --stacks names native frames only on CPython, JVM and Node "
+                 "targets", "scripts/build-stacks-helper.sh (Go from the module proxy; make setup runs it)",
+                 skipped=True)

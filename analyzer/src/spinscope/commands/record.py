@@ -162,8 +162,11 @@ def run(args: argparse.Namespace) -> int:
 def _runtime_helper(args: argparse.Namespace, output: Path, console):
     """With --stacks on a process that runs CPython, a JVM or Node: the runtime stacks helper started
     (tracing/stacks_helper.py), or the reason it is not, as (helper or None, its output, account)."""
-    if not args.stacks or args.command or args.cgroup is not None:
-        return None  # a command's or a cgroup's runtimes are not known before the collector starts them
+    if not args.stacks:
+        return None
+    if args.command or args.cgroup is not None:  # their processes' runtimes are not known before they start
+        return None, None, {"skipped": f"{'-- COMMAND' if args.command else '--cgroup'}: the runtime stacks helper is "
+                            "not run (it samples known PIDs): CPython, JVM and Node frames are not named"}
     runtime = stacks_helper.runtime_of(args.pid)
     if runtime is None:
         return None

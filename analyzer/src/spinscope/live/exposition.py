@@ -46,6 +46,10 @@ METRICS = (
            (*PROCESS, "label", "severity")),
     Family("spinscope_label_cost_ratio", "gauge",
            "A verdict's measured cost: share of the involved threads' CPU (or of request time).", (*PROCESS, "label")),
+    Family("spinscope_label_call_site_ratio", "gauge",
+           "With --stacks: a verdict's top call sites (rank 1 to 3): the share of its events there (of its CPU "
+           "samples, for a pattern without events in the window).", (*PROCESS, "label", "rank", "function", "module"),
+           when="--stacks"),
     Family("spinscope_finding", "gauge",
            "A finding over the last window (not a problem by itself: busy-polling, write-wait): 1 while it holds.",
            (*PROCESS, "finding")),
@@ -127,7 +131,8 @@ class View:
     requests: dict  # the request sums and `hist` (Capture.requests, Capture.request_hists)
     drops: dict
     groups: list  # [(thread name, role, live threads, {counter: value})]
-    labels: list = field(default_factory=list)  # [(name, severity, cost share or None)]; findings: severity None
+    # [(name, severity, cost share or None, [(function, module, share)] top call sites)]; findings: severity None
+    labels: list = field(default_factory=list)
 
 
 def view_of(cap, selector: str, labels: list, sampled: float = 1.0) -> View:
@@ -177,8 +182,16 @@ def judge(span) -> list:
     from spinscope.analysis.metrics import analyze
 
     assessment = assess(analyze(span))
-    return ([(label.name, label.severity, label.cost_share) for label in assessment.labels]
-            + [(finding.name, None, finding.cpu_share) for finding in assessment.findings])
+    return ([(label.name, label.severity, label.cost_share, _top_sites(label)) for label in assessment.labels]
+            + [(finding.name, None, finding.cpu_share, []) for finding in assessment.findings])
+
+
+CALL_SITES_EXPORTED = 3  # per label: the exporter's cardinality stays bounded
+
+
+def _top_sites(label) -> list:
+    return [(site["function"], site["module"] or "", site["event_share"] if site["events"] else site["sample_share"])
+            for site in label.call_sites[:CALL_SITES_EXPORTED]]
 
 
 def _log2_buckets(hist: list, ks, scale: float = 1.0) -> list:
@@ -208,6 +221,9 @@ def families(views: list, selectors: dict):
         made[family.name] = cls(family.name, family.help, labels=list(family.labels))
 
     def add(name: str, labels: tuple, value: float) -> None:
+        if name not in made:  # a family written only when there is something for it (Family.when)
+            family = next(f for f in METRICS if f.name == name)
+            made[name] = GaugeMetricFamily(family.name, family.help, labels=list(family.labels))
         made[name].add_metric([str(v) for v in labels], value)
 
     add("spinscope_targets", (), len(views))
@@ -237,13 +253,16 @@ def _process_samples(made: dict, add, v, proc: tuple) -> None:
         sum_value=v.requests["duration_ns"] / 1e9)
     for kind, count in v.drops.items():
         add("spinscope_drops", (*proc, kind), count)
-    for name, severity, share in v.labels:
+    for name, severity, share, *sites in v.labels:
         if severity is None:
             add("spinscope_finding", (*proc, name), 1)
             continue
         add("spinscope_label", (*proc, name, severity), 1)
         if share is not None:
             add("spinscope_label_cost_ratio", (*proc, name), share)
+        for rank, (function, module, site_share) in enumerate(sites[0] if sites else [], 1):
+            add("spinscope_label_call_site_ratio", (*proc, name, rank, function, module),
+                site_share)
 
 
 def _group_samples(add, g: tuple, c) -> None:

@@ -203,7 +203,23 @@ def window(older: Capture, newer: Capture) -> Capture:
     doc["wakeups"] = _wakeups_minus(new["wakeups"], old["wakeups"])
     doc["requests"] = _requests_minus(new["requests"], old["requests"])
     doc["drops"] = {key: _minus(new["drops"].get(key, 0), old["drops"].get(key, 0)) for key in DROP_KEYS}
+    if isinstance(new.get("stacks"), dict):
+        doc["stacks"] = _stacks_minus(new["stacks"], old.get("stacks") or {})
     return from_document(doc, "window")
+
+
+def _stacks_minus(new: dict, old: dict) -> dict:
+    """The stacks of new less old's: the collector only appends to its frames and stacks (an index names
+    the same frame, the same stack, in every line of a stream), so each stack's count and weight less its
+    count and weight in old; those left with none are dropped."""
+    before = old.get("stacks") or []
+    stacks = []
+    for i, row in enumerate(new.get("stacks") or []):
+        prev = before[i] if i < len(before) else {}
+        count = _minus(row.get("count", 0), prev.get("count", 0))
+        if count:
+            stacks.append(dict(row, count=count, weight=_minus(row.get("weight", 0), prev.get("weight", 0))))
+    return dict(new, stacks=stacks)
 
 
 def _threads_minus(new: list, old: list) -> list:

@@ -129,6 +129,7 @@ class LabelLine:
     title: str  # the label's or finding's name, as in the report, --json and the exporter
     share: float | None
     summary: str
+    site: str | None = None  # with --stacks: the top call site (`conn_write (conn.c:247)`)
 
 
 def judge(span) -> tuple:
@@ -137,7 +138,8 @@ def judge(span) -> tuple:
     from spinscope.analysis.metrics import analyze
 
     assessment = assess(analyze(span))
-    return ([LabelLine(label.severity, label.name, label.cpu_share, label.summary) for label in assessment.labels]
+    return ([LabelLine(label.severity, label.name, label.cpu_share, label.summary,
+                       label.call_sites[0]["where"] if label.call_sites else None) for label in assessment.labels]
             + [LabelLine("finding", finding.name, finding.cpu_share, finding.summary) for finding in assessment.findings],
             assessment.notes)
 
@@ -211,6 +213,9 @@ def _label_lines(labels: list, header: dict, notes: list) -> list:
         line.append(f"{label.title}", style="bold")
         if label.share is not None:
             line.append(f"  {100 * label.share:.0f}% of the CPU involved")
+        if label.site:
+            line.append("  at ")
+            line.append_text(plain(label.site))
         line.append("  ")
         line.append_text(plain(label.summary))
         line.no_wrap = True

@@ -244,3 +244,67 @@ def metric_bars(before: dict, after: dict, names: list) -> str | None:
     ax.legend(fontsize="small", loc="lower right")
     ax.set_title("Before and after (each metric scaled to the larger value)")
     return to_png(fig)
+
+
+FLAME_MIN_SHARE = 0.005  # frames narrower than this share of the graph are not drawn
+FLAME_MAX_DEPTH = 48
+FLAME_COLORS = {"machinery": "#ff7f0e", "own": "#1f77b4", "kernel": "#b0b0b0", "other": "#9ccf8a"}
+
+
+def flame_graph(analysis: Analysis, pattern: str) -> str | None:
+    """A flame graph (root at the bottom) of one pattern's stacks (--stacks): its CPU samples when it has
+    some (time), else its event stacks (events); the hand-off's machinery frames orange, the target's own
+    code blue, the kernel grey, libraries and runtimes green. None without stacks of the pattern."""
+    from spinscope.analysis import stacks as S
+    from spinscope.analysis.stack_costs import stack_set
+
+    stackset = stack_set(analysis)
+    if stackset is None:
+        return None
+    chosen = [s for s in S.selected(stackset, pattern, source=None)]
+    timed = [s for s in chosen if s.source in (S.CPU, S.RUNTIME)]
+    weighted = [(s, s.count) for s in timed] if timed else [(s, s.weight) for s in chosen]
+    total = sum(w for _, w in weighted)
+    if not total:
+        return None
+    tree: dict = {}
+    for stack, weight in weighted:  # a trie of frames, root first, each node its weight
+        node = tree
+        for frame in list(reversed(stack.frames))[:FLAME_MAX_DEPTH]:
+            child = node.setdefault(frame.where, {"w": 0, "frame": frame, "kids": {}})
+            child["w"] += weight
+            node = child["kids"]
+    fig, ax = plt.subplots(figsize=(11, 6))
+    depth = _flame_level(ax, tree, 0.0, 0, total)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, max(depth, 1))
+    ax.axis("off")
+    unit = "CPU samples" if timed else "events"
+    ax.set_title(f"{pattern}: {total:,} {unit} (orange: hand-off machinery, blue: the target's own code)",
+                 fontsize=9, loc="left")
+    fig.set_size_inches(11, 0.22 * max(depth, 4) + 0.6)
+    return to_png(fig)
+
+
+def _flame_level(ax, nodes: dict, x: float, y: int, total: int) -> int:
+    """Draw the nodes of one level from x, and their children above; returns the top of what was drawn."""
+    from spinscope.analysis import stacks as S
+
+    deepest = y
+    for name, node in sorted(nodes.items()):
+        width = node["w"] / total
+        if width < FLAME_MIN_SHARE:
+            x += width
+            continue
+        frame = node["frame"]
+        kind = ("machinery" if S.machinery_runtime(frame) else "own" if S.is_own_code(frame)
+                else "kernel" if frame.kind == S.KERNEL else "other")
+        ax.add_patch(plt.Rectangle((x, y), width, 0.95, facecolor=FLAME_COLORS[kind], edgecolor="white", lw=0.5))
+        chars = int(width * 180)
+        if chars >= 4:
+            text = printable(name)
+            ax.text(x + 0.002, y + 0.45, text if len(text) <= chars else text[:chars - 1] + "…", fontsize=6,
+                    va="center", ha="left", clip_on=True, usetex=False, parse_math=False)
+        deepest = max(deepest, y + 1, _flame_level(ax, node["kids"], x, y + 1, total))
+        x += width
+    return deepest

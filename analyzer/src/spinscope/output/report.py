@@ -301,6 +301,8 @@ def render_html(analysis: Analysis, assessment: Assessment) -> str:
     for label in assessment.labels:
         body.append(htmlpage.heading(f"Evidence: {label.title}"))
         body.append(htmlpage.table(["evidence", "value"], [[k, _evidence_cell(v)] for k, v in label.evidence.items()]))
+        if label.call_sites:  # --stacks
+            body.append(htmlpage.figure(figures.flame_graph(analysis, label.name), f"flame graph: {label.title}"))
     body += [htmlpage.heading("Threads"),
              htmlpage.table(THREAD_HEADERS, thread_rows(analysis), titles=THREAD_MEANINGS),
              htmlpage.figure(figures.syscall_mix(analysis), "syscall mix per thread"),
