@@ -20,6 +20,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
 #include <linux/perf_event.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -435,6 +437,39 @@ static int pid_in_namespace(int pid)
 	return nspid > 0 ? nspid : pid;
 }
 
+/*
+ * The process's perf map (path, below its root), opened only if it is the process's own: the file is the
+ * target's to write, so it must not lead the collector (root) to another file of this host. openat2 stays
+ * in the target's root (RESOLVE_IN_ROOT) and follows no symbolic link at all (a JIT writes its map as a
+ * plain file), and the file must be a regular file of the process's owner.
+ * The open descriptor with *st, or -1.
+ */
+static int perf_map_open(int pid, const char *path, struct stat *st)
+{
+	struct open_how how = { .flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
+				.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
+	char dir[64];
+	struct stat owner;
+	int root, fd;
+
+	snprintf(dir, sizeof(dir), "/proc/%d", pid);
+	if (stat(dir, &owner))
+		return -1;
+	snprintf(dir, sizeof(dir), "/proc/%d/root", pid);
+	root = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0)
+		return -1;
+	fd = syscall(SYS_openat2, root, path, &how, sizeof(how));
+	close(root);
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, st) || !S_ISREG(st->st_mode) || st->st_uid != owner.st_uid) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 /* Read the process's perf map, as its own /tmp holds it, if it is there and changed (at most once a second). */
 static void jit_read(struct process *p)
 {
@@ -442,14 +477,19 @@ static void jit_read(struct process *p)
 	struct stat now;
 	size_t cap = 0;
 	FILE *f;
+	int fd;
 
 	if (monotonic_ns() - p->jit_checked_ns < 1000000000ULL)
 		return;
 	p->jit_checked_ns = monotonic_ns();
-	snprintf(path, sizeof(path), "/proc/%d/root/tmp/perf-%d.map", p->pid, pid_in_namespace(p->pid));
-	if (stat(path, &now) || (now.st_mtime == p->jit_stat.st_mtime && now.st_size == p->jit_stat.st_size) ||
-	    !S_ISREG(now.st_mode) || !(f = fopen(path, "re")))
+	snprintf(path, sizeof(path), "tmp/perf-%d.map", pid_in_namespace(p->pid));
+	fd = perf_map_open(p->pid, path, &now);
+	if (fd < 0)
 		return;
+	if ((now.st_mtime == p->jit_stat.st_mtime && now.st_size == p->jit_stat.st_size) || !(f = fdopen(fd, "re"))) {
+		close(fd);
+		return;
+	}
 	jit_free(p);
 	p->jit_stat = now;
 	while (fgets(line, sizeof(line), f) && p->njit < PERF_MAP_MAX_SYMBOLS) {
@@ -531,6 +571,19 @@ static char *symbol_dup(const char *name)
 	return plain && status == 0 ? plain : strdup(name);
 }
 
+/* pc as a frame of the process's perf map, if it names it (f filled, true). */
+static bool jit_frame(struct process *p, __u64 pc, struct frame *f)
+{
+	const struct jit_symbol *jit = jit_symbol_at(p, pc);
+
+	if (!jit)
+		return false;
+	f->module = strdup("[jit]");
+	f->symbol = strdup(jit->name);
+	f->symbol_offset = pc - jit->start;
+	return true;
+}
+
 /* Name pc in process p as a frame. */
 static __u32 user_frame_named(struct stacks *st, struct process *p, __u64 pc)
 {
@@ -546,25 +599,20 @@ static __u32 user_frame_named(struct stacks *st, struct process *p, __u64 pc)
 	if (!mod && monotonic_ns() - p->reported_ns > 1000000000ULL && process_report(p))
 		mod = dwfl_addrmodule(p->dwfl, pc);
 	if (!mod) { /* JIT code, or a mapping with no file: named by the process's perf map, if it has one */
-		const struct jit_symbol *jit = jit_symbol_at(p, pc);
-
-		if (jit) {
-			f.module = strdup("[jit]");
-			f.symbol = strdup(jit->name);
-			f.symbol_offset = pc - jit->start;
-		} else {
+		if (!jit_frame(p, pc, &f))
 			mapping_of(p->pid, pc, &f);
-		}
 		return frame_intern(st, &f);
 	}
-	name = dwfl_module_info(mod, NULL, &start, NULL, NULL, NULL, NULL, NULL); /* the path in the maps */
-	f.module = basename_dup(name);
-	f.address = pc - start;
 	name = dwfl_module_addrinfo(mod, pc, &offset, &sym, NULL, NULL, NULL);
+	/* No symbol there: JIT code in a file-backed mapping (a memfd, /dev/zero) may be in the perf map. */
+	if (!name && jit_frame(p, pc, &f))
+		return frame_intern(st, &f);
 	if (name) {
 		f.symbol = symbol_dup(name);
 		f.symbol_offset = offset;
 	}
+	f.module = basename_dup(dwfl_module_info(mod, NULL, &start, NULL, NULL, NULL, NULL, NULL)); /* the maps' path */
+	f.address = pc - start;
 	line = dwfl_module_getsrc(mod, pc);
 	if (line && (file = dwfl_lineinfo(line, NULL, &f.line, NULL, NULL, NULL)))
 		f.file = basename_dup(file);
@@ -801,9 +849,11 @@ struct stacks *stacks_start(struct bpf_program *prog, struct bpf_map *ring, __u3
 	st->ncpus = ncpus;
 	st->links = calloc(ncpus, sizeof(*st->links));
 	st->fds = malloc(ncpus * sizeof(*st->fds));
+	for (int cpu = 0; st->fds && cpu < ncpus; cpu++)
+		st->fds[cpu] = -1; /* none open yet: stacks_stop closes only those that are */
 	st->ring = ring_buffer__new(bpf_map__fd(ring), on_record, st, NULL);
 	if (!st->links || !st->fds || !st->ring) {
-		*err = -errno ? -errno : -ENOMEM;
+		*err = errno ? -errno : -ENOMEM;
 		snprintf(msg, msglen, "--stacks: cannot read the samples' ring buffer: %s", strerror(-*err));
 		goto fail;
 	}
@@ -832,7 +882,7 @@ fail:
 
 void stacks_stop(struct stacks *st)
 {
-	if (!st || !st->links)
+	if (!st || !st->links || !st->fds)
 		return;
 	for (int cpu = 0; cpu < st->ncpus; cpu++) {
 		bpf_link__destroy(st->links[cpu]);

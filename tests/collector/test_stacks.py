@@ -3,6 +3,10 @@ counts, on a fixture built without frame pointers (tests/fixtures/callsites.c)."
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+
 import pytest
 
 from spinscope.analysis import stacks as S
@@ -114,3 +118,59 @@ def test_exports_open_in_the_usual_tools(run, tmp_path):
         == SPINS - tail(run, S.SPIN_WRITE)
     blob = S.pprof(stackset.stacks, stackset.hz, run.capture["duration_s"])
     assert blob[:2] == b"\x1f\x8b"  # gzip, as pprof reads it
+
+
+# A stand-in JIT: x86-64 code in an anonymous executable mapping (count ecx down from 2^28, return), run
+# from Python through ctypes for about a second.
+JIT_LOOP = """
+import ctypes, mmap, os, sys, time
+code = bytes.fromhex("b900000010" "ffc9" "75fc" "c3")
+page = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+page.write(code)
+loop = ctypes.CFUNCTYPE(None)(ctypes.addressof(ctypes.c_char.from_buffer(page)))
+sys.stdout.write(f"ready {os.getpid()}\\n"); sys.stdout.flush()
+sys.stdin.readline()
+end = time.monotonic() + 1.0
+while time.monotonic() < end:
+    loop()
+"""
+
+
+@pytest.mark.parametrize("how", ["file", "symlink"])
+def test_a_perf_map_names_jit_frames_only_when_it_is_the_targets_own_file(tmp_path, how):
+    """Frames outside every file mapping are named from the target's /tmp/perf-PID.map (a JIT's), a plain
+    file of the target's owner; a symbolic link there is refused: it could lead the collector, root, to
+    another file of the host. The map below names the whole address space: every unnamed frame would take
+    its name."""
+    import subprocess
+    from collector_harness import LineReader, start_collector
+
+    target = subprocess.Popen([sys.executable, "-c", JIT_LOOP], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+    perf_map = Path(f"/tmp/perf-{target.pid}.map")
+    elsewhere = tmp_path / "elsewhere.map"
+    try:
+        out = LineReader(target.stdout)
+        out.wait_for(lambda line: line.startswith("ready"))
+        content = "0 7fffffffffff SPINSCOPE_PERF_MAP_SYMBOL\n"
+        if how == "file":
+            perf_map.write_text(content)
+        else:
+            elsewhere.write_text(content)
+            perf_map.symlink_to(elsewhere)
+        output = tmp_path / "jit.json"
+        collector, err = start_collector(target.pid, output, "--stacks", "499")
+        target.stdin.write("go\n")
+        target.stdin.flush()
+        assert target.wait(timeout=30) == 0
+        assert collector.wait(timeout=30) == 0, err.drain()
+        frames = json.loads(output.read_text())["stacks"]["frames"]
+        named = [f for f in frames if f["symbol"] == "SPINSCOPE_PERF_MAP_SYMBOL"]
+        if how == "file":
+            assert named and all(f["kind"] == "jit" and f["module"] == "[jit]" for f in named)
+        else:
+            assert named == []
+    finally:
+        if target.poll() is None:
+            target.kill()
+        perf_map.unlink(missing_ok=True)
