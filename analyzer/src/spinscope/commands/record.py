@@ -124,7 +124,12 @@ def run(args: argparse.Namespace) -> int:
         args = argparse.Namespace(**{**vars(args), "pid": translated.host_pid})
     output = Path(args.output) if args.output else default_output(args)
     helper = _runtime_helper(args, output, console)
-    started, messages = _start(collector_command(path, args, output), args.command)
+    try:
+        started, messages = _start(collector_command(path, args, output), args.command)
+    except BaseException:
+        if helper is not None:  # no capture to fold into: the helper stopped, its samples dropped
+            _fold_runtime_stacks(helper, None, console)
+        raise
     proc = started.proc
     errors: list[str] = []
     relay = threading.Thread(target=_relay, args=(messages, console, args.quiet, errors), daemon=True)
