@@ -20,12 +20,13 @@ import pytest
 from realserver_harness import ensure_netty, ensure_ready
 from realserver_harness import www  # noqa: F401  (fixture)
 from spinscope.analysis.claims import unsupported
+from spinscope.analysis.labels import WARNING_SHARE
 from verdict_pairs import (BUSY_POLLING, MAX_STEAL, PAIRS, SPURIOUS_SELECT, independent_share, label_share,
                            median, missing, record_pair)
 
 SERIOUS = ("warning", "critical")
 COUNT_TOLERANCE = 0.01
-ROUNDS = {"gunicorn-herd": 3, "fastapi-threadpool-c1": 3, "fastapi-threadpool-c16": 3}  # else 1
+ROUNDS = {"gunicorn-herd": 3, "fastapi-threadpool-c1": 3, "fastapi-threadpool-c16": 3, "tornado-herd": 3}  # else 1
 MAX_ROUNDS_FACTOR = 2  # rounds recorded at most, per round wanted, while the hypervisor steals
 # A label must never claim more than the fix saves: its cpu_share at most this factor above the
 # independent share.
@@ -46,7 +47,12 @@ OVER_CLAIM = 2.0
 # Before 2026-11-27 the herd's relaxed bound was checked and then the factor-2 one asserted for every pair
 # anyway, and the ratio was taken between two medians of rounds that moved 4x: the test failed on a busy
 # machine (share 0.10 per round against an independent 0.37).
-UNDER_CLAIM = {"gunicorn-herd": 6.0}
+# - the thread pool with --stacks: the machinery's samples are about half of what the fix saves (the rest is
+#   the shared code running longer, as the research found): 0.55-0.62 of it on a quiet machine, 0.46-0.47
+#   with a CPU-bound process beside the pair (2026-11-27: the fix then saves more, 0.51-0.59, the detour's
+#   context switches waiting for a CPU, while the share measured stays at 0.24-0.28); the bound is 2.5 so
+#   that the test holds on a busy machine, as every verdict test must.
+UNDER_CLAIM = {"gunicorn-herd": 6.0, "fastapi-threadpool-c1": 2.5, "fastapi-threadpool-c16": 2.5}
 SHARE_FACTOR = 2.0
 # Below this the pair does not show its bug here, and comparing a share with it means nothing: the issue
 # measured +58% CPU per request for the herd (a share of 0.37) and +69% for the thread pool (0.41).
@@ -147,8 +153,20 @@ def test_bad_side_gets_the_label(recorded, name):
             assert pair.label in labels(r.sides["bad"]), f"{name}: {pair.about}\n{described(rounds)}"
     if pair.label != BUSY_POLLING:
         serious = sum(pair.label in labels(r.sides["bad"], SERIOUS) for r in rounds)
-        assert 2 * serious > len(rounds), \
+        near = sum(_near_warning(r.sides["bad"], pair.label) for r in rounds) if name in HERDS else serious
+        assert 2 * near > len(rounds), \
             f"{name}: {pair.about}; expected {pair.label} at warning or critical\n{described(rounds)}"
+
+
+# A herd's cost falls when a CPU-bound process runs beside it: its losers are woken later and fewer of
+# them find the connection gone (Tornado's 4 processes: 8.6% quiet, 4.6% beside a CPU hog, measured
+# 2026-11-27), so a herd counts as serious down to half the warning tier.
+HERDS = {"gunicorn-herd", "tornado-herd"}
+
+
+def _near_warning(run, label: str) -> bool:
+    share = label_share(run, label)
+    return share is not None and share >= WARNING_SHARE / 2
 
 
 @pytest.mark.parametrize("name", VERDICTS)
