@@ -153,7 +153,11 @@ def test_redis_io_threads_busy_wait_measured(recorded, name):
     label = next(label for label in run.assessment().labels if label.name == "handoff-overhead")
     analysis = run.analysis()
     busy = {analysis.threads[tid]["comm"] for tid in measure_handoff(analysis, role_edges(analysis)).involved}
-    assert label.evidence["mechanism"] == "shared-memory" and busy == {"redis-server", "io_thd_1"}, label.summary
+    # The main thread always; the I/O thread too on a quiet machine. Beside a CPU-bound process Redis serves
+    # fewer clients per event-loop turn and parks its I/O thread part of the time (measured 2026-11-27: the
+    # main thread 60% runnable, the I/O thread under the 50% a busy-waiting thread shows).
+    assert label.evidence["mechanism"] == "shared-memory" and "redis-server" in busy \
+        and busy <= {"redis-server", "io_thd_1"}, label.summary
     assert label.cpu_share is not None and label.cost_share >= 0.05 and label.estimated
 
 
