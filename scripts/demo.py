@@ -24,14 +24,15 @@ OUT = ROOT / "build" / "demo"
 SPINSCOPE = [sys.executable, "-m", "spinscope"]
 
 
-def record(name: str, seconds: int, server_args: list, load_args: list) -> Path:
-    """Start a server, record it while loadgen drives it for `seconds`, stop it; the capture's path."""
+def record(name: str, seconds: int, server_args: list, load_args: list, *record_args) -> Path:
+    """Start a server, record it (with record_args) while loadgen drives it for `seconds`, stop it; the
+    capture's path."""
     capture = OUT / f"{name}.json"
     with open(OUT / f"{name}.record.log", "w") as log:
         server = refserver.start(refserver.command(*server_args))
         try:
             started = collector.start([*SPINSCOPE, "record", "--pid", server.proc.pid, "--duration", seconds + 1,
-                                       "-o", capture], stderr=log)
+                                       "-o", capture, *record_args], stderr=log)
             started.wait_ready()
             with open(OUT / f"{name}.loadgen.txt", "w") as load:
                 subprocess.run([ROOT / "build" / "loadgen", "--port", str(server.port), "--duration",
@@ -51,10 +52,11 @@ def spinscope(*args) -> None:
 
 def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
-    print("== 1. event loop, 100 KB responses, 16 KB send buffer, writes until done (write-spin)", flush=True)
+    print("== 1. event loop, 100 KB responses, 16 KB send buffer, writes until done (write-spin); with --stacks, "
+          "where in its code", flush=True)
     spin = record("event-loop-spin", 4, ["event-loop", "--write-policy", "spin", "--sndbuf", 16384],
-                  ["--mix", "80:/bytes/100,20:/bytes/102400", "--concurrency", "16", "--rcvbuf", "4096"])
-    spinscope("report", spin, "--html", OUT / "event-loop-spin.html")
+                  ["--mix", "80:/bytes/100,20:/bytes/102400", "--concurrency", "16", "--rcvbuf", "4096"], "--stacks")
+    spinscope("report", spin, "--html", OUT / "event-loop-spin.html", "--folded", OUT / "event-loop-spin.folded")
 
     print("\n== 2. the upgrade: thread-per-connection -> reactor + worker pool, same load", flush=True)
     light = ["--path", "/bytes/100", "--concurrency", "1"]
