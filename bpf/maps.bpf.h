@@ -24,6 +24,8 @@ const volatile bool untrusted_loads = false;
 /* --stacks (stacks.bpf.h): the CPU samples' rate, and the event stacks' budget per thread and source
  * (0: stacks off, and all their code gone at load). */
 const volatile __u32 stack_hz = 0;
+/* --stacks beside a runtime helper: every change of a target thread's tags to the tag_changes ring. */
+const volatile bool tag_timeline = false;
 
 struct global_stats globals = {};
 
@@ -140,6 +142,12 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 4096);
 } stack_samples SEC(".maps");
+
+/* --stacks' tag timeline (struct tag_change), sized by the collector: one page when off. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} tag_changes SEC(".maps");
 
 static const struct thread_stats zero_thread;
 

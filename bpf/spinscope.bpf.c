@@ -332,6 +332,8 @@ done:
 	t->inflight.offcpu_ns = 0;
 	t->inflight.waits = 0;
 	t->inflight.flags = 0;
+	if (tag_timeline)
+		tag_note(t, (__u32)bpf_get_current_pid_tgid(), bpf_ktime_get_ns());
 	return 0;
 }
 
@@ -403,6 +405,7 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 		t->woken_in_process = 0;
 		t->switch_out_ns = 0;
 		t->switch_in_ns = now;
+		tag_note(t, next->pid, now);
 	}
 	return 0;
 }
@@ -512,6 +515,8 @@ int BPF_PROG(on_sched_waking, struct task_struct *p)
 			waker->c.wakeups_sent_exit++;
 			break;
 		}
+		if (tag_timeline)
+			tag_note(waker, current->pid, bpf_ktime_get_ns());
 	}
 	edge_add(current->pid, p->pid, mechanism);
 	return 0;

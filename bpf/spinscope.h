@@ -235,6 +235,16 @@ struct stack_event_budget {
 	__u32 limit;     /* the stride doubles when taken reaches it (0: stack_hz, at a second's start) */
 };
 
+/* --stacks with a runtime helper (stacks_helper.py): a thread's tags changed (STACK_TAG_*, all but
+ * KERNEL) at time_ns (CLOCK_MONOTONIC, bpf_ktime_get_ns), one record in the tag_changes ring buffer. The
+ * helper's samples, taken by another program on its own timer, get the tags their thread had then. */
+struct tag_change {
+	__u64 time_ns;
+	__u32 tid;
+	__u32 tags;
+};
+#define TAG_UNKNOWN 0xffffffffu /* noted_tags after a lost record: the next note writes whatever it is */
+
 struct stack_sample {
 	__u32 pid, tid;
 	__u64 time_ns;   /* CLOCK_MONOTONIC */
@@ -297,6 +307,8 @@ struct thread_stats {
 	__u32 stall_open;         /* its latest socket write stalled, and it has not waited since... */
 	__u32 stall_waits;        /* ...(thread_waits() right after that write) */
 	struct stack_event_budget stack_events[STACK_EVENT_SOURCES]; /* per event source (stacks.bpf.h) */
+	__u32 noted_tags;         /* --stacks with a tag timeline: the tags of its latest tag_change */
+	__u32 pad_tags;
 	__u64 exit_offcpu_ns; /* c.offcpu_ns at sched_process_exit (exit_oncpu_ns) */
 };
 
@@ -453,6 +465,7 @@ struct drop_counts {
 struct global_stats {
 	__u64 processes_created;
 	__u64 stack_samples_lost; /* --stacks: samples and event stacks the ring buffer had no room for */
+	__u64 tag_changes_lost;   /* --stacks' tag timeline: changes its ring buffer had no room for */
 #define X(name) __u64 drops_##name;
 	SPINSCOPE_DROPS(X)
 #undef X

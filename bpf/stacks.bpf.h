@@ -42,6 +42,35 @@ static __always_inline __u32 stack_tags(const struct thread_stats *t)
 	return tags;
 }
 
+/*
+ * The tag timeline (tag_timeline, on when a runtime helper samples beside the collector): the thread's
+ * tags, written to tag_changes when they differ from the last written. Called where the tags can change:
+ * at a counted call's sys_exit, at a switch-in, and on the waker's side of a wakeup. The KERNEL bit is a
+ * sample's, not the thread's: left out.
+ */
+static __always_inline void tag_note(struct thread_stats *t, __u32 tid, __u64 now)
+{
+	struct tag_change *r;
+	__u32 tags;
+
+	if (!stack_hz || !tag_timeline || !t)
+		return;
+	tags = stack_tags(t);
+	if (tags == t->noted_tags)
+		return;
+	r = bpf_ringbuf_reserve(&tag_changes, sizeof(*r), 0);
+	if (!r) {
+		__sync_fetch_and_add(&globals.tag_changes_lost, 1);
+		t->noted_tags = TAG_UNKNOWN; /* the next note writes the tags, whatever they are */
+		return;
+	}
+	r->time_ns = now;
+	r->tid = tid;
+	r->tags = tags;
+	t->noted_tags = tags;
+	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+}
+
 /* The user registers in DWARF order (see STACK_REGS) but ip (regs[16]), from a struct pt_regs (any
  * pointer kind). */
 #define STACK_REGS_FROM(rec, from)                                                                 \

@@ -16,6 +16,7 @@
 #include "procfs.h"
 #include "session.h"
 #include "stacks.h"
+#include "timeline.h"
 #include "spinscope.skel.h"
 
 /* Threads alive at attach get an entry now, so idle ones appear in the capture too. */
@@ -91,6 +92,8 @@ static int probes_open(struct session *s, const struct options *o, bool untruste
 	bpf_map__set_max_entries(s->skel->maps.wakeups, o->max_threads / 4 > 4096 ? o->max_threads / 4 : 4096);
 	bpf_map__set_max_entries(s->skel->maps.stack_samples, stacks_ring_size(o->stacks_hz > 0));
 	s->skel->rodata->stack_hz = o->stacks_hz;
+	bpf_map__set_max_entries(s->skel->maps.tag_changes, timeline_ring_size(o->tag_timeline != NULL));
+	s->skel->rodata->tag_timeline = o->tag_timeline != NULL;
 	/* Without --stacks the sampler is neither loaded nor verified. */
 	bpf_program__set_autoload(s->skel->progs.on_cpu_sample, o->stacks_hz > 0);
 	return 0;
@@ -161,6 +164,12 @@ int session_attach(struct session *s, const struct options *o)
 		if (!s->stacks)
 			return fail(s, ret, "%s", err);
 		s->meta.stacks = s->stacks;
+		if (o->tag_timeline) {
+			s->timeline = timeline_start(stacks_ring(s->stacks), s->skel->maps.tag_changes, o->tag_timeline,
+						     &ret, err, sizeof(err));
+			if (!s->timeline)
+				return fail(s, ret, "%s", err);
+		}
 	}
 	return 0;
 }

@@ -90,6 +90,9 @@ static const struct option_row rows[] = {
 	  "probes know of its thread, and the call sites of the patterns' own\n"
 	  "events (at most HZ a second per thread and kind); unwound with DWARF\n"
 	  "CFI (elfutils libdw), no frame pointers needed (0: off, the default)" },
+	{ "tag-timeline", 0, "FILE", TEXT, FIELD(tag_timeline), 0, 0, 0,
+	  "with --stacks: write every change of a target thread's tags to FILE\n"
+	  "(binary, for `spinscope record` to tag a runtime helper's samples)" },
 	{ "ready-fd", 0, "N", FD, FIELD(ready_fd), -1, 0, 0,
 	  "once the probes are live, write one JSON line to file descriptor N\n"
 	  "({\"ready\": true, ...}) and close it; closed without it on failure" },
@@ -373,6 +376,10 @@ static void check_outputs(struct options *o)
 		usage_error("--checkpoint must be at least 0.1 s (or 0)");
 	if (o->interval_s > 0 && o->interval_s < 0.01)
 		usage_error("--interval must be at least 0.01 s");
+	if (o->tag_timeline && !*o->tag_timeline)
+		usage_error("--tag-timeline must name a file, not ''");
+	if (o->tag_timeline && !o->stacks_hz)
+		usage_error("--tag-timeline needs --stacks HZ (it tags the stacks' threads)");
 	if (o->stream_fd >= 0 && o->interval_s <= 0)
 		usage_error("--stream needs --interval SEC (a line per interval)");
 	if (o->stream_fd >= 0 && !o->output)

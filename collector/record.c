@@ -17,6 +17,7 @@
 #include "cgroup.h"
 #include "session.h"
 #include "stacks.h"
+#include "timeline.h"
 #include "spinscope.skel.h"
 
 /* How often the exited threads are drained into the capture: at 1,000 exits a second, ~100 a time. */
@@ -182,6 +183,7 @@ int session_write(struct session *s, const struct options *o)
 	if (ret)
 		return fail(s, ret, "cannot read the BPF maps: %s", strerror(-ret));
 	stacks_settle(s->stacks, &s->final);
+	timeline_end(s->timeline, s->final.globals.tag_changes_lost);
 	if (!strcmp(s->meta.end_reason, "target-exited") && !o->cgroup_arg)
 		snapshot_process_gone(&s->final, s->meta.pid, now);
 	/* The last, shorter interval (at least one interval whenever --interval was given). */

@@ -13,6 +13,7 @@
 #include "probes.h"
 #include "session.h"
 #include "stacks.h"
+#include "timeline.h"
 #include "spinscope.skel.h"
 
 int fail(struct session *s, int err, const char *fmt, ...)
@@ -27,6 +28,8 @@ int fail(struct session *s, int err, const char *fmt, ...)
 
 void session_detach(struct session *s)
 {
+	timeline_free(s->timeline); /* drained by the stacks' ring buffer manager: before it */
+	s->timeline = NULL;
 	stacks_free(s->stacks); /* its perf events' links and ring buffer first: they hold the object's */
 	s->stacks = NULL;
 	s->meta.stacks = NULL;

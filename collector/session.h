@@ -34,6 +34,7 @@ struct session {
 	struct exited_threads exited; /* the threads gone, drained from the exited map */
 	struct snapshot final;
 	struct stacks *stacks;    /* --stacks: the sampler, the unwinder and the stacks so far (NULL: off) */
+	struct timeline *timeline; /* --tag-timeline: the tag changes' file (NULL: off) */
 	char error[512]; /* why the session failed, one line */
 };
 

@@ -809,6 +809,11 @@ static __u64 thread_cpu_ns(void)
 	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
 }
 
+struct ring_buffer *stacks_ring(struct stacks *st)
+{
+	return st ? st->ring : NULL;
+}
+
 void stacks_drain(struct stacks *st)
 {
 	__u64 start;

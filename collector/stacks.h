@@ -30,6 +30,8 @@ struct stacks;
  * with a message in msg when it cannot start. */
 struct stacks *stacks_start(struct bpf_program *prog, struct bpf_map *ring, __u32 hz, int *err, char *msg,
 			    size_t msglen);
+/* The ring buffer manager its drains read (another ring added to it is drained with it: timeline.h). */
+struct ring_buffer *stacks_ring(struct stacks *st);
 /* Unwind and count what the ring holds now. */
 void stacks_drain(struct stacks *st);
 struct snapshot;

@@ -93,7 +93,7 @@ func main() {
 	children := flag.Bool("children", true, "also profile the targets' descendant processes")
 	allProcs := flag.Bool("all-processes", false, "let the profiler unwind every process (the upstream default; costs more), still keeping only the targets' samples")
 	maxStacks := flag.Int("max-stacks", 20000, "cap on unique (tid, stack) entries; samples beyond it are counted, not kept")
-	timestamps := flag.Bool("timestamps", false, "add \"ts\": sample times (unix ns) to each stack line")
+	timestamps := flag.Bool("timestamps", false, "add \"ts\" and \"kt\": sample times (unix ns, and CLOCK_MONOTONIC ns) to each stack line")
 	minAge := flag.String("min-process-age", "auto", "skip (in BPF, before any unwinding or process sync) "+
 		"samples of processes younger than this: 'auto' = the youngest target's age minus 1s, or a "+
 		"duration such as 30s, or 0 for every process")
@@ -170,7 +170,11 @@ func main() {
 	cfg.SendErrorFrames = true // a frame that failed to unwind is shown, not dropped
 	cfg.ReporterInterval = time.Hour
 	cfg.IncludeEnvVars = "" // never collect environment variables
-	age, err := minProcessAge(*minAge, pidList)
+	aged := pidList
+	if *children {
+		aged = append(aged, descendants(pidSet)...)
+	}
+	age, err := minProcessAge(*minAge, aged)
 	if err != nil {
 		die("%v", err)
 	}
@@ -262,13 +266,37 @@ func finish(s *sink, f *os.File, hz int) {
 	}
 }
 
+// descendants: the processes now running under one of roots (gunicorn's
+// workers, forked after their master: with 'auto' they must pass the age
+// filter too, or a master that took more than a second to fork them is
+// sampled alone).
+func descendants(roots map[int64]bool) []int64 {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	t := newTargets(roots, true)
+	var out []int64
+	for _, e := range entries {
+		pid, err := strconv.ParseInt(e.Name(), 10, 64)
+		if err != nil || roots[pid] {
+			continue
+		}
+		if t.match(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
 // minProcessAge: the profiler samples every process and, the first time it
 // sees one, reads its mappings and parses the .eh_frame of every executable it
 // maps. On a busy machine, processes that come and go (builds, tests) make
 // that the helper's main cost. Its BPF filter_min_process_age skips samples
 // of processes younger than the given age before any of that happens. 'auto'
 // picks the youngest target's age less a second, so the targets pass and
-// processes started after them are skipped until they are as old.
+// processes started after them are skipped until they are as old (and so
+// are the targets' own children forked after the helper started).
 func minProcessAge(arg string, pids []int64) (time.Duration, error) {
 	if arg != "auto" {
 		d, err := time.ParseDuration(arg)

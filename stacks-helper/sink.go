@@ -16,6 +16,7 @@ import (
 
 	"go.opentelemetry.io/ebpf-profiler/libpf"
 	"go.opentelemetry.io/ebpf-profiler/reporter/samples"
+	"go.opentelemetry.io/ebpf-profiler/times"
 	"go.opentelemetry.io/ebpf-profiler/traceutil"
 )
 
@@ -30,6 +31,7 @@ type stackEntry struct {
 	frames libpf.Frames
 	count  int64
 	ts     []int64
+	kt     []int64 // the same moments on CLOCK_MONOTONIC (bpf_ktime_get_ns), for spinscope's tag timeline
 }
 
 // sink is the profiler's reporter: it receives every unwound trace of every
@@ -114,6 +116,9 @@ func (s *sink) ReportTraceEvent(trace *libpf.Trace, meta *samples.TraceEventMeta
 	e.count++
 	if s.withTS {
 		e.ts = append(e.ts, ts)
+		// The profiler made ts from the sample's bpf_ktime_get_ns plus its boot-time offset (times.KTime's
+		// UnixNano): the same offset taken back gives the kernel's clock, which spinscope's probes stamp.
+		e.kt = append(e.kt, ts-times.KTime(0).UnixNano())
 	}
 	s.samples++
 	return nil
@@ -156,6 +161,7 @@ type stackOut struct {
 	Count  int64      `json:"count"`
 	Frames []frameOut `json:"frames"`
 	TS     []int64    `json:"ts,omitempty"`
+	KT     []int64    `json:"kt,omitempty"`
 }
 
 func (s *sink) write(w io.Writer, helper, version string, hz int) error {
@@ -186,7 +192,7 @@ func (s *sink) write(w io.Writer, helper, version string, hz int) error {
 	sort.SliceStable(keys, func(i, j int) bool { return s.stacks[keys[i]].count > s.stacks[keys[j]].count })
 	for _, k := range keys {
 		e := s.stacks[k]
-		so := stackOut{PID: k.pid, TID: k.tid, Comm: e.comm, Count: e.count, TS: e.ts,
+		so := stackOut{PID: k.pid, TID: k.tid, Comm: e.comm, Count: e.count, TS: e.ts, KT: e.kt,
 			Frames: make([]frameOut, 0, len(e.frames))}
 		for _, fh := range e.frames {
 			so.Frames = append(so.Frames, s.convertFrame(k.pid, fh.Value()))

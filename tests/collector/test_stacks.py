@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from spinscope.analysis import stacks as S
+from spinscope.tracing import tag_timeline as T
 
 from collector_harness import run_fixture
 
@@ -18,9 +19,14 @@ HZ = "199"
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
+def timeline_path(tmp_path_factory):
+    return tmp_path_factory.mktemp("timeline") / "tags"
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, timeline_path):
     return run_fixture("callsites", tmp_path=tmp_path_factory.mktemp("callsites"),
-                       collector_args=("--stacks", HZ))
+                       collector_args=("--stacks", HZ, "--tag-timeline", str(timeline_path)))
 
 
 def events(stackset, tid, source):
@@ -174,3 +180,43 @@ def test_a_perf_map_names_jit_frames_only_when_it_is_the_targets_own_file(tmp_pa
         if target.poll() is None:
             target.kill()
         perf_map.unlink(missing_ok=True)
+
+
+def test_the_tag_timeline_holds_every_change_of_every_thread(run, timeline_path):
+    """--tag-timeline: each thread's tags, changed exactly where the fixture changes what it does. The spinner
+    stalls once and never waits again, the idler's polls are all empty, the consumer is woken by the producer
+    every time: one change each. The producer's tags go to `handoff` in each call that wakes the consumer and
+    back when it returns: two changes per wake, as many wakes as its hand-off events."""
+    tl = T.read(timeline_path)
+    assert tl.error is None and tl.complete and tl.lost == 0
+    tags = {name: [T.tag_names(bits) for bits in tl.tags.get(row["tid"], [])] for name, row in run.truth.items()}
+    assert tags["spinner"] == [("write-stall",)]
+    assert tags["idler"] == [("empty-cycle",)]
+    assert tags["consumer"] == [("handoff",)]
+    producer = run.truth["producer"]["tid"]
+    wakes = sum(s.weight for s in events(S.load(run.capture), producer, S.HANDOFF)) + tail(run, S.HANDOFF)
+    assert wakes == run.thread("producer")["wakeups_sent"]
+    assert tags["producer"] == [("handoff",), ()] * wakes
+    assert tl.changes == 3 + 2 * wakes
+    for tid, times in tl.times.items():
+        assert times == sorted(times) and times[0] > 0
+
+
+def test_a_runtime_helpers_samples_get_the_tags_their_thread_had(run, timeline_path, tmp_path):
+    """A helper sample at a moment of the producer's timeline gets the producer's tags then; the samples of
+    one stack are split by tags, and their counts kept."""
+    tl = T.read(timeline_path)
+    producer = run.truth["producer"]["tid"]
+    on, off = tl.times[producer][0], tl.times[producer][1]  # `handoff` from on to off, none after
+    capture = tmp_path / "capture.json"
+    capture.write_text(json.dumps(run.capture))
+    helper_out = tmp_path / "helper.jsonl"
+    helper_out.write_text(json.dumps({"helper": "test", "samples": 3}) + "\n" + json.dumps(
+        {"pid": 1, "tid": producer, "count": 3, "kt": [on, (on + off) // 2, off],
+         "frames": [{"kind": "python", "name": "queue.put", "file": "/usr/lib/python3.11/queue.py", "line": 1}]}) + "\n")
+    from spinscope.tracing import stacks_helper
+    stacks_helper.fold_into(capture, helper_out, {"runtime": "cpython"}, timeline_path)
+    block = json.loads(capture.read_text())["stacks"]
+    rows = sorted((tuple(s["tags"]), s["count"]) for s in block["stacks"] if s["source"] == "runtime")
+    assert rows == [((), 1), (("handoff",), 2)]
+    assert block["helper"]["tags"]["changes"] == tl.changes and block["helper"]["tags"]["samples_untagged"] == 0

@@ -552,6 +552,8 @@ def recording(server: RealServer, output: Path, interval: float = 1.0, stacks: i
     helper = runtime_helper(server, output, stacks) if stacks else None
     if stacks:
         extra += ["--stacks", str(stacks)]
+    if helper is not None:
+        extra += ["--tag-timeline", str(helper.timeline)]
     collector, err = start_collector(server.pid, output, *extra, "--interval", f"{interval:g}",
                                      program=collector_program())
     try:
@@ -571,8 +573,9 @@ def recording(server: RealServer, output: Path, interval: float = 1.0, stacks: i
     assert code == 0, f"collector exited with {code}: {err.seen}"
     if helper is not None:
         assert helper.error is None, f"the runtime stacks helper: {helper.error}"
-        stacks_helper.fold_into(output, helper.out, {"runtime": stacks_helper.runtime_of(server.pid)})
+        stacks_helper.fold_into(output, helper.out, {"runtime": stacks_helper.runtime_of(server.pid)}, helper.timeline)
         helper.out.unlink(missing_ok=True)
+        helper.cleanup()
 
 
 def runtime_helper(server: RealServer, output: Path, hz: int):

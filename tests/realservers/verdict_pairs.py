@@ -75,7 +75,7 @@ class Pair:
 PAIRS = {pair.name: pair for pair in (
     Pair("gunicorn-herd", "gunicorn-w4", "gunicorn-w1", SPURIOUS_SELECT,
          "4 sync workers select() on one listener and all wake for each new connection; all but one then "
-         "get EAGAIN from accept() (a thundering herd). 1 worker on 2 CPUs serves the same load."),
+         "get EAGAIN from accept() (a thundering herd). 1 worker on 2 CPUs serves the same load.", stacks=99),
     Pair("fastapi-threadpool-c1", "fastapi-def-c1", "fastapi-async-c1", HANDOFF_OVERHEAD,
          "a `def` endpoint runs in the thread pool: each request goes loop -> pool thread -> loop; "
          "`async def` runs on the loop. 1 client.", stacks=99),

@@ -165,6 +165,13 @@ class StackSet:
     def lost_total(self) -> int:
         return sum(self.lost.values())
 
+    @property
+    def runtime_tagged(self) -> bool:
+        """Whether the runtime helper's samples carry their threads' tags (from the collector's tag
+        timeline): then they, not only the collector's, say which samples are in a pattern's window."""
+        tags = (self.helper or {}).get("tags")
+        return isinstance(tags, Mapping) and "error" not in tags
+
 
 def load(capture: Mapping) -> StackSet | None:
     """The capture's stacks, or None when it was recorded without --stacks."""
@@ -255,12 +262,15 @@ def machinery_of(stack: Stack) -> str | None:
 
 def call_site(stack: Stack) -> tuple:
     """(the innermost frame of the target's own code, CONTEXT_FRAMES of its callers); with none of its own
-    code on the stack, its innermost user-space frame (or the innermost frame) and callers."""
+    code on the stack (a server written entirely in a framework: gunicorn's workers), its innermost frame
+    of the runtime's language (`SyncWorker.wait`, the framework's code that made the call), else its
+    innermost user-space frame (or the innermost frame), and callers."""
     frames = stack.frames
     for i, frame in enumerate(frames):
         if is_own_code(frame):
             return frame, frames[i + 1:i + 1 + CONTEXT_FRAMES]
-    user = [i for i, f in enumerate(frames) if f.kind != KERNEL]
+    language = [i for i, f in enumerate(frames) if f.kind in (PYTHON, JVM, JIT)]
+    user = language or [i for i, f in enumerate(frames) if f.kind != KERNEL]
     i = user[0] if user else 0
     return (frames[i], frames[i + 1:i + 1 + CONTEXT_FRAMES]) if frames else (None, ())
 
@@ -325,7 +335,8 @@ def pattern_stacks(stacks: StackSet, pattern: str, tids: Iterable[int] | None = 
     keep = None if tids is None else set(tids)
     sources, tags = PATTERN_SOURCES[pattern], set(PATTERN_TAGS[pattern])
     mine = [s for s in stacks.stacks if keep is None or s.tid in keep]
-    sampled = RUNTIME if pattern == HANDOFF_OVERHEAD and any(s.source == RUNTIME for s in mine) else CPU
+    by_helper = pattern == HANDOFF_OVERHEAD or stacks.runtime_tagged
+    sampled = RUNTIME if by_helper and any(s.source == RUNTIME for s in mine) else CPU
     samples = window = mach_user = mach_kernel = events = 0
     runtimes: Counter = Counter()
     sites: dict = {}

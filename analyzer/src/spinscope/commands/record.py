@@ -124,8 +124,11 @@ def run(args: argparse.Namespace) -> int:
         args = argparse.Namespace(**{**vars(args), "pid": translated.host_pid})
     output = Path(args.output) if args.output else default_output(args)
     helper = _runtime_helper(args, output, console)
+    argv = collector_command(path, args, output)
+    if helper is not None and helper[0] is not None:  # the helper's samples get their threads' tags from it
+        argv += ["--tag-timeline", str(helper[0].timeline)]
     try:
-        started, messages = _start(collector_command(path, args, output), args.command)
+        started, messages = _start(argv, args.command)
     except BaseException:
         if helper is not None:  # no capture to fold into: the helper stopped, its samples dropped
             _fold_runtime_stacks(helper, None, console)
@@ -199,12 +202,14 @@ def _fold_runtime_stacks(started, output: Path | None, console) -> None:
             account["error"] = helper.error
     try:
         if output is not None and output.exists():
-            stacks_helper.fold_into(output, out, account)
+            stacks_helper.fold_into(output, out, account, helper.timeline if helper is not None else None)
     except (OSError, ValueError) as exc:
         say(console, f"spinscope record: warning: the runtime's stacks were not added to {output}: {exc}")
     finally:
         if out is not None:
             out.unlink(missing_ok=True)
+        if helper is not None:
+            helper.cleanup()
 
 
 def _start(argv: list, command: list | None) -> tuple:

@@ -6,8 +6,10 @@ itself (libdw); this helper adds the runtime's frames (`anyio.to_thread.run_sync
 
 Lookup, first executable wins: $SPINSCOPE_STACKS_HELPER alone when set; the checkout's
 build/spinscope-stacks-helper (scripts/build-stacks-helper.sh); spinscope-stacks-helper on PATH.
-Its samples are folded into the capture's stacks block as source `runtime` (untagged: the helper samples on
-its own timer), its account as `stacks.helper`. A helper that is missing, fails or is not needed leaves the
+Its samples are folded into the capture's stacks block as source `runtime`, its account as `stacks.helper`.
+The helper samples on its own timer, so its samples carry no tags of their own: each gets the tags its
+thread had at that moment from the collector's tag timeline (`--tag-timeline`, tracing/tag_timeline.py),
+matched on the kernel's monotonic clock, which both stamp. A helper that is missing, fails or is not needed leaves the
 collector's stacks as they are, and the capture says which (stacks.helper.error / .skipped).
 """
 
@@ -20,9 +22,12 @@ import select
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
+from collections import defaultdict
 from pathlib import Path
 
+from spinscope.tracing import tag_timeline
 from spinscope.tracing.collector import checkout_root
 
 HELPER_ENV = "SPINSCOPE_STACKS_HELPER"
@@ -30,6 +35,12 @@ HELPER_NAME = "spinscope-stacks-helper"
 READY_TIMEOUT_S = 30.0  # measured 1.6-2.6 s to load and attach here
 STOP_TIMEOUT_S = 20.0
 RUNTIME_SOURCE = "runtime"
+# The standard library modules CPython 3.11+ freezes into its binary (Python/frozen.c's "stdlib - startup"
+# and runpy): the profiler gives their frames a bare file name (`runpy.py`), which would pass for a script
+# of the target's own run from its directory.
+FROZEN_STDLIB = frozenset(("abc", "codecs", "io", "_collections_abc", "_sitebuiltins", "genericpath", "ntpath",
+                           "posixpath", "os", "site", "stat", "runpy", "zipimport", "_bootstrap",
+                           "_bootstrap_external", "__hello__", "__phello__"))
 
 # What in a process's maps (or executable's name) says it runs a runtime the helper unwinds.
 _RUNTIMES = (("cpython", re.compile(r"/libpython3\.\d+\S*\.so|/python3(\.\d+)?$")),
@@ -68,10 +79,17 @@ class Helper:
 
     def __init__(self, binary: Path, pid: int, hz: int, out: Path, children: bool):
         self.out = out
-        self.argv = [str(binary), "--pid", str(pid), "--hz", str(hz), "--out", str(out),
+        self.argv = [str(binary), "--pid", str(pid), "--hz", str(hz), "--out", str(out), "--timestamps",
                      f"--children={'true' if children else 'false'}"]
         self.proc: subprocess.Popen | None = None
         self.error: str | None = None
+        # Where the collector writes its tag timeline for these samples: a directory of our own, so no
+        # other user can put a link where the collector (root) writes.
+        self.private = Path(tempfile.mkdtemp(prefix="spinscope-tags-"))
+        self.timeline = self.private / "timeline"
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.private, ignore_errors=True)
 
     def start(self) -> bool:
         """Started and sampling (its `sampling` line seen), or False with self.error set."""
@@ -109,15 +127,17 @@ class Helper:
             self.error = self.error or "did not stop in time: killed, its samples lost"
 
 
-def fold_into(capture_path: Path, helper_out: Path | None, account: dict) -> None:
+def fold_into(capture_path: Path, helper_out: Path | None, account: dict, timeline: Path | None = None) -> None:
     """The helper's samples (JSON lines at helper_out) added to the capture's stacks block as source
-    `runtime`, and `account` (its header, or why it did not run) as stacks.helper; the file rewritten
-    atomically. A capture without a stacks block is left alone."""
+    `runtime`, each with the tags its thread had then (from the collector's tag timeline, when there is
+    one), and `account` (its header, or why it did not run, and how its samples were tagged) as
+    stacks.helper; the file rewritten atomically. A capture without a stacks block is left alone."""
     doc = json.loads(capture_path.read_text())
     block = doc.get("stacks")
     if not isinstance(block, dict):
         return
     header, rows = _read(helper_out) if helper_out else ({}, [])
+    rows, account = _tagged(rows, timeline, {**account})
     frames, index = block.setdefault("frames", []), {}
     for i, frame in enumerate(frames):
         index[_frame_key(frame)] = i
@@ -130,13 +150,42 @@ def fold_into(capture_path: Path, helper_out: Path | None, account: dict) -> Non
                 index[key] = len(frames)
                 frames.append(frame)
             chain.append(index[key])
-        block.setdefault("stacks", []).append({"tid": int(row.get("tid", 0)), "source": RUNTIME_SOURCE, "tags": [],
+        block.setdefault("stacks", []).append({"tid": int(row.get("tid", 0)), "source": RUNTIME_SOURCE,
+                                               "tags": list(row.get("tags", ())),
                                                "count": int(row.get("count", 0)), "weight": int(row.get("count", 0)),
                                                "frames": chain})
     block["helper"] = {**header, **account}
     tmp = capture_path.with_name(capture_path.name + ".helper.tmp")
     tmp.write_text(json.dumps(doc, indent=1) + "\n")
     os.replace(tmp, capture_path)
+
+
+def _tagged(rows: list, timeline: Path | None, account: dict) -> tuple:
+    """The helper's rows split by the tags each sample's thread had at its time (rows with "kt", the
+    samples' CLOCK_MONOTONIC times), and the account with how that went (`tags`): the timeline's changes,
+    those lost, and samples left untagged. Without a timeline the rows stay as they are, untagged."""
+    if timeline is None:
+        return rows, account
+    tl = tag_timeline.read(timeline)
+    if tl.error:
+        account["tags"] = {"error": tl.error}
+        return rows, account
+    out, untagged = [], 0
+    for row in rows:
+        times = row.get("kt") or []
+        if len(times) != int(row.get("count", 0)):  # no times (an older helper): the row as it was
+            untagged += int(row.get("count", 0))
+            out.append(row)
+            continue
+        by_tags: dict = defaultdict(int)
+        tid = int(row.get("tid", 0))
+        for time_ns in times:
+            by_tags[tag_timeline.tag_names(tl.tags_at(tid, int(time_ns)))] += 1
+        for names, count in by_tags.items():
+            out.append({**row, "count": count, "tags": names})
+    account["tags"] = {"from": "the collector's tag timeline", "changes": tl.changes, "changes_lost": tl.lost,
+                       "complete": tl.complete, "samples_untagged": untagged}
+    return out, account
 
 
 def _read(path: Path) -> tuple:
@@ -152,7 +201,8 @@ def _read(path: Path) -> tuple:
         except ValueError:
             continue
         if i == 0 and "helper" in row:
-            header = {key: row[key] for key in ("helper", "version", "hz", "samples", "lost") if key in row}
+            header = {key: row[key] for key in ("helper", "version", "hz", "samples", "lost", "samples_capped",
+                                                "samples_outside_window", "pids_sampled") if key in row}
         elif isinstance(row, dict):
             rows.append(row)
     return header, rows
@@ -175,6 +225,8 @@ def _source_file(kind: str, path) -> str | None:
     if not path:
         return None
     path = str(path)
+    if kind == "python" and "/" not in path and path.removesuffix(".py") in FROZEN_STDLIB:
+        return f"<frozen {path.removesuffix('.py')}>"  # the profiler names a frozen module by its file name
     if kind == "python":
         for marker in ("site-packages/", "dist-packages/"):
             if marker in path:
