@@ -178,3 +178,40 @@ def test_machinery_counts_as_the_handoffs_only_where_requests_are_handed_over():
     assert stack_costs.whole_share(0.2, every) == pytest.approx(0.3)
     # Another pattern never adds a user-space part: its cycles are timed whole.
     assert stack_costs.Where(S.WRITE_SPIN, S.pattern_stacks(stackset, S.WRITE_SPIN), stackset, 5.0).user_share is None
+
+
+def tagged_helper(stacks):
+    """A block whose runtime helper's samples were tagged through the collector's tag timeline."""
+    b = block(stacks)
+    b["helper"] = {"helper": "otel-ebpf-profiler", "samples": sum(s["count"] for s in stacks if s["source"] == "runtime"),
+                   "tags": {"from": "the collector's tag timeline", "changes": 10, "changes_lost": 0,
+                            "complete": True, "samples_untagged": 0}}
+    return b
+
+
+def test_tagged_runtime_samples_say_where_a_wakeup_for_nothing_is():
+    """A framework's futile wakeups: the collector's samples name only the interpreter, the helper's (tagged
+    through the timeline) name the framework's loop, whose innermost Python frame is the call site (no
+    frame of the target's own code on the stack); untagged helper samples are not read for it."""
+    stacks = [stack(7, [13, 12], 5, "cpu", ["ready-cycle"]),
+              stack(7, [0, 10, 2, 3, 4], 3, "runtime", ["ready-cycle"]),  # kernel, libc, then Python
+              stack(7, [9, 4], 4, "runtime", [])]
+    found = S.pattern_stacks(S.load({"stacks": tagged_helper(stacks)}), S.SPURIOUS_SELECT)
+    assert found.sampled == S.RUNTIME and (found.samples, found.window_samples) == (7, 3)
+    assert found.call_sites[0].frame.name == "Queue.get"  # the innermost Python frame, not libc's (no own code)
+    assert [f.name for f in found.call_sites[0].context] == ["WorkerThread.run", "Thread._bootstrap_inner"]
+    exported = S.selected(S.load({"stacks": tagged_helper(stacks)}), S.SPURIOUS_SELECT, source=None)
+    assert [(s.source, s.count) for s in exported] == [("runtime", 3)]
+    untagged = block(stacks)
+    untagged["helper"] = {"helper": "otel-ebpf-profiler"}  # no tags: the collector's samples are read
+    assert S.pattern_stacks(S.load({"stacks": untagged}), S.SPURIOUS_SELECT).sampled == S.CPU
+
+
+def test_the_handoffs_call_sites_are_its_machinery_not_the_work_it_handed_over():
+    """A pool thread woken by a hand-off runs the endpoint in its hand-off window: those samples are in the
+    window, but the call site is where the machinery was entered."""
+    stacks = [stack(8, [5, 3, 4], 9, "runtime", ["handoff"]),  # the endpoint, run by the pool thread
+              stack(8, [0, 1, 2, 3, 4], 2, "runtime", ["handoff"])]
+    found = S.pattern_stacks(S.load({"stacks": tagged_helper(stacks)}), S.HANDOFF_OVERHEAD)
+    assert found.window_samples == 11
+    assert [site.frame.name for site in found.call_sites] == ["WorkerThread.run"]

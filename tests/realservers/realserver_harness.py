@@ -306,6 +306,24 @@ def _netty(workdir: Path, port: int, docroot: Path, executor: bool = False) -> l
             "NettyBytes", str(port), "executor" if executor else "loop"]
 
 
+def ensure_jdkhttp() -> Path:
+    """apps/JdkHttpBytes.java compiled into build/jdkhttp once (the JDK only: nothing to fetch)."""
+    source, classes = APPS / "JdkHttpBytes.java", BUILD / "jdkhttp"
+    compiled = classes / "JdkHttpBytes.class"
+    if not compiled.exists() or compiled.stat().st_mtime < source.stat().st_mtime:
+        subprocess.run(["javac", "-d", str(classes), str(source)], check=True, capture_output=True, timeout=300)
+    return classes
+
+
+def _jdkhttp(workdir: Path, port: int, docroot: Path, pool: bool = False) -> list[str]:
+    """apps/JdkHttpBytes.java: the JDK's HTTP server, each exchange handed to a 4-thread executor (POOL) or
+    answered on its dispatcher thread. C1 only, as for Netty. With TCP_NODELAY (the JDK's property for it):
+    the server writes a response's headers and body apart, and Nagle's algorithm held the body for the
+    client's delayed ACK, 40 ms a request (22 requests a second, measured)."""
+    return [binary("java"), "-XX:TieredStopAtLevel=1", "-Dsun.net.httpserver.nodelay=true", "-cp", str(ensure_jdkhttp()), "JdkHttpBytes", str(port),
+            "pool" if pool else "direct"]
+
+
 def go_toolchain() -> str | None:
     return GO if Path(GO).exists() else binary("go")
 
@@ -361,6 +379,7 @@ SERVER_KINDS = {
     "haproxy": ServerKind(_haproxy, ("haproxy",)),
     "netty": ServerKind(_netty, ("java", "javac", "mvn")),
     "go": ServerKind(_go, ("go",)),
+    "jdkhttp": ServerKind(_jdkhttp, ("java", "javac")),
     "tornado": ServerKind(_tornado, (DEBIAN_PYTHON,), children=True, files=(DIST_PACKAGES / "tornado",)),
 }
 
@@ -681,6 +700,11 @@ VERDICT_CONFIGS = _configs(
     Config("netty-executor-cpu0", "netty", HttpLoad("/bytes/100", concurrency=4), {"executor": True, "cpus": "0"},
            "Netty 4.1 NIO, handler on a DefaultEventExecutorGroup(4), under taskset -c 0, 4 connections",
            warmup_s=4.0),
+    Config("jdkhttp-pool", "jdkhttp", HttpLoad("/bytes/100", concurrency=1), {"pool": True},
+           "the JDK's HTTP server (com.sun.net.httpserver), each exchange on a 4-thread executor, 1 client",
+           warmup_s=4.0),
+    Config("jdkhttp-direct", "jdkhttp", HttpLoad("/bytes/100", concurrency=1), {"pool": False},
+           "the JDK's HTTP server, each exchange answered on its dispatcher thread, 1 client", warmup_s=4.0),
     # Go's net/http: a goroutine per connection, multiplexed on GOMAXPROCS threads by Go's scheduler, which
     # parks and wakes threads itself (its netpoller): no selector role, no dispatch the user wrote.
     *(Config(f"go-p{procs}-c16", "go", HttpLoad("/bytes/100", concurrency=16), {"gomaxprocs": procs},

@@ -26,7 +26,8 @@ from verdict_pairs import (BUSY_POLLING, MAX_STEAL, PAIRS, SPURIOUS_SELECT, inde
 
 SERIOUS = ("warning", "critical")
 COUNT_TOLERANCE = 0.01
-ROUNDS = {"gunicorn-herd": 3, "fastapi-threadpool-c1": 3, "fastapi-threadpool-c16": 3, "tornado-herd": 3}  # else 1
+ROUNDS = {"gunicorn-herd": 3, "fastapi-threadpool-c1": 3, "fastapi-threadpool-c16": 3, "tornado-herd": 3,
+          "jdkhttp-pool": 2}  # else 1
 MAX_ROUNDS_FACTOR = 2  # rounds recorded at most, per round wanted, while the hypervisor steals
 # A label must never claim more than the fix saves: its cpu_share at most this factor above the
 # independent share.
@@ -52,7 +53,14 @@ OVER_CLAIM = 2.0
 #   with a CPU-bound process beside the pair (2026-11-27: the fix then saves more, 0.51-0.59, the detour's
 #   context switches waiting for a CPU, while the share measured stays at 0.24-0.28); the bound is 2.5 so
 #   that the test holds on a busy machine, as every verdict test must.
-UNDER_CLAIM = {"gunicorn-herd": 6.0, "fastapi-threadpool-c1": 2.5, "fastapi-threadpool-c16": 2.5}
+# - the JDK's HTTP server with an executor: the hand-off's calls and waits are most of what is measured
+#   (0.22-0.24) and its user-space machinery little (0.00-0.03: ThreadPoolExecutor.execute, getTask,
+#   LockSupport), against 0.38-0.50 saved (2026-11-27, rounds where the fix saved more than
+#   MIN_INDEPENDENT_SHARE): 0.52-0.71 of it. What is left out is the JVM's side of each detour (its safepoint
+#   and thread-state transitions around park and unpark, the second thread's caches) that no frame is named
+#   for; the bound is 3 so that a round beside a CPU hog (the FastAPI pairs lost a fifth of their ratio
+#   there) holds.
+UNDER_CLAIM = {"gunicorn-herd": 6.0, "fastapi-threadpool-c1": 2.5, "fastapi-threadpool-c16": 2.5, "jdkhttp-pool": 3.0}
 SHARE_FACTOR = 2.0
 # Below this the pair does not show its bug here, and comparing a share with it means nothing: the issue
 # measured +58% CPU per request for the herd (a share of 0.37) and +69% for the thread pool (0.41).
@@ -60,10 +68,11 @@ MIN_INDEPENDENT_SHARE = 0.15
 VERDICTS = [name for name, pair in PAIRS.items() if pair.sides == ("bad", "good")]
 COSTS = list(ROUNDS)
 # The hand-off's call path on the bad side, from the runtime helper's frames: the pool the detour goes
-# through (anyio's thread pool under Starlette; Netty's executor).
+# through (anyio's thread pool under Starlette; Netty's executor; the JDK's ThreadPoolExecutor).
 HANDOFF_PATHS = {"fastapi-threadpool-c1": ("site-packages/anyio/", "site-packages/starlette/"),
                  "fastapi-threadpool-c16": ("site-packages/anyio/", "site-packages/starlette/"),
-                 "netty-executor": ("io.netty.util.concurrent.", "java.util.concurrent.")}
+                 "netty-executor": ("io.netty.util.concurrent.", "java.util.concurrent."),
+                 "jdkhttp-pool": ("java.util.concurrent.",)}
 
 
 @pytest.fixture(scope="module")

@@ -91,6 +91,10 @@ PAIRS = {pair.name: pair for pair in (
     Pair("netty-executor", "netty-executor", "netty-loop", HANDOFF_OVERHEAD,
          "the HTTP handler added on a DefaultEventExecutorGroup: each request goes event loop -> executor "
          "thread -> event loop; on the event loop it does not", stacks=99),
+    Pair("jdkhttp-pool", "jdkhttp-pool", "jdkhttp-direct", HANDOFF_OVERHEAD,
+         "the JDK's HTTP server with an executor: its dispatcher thread hands each exchange to a pool thread "
+         "(Executors.newFixedThreadPool(4)); without one it answers on the dispatcher thread. 1 client.",
+         stacks=99),
     # The reactor + executor server of the issue ("CRITICAL when pinned to one CPU and unlabelled when not",
     # under the old count gate). Not the herd: on one CPU select() re-checks the listener before it returns
     # and the woken workers go back to sleep inside the kernel, so pinned, the herd costs less (measured:

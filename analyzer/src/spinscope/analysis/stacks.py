@@ -335,8 +335,7 @@ def pattern_stacks(stacks: StackSet, pattern: str, tids: Iterable[int] | None = 
     keep = None if tids is None else set(tids)
     sources, tags = PATTERN_SOURCES[pattern], set(PATTERN_TAGS[pattern])
     mine = [s for s in stacks.stacks if keep is None or s.tid in keep]
-    by_helper = pattern == HANDOFF_OVERHEAD or stacks.runtime_tagged
-    sampled = RUNTIME if by_helper and any(s.source == RUNTIME for s in mine) else CPU
+    sampled = sampler(mine, pattern, stacks.runtime_tagged)
     samples = window = mach_user = mach_kernel = events = 0
     runtimes: Counter = Counter()
     sites: dict = {}
@@ -359,7 +358,10 @@ def pattern_stacks(stacks: StackSet, pattern: str, tids: Iterable[int] | None = 
             _site(sites, *machinery_entry(s)).samples += s.count
         elif tags & s.tags:
             window += s.count
-            _site(sites, *call_site(s)).samples += s.count
+            # A hand-off's window runs on into the work the thread was handed (a pool thread's endpoint):
+            # where that work is says nothing of where the hand-off is, which its machinery and events say.
+            if pattern != HANDOFF_OVERHEAD:
+                _site(sites, *call_site(s)).samples += s.count
     # By events, but where a runtime helper sampled the threads: its samples name the runtime's frames,
     # which the collector's event stacks (native frames only: `python3.11+0x27d465`) cannot.
     order = (lambda c: (-c.samples, -c.events)) if sampled == RUNTIME else (lambda c: (-c.events, -c.samples))
@@ -369,6 +371,14 @@ def pattern_stacks(stacks: StackSet, pattern: str, tids: Iterable[int] | None = 
         c.sample_share = c.samples / window if window else 0.0
     return PatternStacks(pattern, samples, window, mach_user, mach_kernel, dict(runtimes), events,
                          ranked[:TOP_CALL_SITES], sampled)
+
+
+def sampler(stacks: Iterable[Stack], pattern: str, runtime_tagged: bool) -> str:
+    """Whose CPU samples say where a pattern's time goes (both samplers sample the same time: one is read):
+    the runtime helper's where it sampled these threads, for the hand-off always (its samples name the
+    runtime's machinery) and for the others when its samples carry tags; else the collector's."""
+    by_helper = pattern == HANDOFF_OVERHEAD or runtime_tagged
+    return RUNTIME if by_helper and any(s.source == RUNTIME for s in stacks) else CPU
 
 
 def machinery_entry(stack: Stack) -> tuple:
@@ -391,18 +401,19 @@ def _site(sites: dict, frame: Frame, context: tuple) -> CallSite:
 
 
 def selected(stacks: StackSet, pattern: str | None = None, source: str | None = CPU) -> list:
-    """The stacks of one source (CPU samples by default; None: every source), of one pattern's window or
-    events when given."""
+    """The stacks of one source (CPU samples by default; None: every source), or of one pattern: its event
+    stacks and the CPU samples in its window or machinery, from the sampler that pattern_stacks reads."""
     out = []
+    timed = sampler(stacks.stacks, pattern, stacks.runtime_tagged) if pattern else None
     for s in stacks.stacks:
         if pattern:
             if s.source in PATTERN_SOURCES[pattern]:
                 out.append(s)
                 continue
-            if s.source != CPU or not (s.tags & set(PATTERN_TAGS[pattern])
-                                       or (pattern == HANDOFF_OVERHEAD and machinery_of(s))):
+            if s.source != timed or not (s.tags & set(PATTERN_TAGS[pattern])
+                                         or (pattern == HANDOFF_OVERHEAD and machinery_of(s))):
                 continue
-            if source not in (None, CPU):
+            if source not in (None, timed):
                 continue
         elif source is not None and s.source != source:
             continue
