@@ -280,3 +280,28 @@ def test_spinscope_killed_outright_still_writes_the_capture_and_ends_the_command
         wait_for(lambda: not Path(f"/proc/{command_pid}").exists(), 30, "the command gone")
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the collector and the command, if the test failed
+
+
+@pytest.mark.parametrize("wrapper", [["sh", "-c", 'exec "$0" 7 3 0'], ["timeout", "30"],
+                                     ["sh", "-c", 'exec timeout 30 "$0" 7 3 0']],
+                         ids=["sh-exec", "timeout", "sh-exec-timeout"])
+def test_a_wrapper_is_followed_to_the_program_it_runs(wrapper, tmp_path):
+    """`record -- sh -c 'exec ./server'` (docs/live.md's advice) or `-- timeout 6 ./server`: the wrapper execs
+    or forks the program before doing any work spinscope counts. The report was titled after the wrapper
+    (`spinscope report sh (pid ...)`) and said its counts "mix the programs before and after" for an exec
+    at 0.0 s; now it is titled after the program, and says nothing mixes."""
+    out = tmp_path / "wrapped.json"
+    argv = [*wrapper, str(FIRSTWRITES)] + ([] if wrapper[0] == "sh" else ["7", "3", "0"])
+    result = record("-o", str(out), "--", *argv)
+    assert result.returncode == 0, result.stderr
+    capture = json.loads(out.read_text())
+    target, execs = capture["target"], capture["target"]["execs"]
+    assert target["comm"] == wrapper[0]  # the capture's target is what was started: the wrapper
+    assert [e["calls_before"] for e in execs] == [0] * len(execs) and execs
+    # The program: the one process that ran firstwrites' main (7 writes); its child (3) forked, no exec.
+    main = next(pid for pid, rows in by_pid(capture).items() if sum(r["write_calls"] for r in rows) == 7)
+    assert [e["pid"] for e in execs if e["comm"] == "firstwrites"] == [main]
+    report = subprocess.run([*SPINSCOPE, "report", str(out)], capture_output=True, text=True, env=ENV, timeout=60)
+    assert report.returncode == 0, report.stderr
+    assert report.stdout.startswith(f"spinscope report firstwrites (pid {main}): ")
+    assert "replaced its program" not in report.stdout and "mix" not in report.stdout

@@ -175,6 +175,7 @@ def test_no_screen_shows_a_thread_waiting_over_1000_ms_per_s_when_the_command_ex
     assert result.returncode == 124, result.stderr  # timeout's status, passed on
     screens = result.stdout.split("spinscope top  ")[1:]
     assert len(screens) >= 2 and "ENDED: the target exited" in screens[-1]
+    assert [screen.split("  ", 1)[0].split(" (pid")[0] for screen in screens] == ["refserver"] * len(screens)
     number = r"(-|[\d,]+\.\d)"
     for screen in screens:
         threads = int(re.search(r"  (\d+) threads  ", screen).group(1))
