@@ -209,7 +209,7 @@ def _title(header: dict, process: dict):
     title = Text()
     title.append("spinscope top  ", style="bold")
     title.append_text(plain(header["name"]))
-    title.append(f"  {header['elapsed']:.0f} s  {process['threads']} threads  "
+    title.append(f"  {header['elapsed']:.0f} s  {process['threads']} thread{'' if process['threads'] == 1 else 's'}  "
                  f"{_cell(process['requests_per_s'], ',.0f')} req/s  CPU {_cell(process['cpu_percent'], '.0f')}%")
     return title
 
