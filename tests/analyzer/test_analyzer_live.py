@@ -481,3 +481,13 @@ def test_the_final_screen_divides_by_a_full_window_and_no_thread_waits_over_1000
     history.lines.pop()
     history.add(line(4.0, "duration"))
     assert history.last().duration_s == pytest.approx(1.0)
+
+
+def test_the_ended_line_says_how_the_command_ended():
+    """`top -- COMMAND`'s last screen said `ENDED: the target exited` and never the command's status."""
+    said = ["spinscope-collector: started PID 12 (sh): 7 probes live in 0.2 s",
+            "spinscope-collector: the command (PID 12) was killed by signal 15 (SIGTERM) after 3.0 s: status 143",
+            "spinscope-collector: streamed: 1 process, 2 threads, 0 requests, 3.0 s (duration)"]
+    assert top._ended_text(live.Ended(143, "duration", said)) == (
+        "the duration ended; the command (PID 12) was killed by signal 15 (SIGTERM) after 3.0 s: status 143")
+    assert top._ended_text(live.Ended(0, "target-exited", said[:1])) == "the target exited"

@@ -175,6 +175,8 @@ def test_no_screen_shows_a_thread_waiting_over_1000_ms_per_s_when_the_command_ex
     assert result.returncode == 124, result.stderr  # timeout's status, passed on
     screens = result.stdout.split("spinscope top  ")[1:]
     assert len(screens) >= 2 and "ENDED: the target exited" in screens[-1]
+    assert re.search(r"ENDED: the target exited; the command \(PID \d+\) exited with status 124 after \d+\.\d s",
+                     screens[-1])
     assert [screen.split("  ", 1)[0].split(" (pid")[0] for screen in screens] == ["refserver"] * len(screens)
     number = r"(-|[\d,]+\.\d)"
     for screen in screens:

@@ -355,7 +355,10 @@ def _ended_text(ended) -> str:
     reason = {"target-exited": "the target exited", "signal": "the collector was stopped",
               "duration": "the duration ended"}.get(ended.end_reason or "", ended.end_reason or "the collector stopped")
     error = next((line.split(": error: ", 1)[1] for line in reversed(ended.stderr) if ": error: " in line), "")
-    return reason + (f": {error}" if error else "")
+    # With -- COMMAND: how it ended, however the capture did (`the command (PID 12) exited with status 124
+    # after 3.0 s`), as the collector says it.
+    how = next((line.split(": ", 1)[1] for line in reversed(ended.stderr) if ": the command (PID " in line), "")
+    return reason + (f": {error}" if error else "") + (f"; {how}" if how else "")
 
 
 def _pump(stream, history, state) -> bool:
