@@ -667,7 +667,7 @@ def test_head_the_landing_page_and_no_server_header():
         conn = http.client.HTTPConnection("127.0.0.1", endpoint.port, timeout=30)
         answers = {}
         for method, path in (("GET", "/metrics"), ("HEAD", "/metrics"), ("GET", "/"), ("HEAD", "/"),
-                             ("GET", "/nothing")):
+                             ("GET", "/nothing"), ("POST", "/metrics")):
             conn.request(method, path)
             response = conn.getresponse()
             answers[method, path] = (response.status, response.headers, response.read())
@@ -682,6 +682,7 @@ def test_head_the_landing_page_and_no_server_header():
         assert b'<a href="metrics">Metrics</a>' in page and b"<title>spinscope exporter</title>" in page
         assert answers["HEAD", "/"][0::2] == (200, b"")
         assert answers["GET", "/nothing"][0::2] == (404, b"404 page not found\n")
+        assert (answers["POST", "/metrics"][0], answers["POST", "/metrics"][1]["Allow"]) == (405, "GET, HEAD, OPTIONS")
         assert [headers["Server"] for _, headers, _ in answers.values()] == [None] * len(answers)
     finally:
         endpoint.close()

@@ -23,6 +23,7 @@ LINGER_BYTES = 16 << 20  # and how much of it is read at most (the header deadli
 NOTICE_EVERY_S = 60.0  # a kind of client notice is said at most once in this time
 
 NOT_FOUND = b"404 page not found\n"  # Go's http.NotFound
+ALLOW = "GET, HEAD, OPTIONS"  # the methods /metrics answers (any other: 405)
 
 
 def landing_page(name: str, description: str, version: str) -> bytes:
@@ -42,7 +43,14 @@ def routed(metrics, landing: bytes):
     def app(environ, start_response):
         path, method = environ.get("PATH_INFO", ""), environ.get("REQUEST_METHOD", "")
         if path == "/metrics":
-            return _head(metrics, environ, start_response) if method == "HEAD" else metrics(environ, start_response)
+            if method == "HEAD":
+                return _head(metrics, environ, start_response)
+
+            def allowing(status, headers, exc_info=None):  # prometheus_client's Allow, with HEAD
+                headers = [(name, ALLOW if name.lower() == "allow" else value) for name, value in headers]
+                return start_response(status, headers, exc_info)
+
+            return metrics(environ, allowing)
         if path == "/":
             body, status, kind = landing, "200 OK", "text/html; charset=utf-8"
         else:
