@@ -11,14 +11,14 @@ configuration before it kept (the toolkit fails each request until the file is f
 
 from __future__ import annotations
 
+import collections
 import heapq
 import itertools
 import os
 import socket
+import ssl
 import threading
 import time
-import collections
-import ssl
 from wsgiref.simple_server import WSGIServer
 
 from spinscope.errors import UsageError
