@@ -312,8 +312,8 @@ def test_a_wrapper_is_followed_to_the_program_it_runs(wrapper, tmp_path):
 def test_how_the_command_ended_is_said_however_it_ended_and_wrote_comes_after_it(tmp_path):
     """Ctrl-C (the terminal's SIGINT to the foreground group) to a command that takes 3 s to clean up:
     `wrote ... next: spinscope report` was said at once while spinscope went on waiting, silently, and the
-    command's exit status was said only when it exited by itself. Now: the wait is said, then how the
-    command ended, then `wrote`, each once, in that order."""
+    command's exit status was said only when it exited by itself. Now: how the command ended, then
+    `wrote`, each once, in that order (and the wait, if said, before them)."""
     out = tmp_path / "interrupted.json"
     script = 'trap "sleep 3; exit 3" INT; echo ready; while :; do sleep 0.1; done'
     proc = subprocess.Popen([*SPINSCOPE, "record", "-o", str(out), "--", "sh", "-c", script], stdout=subprocess.PIPE,
@@ -335,7 +335,9 @@ def test_how_the_command_ended_is_said_however_it_ended_and_wrote_comes_after_it
     waiting = where(r"spinscope record: the capture has ended; waiting for the command \(PID \d+\) to exit")
     ended = where(r"spinscope record: the command \(PID \d+\) exited with status 3 after \d+\.\d s")
     wrote = where(rf"spinscope record: wrote {re.escape(str(out))}: .* \(signal\)")
-    assert (len(waiting), len(ended), len(wrote)) == (1, 1, 1) and waiting[0] < ended[0] < wrote[0], err
+    assert (len(ended), len(wrote)) == (1, 1) and ended[0] < wrote[0], err
+    # The wait is said after a second or two (not asserted: a starved collector may first see the command end).
+    assert len(waiting) <= 1 and all(i < ended[0] for i in waiting), err
     assert lines[-1] == f"next: spinscope report {out}"
 
 
