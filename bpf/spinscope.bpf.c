@@ -578,7 +578,8 @@ SEC("tp_btf/sched_process_exec")
 int BPF_PROG(on_sched_process_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
 	static const struct exec_record fresh;
-	__u32 pid = p->tgid;
+	__u32 pid = p->tgid, tid = p->pid;
+	struct thread_stats *t;
 	struct exec_record *e;
 
 	if (!is_target(p))
@@ -588,6 +589,11 @@ int BPF_PROG(on_sched_process_exec, struct task_struct *p, pid_t old_pid, struct
 		return 0;
 	e->count++;
 	e->last_ns = bpf_ktime_get_ns();
+	/* Looked up, not created: a thread without a row has made no counted call. */
+	t = bpf_map_lookup_elem(&threads, &tid);
+	e->calls_before = t && t->start_ns == p->start_time
+		? t->c.write_calls + t->c.read_calls + t->c.poll_calls + t->c.futex_waits + t->c.accept_calls
+		: 0;
 	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), p->comm);
 	bpf_probe_read_kernel_str(e->filename, sizeof(e->filename), bprm->filename);
 	return 0;

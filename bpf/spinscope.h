@@ -427,6 +427,9 @@ struct wakeup_edge {
 struct exec_record {
 	__u64 count;   /* execs of this process while traced */
 	__u64 last_ns; /* the latest one (CLOCK_MONOTONIC) */
+	__u64 calls_before; /* the calls spinscope counts as work (socket reads and writes, polls, futex
+			     * waits, accepts) its exec'ing thread had made before the latest exec: 0 for a
+			     * wrapper (`sh -c 'exec server'`) that execs before any */
 	char comm[SPINSCOPE_COMM_LEN];        /* its name after it */
 	char filename[EXEC_FILENAME_LEN];     /* the path it executed (truncated) */
 };

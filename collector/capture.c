@@ -296,7 +296,8 @@ static json_object *jrequests(const struct snapshot *snap)
 	return o;
 }
 
-/* The processes that exec'd while traced: from `t_s` on, `pid` ran `filename` as `comm`. */
+/* The processes that exec'd while traced: from `t_s` on, `pid` ran `filename` as `comm`, after
+ * `calls_before` counted calls of the program before (0: a wrapper that exec'd before doing any). */
 static json_object *jexecs(const struct capture_meta *meta, const struct snapshot *snap)
 {
 	json_object *list = json_object_new_array();
@@ -317,6 +318,7 @@ static json_object *jexecs(const struct capture_meta *meta, const struct snapsho
 		json_object_object_add(o, "pid", jint(snap->exec_pids[i]));
 		json_object_object_add(o, "t_s", jseconds(since_start(meta, e->last_ns)));
 		json_object_object_add(o, "count", jint(count));
+		json_object_object_add(o, "calls_before", jint(e->calls_before));
 		json_object_object_add(o, "comm", capture_text(comm));
 		json_object_object_add(o, "filename", capture_text(filename));
 		json_object_array_add(list, o);

@@ -206,8 +206,9 @@ int command_begin(struct command *c, struct options *o)
 int command_failed(const struct command *c, int err)
 {
 	if (err == -ENOENT || err == -EACCES || err == -EISDIR || err == -ENAMETOOLONG) {
+		/* As a shell says it: a name looked up on $PATH is "not found", a path names a file */
 		fprintf(stderr, PROG ": error: cannot run %s: %s\n", c->argv[0],
-			err == -ENOENT ? "command not found" : strerror(-err));
+			err == -ENOENT && !strchr(c->argv[0], '/') ? "command not found" : strerror(-err));
 		return err == -ENOENT ? EXIT_NOT_FOUND : EXIT_NOT_EXECUTABLE;
 	}
 	fprintf(stderr, PROG ": error: cannot start %s: %s\n", c->argv[0], strerror(-err));
@@ -227,14 +228,17 @@ void command_ended_capture(struct command *c, const struct session *s)
 		command_wait(c); /* it has exited */
 }
 
-void command_say_exit(const struct command *c, const struct session *s)
+void command_say_exit(const struct command *c, double after_s)
 {
+	if (c->status < 0) /* never released, or not reaped */
+		return;
 	if (WIFSIGNALED(c->status))
-		fprintf(stderr, PROG ": the command (PID %d) was killed by signal %d after %.1f s\n", c->pid,
-			WTERMSIG(c->status), s->meta.duration_s);
+		fprintf(stderr, PROG ": the command (PID %d) was killed by signal %d (SIG%s) after %.1f s: status %d\n",
+			c->pid, WTERMSIG(c->status), sigabbrev_np(WTERMSIG(c->status)) ?: "?", after_s,
+			command_exit_status(c));
 	else
 		fprintf(stderr, PROG ": the command (PID %d) exited with status %d after %.1f s\n", c->pid,
-			command_exit_status(c), s->meta.duration_s);
+			command_exit_status(c), after_s);
 }
 
 /* The signals that ended the capture or came since, passed on to the command: SIGTERM, which is sent to one

@@ -78,8 +78,9 @@ int command_go(struct command *c, struct session *s);
 /* After the record loop: the command's exit ended the capture, so reap it (its status, for the report). */
 void command_ended_capture(struct command *c, const struct session *s);
 
-/* Say that the command ended the capture, killed or exited, and after how long. */
-void command_say_exit(const struct command *c, const struct session *s);
+/* Say how the command ended, killed or exited, its status, and after how long (however the capture ended;
+ * nothing if it was not reaped). */
+void command_say_exit(const struct command *c, double after_s);
 
 /*
  * The capture is written (or failed): a command that outlived it is asked to end, waited for and reaped,

@@ -226,18 +226,22 @@ static const char *rows_phrase(const struct snapshot *snap, char *buf, size_t le
 	return buf;
 }
 
-/* What ended the capture, when the target did: the cgroup removed, the command or the process exited. */
-static void say_target_exited(const struct session *s, const struct options *o, const struct command *c)
+/* How the command ended (however the capture did), or what ended the capture when the target did: the
+ * cgroup removed, the process exited. */
+static void say_command_or_target_end(const struct session *s, const struct options *o, const struct command *c)
 {
 	char path[256];
 
+	if (o->command) { /* however the capture ended: the command has been waited for (command_finish) */
+		command_say_exit(c, !strcmp(s->meta.end_reason, "target-exited")
+					    ? s->meta.duration_s : (monotonic_ns() - s->meta.start_mono_ns) / 1e9);
+		return;
+	}
 	if (strcmp(s->meta.end_reason, "target-exited") != 0)
 		return;
 	if (o->cgroup_arg)
 		fprintf(stderr, PROG ": target cgroup %s was removed after %.1f s\n",
 			printable(o->cgroup.path, path, sizeof(path)), s->meta.duration_s);
-	else if (o->command)
-		command_say_exit(c, s);
 	else
 		fprintf(stderr, PROG ": target PID %d exited after %.1f s\n", o->pid, s->meta.duration_s);
 }
@@ -266,7 +270,7 @@ static void report_written(const struct session *s, const struct options *o, con
 
 	if (o->quiet)
 		return;
-	say_target_exited(s, o, c);
+	say_command_or_target_end(s, o, c);
 	warn_drops(&s->final.globals);
 	fprintf(stderr, PROG ": %s%s: %s%llu request%s, %.1f s (%s)\n", o->output ? "wrote " : "",
 		o->output ? o->output : "streamed", rows_phrase(&s->final, rows, sizeof(rows)), requests,
@@ -417,11 +421,13 @@ int main(int argc, char **argv)
 		command_ended_capture(&command, &s);
 		ret = session_write(&s, &o);
 	}
+	if (ret != 0)
+		fprintf(stderr, PROG ": error: %s\n", s.error);
+	/* A command still running is waited for first (said after a second): the closing line, "wrote",
+	 * comes once there is nothing more to wait for, with how the command ended. */
+	command_finish(&command, &s, &o);
 	if (ret == 0)
 		report_written(&s, &o, &command);
-	else
-		fprintf(stderr, PROG ": error: %s\n", s.error);
-	command_finish(&command, &s, &o);
 	session_end(&s);
 	return o.command ? command_session_status(&command, ret) : ret ? 1 : 0;
 }

@@ -160,7 +160,7 @@ int snapshot_read(struct spinscope_bpf *skel, struct exited_threads *exited, str
 		err = read_requests(bpf_map__fd(skel->maps.requests), snap);
 	if (!err && final)
 		err = read_open_requests(bpf_map__fd(sockets), bpf_map__max_entries(sockets), snap);
-	if (!err && final)
+	if (!err) /* small too: the stream's lines name the program a wrapper exec'd (spinscope top) */
 		err = map_dump(bpf_map__fd(skel->maps.execs), sizeof(*snap->exec_pids), sizeof(*snap->execs),
 			       bpf_map__max_entries(skel->maps.execs), (void **)&snap->exec_pids,
 			       (void **)&snap->execs, &snap->nexecs);

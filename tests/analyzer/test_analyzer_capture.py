@@ -143,3 +143,38 @@ def test_accessors_read_what_readers_need_with_older_schemas_defaults(capture_fi
     cap = load(capture_file(doc, "schema4.json"))
     assert cap.collector_usage == {"cpu_s": 0.5, "max_rss_bytes": 2**20, "map_bytes": 4096}
     assert cap.target_exe == "/usr/bin/reactor" and [e["pid"] for e in cap.execs] == [300]
+
+
+def test_a_wrapper_capture_is_named_after_the_program_it_runs():
+    """target.execs' calls_before: 0 when the process exec'd before any call spinscope counts as work (a
+    wrapper: `sh -c 'exec ./server'`). Then the capture is named after the program, and no note says its
+    counts mix two programs; after counted calls, or in a capture that does not say (older collectors), the
+    name is the target's and the note is there."""
+    from spinscope.analysis.capture import from_document
+    from spinscope.analysis.labels import assess
+    from spinscope.analysis.metrics import analyze
+
+    doc = json.loads((CAPTURES / "event-loop-clean.json").read_text())
+    pid = doc["target"]["pid"]
+    doc["target"]["comm"] = "sh"
+    row = {"pid": pid, "t_s": 0.004, "count": 1, "comm": "spinsrv", "filename": "/srv/spinsrv"}
+
+    def named(execs: list) -> tuple:
+        cap = from_document({**doc, "target": {**doc["target"], "execs": execs}})
+        return cap.name, [note for note in assess(analyze(cap)).notes if "replaced its program" in note]
+
+    assert named([{**row, "calls_before": 0}]) == (f"spinsrv (pid {pid})", [])
+    name, notes = named([{**row, "calls_before": 12}])
+    assert name == f"sh (pid {pid})" and len(notes) == 1 and notes[0].endswith("its counts mix the programs before and after")
+    name, notes = named([row])  # a capture that does not say
+    assert name == f"sh (pid {pid})" and len(notes) == 1
+    # A wrapper that forks the program and waits (timeout): the target made no counted call, its child
+    # exec'd the program first thing.
+    wrapper = {**doc, "threads": [dict(t, pid=pid + 1, tid=t["tid"] + 100_000) if t["pid"] == pid else t
+                                  for t in doc["threads"]]}
+    wrapper["threads"].append({**{key: 0 for key in COUNTERS}, **{k: v for k, v in doc["threads"][0].items()
+                                                                  if k not in COUNTERS},
+                               "tid": pid, "pid": pid, "comm": "timeout", "futex_wakes": 1})
+    child = {**row, "pid": pid + 1, "calls_before": 0}
+    cap = from_document({**wrapper, "target": {**doc["target"], "comm": "timeout", "execs": [child]}})
+    assert cap.name == f"spinsrv (pid {pid + 1})"

@@ -445,3 +445,49 @@ def test_a_closed_live_collector_leaves_no_descriptor_open(stand_in_collector, m
         with pytest.raises(SpinscopeError, match="^no such process$"):
             stream.wait_ready(timeout=30)
     assert open_fds() == before
+
+
+def test_the_final_screen_divides_by_a_full_window_and_no_thread_waits_over_1000_ms_per_s(split):
+    """`top -- timeout 4 refserver --arch thread-pool` ended on `futex ms/s 1,025,004.7` per thread: its idle
+    workers' waits, counted when they end (all at once, at exit), divided by the 4 ms between the last
+    live line and the final one. The final screen now spans the last full interval and the rest, and a
+    thread's wait (and CPU) per second is at most the window's; the process row is the sum of its threads'."""
+    def line(t: float, end_reason: str = "live", woken_ns: int = 0) -> live.Line:
+        doc = zeroed(split.raw) if t == 0 else copy.deepcopy(split.raw)
+        doc["duration_s"], doc["end_reason"] = t, end_reason
+        if t:
+            for row in doc["threads"]:  # the counts so far, growing with t
+                for key in schema.COUNTERS:
+                    row[key] = int(row.get(key, 0) * t / split.duration_s)
+                row["futex_wait_ns"] += woken_ns  # every thread woken at the end from a wait as long as the run
+                row["oncpu_ns"] += woken_ns
+        return live.Line(capture.from_document(doc), t)
+
+    history = live.History(10)
+    for t in (0.0, 1.0, 2.0, 3.0):
+        history.add(line(t))
+    history.add(line(3.004, "target-exited", woken_ns=3_000_000_000))
+    last = history.last()
+    assert last.duration_s == pytest.approx(1.004)  # not 0.004
+    for by_role in (False, True):
+        process, table = top.rows(last, history.newest.capture, by_role)
+        if not by_role:  # each waited the whole window, no more
+            assert [r["futex_ms_per_s"] for r in table] == [1000.0] * len(split.threads)
+        assert all(r["futex_ms_per_s"] <= 1000.0 * r["threads"] and r["cpu_percent"] <= 100.0 * r["threads"]
+                   for r in table)
+        assert process["futex_ms_per_s"] == pytest.approx(sum(r["futex_ms_per_s"] for r in table))
+        assert process["cpu_percent"] == pytest.approx(sum(r["cpu_percent"] for r in table))
+    # A final line a full interval after the one before (--duration on a tick) is a window of its own.
+    history.lines.pop()
+    history.add(line(4.0, "duration"))
+    assert history.last().duration_s == pytest.approx(1.0)
+
+
+def test_the_ended_line_says_how_the_command_ended():
+    """`top -- COMMAND`'s last screen said `ENDED: the target exited` and never the command's status."""
+    said = ["spinscope-collector: started PID 12 (sh): 7 probes live in 0.2 s",
+            "spinscope-collector: the command (PID 12) was killed by signal 15 (SIGTERM) after 3.0 s: status 143",
+            "spinscope-collector: streamed: 1 process, 2 threads, 0 requests, 3.0 s (duration)"]
+    assert top._ended_text(live.Ended(143, "duration", said)) == (
+        "the duration ended; the command (PID 12) was killed by signal 15 (SIGTERM) after 3.0 s: status 143")
+    assert top._ended_text(live.Ended(0, "target-exited", said[:1])) == "the target exited"

@@ -74,7 +74,8 @@ def test_a_command_goes_to_the_collector_after_every_option_and_its_status_comes
     assert words[:7] == ["--output", str(out), "--exit-with-parent", "--duration", "2", "--interval", "1"]
     assert "--pid" not in words and "--log-fd" in words
     assert words[-9:-7][0] == "--ready-fd" and words[-7:] == ["--", "server", "-p", "5", "--", "-o", "x"]
-    assert result.stderr == f"spinscope-collector: wrote x\nnext: spinscope report {out}\n"
+    # The collector's lines are said as record's own (one prefix for the verb, as top's and the others')
+    assert result.stderr == f"spinscope record: wrote x\nnext: spinscope report {out}\n"
 
 
 @pytest.mark.parametrize("options, message", [

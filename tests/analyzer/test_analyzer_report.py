@@ -109,3 +109,26 @@ def test_thread_columns_say_what_they_mean(capture_file, cli, html_report):
     assert "; woken: wakeups it received from the target's threads" in glossary[0]
     assert '<th title="share of poll calls made with a zero timeout (checks that never wait)">no t/o</th>' in \
         html_report.read_text()
+
+
+def test_a_short_capture_prints_no_absurd_rate(capture_file, cli):
+    """Rates and shares over a few milliseconds: a 1.5 ms capture printed `0.060 s CPU (4029% of one CPU)`
+    (the collector's CPU time includes loading the probes, before the capture) and `675/s exited` (one
+    thread); 2 requests in 10 s printed `(0/s)`. Now no rate under a second, the collector's share only of a
+    capture long enough to carry it, and a rate under 10/s in significant digits."""
+    doc = captures.capture([captures.thread(1), captures.thread(2)], requests=2, duration_s=0.0015)
+    doc["schema"] = 4
+    doc["tool"].update(cpu_s=0.06, max_rss_bytes=12 << 20, map_bytes=2 << 20)
+    doc["totals"].update(threads_created=1, threads_exited=1)
+    lines = cli("report", capture_file(doc)).stdout.splitlines()
+    assert lines[0] == "spinscope report server (pid 1): 0.0 s, 2 threads, 2 requests"
+    assert "thread churn: 1 thread created and 1 exited during the capture" in lines
+    assert ("collector: 0.060 s CPU (its start, loading the probes, included), 12.0 MiB resident at most, BPF maps "
+            "2.00 MiB") in lines
+    doc = captures.capture([captures.thread(1), captures.thread(2)], requests=2, duration_s=10.0)
+    doc["schema"] = 4
+    doc["tool"].update(cpu_s=0.06, max_rss_bytes=12 << 20, map_bytes=2 << 20)
+    lines = cli("report", capture_file(doc)).stdout.splitlines()
+    assert lines[0] == "spinscope report server (pid 1): 10.0 s, 2 threads, 2 requests (0.2/s)"
+    assert any(line.startswith("collector: 0.060 s CPU (0.6% of one CPU over the capture, its start included)")
+               for line in lines)

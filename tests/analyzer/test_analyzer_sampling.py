@@ -54,8 +54,8 @@ def test_collector_usage_line(tmp_path):
     doc = schema4(loop())
     doc["tool"].update({"cpu_s": 0.25, "max_rss_bytes": 12 * 2**20, "map_bytes": 3 * 2**19})
     cap = capture_module.load(write(tmp_path, doc))
-    assert collector_line(analyze(cap)) == ("collector: 0.250 s CPU (2.5% of one CPU), 12.0 MiB resident at most, "
-                                            "BPF maps 1.50 MiB")
+    assert collector_line(analyze(cap)) == ("collector: 0.250 s CPU (2.5% of one CPU over the capture, its start "
+                                            "included), 12.0 MiB resident at most, BPF maps 1.50 MiB")
     assert collector_line(analyze(capture_module.load(write(tmp_path, loop(), "old.json")))) is None
 
 

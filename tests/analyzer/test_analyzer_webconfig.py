@@ -7,6 +7,8 @@ endpoint. The end-to-end scrape by Prometheus is tests/live/test_exporter.py."""
 from __future__ import annotations
 
 import base64
+import http.client
+import re
 import select
 import shutil
 import socket
@@ -26,7 +28,7 @@ from certs import Authority
 from spinscope.commands.cli import main
 from spinscope.errors import UsageError
 from spinscope.live import exposition
-from spinscope.web import config as webconfig, guard as webguard, server as webserver
+from spinscope.web import config as webconfig, guard as webguard, protocol as webprotocol, server as webserver
 from paths import ROOT
 
 PASSWORD = "correct horse"
@@ -443,31 +445,27 @@ def closed_by_the_server(sock: socket.socket, within: float) -> bool:
 
 
 @pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
-def test_idle_connections_beyond_the_limit_wait_and_are_closed(pki, tmp_path, tls):
+def test_idle_connections_cannot_hold_a_scrape_back(pki, tmp_path, tls):
     """Connections that say nothing (or, with TLS, start a handshake and stop) hold at most max_connections
-    threads; the rest wait to be accepted. Each is closed at its header deadline, so a scrape behind them
-    is served: within seconds here (a 2 s deadline), not never. Slots are given back after every scrape."""
+    threads, and never a scrape back: with every slot taken, a new connection closes the one that has
+    waited longest for its headers. The header deadline here (an hour) is far beyond the scrape's timeout,
+    so a scrape made to wait for it would fail (it did: 41 idle connections held node scrapes 10 s)."""
     config = webconfig.load(str(write(tmp_path, tls_block(pki)))) if tls else None
     limit = 3
-    endpoint = Endpoint(config, max_connections=limit, header_timeout=2.0)
+    endpoint = Endpoint(config, max_connections=limit, header_timeout=3600.0)
     ctx = client_context(pki) if tls else None
     idle = [socket.create_connection(("127.0.0.1", endpoint.port)) for _ in range(limit + 2)]
     try:
         if tls:
-            idle[0].sendall(b"\x16\x03\x01")  # the start of a ClientHello, never finished
-        deadline = time.monotonic() + 10
-        most = 0
-        while time.monotonic() < deadline and most < limit:
-            most = max(most, connection_threads())
-            time.sleep(0.01)
-        for _ in range(20):  # the other two stay in the listen queue while the first three are held
-            most = max(most, connection_threads())
-            time.sleep(0.01)
-        assert most == limit
-        status, _, body = endpoint.get(ctx=ctx, timeout=30)  # behind them all
+            idle[-1].sendall(b"\x16\x03\x01")  # the start of a ClientHello, never finished
+        # The 4th and 5th each closed the oldest: the first two, in the order they came (the listen queue's).
+        assert [closed_by_the_server(sock, within=30) for sock in idle[:2]] == [True, True]
+        status, _, body = endpoint.get(ctx=ctx, timeout=60)  # closes the 3rd to get in
         assert status == 200 and "spinscope_test_up 1.0" in body
-        assert [closed_by_the_server(sock, within=30) for sock in idle] == [True] * len(idle)
-        assert [endpoint.get(ctx=ctx)[0] for _ in range(2 * limit)] == [200] * (2 * limit)
+        assert closed_by_the_server(idle[2], within=30)
+        assert connection_threads() <= limit
+        assert [endpoint.get(ctx=ctx, timeout=60)[0] for _ in range(2 * limit)] == [200] * (2 * limit)
+        assert connection_threads() <= limit
     finally:
         for sock in idle:
             sock.close()
@@ -591,6 +589,9 @@ def test_the_file_is_loaded_again_when_it_or_its_certificate_changes(pki, tmp_pa
             endpoint.get(("alice", "second"), ctx)
         renewed_ctx = ssl.create_default_context(cafile=str(renewed.cert_file))
         assert endpoint.get(("alice", "second"), renewed_ctx)[0] == 200
+        handshakes = [line for line in endpoint.said if line.startswith("TLS handshake error from 127.0.0.1:")]
+        assert len(handshakes) == 1 and handshakes[0].endswith(": [SSL: TLSV1_ALERT_UNKNOWN_CA] tlsv1 alert unknown ca")
+        endpoint.said.remove(handshakes[0])
         assert endpoint.said[1:] == [f"--web-config {path}: loaded again (TLS, basic auth: 1 user)"]
 
         # A change that does not load: said once, and the endpoint goes on as it was.
@@ -602,3 +603,123 @@ def test_the_file_is_loaded_again_when_it_or_its_certificate_changes(pki, tmp_pa
                                      "the configuration loaded before"]
     finally:
         endpoint.close()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# HTTP as exporter-toolkit's endpoint speaks it (issue 32)
+
+
+def test_a_client_that_closes_before_its_answer_is_one_line_never_a_traceback(pki, hashed, tmp_path, capfd):
+    """A scrape timeout, a health check or a scanner: an authenticated GET over TLS, closed before reading
+    the answer. Each one printed wsgiref's 24-line traceback (ssl.SSLEOFError); now a line, once a minute."""
+    config = webconfig.load(str(write(tmp_path, tls_block(pki) + f"basic_auth_users: {{alice: {hashed}}}\n")))
+    endpoint = Endpoint(config)
+    ctx = client_context(pki)
+    request = (b"GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Basic "
+               + base64.b64encode(f"alice:{PASSWORD}".encode()) + b"\r\n\r\n")
+    try:
+        for _ in range(5):
+            with ctx.wrap_socket(socket.create_connection(("127.0.0.1", endpoint.port)),
+                                 server_hostname="127.0.0.1") as impatient:
+                impatient.sendall(request)
+        assert endpoint.get(("alice", PASSWORD), ctx)[0] == 200  # served on; the five are done before it
+        err = capfd.readouterr().err
+        assert "Traceback" not in err and err == ""
+        assert len(endpoint.said) <= 1
+        for line in endpoint.said:
+            assert re.fullmatch(r"127\.0\.0\.1:\d+ closed its connection before its answer was sent \(.+\)", line)
+    finally:
+        endpoint.close()
+
+
+def test_notices_are_said_once_a_minute_with_how_many_were_not():
+    said, now = [], [0.0]
+    notices = webprotocol.Notices(said.append, clock=lambda: now[0])
+    for t in (0.0, 1.0, 2.0, 30.0, 61.0):
+        now[0] = t
+        notices("gone", f"at {t:g}")
+    notices("tls", "another kind")
+    assert said == ["at 0", "at 61 (3 more like it since the last such line)", "another kind"]
+
+
+def raw(endpoint, request: bytes, ctx: ssl.SSLContext | None = None) -> bytes:
+    """What the endpoint answers `request`, read to the end (an end of file or a TLS close)."""
+    sock = socket.create_connection(("127.0.0.1", endpoint.port), timeout=30)
+    if ctx is not None:
+        sock = ctx.wrap_socket(sock, server_hostname="127.0.0.1")
+    answer = b""
+    with sock:
+        sock.sendall(request)
+        while True:
+            try:
+                data = sock.recv(65536)
+            except ssl.SSLEOFError:  # the endpoint ended its side without a TLS close (Go's does too)
+                break
+            if not data:
+                break
+            answer += data
+    return answer
+
+
+def test_head_the_landing_page_and_no_server_header():
+    endpoint = Endpoint(None)
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", endpoint.port, timeout=30)
+        answers = {}
+        for method, path in (("GET", "/metrics"), ("HEAD", "/metrics"), ("GET", "/"), ("HEAD", "/"),
+                             ("GET", "/nothing"), ("POST", "/metrics")):
+            conn.request(method, path)
+            response = conn.getresponse()
+            answers[method, path] = (response.status, response.headers, response.read())
+            conn.close()
+        status, headers, body = answers["GET", "/metrics"]
+        assert status == 200 and b"spinscope_test_up 1.0" in body
+        status, head, empty = answers["HEAD", "/metrics"]
+        assert (status, empty, head["Content-Type"]) == (200, b"", headers["Content-Type"])
+        assert int(head["Content-Length"]) == len(body)
+        status, headers, page = answers["GET", "/"]
+        assert status == 200 and headers["Content-Type"] == "text/html; charset=utf-8"
+        assert b'<a href="metrics">Metrics</a>' in page and b"<title>spinscope exporter</title>" in page
+        assert answers["HEAD", "/"][0::2] == (200, b"")
+        assert answers["GET", "/nothing"][0::2] == (404, b"404 page not found\n")
+        assert (answers["POST", "/metrics"][0], answers["POST", "/metrics"][1]["Allow"]) == (405, "GET, HEAD, OPTIONS")
+        assert [headers["Server"] for _, headers, _ in answers.values()] == [None] * len(answers)
+    finally:
+        endpoint.close()
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
+def test_oversized_headers_get_431_in_plain_text(pki, tmp_path, tls):
+    """A 1 MB header line (the connection was closed under the client, which never saw a status) and 5,000
+    headers (431 with an HTML body): both 431, plain text, as Go's net/http answers; the endpoint serves on."""
+    endpoint = Endpoint(webconfig.load(str(write(tmp_path, tls_block(pki)))) if tls else None)
+    ctx = client_context(pki) if tls else None
+    expected = (b"HTTP/1.0 431 Request Header Fields Too Large\r\n", b"Content-Type: text/plain; charset=utf-8\r\n",
+                b"\r\n\r\n431 Request Header Fields Too Large\n")
+    try:
+        long_line = b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Long: " + b"a" * (1 << 20) + b"\r\n\r\n"
+        many = b"GET /metrics HTTP/1.1\r\n" + b"".join(b"X-%d: 1\r\n" % i for i in range(5000)) + b"\r\n"
+        for request in (long_line, many):
+            answer = raw(endpoint, request, ctx)
+            assert answer.startswith(expected[0]) and expected[1] in answer and answer.endswith(expected[2])
+            assert b"Server:" not in answer
+        assert endpoint.get(ctx=ctx)[0] == 200
+    finally:
+        endpoint.close()
+
+
+def test_basic_auth_without_tls_is_warned_once(pki, hashed, tmp_path):
+    path = write(tmp_path, f"basic_auth_users: {{alice: {hashed}}}\n")
+    endpoint = Endpoint(webconfig.load(str(path)))
+    try:
+        assert endpoint.get(("alice", PASSWORD))[0] == 200
+        assert endpoint.get(("alice", PASSWORD))[0] == 200
+        assert endpoint.said == [f"warning: --web-config {path}: basic_auth_users without tls_server_config: "
+                                 "passwords cross the network in clear text (add tls_server_config, or bind 127.0.0.1)"]
+    finally:
+        endpoint.close()
+    with_tls = Endpoint(webconfig.load(str(write(tmp_path, tls_block(pki) + f"basic_auth_users: {{alice: {hashed}}}\n"))))
+    try:
+        assert with_tls.said == []
+    finally:
+        with_tls.close()

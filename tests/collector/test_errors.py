@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import os
 import signal
 import subprocess
@@ -324,9 +325,34 @@ def test_exec_is_recorded(tmp_path):
     assert [(e["pid"], e["count"], e["comm"]) for e in execs] == [(target.pid, 1, "sleep")]
     # When: after the 0.3 s sleep that follows the go, and before the target ended.
     assert execs[0]["filename"].endswith("sleep") and 0.3 <= execs[0]["t_s"] <= 0.3 + exec_after_attach + 5
+    # The shell made no call spinscope counts as work before it (a pipe read, a sleep): a wrapper, whose
+    # counts are the program's; the capture is named after it, and nothing is said to mix (issue 32).
+    assert execs[0]["calls_before"] == 0
+    report = subprocess.run([sys.executable, "-m", "spinscope", "report", out], capture_output=True, text=True,
+                            cwd=ROOT)
+    assert report.stdout.startswith(f"spinscope report sleep (pid {target.pid}): ")
+    assert "replaced its program" not in report.stdout
+
+
+def test_an_exec_after_counted_work_is_said_to_mix_the_programs(tmp_path):
+    """A program that made socket calls, then exec'd: its counts are of both, and the report says so."""
+    work = ("import os, socket, sys; a, b = socket.socketpair(); sys.stdin.readline(); "
+            "[(a.send(b'x'), b.recv(1)) for _ in range(5)]; os.execvp('sleep', ['sleep', '0.4'])")
+    target = subprocess.Popen([sys.executable, "-c", work], stdin=subprocess.PIPE, text=True)
+    out = tmp_path / "x.json"
+    proc, _ = start_collector(target.pid, out, "--duration", "5")
+    target.stdin.write("go\n")
+    target.stdin.close()
+    target.wait()
+    assert proc.wait(timeout=10) == 0
+    execs = json.loads(out.read_text())["target"]["execs"]
+    assert [(e["pid"], e["count"], e["comm"]) for e in execs] == [(target.pid, 1, "sleep")]
+    assert execs[0]["calls_before"] >= 10  # the five sends and five receives, at least
     report = subprocess.run([sys.executable, "-m", "spinscope", "report", out], capture_output=True, text=True,
                             cwd=ROOT)
     assert f"process {target.pid} replaced its program (execve) once while traced" in report.stdout
+    assert re.search(r"its counts mix the programs before\s+and\s+after", report.stdout)
+    assert not report.stdout.startswith("spinscope report sleep")  # named as it was when attached
 
 
 def test_kernel_thread_refused(tmp_path):

@@ -161,3 +161,31 @@ def test_top_quitting_ends_its_command(tmp_path):
         wait_until(lambda: not os.path.exists(f"/proc/{pid}"), 10, "the command gone")
     finally:
         pane.kill()
+
+
+def test_no_screen_shows_a_thread_waiting_over_1000_ms_per_s_when_the_command_exits(tmp_path):
+    """`top -- timeout 3 refserver --arch thread-pool`: its 32 idle workers wait in futex for the whole run,
+    and those waits end, all at once, at exit. The final screen showed 1,025,004.7 futex ms/s per thread
+    (4 s of waiting over the last 4 ms); no thread can wait more than 1,000 ms in a second, nor run more
+    than 100% of it, and the process row is the sum of its threads'."""
+    result = subprocess.run([sys.executable, "-m", "spinscope", "top", "--batch", "30", "--",
+                             "timeout", "3", REFSERVER, "--arch", "thread-pool", "--port", "0"],
+                            capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "PYTHONPATH": str(ANALYZER), "SPINSCOPE_COLLECTOR": str(COLLECTOR)})
+    assert result.returncode == 124, result.stderr  # timeout's status, passed on
+    screens = result.stdout.split("spinscope top  ")[1:]
+    assert len(screens) >= 2 and "ENDED: the target exited" in screens[-1]
+    assert re.search(r"ENDED: the target exited; the command \(PID \d+\) exited with status 124 after \d+\.\d s",
+                     screens[-1])
+    assert [screen.split("  ", 1)[0].split(" (pid")[0] for screen in screens] == ["refserver"] * len(screens)
+    number = r"(-|[\d,]+\.\d)"
+    for screen in screens:
+        threads = int(re.search(r"  (\d+) threads  ", screen).group(1))
+        rows = [re.search(rf"^\s*(\d+|process)\s.*\s{number}\s+{number}\s*$", line)
+                for line in screen.splitlines()]
+        rows = [(m.group(1), *(float(v.replace(",", "")) if v != "-" else 0.0 for v in m.groups()[1:]))
+                for m in rows if m]
+        assert rows and rows[-1][0] == "process"
+        for name, futex_ms_per_s, cpu_percent in rows:
+            bound = threads if name == "process" else 1
+            assert futex_ms_per_s <= 1000.0 * bound and cpu_percent <= 100.0 * bound, (name, screen)

@@ -6,6 +6,7 @@
 - percent(share)            a share as a percentage, finer when small (`41%`, `8.9%`, `0.35%`), or with
                             a fixed number of decimals (`percent(share, 0)`: `41%`, `0%`)
 - size_class(low, high)     a response-size class in binary units: `64–128 KiB`
+- per_second(count, seconds) a count as a rate: `500/s`, `2.5/s`, `0.2/s`; None over less than MIN_RATE_S
 
 An undefined value (None or NaN, a metric that cannot be computed) is written NOT_AVAILABLE by all of them.
 Standard library only: the verbs that print nothing but text import this without numpy or pandas (numpy's
@@ -20,6 +21,18 @@ import numbers
 NOT_AVAILABLE = "n/a"
 SIGNIFICANT_DIGITS = 3  # number()
 MAX_DECIMALS = 6  # number() of values so small that 3 significant digits would need more
+
+
+MIN_RATE_S = 1.0  # a rate is said over at least this long: one thread exiting in a 1.5 ms capture is not "675/s"
+
+
+def per_second(count, seconds) -> str | None:
+    """`62,000/s`, `500/s`, `2.5/s`, `0.2/s` (whole from 10/s on, else number()'s 3 significant digits: 2
+    requests in 10 s are not "0/s"), or None when `seconds` is under MIN_RATE_S."""
+    if undefined(seconds) or seconds < MIN_RATE_S or undefined(count):
+        return None
+    rate = count / seconds
+    return f"{rate:,.0f}/s" if rate >= 9.5 else f"{number(rate)}/s"
 
 
 def undefined(value) -> bool:

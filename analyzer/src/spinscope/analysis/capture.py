@@ -22,6 +22,14 @@ from spinscope.analysis.schema import (BY_SIZE_KEYS, COUNTERS, DROP_KEYS, FORMAT
 from spinscope.errors import SpinscopeError
 
 
+COUNTED_CALLS = ("write_calls", "read_calls", "poll_calls", "futex_waits", "accept_calls")
+
+
+def counted_calls(thread: dict) -> int:
+    """The calls of a thread spinscope counts as work (the BPF side's exec_record.calls_before sums the same)."""
+    return sum(int(thread.get(key, 0)) for key in COUNTED_CALLS)
+
+
 @dataclass
 class Capture:
     """One capture, as rows (dicts) keyed the way the analysis needs them.
@@ -108,12 +116,29 @@ class Capture:
 
     @property
     def name(self) -> str:
-        """A short human name for what was captured: `comm (pid N)`, or `cgroup PATH`."""
-        target = self.target
+        """A short human name for what was captured: `comm (pid N)` of its program, or `cgroup PATH`."""
         if self.cgroup is not None:
             return f"cgroup {self.cgroup.get('path') or '?'}"
-        comm = target.get("comm") or "?"
-        return f"{comm} (pid {target.get('pid', '?')})"
+        pid, comm = self.program
+        return f"{comm or '?'} (pid {pid})"
+
+    @property
+    def program(self) -> tuple:
+        """(pid, name) of the program the capture is of: the target's, or the one its wrapper runs when the
+        target is a wrapper (target.execs' calls_before says it did nothing counted first):
+        - the target made no counted call while traced, and its children exec'd one program, each before
+          any counted call (`timeout 6 ./server`, `sh -c './server'`, `sh -c 'exec timeout 6 ./server'`):
+          that program, in the first of them;
+        - the target exec'd before any counted call (`sh -c 'exec ./server'`): its latest program."""
+        pid, comm = self.target.get("pid", "?"), self.target.get("comm") or ""
+        execs = [e for e in self.execs if e.get("calls_before") == 0]
+        children = [e for e in execs if e.get("pid") != pid]
+        if children and len({e.get("comm") for e in children}) == 1 and not any(
+                counted_calls(thread) for thread in self.threads.values() if thread.get("pid") == pid):
+            first = min(children, key=lambda e: (e.get("t_s") or 0, e.get("pid") or 0))
+            return first.get("pid"), str(first.get("comm") or comm)
+        own = next((e for e in execs if e.get("pid") == pid), None)
+        return pid, str(own.get("comm") or comm) if own is not None else comm
 
     @property
     def drops(self) -> dict:

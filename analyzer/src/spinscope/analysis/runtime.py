@@ -25,9 +25,12 @@ class Runtime:
     name: str            # one of RUNTIMES, or UNKNOWN
     version: str | None
     source: str          # "capture" (target.runtime), "thread names", "executable", or "" for unknown
+    said: bool = False   # unknown: whether the capture has target.runtime (null: the collector could not read it)
 
     def describe(self) -> str:
         """`Go 1.22.3`, `JVM 17 (from its thread names)`, `unknown (the capture does not say)`."""
+        if self.name == UNKNOWN and self.said:
+            return "unknown (the collector could not read it: a cgroup, or a process gone before the capture was written)"
         if self.name == UNKNOWN:
             return "unknown (the capture does not say: recorded by an older collector)"
         version = f" {self.version}" if self.version else ""
@@ -52,4 +55,4 @@ def runtime_of(cap: Capture) -> Runtime:
         return Runtime(NODE, None, "executable")
     if exe == "java":
         return Runtime(JVM, None, "executable")
-    return Runtime(UNKNOWN, None, "")
+    return Runtime(UNKNOWN, None, "", said="runtime" in cap.target)

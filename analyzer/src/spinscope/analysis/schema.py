@@ -142,6 +142,7 @@ KEYS: tuple[Key, ...] = (
     Key("target.execs[]", "pid", since=3), Key("target.execs[]", "t_s", SECONDS, 3),
     Key("target.execs[]", "count", since=3), Key("target.execs[]", "comm", TEXT, 3),
     Key("target.execs[]", "filename", TEXT, 3),
+    Key("target.execs[]", "calls_before", since=7),
 
     Key("host", "kernel", TEXT), Key("host", "hostname", TEXT_OR_NULL), Key("host", "ncpus"),
 

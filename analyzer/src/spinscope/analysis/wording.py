@@ -14,10 +14,13 @@ from spinscope.fmt import fixed, undefined
 
 
 def exec_notes(execs: list) -> list:
-    """A note per traced process that replaced its program while traced (Capture.execs): its counts are of
-    two programs."""
+    """A note per traced process that replaced its program while traced (Capture.execs) after counted
+    calls: its counts are of two programs. A wrapper that exec'd before any (calls_before 0: `sh -c 'exec
+    ./server'`) mixes nothing: the capture is named after the program it runs (Capture.program)."""
     notes = []
     for record in execs:
+        if record.get("calls_before") == 0:
+            continue
         times = "once" if record.get("count") == 1 else f"{record.get('count')} times"
         notes.append(f"process {record.get('pid')} replaced its program (execve) {times} while traced, the latest "
                      f"at {fixed(record.get('t_s'), 1)} s, to run {record.get('filename')} as "

@@ -230,11 +230,17 @@ def _start(argv: list, command: list | None) -> tuple:
     return started, open(log_read, errors="replace", buffering=1)
 
 
+COLLECTOR_PREFIX = "spinscope-collector: "
+
+
 def _relay(messages, console, quiet: bool, errors: list) -> None:
-    """The collector's lines, said as they come (with --quiet, only its errors); its errors kept in
-    `errors`."""
+    """The collector's lines, said as they come (with --quiet, only its errors) as `record`'s own: one
+    prefix for every line of the verb, `spinscope record: error: ...` as `top` and the others say theirs;
+    its errors kept in `errors`."""
     for line in messages:
         line = line.rstrip("\n")
+        if line.startswith(COLLECTOR_PREFIX):
+            line = "spinscope record: " + line[len(COLLECTOR_PREFIX):]
         if ": error:" in line:
             errors.append(line)
         if not quiet or ": error:" in line:

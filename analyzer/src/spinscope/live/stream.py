@@ -271,8 +271,9 @@ class History:
     def add(self, line: Line) -> None:
         self.lines.append(line)
         newest = line.capture.duration_s
-        # Keep the newest line at least `seconds` old (the window's start), none older.
-        while len(self.lines) > 2 and newest - self.lines[1].capture.duration_s >= self.seconds:
+        # Keep the newest line at least `seconds` old (the window's start), none older; and three lines at
+        # least, for last() after a final line.
+        while len(self.lines) > 3 and newest - self.lines[1].capture.duration_s >= self.seconds:
             self.lines.popleft()
 
     @property
@@ -280,8 +281,20 @@ class History:
         return self.lines[-1] if self.lines else None
 
     def last(self) -> Capture | None:
-        """What happened since the line before the newest (about one interval), or None before two lines."""
-        return window(self.lines[-2].capture, self.lines[-1].capture) if len(self.lines) >= 2 else None
+        """What happened over the last full interval up to the newest line, or None before two lines. The
+        final line of a capture (its end_reason not "live") comes when the capture ends, mid-interval: when
+        it came sooner after the line before than that one after its own, the window starts a line earlier
+        (one interval and the rest), so that no rate is a count divided by the few milliseconds before the
+        end."""
+        if len(self.lines) < 2:
+            return None
+        start, newest = self.lines[-2], self.lines[-1]
+        if newest.capture.end_reason != "live" and len(self.lines) >= 3:
+            before = self.lines[-3]
+            if (newest.capture.duration_s - start.capture.duration_s
+                    < start.capture.duration_s - before.capture.duration_s):
+                start = before
+        return window(start.capture, newest.capture)
 
     def span(self) -> Capture | None:
         """What happened over about `seconds` (less until the stream is that old)."""

@@ -73,7 +73,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def rows(last, cumulative, by_role: bool) -> tuple:
     """(process row, [row]) over the capture `last` (one window), roles from `cumulative` (the whole
     stream so far, so a thread idle for a second keeps its role). A row: name, tid (None for a role),
-    role, threads, ended, and every COLUMNS key (None when undefined)."""
+    role, threads, ended, and every COLUMNS key (None when undefined). A thread's futex ms/s and CPU % are
+    at most the window's (bounded, below); a role's and the process's, the sum of their threads'."""
     from spinscope.analysis.capture import summed
     from spinscope.analysis.counters import handoffs
     from spinscope.analysis.metrics import derive
@@ -84,7 +85,23 @@ def rows(last, cumulative, by_role: bool) -> tuple:
     roles = infer_roles(cumulative.threads, cumulative.request_count)
     threads = {tid: {**thread, "role": roles.get(tid, "idle")} for tid, thread in last.threads.items()}
 
-    def row(counters, name, tid, role, count, ended, own_requests):
+    def bounded(counters) -> dict:
+        """A thread's futex wait and CPU per second of the window, at most the whole window: both are
+        counted when they end (a wait when the thread wakes, a run when it is switched out), so a thread
+        idle in a wait since before the window, woken in it (at exit, say), would otherwise show seconds of
+        waiting in one second (1,025,004.7 ms/s over the last 4 ms of a capture)."""
+        limit = seconds * 1e9
+        return {"futex_ms_per_s": min(counters["futex_wait_ns"], limit) / 1e6 / seconds if seconds else None,
+                "cpu_percent": 100 * min(counters["oncpu_ns"], limit) / 1e9 / seconds if seconds else None}
+
+    def summed_rows(group: list) -> dict:
+        """A role's or the process's: the sum of its threads' bounded values."""
+        if not seconds:
+            return {"futex_ms_per_s": None, "cpu_percent": None}
+        each = [bounded(thread) for thread in group]
+        return {key: sum(values[key] for values in each) for key in ("futex_ms_per_s", "cpu_percent")}
+
+    def row(counters, name, tid, role, count, ended, own_requests, per_second):
         m = derive(counters, requests, seconds, schema=last.schema)
         return {"name": name, "tid": tid, "role": role, "threads": count, "ended": ended,
                 "requests_per_s": own_requests / seconds if seconds else None,
@@ -92,11 +109,10 @@ def rows(last, cumulative, by_role: bool) -> tuple:
                 "eagain_retries_per_request": m["eagain_retries_per_request"],
                 "empty_polls_per_s": counters["poll_zero"] / seconds if seconds else None,
                 "handoffs_per_request": m["handoffs_per_request"],
-                "futex_ms_per_s": counters["futex_wait_ns"] / 1e6 / seconds if seconds else None,
-                "cpu_percent": 100 * counters["oncpu_ns"] / 1e9 / seconds if seconds else None,
+                **per_second,
                 "handoffs_per_s": handoffs(counters) / seconds if seconds else None}
 
-    process = row(last.totals, last.name, None, "", len(threads), False, requests)
+    process = row(last.totals, last.name, None, "", len(threads), False, requests, summed_rows(list(threads.values())))
     for key, total in (("writes_per_request", "write_calls"), ("eagain_per_request", "write_eagain"),
                        ("eagain_retries_per_request", "spin_eagain")):
         process[key] = last.requests[total] / requests if requests else None
@@ -108,10 +124,10 @@ def rows(last, cumulative, by_role: bool) -> tuple:
         for role, group in sorted(by_role.items()):
             sums = summed(group)
             out.append(row(sums, role, None, role, len(group), not any(thread["alive"] for thread in group),
-                           sums["responses_written"]))
+                           sums["responses_written"], summed_rows(group)))
     else:
         for tid, t in threads.items():
-            out.append(row(t, t["comm"], tid, t["role"], 1, not t["alive"], t["responses_written"]))
+            out.append(row(t, t["comm"], tid, t["role"], 1, not t["alive"], t["responses_written"], bounded(t)))
     return process, out
 
 
@@ -193,7 +209,7 @@ def _title(header: dict, process: dict):
     title = Text()
     title.append("spinscope top  ", style="bold")
     title.append_text(plain(header["name"]))
-    title.append(f"  {header['elapsed']:.0f} s  {process['threads']} threads  "
+    title.append(f"  {header['elapsed']:.0f} s  {process['threads']} thread{'' if process['threads'] == 1 else 's'}  "
                  f"{_cell(process['requests_per_s'], ',.0f')} req/s  CPU {_cell(process['cpu_percent'], '.0f')}%")
     return title
 
@@ -339,7 +355,10 @@ def _ended_text(ended) -> str:
     reason = {"target-exited": "the target exited", "signal": "the collector was stopped",
               "duration": "the duration ended"}.get(ended.end_reason or "", ended.end_reason or "the collector stopped")
     error = next((line.split(": error: ", 1)[1] for line in reversed(ended.stderr) if ": error: " in line), "")
-    return reason + (f": {error}" if error else "")
+    # With -- COMMAND: how it ended, however the capture did (`the command (PID 12) exited with status 124
+    # after 3.0 s`), as the collector says it.
+    how = next((line.split(": ", 1)[1] for line in reversed(ended.stderr) if ": the command (PID " in line), "")
+    return reason + (f": {error}" if error else "") + (f"; {how}" if how else "")
 
 
 def _pump(stream, history, state) -> bool:

@@ -7,6 +7,7 @@ from rich.text import Text
 
 from spinscope.analysis.labels import Finding, Label
 from spinscope.analysis.metrics import Analysis
+from spinscope.fmt import per_second
 from spinscope.output.console import plain
 
 SEVERITY_STYLE = {"critical": "bold red", "warning": "bold yellow", "info": "bold blue"}
@@ -15,11 +16,11 @@ SEVERITY_STYLE = {"critical": "bold red", "warning": "bold yellow", "info": "bol
 def headline(analysis: Analysis) -> str:
     """`spinsrv (pid 100): 10.0 s, 1 thread, 5,000 requests (500/s)`."""
     cap = analysis.capture
-    rate = analysis.process["requests_per_s"]
+    rate = per_second(analysis.requests, cap.duration_s)
     n, processes = len(cap.threads), len({thread["pid"] for thread in cap.threads.values()})
     who = f"{processes} processes, " if processes > 1 else ""
     return (f"{cap.name}: {cap.duration_s:.1f} s, {who}{n} thread{'' if n == 1 else 's'}, "
-            f"{analysis.requests:,} requests" + (f" ({rate:,.0f}/s)" if rate is not None else ""))
+            f"{analysis.requests:,} request{'' if analysis.requests == 1 else 's'}" + (f" ({rate})" if rate else ""))
 
 
 def print_label(console: Console, label: Label) -> None:

@@ -17,7 +17,7 @@ from spinscope.analysis.measures import size_classes
 from spinscope.analysis.metrics import METRICS, Analysis, role_edges
 from spinscope.analysis.roles import ROLE_NOUNS, ROLES, activity
 from spinscope.analysis.runtime import runtime_of
-from spinscope.fmt import fixed, percent, size_class
+from spinscope.fmt import MIN_RATE_S, fixed, per_second, percent, size_class
 from spinscope.output import htmlpage
 from spinscope.output.console import plain
 from spinscope.output.render import headline, print_finding, print_label
@@ -152,21 +152,26 @@ def lifecycle_line(analysis: Analysis) -> str | None:
     created, exited = cap.threads_created, cap.threads_exited
     if not created and not exited:
         return None
-    seconds = cap.duration_s or None
-    rate = (lambda n: f"{n / seconds:,.0f}/s") if seconds else (lambda n: "n/a")
+    seconds = cap.duration_s
     folded = cap.threads_folded
     kept = (f"; {sum(int(g.get('threads', 0)) for g in folded):,} of the exited are folded into "
             f"{len(folded):,} row{'s' if len(folded) != 1 else ''} by process and name (the threads table "
             "keeps --exited-rows of them)") if folded else ""
+    rates = (f" ({per_second(created, seconds)} created, {per_second(exited, seconds)} exited)"
+             if per_second(created, seconds) else "")  # no rate over a few milliseconds
     if exited:
-        return (f"thread churn: {created:,} threads created and {exited:,} exited during the capture "
-                f"({rate(created)} created, {rate(exited)} exited){kept}")
-    return f"threads created during the capture: {created:,} ({rate(created)}), none exited"
+        return (f"thread churn: {created:,} thread{'' if created == 1 else 's'} created and {exited:,} exited "
+                f"during the capture{rates}{kept}")
+    rate = per_second(created, seconds)
+    return f"threads created during the capture: {created:,}{f' ({rate})' if rate else ''}, none exited"
 
 
 def runtime_line(analysis: Analysis) -> str:
     """`runtime: Go 1.22.3`: what the advice below is worded for (analysis/runtime.py)."""
     return f"runtime: {runtime_of(analysis.capture).describe()}"
+
+
+COLLECTOR_SHARE_MIN_S = 10 * MIN_RATE_S  # the collector's CPU as a share of a capture at least this long
 
 
 def collector_line(analysis: Analysis) -> str | None:
@@ -175,7 +180,11 @@ def collector_line(analysis: Analysis) -> str | None:
     if usage["cpu_s"] is None:
         return None
     seconds = analysis.capture.duration_s
-    share = f" ({percent(usage['cpu_s'] / seconds)} of one CPU)" if seconds else ""
+    # Its CPU time includes its start (loading and attaching the probes, about 0.05 s) and the writing: a
+    # share of the capture's time only when that is long enough for them not to make it (4029% of one CPU
+    # for a 1.5 ms capture).
+    share = (f" ({percent(usage['cpu_s'] / seconds)} of one CPU over the capture, its start included)"
+             if seconds >= COLLECTOR_SHARE_MIN_S else " (its start, loading the probes, included)")
     return (f"collector: {fixed(usage['cpu_s'], 3)} s CPU{share}, {(usage['max_rss_bytes'] or 0) / 2**20:.1f} MiB "
             f"resident at most, BPF maps {(usage['map_bytes'] or 0) / 2**20:.2f} MiB")
 

@@ -71,6 +71,13 @@ class WebConfig:
             parts.append(f"rate limit {1 / self.rate[0]:g}/s, burst {self.rate[1]}")
         return ", ".join(parts) or "no TLS, no basic auth"
 
+    def warnings(self) -> list:
+        """What the file allows that it should not, said when it is loaded (exporter-toolkit says nothing)."""
+        if self.users and self.tls is None:
+            return [f"--web-config {self.path}: basic_auth_users without tls_server_config: passwords cross the "
+                    "network in clear text (add tls_server_config, or bind 127.0.0.1)"]
+        return []
+
     def allows_client(self, cert: dict | None) -> bool:
         """Whether a verified client certificate (getpeercert()) names one of allowed_sans."""
         names = []

@@ -11,17 +11,20 @@ configuration before it kept (the toolkit fails each request until the file is f
 
 from __future__ import annotations
 
+import collections
 import heapq
 import itertools
 import os
 import socket
+import ssl
 import threading
 import time
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
+from wsgiref.simple_server import WSGIServer
 
 from spinscope.errors import UsageError
 from spinscope.web.config import WebConfig, load
 from spinscope.web.guard import AuthFailures, guarded
+from spinscope.web.protocol import Handler, Notices, landing_page, reason, routed
 
 # The endpoint's bounds, as Go's net/http and Prometheus set them: a node's exporter is scraped by a few
 # Prometheus servers, one connection per scrape, each over in milliseconds.
@@ -61,6 +64,8 @@ class Current:
             self.failures = AuthFailures(*self.auth_failures)  # registered with the first users, kept from then on
             self.registry.register(self.failures)
         self.config, self.guard = config, guarded(self.app, config, self.failures)
+        for warning in config.warnings():  # at start, and at each load of a changed file
+            self.say(f"warning: {warning}")
 
     def get(self) -> tuple:
         """(the WebConfig, its guarded WSGI app), loaded again first if the files changed."""
@@ -114,6 +119,15 @@ class Watchdog:
                 heapq.heapify(self._heap)
                 self._cancelled = 0
 
+    def fire(self, entry: list) -> None:
+        """Shut the socket down now, as if its deadline had passed (unless it was cancelled or done)."""
+        with self._cond:
+            if entry[2] is None:
+                return
+            _shut_down(entry[2])
+            entry[2] = None
+            self._cancelled += 1  # in the heap, done: dropped as a cancelled one is
+
     def close(self) -> None:
         """The thread ends once every deadline armed has passed or been cancelled."""
         with self._cond:
@@ -144,18 +158,6 @@ def _shut_down(fd: int) -> None:
         pass
 
 
-class _QuietHandler(WSGIRequestHandler):
-    def parse_request(self) -> bool:
-        """The request line and headers read: from here the connection has the response's deadline."""
-        if not super().parse_request():
-            return False
-        self.server.headers_read()
-        return True
-
-    def log_message(self, format, *args):  # noqa: A002 (the base class's name)
-        """A scrape is not news; refusals are counted in the metric instead."""
-
-
 PLAIN_TO_TLS = (b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
                 b"Client sent an HTTP request to an HTTPS server.\n")  # Go's answer, which Prometheus users know
 
@@ -164,7 +166,10 @@ class Server(WSGIServer):
     """prometheus_client's WSGI server, bounded: at most `max_connections` connections at once, each in a
     thread of its own. Beyond them, connections wait in the kernel's listen queue until one ends, as
     behind Prometheus's own --web.max-connections (Go's netutil.LimitListener): the threads, descriptors
-    and memory an endpoint on a node's network can be made to hold are bounded. Each connection has
+    and memory an endpoint on a node's network can be made to hold are bounded. But a connection that has
+    not sent its request headers yet holds its slot only until a new connection needs it: with every slot
+    taken, the one that has waited longest for its headers is closed, so idle connections cannot hold a
+    scrape back (a scrape sends its headers at once). Each connection has
     `header_timeout` from its accept to its request headers (the TLS handshake included) and
     `response_timeout` from there to its end, so a client that connects and says nothing, or says it a
     byte at a time, loses its connection and frees its slot. TLS is done in the connection's own thread
@@ -175,18 +180,29 @@ class Server(WSGIServer):
     current: Current | None = None
 
     def __init__(self, address, handler, max_connections: int = MAX_CONNECTIONS,
-                 header_timeout: float = HEADER_TIMEOUT_S, response_timeout: float = RESPONSE_TIMEOUT_S):
+                 header_timeout: float = HEADER_TIMEOUT_S, response_timeout: float = RESPONSE_TIMEOUT_S,
+                 say=lambda message: None):
         super().__init__(address, handler, bind_and_activate=False)
         self.slots = threading.BoundedSemaphore(max_connections)
+        self.waiting: collections.OrderedDict = collections.OrderedDict()  # before their headers, oldest first
+        self.waiting_lock = threading.Lock()
+        self.notices = Notices(say)
         self.header_timeout, self.response_timeout = header_timeout, response_timeout
         self.watchdog = Watchdog()
         self.local = threading.local()  # .fd and .deadline of the connection this thread serves
 
     def get_request(self):
-        """Accept a connection once a slot is free. No slot within half a second is an OSError, which
-        serve_forever takes as nothing accepted: it goes round again, and sees a shutdown()."""
-        if not self.slots.acquire(timeout=0.5):
-            raise OSError("every connection slot is taken")
+        """Accept a connection (serve_forever asks only when one is there) once a slot is free: with every
+        slot taken, the connection that has waited longest for its request headers is closed to make room.
+        No slot within half a second (every one serving a request) is an OSError, which serve_forever
+        takes as nothing accepted: it goes round again, and sees a shutdown()."""
+        if not self.slots.acquire(blocking=False):
+            with self.waiting_lock:
+                oldest = self.waiting.popitem(last=False)[1] if self.waiting else None
+            if oldest is not None:
+                self.watchdog.fire(oldest)  # its thread's read ends: it gives its slot back
+            if not self.slots.acquire(timeout=0.5):
+                raise OSError("every connection slot is serving a request")
         try:
             return super().get_request()
         except BaseException:
@@ -196,10 +212,13 @@ class Server(WSGIServer):
     def process_request(self, request, client_address):
         """The connection's handshake and headers deadline runs from its accept; its thread serves it."""
         deadline = self.watchdog.arm(request.fileno(), self.header_timeout)
+        with self.waiting_lock:
+            self.waiting[deadline[1]] = deadline
         try:
             threading.Thread(target=self._connection, args=(request, client_address, deadline),
                              name="spinscope-http-connection", daemon=True).start()
         except BaseException:  # no thread: the caller closes the request
+            self._served(deadline)
             self.watchdog.cancel(deadline)
             self.slots.release()
             raise
@@ -208,12 +227,13 @@ class Server(WSGIServer):
         self.local.fd, self.local.deadline = request.fileno(), deadline
         conn = request
         try:
-            conn, serve = self._handshake(request)
+            conn, serve = self._handshake(request, client_address)
             if serve:
                 self.finish_request(conn, client_address)
         except Exception:
             self.handle_error(request, client_address)
         finally:
+            self._served(deadline)
             self.watchdog.cancel(self.local.deadline)  # first: once closed, the fd is the next one's
             self.shutdown_request(conn)
             if conn is not request:
@@ -221,11 +241,17 @@ class Server(WSGIServer):
             self.slots.release()
 
     def headers_read(self) -> None:
-        """The request is in: its connection now has response_timeout to answer it (_QuietHandler)."""
+        """The request is in: its connection now has response_timeout to answer it (protocol.Handler), and
+        is no longer one that a new connection may close to take its slot."""
+        self._served(self.local.deadline)
         self.watchdog.cancel(self.local.deadline)
         self.local.deadline = self.watchdog.arm(self.local.fd, self.response_timeout)
 
-    def _handshake(self, request) -> tuple:
+    def _served(self, header_deadline: list) -> None:
+        with self.waiting_lock:
+            self.waiting.pop(header_deadline[1], None)
+
+    def _handshake(self, request, client_address) -> tuple:
         """(the connection to serve, whether to serve it): without TLS, the request itself; with TLS, the
         TLS connection once the handshake and the file's client SAN check passed."""
         config = self.current.get()[0] if self.current is not None else None
@@ -246,7 +272,13 @@ class Server(WSGIServer):
         conn = config.tls.wrap_socket(request, server_side=True, do_handshake_on_connect=False)
         try:
             conn.do_handshake()
-        except (OSError, ValueError):  # a failed handshake (no client certificate, an unknown CA): its own end
+        except ssl.SSLError as exc:  # a failed handshake (no client certificate, an unknown CA): its own end
+            if not isinstance(exc, ssl.SSLEOFError):  # not a client (or a deadline) that just closed
+                host, port = client_address[:2]
+                self.notices("tls", f"TLS handshake error from {f'[{host}]' if ':' in host else host}:{port}: "
+                             f"{reason(exc)}")
+            return conn, False
+        except (OSError, ValueError):  # gone: reset, or closed by its deadline
             return conn, False
         if config.allowed_sans and not config.allows_client(conn.getpeercert()):
             return conn, False
@@ -263,17 +295,22 @@ class Server(WSGIServer):
 def serve(address: str, port: int, registry, config: WebConfig | None, say=lambda message: None,
           max_connections: int = MAX_CONNECTIONS, header_timeout: float = HEADER_TIMEOUT_S,
           response_timeout: float = RESPONSE_TIMEOUT_S, auth_failures: tuple | None = None) -> Server:
-    """Bind address:port and serve the registry's metrics on every path, in a thread, as `config` says
-    (None: plain HTTP, no file), within the bounds Server describes. `say`: for a change of the file,
-    loaded or refused. `auth_failures`: (name, help) of the counter of basic-auth refusals, registered in
+    """Bind address:port and serve the registry's metrics at /metrics (protocol.routed: a landing page at
+    /), in a thread, as `config` says (None: plain HTTP, no file), within the bounds Server describes.
+    `say`: for the file's warnings, a change of it, loaded or refused, and clients' notices (at most one a
+    minute of each kind). `auth_failures`: (name, help) of the counter of basic-auth refusals, registered in
     the registry once the file has users (None: not counted). Raises OSError when the address cannot be
     bound."""
     from prometheus_client import make_wsgi_app
 
-    app = make_wsgi_app(registry)
+    from spinscope import __version__
+
+    app = routed(make_wsgi_app(registry), landing_page(
+        "spinscope exporter", "What a network server's threads do, for Prometheus: write-spin, spurious "
+        "select, handoff overhead and their evidence.", __version__))
     family = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
     server_class = type("Server", (Server,), {"address_family": family})
-    server = server_class((address, port), _QuietHandler, max_connections, header_timeout, response_timeout)
+    server = server_class((address, port), Handler, max_connections, header_timeout, response_timeout, say)
     try:
         server.server_bind()
         server.server_activate()
