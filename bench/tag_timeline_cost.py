@@ -29,23 +29,27 @@ PROGRAMS = ("on_sys_exit", "on_sched_switch", "on_sched_waking")
 STATS = Path("/proc/sys/kernel/bpf_stats_enabled")
 
 
-def prog_stats(collector_pid: int) -> dict:
-    """name -> (run_cnt, run_time_ns) of the BPF programs the collector holds."""
-    out = json.loads(subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True,
-                                    check=True).stdout)
-    mine = {p["id"] for p in out if collector_pid in [q.get("pid") for q in p.get("pids", [])]}
-    return {p["name"]: (p.get("run_cnt", 0), p.get("run_time_ns", 0)) for p in out
-            if p["id"] in mine and p.get("name") in PROGRAMS}
+def programs() -> list:
+    return json.loads(subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True,
+                                     check=True).stdout)
+
+
+def prog_stats(before: set) -> dict:
+    """name -> (run_cnt, run_time_ns) of the BPF programs loaded since `before` (the ids then): the
+    collector's (this bpftool does not say which process holds a program)."""
+    return {p["name"]: (p.get("run_cnt", 0), p.get("run_time_ns", 0)) for p in programs()
+            if p["id"] not in before and p.get("name") in PROGRAMS}
 
 
 def attach(server: int, seconds: float, timeline: Path | None, out: Path) -> dict:
     extra = ["--tag-timeline", str(timeline)] if timeline else []
+    loaded = {p["id"] for p in programs()}
     proc = subprocess.Popen([str(BUILD / "spinscope-collector"), "--pid", str(server), "--stacks", "99", *extra,
                              "--duration", str(seconds + 2), "-o", str(out), "-q"])
     time.sleep(1.0)
-    a, t0 = prog_stats(proc.pid), time.monotonic()
+    a, t0 = prog_stats(loaded), time.monotonic()
     time.sleep(seconds)
-    b, t1 = prog_stats(proc.pid), time.monotonic()
+    b, t1 = prog_stats(loaded), time.monotonic()
     proc.wait(timeout=60)
     row = {name: {"runs_per_s": (b[name][0] - a[name][0]) / (t1 - t0),
                   "ns_per_run": (b[name][1] - a[name][1]) / max(b[name][0] - a[name][0], 1),

@@ -34,6 +34,8 @@ import (
 
 	profiler "go.opentelemetry.io/ebpf-profiler/collector"
 	"go.opentelemetry.io/ebpf-profiler/collector/config"
+	"go.opentelemetry.io/ebpf-profiler/interpreter"
+	"go.opentelemetry.io/ebpf-profiler/interpreter/interpreterconfig"
 	"go.opentelemetry.io/ebpf-profiler/libpf"
 	"go.opentelemetry.io/ebpf-profiler/metrics"
 	"go.opentelemetry.io/ebpf-profiler/reporter"
@@ -97,6 +99,8 @@ func main() {
 	minAge := flag.String("min-process-age", "auto", "skip (in BPF, before any unwinding or process sync) "+
 		"samples of processes younger than this: 'auto' = the youngest target's age minus 1s, or a "+
 		"duration such as 30s, or 0 for every process")
+	unwind := flag.String("runtime", "all", "the interpreter unwinders to load: python, hotspot, v8 or all "+
+		"(one is cheaper to load and to match against each process's mappings)")
 	cpuProfile := flag.String("cpuprofile", "", "write the helper's own Go CPU profile here (for measuring the helper)")
 	verbose := flag.Bool("verbose", false, "log the profiler's info messages to stderr")
 	debugLog := flag.Bool("debug", false, "log the profiler's debug messages to stderr")
@@ -170,6 +174,9 @@ func main() {
 	cfg.SendErrorFrames = true // a frame that failed to unwind is shown, not dropped
 	cfg.ReporterInterval = time.Hour
 	cfg.IncludeEnvVars = "" // never collect environment variables
+	if cfg.Interpreters, err = interpreters(*unwind); err != nil {
+		die("%v", err)
+	}
 	aged := pidList
 	if *children {
 		aged = append(aged, descendants(pidSet)...)
@@ -264,6 +271,27 @@ func finish(s *sink, f *os.File, hz int) {
 			die("writing output: %v", err)
 		}
 	}
+}
+
+// interpreters: the profiler's interpreter unwinders, all or only the one
+// the target runs (its native, Go and kernel unwinding is always on).
+func interpreters(name string) (interpreterconfig.Config, error) {
+	if name == "all" {
+		return interpreterconfig.AllInterpreters(), nil
+	}
+	cfg := interpreterconfig.NoInterpreters()
+	on := interpreter.BaseConfig{}
+	switch name {
+	case "python":
+		cfg.Python.BaseConfig = on
+	case "hotspot":
+		cfg.Hotspot.BaseConfig = on
+	case "v8":
+		cfg.V8.BaseConfig = on
+	default:
+		return cfg, fmt.Errorf("bad --runtime %q: python, hotspot, v8 or all", name)
+	}
+	return cfg, nil
 }
 
 // descendants: the processes now running under one of roots (gunicorn's

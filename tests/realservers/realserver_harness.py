@@ -600,13 +600,14 @@ def recording(server: RealServer, output: Path, interval: float = 1.0, stacks: i
 def runtime_helper(server: RealServer, output: Path, hz: int):
     """The runtime stacks helper sampling SERVER, started, when it runs a runtime the helper unwinds
     (None for native servers); a failure to find or start it fails the test that asked for stacks."""
-    if stacks_helper.runtime_of(server.pid) is None and not any(
-            stacks_helper.runtime_of(pid) for pid in _children(server.pid)):
+    runtime = stacks_helper.runtime_of(server.pid) or next(
+        (r for r in map(stacks_helper.runtime_of, _children(server.pid)) if r), None)
+    if runtime is None:
         return None
     binary = stacks_helper.find()
     assert binary is not None, f"{stacks_helper.HELPER_NAME} not built (scripts/build-stacks-helper.sh)"
     helper = stacks_helper.Helper(binary, server.pid, hz, output.with_name(output.name + ".runtime-stacks"),
-                                  server.children)
+                                  server.children, runtime)
     assert helper.start(), f"the runtime stacks helper did not start: {helper.error}"
     return helper
 

@@ -185,7 +185,7 @@ def _runtime_helper(args: argparse.Namespace, output: Path, console):
         say(console, f"spinscope record: warning: {reason}")
         return None, None, {"runtime": runtime, "skipped": reason}
     out = output.with_name(output.name + ".runtime-stacks")
-    helper = stacks_helper.Helper(binary, args.pid, args.stacks, out, args.children)
+    helper = stacks_helper.Helper(binary, args.pid, args.stacks, out, args.children, runtime)
     if not helper.start():
         say(console, f"spinscope record: warning: the {runtime} stacks helper did not start: {helper.error}")
         return None, None, {"runtime": runtime, "error": helper.error}

@@ -35,6 +35,9 @@ HELPER_NAME = "spinscope-stacks-helper"
 READY_TIMEOUT_S = 30.0  # measured 1.6-2.6 s to load and attach here
 STOP_TIMEOUT_S = 20.0
 RUNTIME_SOURCE = "runtime"
+# The profiler's interpreter unwinder for each runtime runtime_of() names (its --runtime): loading one, not
+# all ten, is what the helper needs for one target.
+UNWINDERS = {"cpython": "python", "jvm": "hotspot", "node": "v8"}
 # The standard library modules CPython 3.11+ freezes into its binary (Python/frozen.c's "stdlib - startup"
 # and runpy): the profiler gives their frames a bare file name (`runpy.py`), which would pass for a script
 # of the target's own run from its directory.
@@ -77,10 +80,10 @@ class Helper:
     """The helper sampling `pid` (and its children) at `hz` into `out`, started and stopped around the
     collector's recording."""
 
-    def __init__(self, binary: Path, pid: int, hz: int, out: Path, children: bool):
+    def __init__(self, binary: Path, pid: int, hz: int, out: Path, children: bool, runtime: str | None = None):
         self.out = out
         self.argv = [str(binary), "--pid", str(pid), "--hz", str(hz), "--out", str(out), "--timestamps",
-                     f"--children={'true' if children else 'false'}"]
+                     f"--children={'true' if children else 'false'}", "--runtime", UNWINDERS.get(runtime, "all")]
         self.proc: subprocess.Popen | None = None
         self.error: str | None = None
         # Where the collector writes its tag timeline for these samples: a directory of our own, so no
