@@ -127,9 +127,10 @@ def sort_rows(table: list, key: str, reverse: bool) -> list:
 class LabelLine:
     severity: str  # a label's severity, or "finding" for a finding (busy-polling, write-wait)
     title: str  # the label's or finding's name, as in the report, --json and the exporter
-    share: float | None
+    share: float | None  # what acting on it saves (Label.saving): a share of the process's CPU or request time
     summary: str
     site: str | None = None  # with --stacks: the top call site (`conn_write (conn.c:247)`)
+    share_of: str | None = None  # "CPU" or "request time" (Label.saving_of)
 
 
 def judge(span) -> tuple:
@@ -138,10 +139,10 @@ def judge(span) -> tuple:
     from spinscope.analysis.metrics import analyze
 
     assessment = assess(analyze(span))
-    return ([LabelLine(label.severity, label.name, label.cpu_share, label.summary,
-                       label.call_sites[0]["where"] if label.call_sites else None) for label in assessment.labels]
-            + [LabelLine("finding", finding.name, finding.cpu_share, finding.summary) for finding in assessment.findings],
-            assessment.notes)
+    # labels and findings in one order, by what acting on them saves (the report's order)
+    return ([LabelLine(getattr(item, "severity", "finding"), item.name, item.saving, item.summary,
+                       item.call_sites[0]["where"] if getattr(item, "call_sites", None) else None, item.saving_of)
+             for item in assessment.ranked()], assessment.notes)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -212,7 +213,8 @@ def _label_lines(labels: list, header: dict, notes: list) -> list:
         line = Text(f"{label.severity.upper():8} ", style=SEVERITY_STYLES.get(label.severity, ""))
         line.append(f"{label.title}", style="bold")
         if label.share is not None:
-            line.append(f"  {100 * label.share:.0f}% of the CPU involved")
+            line.append(f"  saves {100 * label.share:.0f}% of the "
+                        + ("request time" if label.share_of == "request time" else "process's CPU"))
         if label.site:
             line.append("  at ")
             line.append_text(plain(label.site))

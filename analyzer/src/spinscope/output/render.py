@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.text import Text
 
 from spinscope.analysis.labels import Finding, Label
+from spinscope.analysis.savings import saving_line
 from spinscope.analysis.metrics import Analysis
 from spinscope.output.console import plain
 
@@ -31,7 +32,9 @@ def print_label(console: Console, label: Label) -> None:
 
 
 def print_label_details(console: Console, label: Label) -> None:
-    """A label's details and fixes, indented (under a line that already gave its summary)."""
+    """What its fix saves, its details and fixes, indented (under a line that already gave its summary)."""
+    if saving_line(label):
+        console.print(plain(f"    {saving_line(label)}"))
     for line in label.details:
         console.print(plain(f"    {line}"))
     for fix in label.fixes:
@@ -41,5 +44,7 @@ def print_label_details(console: Console, label: Label) -> None:
 def print_finding(console: Console, finding: Finding) -> None:
     """A finding is not a label: its name instead of a severity, then what to weigh it against."""
     console.print(Text.assemble(plain(finding.name.upper(), "bold cyan"), " ", plain(finding.summary)))
+    if saving_line(finding):
+        console.print(plain(f"    {saving_line(finding)}"))
     for advice in finding.advice:
         console.print(plain(f"    weigh: {advice}"))

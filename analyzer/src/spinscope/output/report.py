@@ -12,7 +12,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from spinscope.analysis.labels import Assessment
+from spinscope.analysis.labels import Assessment, Finding
+from spinscope.analysis.savings import saving_line
 from spinscope.analysis.measures import size_classes
 from spinscope.analysis.metrics import METRICS, Analysis, role_edges
 from spinscope.analysis.roles import ROLE_NOUNS, ROLES, activity
@@ -235,12 +236,10 @@ def _terminal_verdicts(analysis: Analysis, assessment: Assessment, console: Cons
     if lifecycle_line(analysis):
         console.print(plain(lifecycle_line(analysis)))
     console.print()
-    for label in assessment.labels:
-        print_label(console, label)
     if not assessment.labels:
         console.print(plain(no_label_line(), "bold green"))
-    for finding in assessment.findings:
-        print_finding(console, finding)
+    for item in assessment.ranked():  # labels and findings by what acting on them saves
+        (print_finding if isinstance(item, Finding) else print_label)(console, item)
     for note in assessment.notes:
         console.print(plain(f"note: {note}", "italic"))
     console.print()
@@ -274,13 +273,15 @@ def _terminal_requests(analysis: Analysis, console: Console) -> None:
 # --- HTML -------------------------------------------------------------------------------------------
 
 def verdict_blocks(assessment: Assessment) -> list:
-    blocks = [htmlpage.verdict(label.severity, f"{label.severity.upper()}: {label.summary}",
-                               [*label.details, *(f"fix: {fix}" for fix in label.fixes)])
-              for label in assessment.labels]
-    if not assessment.labels:
-        blocks.append(htmlpage.verdict("ok", no_label_line()))
-    blocks += [htmlpage.verdict("info", f"{finding.name}: {finding.summary}", [f"weigh: {a}" for a in finding.advice])
-               for finding in assessment.findings]
+    blocks = [] if assessment.labels else [htmlpage.verdict("ok", no_label_line())]
+    for item in assessment.ranked():  # labels and findings by what acting on them saves, as the terminal
+        saves = [saving_line(item)] if saving_line(item) else []
+        if isinstance(item, Finding):
+            blocks.append(htmlpage.verdict("info", f"{item.name.upper()} {item.summary}",
+                                           [*saves, *(f"weigh: {a}" for a in item.advice)]))
+        else:
+            blocks.append(htmlpage.verdict(item.severity, f"{item.severity.upper()} {item.summary}",
+                                           [*saves, *item.details, *(f"fix: {fix}" for fix in item.fixes)]))
     blocks += [htmlpage.paragraph(f"note: {note}", "note") for note in assessment.notes]
     return blocks
 
