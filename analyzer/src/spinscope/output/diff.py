@@ -55,6 +55,9 @@ def label_entries(comparison: Comparison) -> list:
     entries += [(f"disappeared (was {l.severity}): {l.summary}", None) for l in comparison.disappeared]
     entries += [(f"changed ({c.what()}): {c.after.summary}", None) for c in comparison.label_changes]
     entries += [(f"still present: {title(name)}", None) for name in comparison.unchanged]
+    for name, old, new in comparison.findings():  # on the same scale as the labels: what acting on it saves
+        where = "finding on both sides" if old and new else ("finding appeared" if new else "finding disappeared")
+        entries.append((f"{where}: {name.upper()} {(new or old).summary}", new or old))
     return entries
 
 

@@ -13,7 +13,6 @@ from rich.table import Table
 from rich.text import Text
 
 from spinscope.analysis.labels import Assessment, Finding
-from spinscope.analysis.savings import saving_line
 from spinscope.analysis.measures import size_classes
 from spinscope.analysis.metrics import METRICS, Analysis, role_edges
 from spinscope.analysis.roles import ROLE_NOUNS, ROLES, activity
@@ -21,7 +20,7 @@ from spinscope.analysis.runtime import runtime_of
 from spinscope.fmt import fixed, percent, size_class
 from spinscope.output import htmlpage
 from spinscope.output.console import plain
-from spinscope.output.render import headline, print_finding, print_label
+from spinscope.output.render import detail_lines, headline, print_finding, print_label
 
 MAX_THREAD_ROWS = 30
 MAX_EDGES = 10
@@ -275,13 +274,10 @@ def _terminal_requests(analysis: Analysis, console: Console) -> None:
 def verdict_blocks(assessment: Assessment) -> list:
     blocks = [] if assessment.labels else [htmlpage.verdict("ok", no_label_line())]
     for item in assessment.ranked():  # labels and findings by what acting on them saves, as the terminal
-        saves = [saving_line(item)] if saving_line(item) else []
-        if isinstance(item, Finding):
-            blocks.append(htmlpage.verdict("info", f"{item.name.upper()} {item.summary}",
-                                           [*saves, *(f"weigh: {a}" for a in item.advice)]))
-        else:
-            blocks.append(htmlpage.verdict(item.severity, f"{item.severity.upper()} {item.summary}",
-                                           [*saves, *item.details, *(f"fix: {fix}" for fix in item.fixes)]))
+        finding = isinstance(item, Finding)
+        blocks.append(htmlpage.verdict("info" if finding else item.severity,
+                                       f"{item.name.upper() if finding else item.severity.upper()} {item.summary}",
+                                       detail_lines(item)))
     blocks += [htmlpage.paragraph(f"note: {note}", "note") for note in assessment.notes]
     return blocks
 
