@@ -273,8 +273,8 @@ def _write_spin_details(m: WriteSpinMeasure) -> list:
              f"{c.eagain_retries:.1f} retries of an EAGAIN and {c.partial_retries:.1f} writes after a partial "
              f"write without waiting, {c.waits:.1f} waits for writability per response" for c in m.spinning]
     rate = {"bulk writes": "the rate of the threads' complete writes of 4 KiB or more",
-            "first writes": "the rate of the responses' first writes, into an empty buffer (in a capture before "
-                            "schema 5 whatever their size: a header written on its own makes it too high)",
+            "first writes": "the rate of the responses' first writes, into an empty buffer (4 KiB or more on "
+                            "average; from an older collector, whatever their size: then a header alone raises it)",
             "none": "nothing: no complete write of 4 KiB or more to price copying by"}[m.copy_rate_source]
     lines.append(f"cost: the retries' whole cycles (from the previous write's return to the retry's return, "
                  f"user space included), less copying their bytes at {rate}")

@@ -211,6 +211,7 @@ def render_terminal(analysis: Analysis, assessment: Assessment, console: Console
     edges = edge_rows(analysis)
     if edges:
         console.print(_table("Wakeup graph (top edges)", EDGE_HEADERS, edges, left={"waker", "wakee", "mechanism"}))
+        console.print(plain(roles_line(analysis)))
     else:
         console.print()
         console.print(Text.assemble(("Wakeup graph", "bold"), ": no thread of the target woke another"))
@@ -247,24 +248,40 @@ def _terminal_verdicts(analysis: Analysis, assessment: Assessment, console: Cons
 def _terminal_threads(analysis: Analysis, console: Console) -> None:
     """The threads table, what its columns mean, and what the collector cost."""
     console.print(_table("Threads", THREAD_HEADERS, thread_rows(analysis), left={"role", "thread"}, no_wrap=True))
-    if len(analysis.threads) > MAX_THREAD_ROWS:
-        console.print(f"... and {len(analysis.threads) - MAX_THREAD_ROWS} more threads")
+    if more_threads_line(analysis):
+        console.print(more_threads_line(analysis))
     console.print(thread_glossary(), style="dim", markup=False, soft_wrap=True)
     if collector_line(analysis):
         console.print(plain(collector_line(analysis), "dim"))
 
 
+def more_threads_line(analysis: Analysis) -> str | None:
+    more = len(analysis.threads) - MAX_THREAD_ROWS
+    return f"... and {more} more threads" if more > 0 else None
+
+
+def requests_line(analysis: Analysis) -> str:
+    """`Requests: 544 counted, 43.179 ms each on average, ...`: the terminal's and the page's."""
+    requests = analysis.capture.requests
+    return (f"Requests: {analysis.requests:,} counted, "
+            f"{fixed(analysis.process['request_ms'], 3)} ms each on average, "
+            f"{fixed(analysis.process['writes_per_request'])} writes, "
+            f"{fixed(analysis.process['eagain_per_request'])} EAGAIN per request; "
+            f"{requests['cross_thread']:,} finished in another thread than they started; "
+            f"{requests['unattributed_writes']:,} writes belonged to no request")
+
+
+def roles_line(analysis: Analysis) -> str | None:
+    """`wakeups between roles: handler → dispatcher 489, dispatcher → handler 417` (None without any)."""
+    edges = role_edges(analysis)
+    return ("wakeups between roles: " + ", ".join(f"{ROLE_NOUNS[a]} → {ROLE_NOUNS[b]} {n:,}"
+                                                  for (a, b), n in edges.items())) if edges else None
+
+
 def _terminal_requests(analysis: Analysis, console: Console) -> None:
     """The requests in a line, then their responses by size."""
-    requests = analysis.capture.requests
     console.print()
-    console.print(Text.assemble(("Requests", "bold"), plain(
-        f": {analysis.requests:,} counted, "
-        f"{fixed(analysis.process['request_ms'], 3)} ms each on average, "
-        f"{fixed(analysis.process['writes_per_request'])} writes, "
-        f"{fixed(analysis.process['eagain_per_request'])} EAGAIN per request; "
-        f"{requests['cross_thread']:,} finished in another thread than they started; "
-        f"{requests['unattributed_writes']:,} writes belonged to no request")))
+    console.print(Text.assemble(("Requests", "bold"), plain(requests_line(analysis)[len("Requests"):])))
     if analysis.capture.by_size:
         console.print(_table("Responses by size", SIZE_HEADERS, size_rows(analysis), left={"size"}))
 
@@ -302,16 +319,17 @@ def render_html(analysis: Analysis, assessment: Assessment) -> str:
             body.append(htmlpage.figure(figures.flame_graph(analysis, label.name), f"flame graph: {label.title}"))
     body += [htmlpage.heading("Threads"),
              htmlpage.table(THREAD_HEADERS, thread_rows(analysis), titles=THREAD_MEANINGS),
+             *([htmlpage.paragraph(more_threads_line(analysis))] if more_threads_line(analysis) else []),
+             htmlpage.paragraph(thread_glossary(), "note"),
              htmlpage.figure(figures.syscall_mix(analysis), "syscall mix per thread"),
-             htmlpage.heading("Requests"),
+             htmlpage.heading("Requests"), htmlpage.paragraph(requests_line(analysis)),
              htmlpage.table(SIZE_HEADERS, size_rows(analysis)),
              htmlpage.figure(figures.writes_per_request_hist(analysis), "writes per request histogram"),
              htmlpage.heading("Event loops"),
              htmlpage.figure(figures.events_per_poll_hist(analysis), "events per poll call per thread"),
              htmlpage.heading("Handoffs"),
-             htmlpage.table(EDGE_HEADERS, edge_rows(analysis)),
-             htmlpage.table(["from", "to", "wakeups"], [[ROLE_NOUNS[a], ROLE_NOUNS[b], f"{n:,}"]
-                                                       for (a, b), n in role_edges(analysis).items()]),
+             *([htmlpage.table(EDGE_HEADERS, edge_rows(analysis)), htmlpage.paragraph(roles_line(analysis))]
+               if edge_rows(analysis) else [htmlpage.paragraph("Wakeup graph: no thread of the target woke another")]),
              htmlpage.figure(figures.handoff_graph(analysis), "handoff graph between threads")]
     series = figures.time_series({"capture": analysis.intervals})
     if series:
