@@ -378,3 +378,32 @@ def test_a_change_is_judged_by_the_change_written_and_the_intervals_spread():
     assert compare([1.0, 1.1, 0.9, 1.0], [2.0, 2.1, 1.9, 2.0]).verdict == SIGNIFICANT
     test = compare([1.0, 1.1, 0.9, 1.0], [2.0, 2.1, 1.9, 2.0], difference=0.1)
     assert test.verdict == WITHIN_NOISE and test.t == pytest.approx(0.1 / np.sqrt(2 * 0.00667 / 4), rel=1e-2)
+
+
+def with_request_times(doc: dict, request_ns: int, spread: float, seed: int) -> dict:
+    """The synthetic capture as a schema 8 collector writes it: each interval's requests' times summed (each
+    interval's mean `request_ns` give or take `spread`)."""
+    doc["schema"] = 8
+    rng = np.random.default_rng(seed)
+    for interval in doc["intervals"]:
+        mean = request_ns * (1 + spread * rng.standard_normal())
+        interval["request_ns"], interval["cross_thread"] = int(interval["requests"] * mean), 0
+    return doc
+
+
+def test_the_request_time_is_judged_against_the_noise_and_leads_when_it_moves_most(capture_file):
+    """A loop whose 100 KB responses now wait for writability: 0.2 → 43 ms a request, CPU per request
+    +10%. The request time had no interval values ("too few intervals to judge noise" while the diff judged
+    every other metric on its intervals); from schema 8 the intervals carry the requests' times, and the
+    largest change on the scale of what a fix saves leads."""
+    before = with_request_times(captures.clean_event_loop(jitter=0.02, seed=1), 200_000, 0.02, 1)
+    after = captures.clean_event_loop(jitter=0.02, seed=2, request_ns=43_000_000)
+    after["threads"][0]["oncpu_ns"] = after["totals"]["oncpu_ns"] = int(after["totals"]["oncpu_ns"] * 1.1)
+    for interval in after["intervals"]:
+        interval["counters"]["oncpu_ns"] = int(interval["counters"]["oncpu_ns"] * 1.1)
+    after = with_request_times(after, 43_000_000, 0.02, 2)
+    result = comparison(before, after, capture_file)
+    request = result.change("request_ms")
+    assert (request.before, request.after) == (0.2, 43.0)
+    assert request.noise.verdict == SIGNIFICANT and (request.noise.n_before, request.noise.n_after) == (10, 10)
+    assert result.verdict().startswith("after: request time 0.2 → 43 ms and +10% CPU per request")
