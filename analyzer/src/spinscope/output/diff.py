@@ -52,15 +52,16 @@ def drop_lines(comparison: Comparison) -> list:
 def label_entries(comparison: Comparison) -> list:
     """[(line, Label whose details and fixes the terminal prints under the line, or None)]: each label's
     summary is written once, in its line."""
-    # A label's summary already names it ("write-spin on ...", "handoff overhead: ...").
-    entries = [(f"appeared ({l.severity}): {l.summary}", l) for l in comparison.appeared]
-    entries += [(f"disappeared (was {l.severity}): {l.summary}", None) for l in comparison.disappeared]
-    entries += [(f"changed ({c.what()}): {c.after.summary}", None) for c in comparison.label_changes]
-    entries += [(f"still present: {title(name)}", None) for name in comparison.unchanged]
-    for name, old, new in comparison.findings():  # on the same scale as the labels: what acting on it saves
+    # A label's summary already names it ("write-spin on ...", "handoff overhead: ..."). Labels and findings
+    # in one order, by what acting on them saves (the side that has it, the after side when both do).
+    entries = [(f"appeared ({l.severity}): {l.summary}", l, l) for l in comparison.appeared]
+    entries += [(f"disappeared (was {l.severity}): {l.summary}", None, l) for l in comparison.disappeared]
+    entries += [(f"changed ({c.what()}): {c.after.summary}", None, c.after) for c in comparison.label_changes]
+    entries += [(f"still present: {title(c.name)}", None, c.after) for c in comparison.present if not c.changed]
+    for name, old, new in comparison.findings():
         where = "finding on both sides" if old and new else ("finding appeared" if new else "finding disappeared")
-        entries.append((f"{where}: {name.upper()} {(new or old).summary}", new or old))
-    return entries
+        entries.append((f"{where}: {name.upper()} {(new or old).summary}", new or old, new or old))
+    return [(line, item) for line, item, ranked in sorted(entries, key=lambda e: -(e[2].saving or 0.0))]
 
 
 def label_lines(comparison: Comparison) -> list:
