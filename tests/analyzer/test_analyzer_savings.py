@@ -75,3 +75,22 @@ def test_the_same_stalls_give_the_same_finding_on_an_event_loop_and_a_reactor(ca
 def test_the_recorded_pair_gets_the_same_finding():
     for path in (REACTOR, EVENT_LOOP):
         assert WRITE_WAIT in judged(path)[1].finding_names()
+
+
+def test_a_label_is_graded_by_the_saving_that_grades_highest():
+    """A hand-off saving 25% of a CPU of 0.004 CPUs (info: under SAVING_MIN_CPUS) and 6% of the request time
+    (warning): warning, and what it saves is said by the larger share, the CPU's."""
+    from types import SimpleNamespace
+
+    from spinscope.analysis import savings
+    from spinscope.analysis.labels import SEVERITIES, WARNING, severity
+
+    label = SimpleNamespace(severity=None)
+    savings.apply(label, savings.Saving(0.25, savings.CPU, 0.004), savings.of_time(0.06), tier=severity,
+                  order=SEVERITIES)
+    assert (label.severity, label.saving, label.saving_of, label.saving_cpus) == (WARNING, 0.25, "CPU", 0.004)
+    savings.apply(label, savings.Saving(0.25, savings.CPU, 0.004), savings.of_time(0.0), tier=severity,
+                  order=SEVERITIES)
+    assert label.severity == INFO
+    savings.apply(label, savings.Saving(0.25, savings.CPU, 0.05), tier=severity, order=SEVERITIES)
+    assert label.severity == "critical"

@@ -218,7 +218,7 @@ def write_spin(analysis: Analysis) -> Label | None:
                   {**_write_spin_evidence(analysis, m), **_bound_evidence(m.bound)}, m.share, WRITE_SPIN_FIXES,
                   details, cost_share=m.share)
     label = stack_costs.attach(label, stack_costs.where(analysis, WRITE_SPIN, m.spinners), m.share)
-    return savings.apply(label, savings.of_cpu(analysis, m.share, m.cpu_ns), severity, INFO)
+    return savings.apply(label, savings.of_cpu(analysis, m.share, m.cpu_ns), tier=severity, order=SEVERITIES)
 
 
 def _write_spin_summary(analysis: Analysis, m: WriteSpinMeasure) -> str:
@@ -382,7 +382,7 @@ def spurious_select(analysis: Analysis) -> Label | None:
     label = Label(SPURIOUS_SELECT, level, summary, said.evidence, m.share, said.fixes, said.details, m.estimated,
                   cost_share=m.share)
     label = stack_costs.attach(label, stack_costs.where(analysis, SPURIOUS_SELECT, m.involved), m.share)
-    return savings.apply(label, savings.of_cpu(analysis, m.share, m.cpu_ns), severity, INFO)
+    return savings.apply(label, savings.of_cpu(analysis, m.share, m.cpu_ns), tier=severity, order=SEVERITIES)
 
 
 @dataclass
@@ -485,8 +485,8 @@ def handoff_overhead(analysis: Analysis) -> Label | None:
                   _handoff_evidence(analysis, m), cpu, fixes, _handoff_details(m, edges, analysis.requests),
                   m.mechanism == SHARED_MEMORY, cost_share=cost)
     label = stack_costs.attach(label, where, m.cpu_share)
-    saving = savings.larger(savings.of_cpu(analysis, cpu, m.cpu_ns), savings.of_time(m.latency_share))
-    return savings.apply(label, saving, severity, INFO)
+    return savings.apply(label, savings.of_cpu(analysis, cpu, m.cpu_ns), savings.of_time(m.latency_share),
+                         tier=severity, order=SEVERITIES)
 
 
 def _names_mechanism(analysis: Analysis, m: HandoffMeasure) -> bool:

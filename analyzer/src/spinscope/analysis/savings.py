@@ -73,14 +73,18 @@ def grade(saving: Saving | None, tier, lowest: str) -> str:
     return level
 
 
-def apply(verdict, saving: Saving | None, tier=None, lowest: str | None = None):
-    """The label or finding with what it saves (`saving`, `saving_of`); a label (given `tier`) graded by
-    it. Returned, changed."""
+def apply(verdict, *candidates: Saving | None, tier=None, order: tuple = ()):
+    """The label or finding with what it saves (`saving`, `saving_of`: the larger of the candidates); a
+    label (given `tier` and the severities in rising `order`) graded by the candidate that grades highest
+    (a hand-off's request-time share is not discounted because its CPU share, the larger, saves too few
+    CPUs). Returned, changed."""
+    saving = larger(*candidates)
     verdict.saving = round(saving.share, 4) if saving is not None else None
     verdict.saving_of = saving.of if saving is not None else None
     verdict.saving_cpus = round(saving.cpus, 4) if saving is not None and saving.cpus is not None else None
     if tier is not None:
-        verdict.severity = grade(saving, tier, lowest)
+        levels = [grade(c, tier, order[0]) for c in candidates if c is not None] or [order[0]]
+        verdict.severity = max(levels, key=order.index)
     return verdict
 
 
