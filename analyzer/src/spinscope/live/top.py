@@ -131,6 +131,7 @@ class LabelLine:
     summary: str
     site: str | None = None  # with --stacks: the top call site (`conn_write (conn.c:247)`)
     share_of: str | None = None  # "CPU" or "request time" (Label.saving_of)
+    saves: str | None = None  # `saves 25% of the process's CPU, 0.004 of one CPU` (savings.Saving.phrase)
 
 
 def judge(span) -> tuple:
@@ -140,9 +141,12 @@ def judge(span) -> tuple:
 
     assessment = assess(analyze(span))
     # labels and findings in one order, by what acting on them saves (the report's order)
+    from spinscope.analysis.savings import Saving
+
     return ([LabelLine(getattr(item, "severity", "finding"), item.name, item.saving, item.summary,
-                       item.call_sites[0]["where"] if getattr(item, "call_sites", None) else None, item.saving_of)
-             for item in assessment.ranked()], assessment.notes)
+                       item.call_sites[0]["where"] if getattr(item, "call_sites", None) else None, item.saving_of,
+                       Saving(item.saving, item.saving_of, item.saving_cpus).phrase() if item.saving is not None
+                       else None) for item in assessment.ranked()], assessment.notes)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -212,9 +216,8 @@ def _label_lines(labels: list, header: dict, notes: list) -> list:
     for label in labels:
         line = Text(f"{label.severity.upper():8} ", style=SEVERITY_STYLES.get(label.severity, ""))
         line.append(f"{label.title}", style="bold")
-        if label.share is not None:
-            line.append(f"  saves {100 * label.share:.0f}% of the "
-                        + ("request time" if label.share_of == "request time" else "process's CPU"))
+        if label.saves:
+            line.append(f"  {label.saves}")
         if label.site:
             line.append("  at ")
             line.append_text(plain(label.site))
