@@ -27,7 +27,7 @@ class Saving:
     cpus: float | None = None  # a CPU saving in CPUs (on-CPU seconds a second of the capture)
 
     def phrase(self) -> str:
-        """`saves 0.4% of the process's CPU (0.004 CPUs)`, `saves 99% of the request time`."""
+        """`saves 25% of the process's CPU, 0.004 of one CPU`, `saves 99% of the request time`."""
         if self.of == CPU:
             cpus = f", {self.cpus:.3f} of one CPU" if self.cpus is not None else ""
             return f"saves {_pct(self.share)} of the process's CPU{cpus}"
