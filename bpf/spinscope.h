@@ -484,6 +484,8 @@ struct global_stats {
 	X(t_s, seconds)                   /* end of the interval, from the start of the capture */ \
 	X(duration_s, seconds)                                                                     \
 	X(requests, count)                /* requests finished in the interval */                  \
+	X(request_ns, count)              /* schema 8: their times summed (first read, last write) */ \
+	X(cross_thread, count)            /* schema 8: those of them answered by another thread */ \
 	X(wakeups_in_process, count)      /* wakeups between the target's own threads */           \
 	X(counters, counters)                                                                      \
 	X(drops, drops)

@@ -32,6 +32,8 @@ int intervals_add(struct intervals *iv, const struct snapshot *snap, __u64 now)
 	it->t_s = (now - iv->start_ns) / 1e9;
 	it->duration_s = (now - iv->prev_ns) / 1e9;
 	it->requests = snap->requests.sum.count - iv->prev_requests;
+	it->request_ns = snap->requests.sum.duration_ns - iv->prev_request_ns;
+	it->cross_thread = snap->requests.sum.cross_thread - iv->prev_cross_thread;
 	it->wakeups_in_process = wakeups > iv->prev_wakeups ? wakeups - iv->prev_wakeups : 0;
 	/*
 	 * A counter's total never falls, but a read can make it look as if it did: the probes update a
@@ -55,6 +57,8 @@ int intervals_add(struct intervals *iv, const struct snapshot *snap, __u64 now)
 #undef X
 	iv->prev = totals;
 	iv->prev_requests = snap->requests.sum.count;
+	iv->prev_request_ns = snap->requests.sum.duration_ns;
+	iv->prev_cross_thread = snap->requests.sum.cross_thread;
 	if (wakeups > iv->prev_wakeups)
 		iv->prev_wakeups = wakeups;
 	iv->prev_ns = now;

@@ -27,7 +27,7 @@ struct intervals {
 	__u64 prev_ns;  /* the previous snapshot (start_ns at first) */
 	struct thread_counters prev;
 	struct drop_counts prev_drops;
-	__u64 prev_requests, prev_wakeups;
+	__u64 prev_requests, prev_wakeups, prev_request_ns, prev_cross_thread;
 };
 
 /* Start the series at start_ns. */

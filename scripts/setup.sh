@@ -10,11 +10,12 @@ APT_PACKAGES=(
     make gcc libc6-dev clang llvm pkg-config
     libbpf-dev bpftool libelf-dev libdw-dev liblzma-dev libbz2-dev zlib1g-dev libjson-c-dev systemtap-sdt-dev
     iproute2 procps strace memcached
+    chromium  # tests/analyzer/test_analyzer_pages_browser.py: the HTML pages laid out in a real browser
 )
 # Extra tools: the tracers `make bench` compares with, the servers it, the reference benchmark and
-# tests/realservers run (with redis-benchmark), and Chromium for the analyzer's HTML rendering test.
+# tests/realservers run (with redis-benchmark).
 if [[ "${SPINSCOPE_SETUP_EXTRAS:-1}" == 1 ]]; then
-    APT_PACKAGES+=(chromium nginx-light lighttpd wrk bpftrace linux-perf libbpf-tools
+    APT_PACKAGES+=(nginx-light lighttpd wrk bpftrace linux-perf libbpf-tools
                    apache2 redis-server redis-tools
                    tmux prometheus  # tests/live: `top` in tmux, the exporter scraped by Prometheus
                    nghttp2-client  # h2load: HTTP/2 load for tests/realservers (nginx-h2c-100)

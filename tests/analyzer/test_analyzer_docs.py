@@ -9,11 +9,11 @@ import re
 import pytest
 
 import spinscope
-from spinscope.analysis import counters, labels, measures, metrics, noise, roles
+from spinscope.analysis import counters, labels, measures, metrics, noise, roles, savings
 from paths import DOCS, ROOT
 
 DOC = DOCS / "labels.md"
-MODULES = (measures, labels, roles, noise, metrics, counters)  # where each is defined first
+MODULES = (measures, labels, roles, noise, metrics, counters, savings)  # where each is defined first
 # `NAME` | 50 |   `NAME` (0.9)   `NAME` = 20%   `NAME`, 0.9,
 VALUE = r"(-?\d[\d,]*(?:\.\d+)?)\s*(%?)"
 PATTERNS = (re.compile(r"`([A-Z][A-Z0-9_]+)`\s*\|\s*" + VALUE + r"\s*\|"),

@@ -51,6 +51,8 @@ int main(void)
 	for (int i = 0; i < 4; i++) {
 		one_thread(&snap, &t, &edge_count, offcpu[i], writes[i], wakeups[i]);
 		snap.requests.sum.count = 10 * (i + 1);
+		snap.requests.sum.duration_ns = 5000 * (i + 1) * (i + 1); /* 5, 15, 25, 35 us in the intervals */
+		snap.requests.sum.cross_thread = 2 * (i + 1);
 		CHECK_EQ("intervals_add", intervals_add(&iv, &snap, s + (i + 1) * s / 10), 0);
 	}
 	CHECK_EQ("intervals", iv.n, 4);
@@ -61,6 +63,8 @@ int main(void)
 		CHECK_EQ("write_calls", it->counters.write_calls, want_writes[i]);
 		CHECK_EQ("wakeups_in_process", it->wakeups_in_process, want_wakeups[i]);
 		CHECK_EQ("requests", it->requests, 10);
+		CHECK_EQ("request_ns", it->request_ns, 5000 * (2 * i + 1));
+		CHECK_EQ("cross_thread", it->cross_thread, 2);
 		CHECK_EQ("duration_ms", (__u64)(it->duration_s * 1000 + 0.5), 100);
 		sum_offcpu += it->counters.offcpu_ns;
 		sum_writes += it->counters.write_calls;

@@ -189,7 +189,7 @@ def test_request_still_open_at_the_end_is_counted(tmp_path):
 def test_capture_document_shape(tmp_path):
     run = run_fixture("reqserver", "3", "1", tmp_path=tmp_path, collector_args=("--interval", "0.2"))
     cap = run.capture
-    assert cap["schema"] == SCHEMA == 7 and cap["format"] == "spinscope-capture"
+    assert cap["schema"] == SCHEMA == 8 and cap["format"] == "spinscope-capture"
     # One version: the collector is built with the package's (the Makefile reads spinscope/__init__.py).
     assert cap["tool"] == {**cap["tool"], "name": "spinscope-collector", "version": spinscope.__version__}
     assert cap["settings"]["time_sample"] == 1  # the harness times every call
@@ -213,6 +213,9 @@ def test_capture_document_shape(tmp_path):
     assert len(cap["intervals"]) >= 1
     for key in ("write_calls", "read_calls"):
         assert sum(iv["counters"][key] for iv in cap["intervals"]) == cap["totals"][key]
+    # ... and the requests' times and cross-thread answers (schema 8) to the requests block's sums
+    for key, total in (("requests", "count"), ("request_ns", "duration_ns"), ("cross_thread", "cross_thread")):
+        assert sum(iv[key] for iv in cap["intervals"]) == cap["requests"][total], key
     assert sum(iv["requests"] for iv in cap["intervals"]) == cap["requests"]["count"] == 3
     assert cap["drops"] == {"threads": 0, "sockets": 0, "wakeup_edges": 0, "pids": 0, "exited": 0, "execs": 0,
                            "listeners": 0}

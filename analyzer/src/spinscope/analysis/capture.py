@@ -42,7 +42,8 @@ class Capture:
                write_bytes, cross_thread, unattributed_writes, ...)
     request_hists  {name: list of log2 bucket counts} for the `requests.hist` histograms
     by_size    [row] per response-size class (BY_SIZE_KEYS), smallest first
-    intervals  [row] per snapshot: t_s, duration_s, requests, wakeups_in_process, the counters and
+    intervals  [row] per snapshot: t_s, duration_s, requests, request_ns and cross_thread (schema 8, else
+               None), wakeups_in_process, the counters and
                `drops_<kind>` (the drops during the interval; 0 before schema 4)
 
     `raw` is the document as read (checked against KEYS). Readers take what they need from the rows and
@@ -375,7 +376,9 @@ def _interval_row(row: dict) -> dict:
     drops = row.get("drops", {})  # schema 4
     return {"t_s": float(row["t_s"]), "duration_s": float(row["duration_s"]), "requests": int(row["requests"]),
             "wakeups_in_process": int(row["wakeups_in_process"]), **_counts(row["counters"], COUNTERS),
-            **{f"drops_{key}": int(drops.get(key, 0)) for key in DROP_KEYS}}
+            **{f"drops_{key}": int(drops.get(key, 0)) for key in DROP_KEYS},
+            # schema 8: the requests' times and cross-thread answers (None before: not per interval)
+            **{key: (int(row[key]) if key in row else None) for key in ("request_ns", "cross_thread")}}
 
 
 def summed(rows: Iterable[Mapping]) -> dict:

@@ -35,10 +35,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from spinscope.analysis.labels import (CRITICAL, HANDOFF_OVERHEAD, INFO, SPURIOUS_SELECT, TITLES, WARNING, WRITE_SPIN,
-                                       Assessment, Label, assess)
-from spinscope.analysis.metrics import (METRICS, MIN_INTERVAL_SHARE, PER_REQUEST, PER_SECOND, Analysis, Metric,
-                                        dropped)
+from spinscope.analysis.labels import (CRITICAL, HANDOFF_OVERHEAD, INFO, SPURIOUS_SELECT, TITLES, WARNING,
+                                       WARNING_SHARE, WRITE_SPIN, Assessment, Label, assess)
+from spinscope.analysis.savings import saving_line
+from spinscope.analysis.metrics import (CPU_SHARE, METRICS, MIN_INTERVAL_SHARE, PER_REQUEST, PER_SECOND, Analysis,
+                                        Metric, dropped)
 from spinscope.analysis.noise import (MIN_LOAD_SHARE, SIGNIFICANT, TOO_FEW, WITHIN_NOISE, NoiseTest, compare,
                                       load_reference, loaded)
 from spinscope.fmt import NOT_AVAILABLE, number, percent
@@ -51,6 +52,7 @@ LABEL_METRICS = {
     HANDOFF_OVERHEAD: ("handoffs_per_request", "handoff_wait_ms_per_request", "cross_thread_share"),
 }
 CPU_PER_REQUEST = "cpu_ms_per_request"  # the cost every label's story ends in: ranked right after them
+REQUEST_MS = "request_ms"  # with CPU per request and the CPU shares, on the scale of what a fix saves
 LAST_METRICS = ("runq_ms_per_request",)  # with the per-second rates: scheduling and load, not design
 VERDICT_CHANGES = 2  # changes named in a verdict without label changes, and numbers named per label change
 UNDEFINED = NoiseTest("n/a", None, None, 0, 0)  # the metric is undefined on one side (no requests, no polls)
@@ -451,13 +453,26 @@ class Comparison:
     def find(self, name: str) -> Change | None:
         return next((c for c in self.changes if c.metric.name == name), None)
 
+    def saved(self, change: Change) -> float | None:
+        """A change on the scale labels are graded on (what a fix saves, analysis/savings.py): of the request
+        time or the CPU per request (relative to the larger side), or a CPU share (in points); None for a
+        count, a rate or a wait (waits in requests overlap: a pool's futex waits can exceed the request
+        time), which say how, not how much."""
+        if change.delta is None:
+            return None
+        if change.metric.name in (REQUEST_MS, CPU_PER_REQUEST):
+            return abs(change.delta) / max(abs(change.before), abs(change.after), change.floor)
+        return abs(change.delta) if change.metric.kind == CPU_SHARE else None
+
     def ranked(self) -> list:
         """The changes a verdict may name, most telling first: beyond the noise (or, without enough
-        intervals, any), visible in the numbers and not between two near-zero values."""
+        intervals, any), visible in the numbers and not between two near-zero values. The changes of the
+        request time or the CPU lead, the largest first (`saved`); then counts and rates (Change.rank_key)."""
         judged = self.noise_judged
         candidates = [c for c in self.changes if c.delta and c.visible and not c.negligible
                       and (c.noise.verdict == SIGNIFICANT or (not judged and c.noise.verdict == TOO_FEW))]
-        return sorted(candidates, key=Change.rank_key)
+        return sorted(candidates, key=lambda c: (0, -self.saved(c), ()) if self.saved(c) is not None
+                      else (1, 0.0, c.rank_key()))
 
     def moved(self, label_name: str) -> list:
         """The numbers of a label's story that moved, at most VERDICT_CHANGES (the most telling), in the
@@ -485,13 +500,35 @@ class Comparison:
                 moved += [c for c in self.moved(name) if c not in moved]
             numbers = " and ".join(c.phrase() for c in moved)
             events = ", ".join(event for _, event in label_events)
-            return f"after: {numbers}: {events}" if numbers else f"after: {events}"
+            return (f"after: {numbers}: {events}" if numbers else f"after: {events}") + self.findings_said()
         candidates = self.ranked()
+        findings = self.findings_said()
         if not candidates:
-            return "after: no change beyond the run-to-run noise; no label appeared or disappeared"
+            return f"after: no change beyond the run-to-run noise; no label appeared or disappeared{findings}"
         named = " and ".join(c.phrase() for c in candidates[:VERDICT_CHANGES])
         caveat = "" if self.noise_judged else f" ({TOO_FEW})"
-        return f"after: {named}{caveat}; no label appeared or disappeared"
+        return f"after: {named}{caveat}; no label appeared or disappeared{findings}"
+
+    def findings(self) -> list:
+        """[(finding name, before Finding or None, after Finding or None)], the larger saving first."""
+        before = {f.name: f for f in self.before_labels.findings}
+        after = {f.name: f for f in self.after_labels.findings}
+        names = sorted(set(before) | set(after), key=lambda n: -max(
+            (f.saving or 0.0) for f in (before.get(n), after.get(n)) if f is not None))
+        return [(name, before.get(name), after.get(name)) for name in names]
+
+    def findings_said(self) -> str:
+        """`; write-wait on both sides (acting on it saves 100% of the request time)`: the findings a verdict
+        without a label event names, that changed or that save the user at least WARNING_SHARE."""
+        said = []
+        for name, old, new in self.findings():
+            where = "on both sides" if old and new else ("appeared" if new else "disappeared")
+            shown = new or old
+            if (old and new) and (shown.saving or 0.0) < WARNING_SHARE:
+                continue
+            saves = f" ({saving_line(shown)})" if saving_line(shown) else ""
+            said.append(f"{name} {where}{saves}")
+        return "".join(f"; {line}" for line in said)
 
 
 def compare_captures(before: Analysis, after: Analysis) -> Comparison:
@@ -502,7 +539,7 @@ def compare_captures(before: Analysis, after: Analysis) -> Comparison:
     for metric in METRICS:
         old, new = before.process.get(metric.name), after.process.get(metric.name)
         if old is not None and new is not None and metric.name in old_values and metric.name in new_values:
-            noise = compare(old_values[metric.name], new_values[metric.name])
+            noise = compare(old_values[metric.name], new_values[metric.name], new - old)
         else:
             noise = UNDEFINED
         changes.append(Change(metric, old, new, noise))

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Mapping
 
-from spinscope.analysis import advice, counters, stack_costs
+from spinscope.analysis import advice, counters, savings, stack_costs
 from spinscope.analysis.coverage import coverage_notes
 from spinscope.analysis.measures import (DISPATCH, MIN_REQUESTS, PER_CONNECTION, SHARED_MEMORY, BusyPollMeasure, HandoffMeasure,
                                          Imbalance, SpuriousMeasure, WriteSpinMeasure, WriteWaitMeasure,
@@ -26,9 +26,8 @@ from spinscope.analysis.metrics import Analysis, drop_line, dropped, role_edges
 from spinscope.analysis.roles import ROLE_NOUNS
 from spinscope.analysis.runtime import runtime_of
 from spinscope.analysis.threadlife import THREAD_PER_REQUEST, lives_evidence, lives_phrase
-from spinscope.analysis.wording import (busy_threads_line, checkpoint_note, exec_notes, first_drop, name_of,
-                                        rounded, sampling_note, saturation_notes, share_phrase, thread_lines, who,
-                                        whose_cpu)
+from spinscope.analysis.wording import (busy_threads_line, checkpoint_note, exec_notes, first_drop, name_of, rounded,
+                                        sampling_note, saturation_notes, share_phrase, thread_lines, who, whose_cpu)
 from spinscope.fmt import fixed, size_class
 
 # Label names (problems) and finding names (not problems): one name each, in the report, `--json`, `top`,
@@ -60,8 +59,7 @@ ROUND_TRIP_MIN_HANDOFFS = 1.5
 
 
 class _Verdict:
-    """What a Label and a Finding share: a title from the name, and the dict `report --json` and `diff --json`
-    write (every field, and the title)."""
+    """What a Label and a Finding share: a title from the name, and the dict `--json` writes (fields, title)."""
 
     name: str
 
@@ -87,6 +85,9 @@ class Label(_Verdict):
     syscall_share: float | None = None  # cpu_share's part timed by the syscall and scheduler probes
     user_share: float | None = None  # ...and its user-space part from stack samples (None: not sampled)
     call_sites: list = field(default_factory=list)  # where, from stack samples (analysis/stack_costs.py)
+    saving: float | None = None  # what the fix saves: a share of the process's CPU or the request time (savings.py)
+    saving_of: str | None = None  # which: "CPU" or "request time"; and a CPU saving in CPUs
+    saving_cpus: float | None = None
 
 
 @dataclass
@@ -99,6 +100,10 @@ class Finding(_Verdict):
     evidence: dict
     cpu_share: float | None
     advice: list
+    saving: float | None = None  # what acting on it saves, on the labels' scale (savings.py), of and in CPUs:
+    saving_of: str | None = None
+    saving_cpus: float | None = None
+
 
 
 @dataclass
@@ -116,6 +121,10 @@ class Assessment:
 
     def finding_names(self) -> set:
         return {finding.name for finding in self.findings}
+
+    def ranked(self) -> list:
+        """Labels and findings together, the largest saving first: the order every verb shows them in."""
+        return savings.ranked(self)
 
 
 def capture_notes(analysis: Analysis) -> list:
@@ -208,7 +217,8 @@ def write_spin(analysis: Analysis) -> Label | None:
     label = Label(WRITE_SPIN, level, _write_spin_summary(analysis, m),
                   {**_write_spin_evidence(analysis, m), **_bound_evidence(m.bound)}, m.share, WRITE_SPIN_FIXES,
                   details, cost_share=m.share)
-    return stack_costs.attach(label, stack_costs.where(analysis, WRITE_SPIN, m.spinners), m.share)
+    label = stack_costs.attach(label, stack_costs.where(analysis, WRITE_SPIN, m.spinners), m.share)
+    return savings.apply(label, savings.of_cpu(analysis, m.share, m.cpu_ns), tier=severity, order=SEVERITIES)
 
 
 def _write_spin_summary(analysis: Analysis, m: WriteSpinMeasure) -> str:
@@ -263,8 +273,8 @@ def _write_spin_details(m: WriteSpinMeasure) -> list:
              f"{c.eagain_retries:.1f} retries of an EAGAIN and {c.partial_retries:.1f} writes after a partial "
              f"write without waiting, {c.waits:.1f} waits for writability per response" for c in m.spinning]
     rate = {"bulk writes": "the rate of the threads' complete writes of 4 KiB or more",
-            "first writes": "the rate of the responses' first writes, into an empty buffer (in a capture before "
-                            "schema 5 whatever their size: a header written on its own makes it too high)",
+            "first writes": "the rate of the responses' first writes, into an empty buffer (4 KiB or more on "
+                            "average; from an older collector, whatever their size: then a header alone raises it)",
             "none": "nothing: no complete write of 4 KiB or more to price copying by"}[m.copy_rate_source]
     lines.append(f"cost: the retries' whole cycles (from the previous write's return to the retry's return, "
                  f"user space included), less copying their bytes at {rate}")
@@ -296,7 +306,8 @@ def write_wait(analysis: Analysis) -> Finding | None:
     advice = (["the clients' windows, not the send buffer, pace these responses: a larger SO_SNDBUF saves the "
                "waits' wakeups, not their time"] if m.bound is not None and m.bound.slow_readers else
               ["raise SO_SNDBUF (or net.ipv4.tcp_wmem) above the large response sizes if their latency matters"])
-    return Finding(WRITE_WAIT, summary, evidence, None, advice)
+    return savings.apply(Finding(WRITE_WAIT, summary, evidence, None, advice),
+                         savings.write_wait_saving(analysis, m.classes))
 
 
 # --- busy polling (a finding) ------------------------------------------------------------------------
@@ -316,7 +327,9 @@ def busy_polling(analysis: Analysis) -> Finding | None:
                "CPU for wake-up latency")
     evidence = {"threads": len(m.tids), "polls_per_s": round(m.polls_per_s, 1), "empty_share": rounded(m.empty_share),
                 "cpus": round(cpus, 3), "empty_check_cpu_ms": round(m.cost_ns / 1e6, 3)}
-    return Finding(BUSY_POLLING, summary, evidence, m.share, [advice.busy_poll_advice(runtime_of(analysis.capture).name)])
+    return savings.apply(Finding(BUSY_POLLING, summary, evidence, m.share,
+                                 [advice.busy_poll_advice(runtime_of(analysis.capture).name)]),
+                         savings.of_cpu(analysis, m.share, m.cpu_ns))
 
 
 # --- spurious select --------------------------------------------------------------------------------
@@ -368,7 +381,8 @@ def spurious_select(analysis: Analysis) -> Label | None:
                f"{share_phrase(m.share, whose_cpu(threads, m.involved), estimated=m.estimated)}{how}")
     label = Label(SPURIOUS_SELECT, level, summary, said.evidence, m.share, said.fixes, said.details, m.estimated,
                   cost_share=m.share)
-    return stack_costs.attach(label, stack_costs.where(analysis, SPURIOUS_SELECT, m.involved), m.share)
+    label = stack_costs.attach(label, stack_costs.where(analysis, SPURIOUS_SELECT, m.involved), m.share)
+    return savings.apply(label, savings.of_cpu(analysis, m.share, m.cpu_ns), tier=severity, order=SEVERITIES)
 
 
 @dataclass
@@ -470,7 +484,9 @@ def handoff_overhead(analysis: Analysis) -> Label | None:
     label = Label(HANDOFF_OVERHEAD, level, _handoff_summary(analysis, m, edges, runtime),
                   _handoff_evidence(analysis, m), cpu, fixes, _handoff_details(m, edges, analysis.requests),
                   m.mechanism == SHARED_MEMORY, cost_share=cost)
-    return stack_costs.attach(label, where, m.cpu_share)
+    label = stack_costs.attach(label, where, m.cpu_share)
+    return savings.apply(label, savings.of_cpu(analysis, cpu, m.cpu_ns), savings.of_time(m.latency_share),
+                         tier=severity, order=SEVERITIES)
 
 
 def _names_mechanism(analysis: Analysis, m: HandoffMeasure) -> bool:

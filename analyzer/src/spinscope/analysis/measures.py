@@ -45,7 +45,7 @@ SATURATED_MIN_ONCPU_SHARE = 0.5      # on CPU, of the capture: a polling loop th
 SHARED_MEMORY_MAX_WAKEUPS = 0.5      # handoffs per request below which cross-thread requests moved without a wakeup
 SHARED_MEMORY_MIN_CROSS = 0.05       # ...when at least this share of requests was answered by another thread
 PER_CONNECTION_MAX_RATIO = 1.25      # handoffs per accepted connection at most this: a hand-over per connection
-WAIT_MIN_PER_RESPONSE = 1.0          # waits for writability per response worth a write-wait finding
+WAIT_MIN_PER_RESPONSE = 0.5          # waits for writability per response worth a write-wait finding: most wait
 # What makes a stall a spin rather than a wait: more than one retry of an EAGAIN per stall (retries /
 # (waits + 1 per response)). This tells the mechanism apart (a server that retries until the buffer drains
 # vs one that writes until EAGAIN, perhaps retries once, and waits), not how much it costs: that is the cost.

@@ -236,8 +236,17 @@ def interval_metrics(cap: Capture) -> list:
     if not rows:
         return []
     nominal = cap.interval_s or max(row["duration_s"] for row in rows)
-    return [{"t_s": row["t_s"], **derive(row, row["requests"], row["duration_s"], schema=cap.schema)}
-            for row in rows if row["duration_s"] >= MIN_INTERVAL_SHARE * nominal]
+    return [{"t_s": row["t_s"], **derive(row, row["requests"], row["duration_s"], schema=cap.schema),
+             **_request_times(row)} for row in rows if row["duration_s"] >= MIN_INTERVAL_SHARE * nominal]
+
+
+def _request_times(row) -> dict:
+    """An interval's request time and cross-thread share (schema 8: the requests block's sums per interval),
+    so that `diff` judges them against the noise like every other metric; nothing before."""
+    if row.get("request_ns") is None or not row["requests"]:
+        return {}
+    return {"request_ms": row["request_ns"] / 1e6 / row["requests"],
+            "cross_thread_share": (row.get("cross_thread") or 0) / row["requests"]}
 
 
 def role_edges(analysis: Analysis) -> dict:

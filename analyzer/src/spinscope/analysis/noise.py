@@ -60,9 +60,13 @@ def t_critical(df: float) -> float:
     return z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
 
 
-def compare(before, after) -> NoiseTest:
+def compare(before, after, difference: float | None = None) -> NoiseTest:
     """Welch's t-test of two samples of one metric (values that are not finite, from undefined intervals,
-    are dropped)."""
+    are dropped). `difference`, when given, is the change to judge (the whole-capture values' after -
+    before, the change a diff writes) in place of the difference of the samples' means: the intervals give
+    the spread only. They may measure it differently from the whole capture (writes per request: every
+    write in an interval, the requests' own writes in the whole), and a constant offset between the two
+    once made `2 -> 2, +0%` "significant (t=-250.3)". No change is never significant."""
     a = np.asarray(before, dtype=float)
     b = np.asarray(after, dtype=float)
     a, b = a[np.isfinite(a)], b[np.isfinite(b)]
@@ -74,7 +78,12 @@ def compare(before, after) -> NoiseTest:
     if largest > RESCALE_ABOVE:
         a, b = a / largest, b / largest
     va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
-    difference = b.mean() - a.mean()
+    if difference is None:
+        difference = b.mean() - a.mean()
+    elif largest > RESCALE_ABOVE:
+        difference = difference / largest
+    if not difference:
+        return NoiseTest(WITHIN_NOISE, 0.0, None, len(a), len(b))
     if va + vb == 0:  # both samples constant: any difference at all is real
         verdict = SIGNIFICANT if difference else WITHIN_NOISE
         return NoiseTest(verdict, math.copysign(math.inf, difference) if difference else 0.0, math.inf, len(a), len(b))

@@ -12,7 +12,7 @@ import os
 from typing import Any, Iterable, NamedTuple
 
 FORMAT = "spinscope-capture"
-SCHEMA = 7
+SCHEMA = 8
 
 # The counters every thread, `totals` and every interval carry (docs/capture-format.md, "Counters"), in
 # the collector's order: SPINSCOPE_COUNTERS in bpf/spinscope.h (a test holds the two equal).
@@ -119,7 +119,8 @@ def _rows(path: str, keys: Iterable[str], since: int = 1, required: bool = False
 # collector killed outright left). Schema 4 timed 1 call in settings.time_sample, added the collector's own
 # usage (tool), a cgroup as the target (target.cgroup, else null; target.pid 0 then), the exited threads
 # folded by process (threads_folded) and the drops per interval. Schema 5 added the listening sockets,
-# schema 6 the dispatch wakeups (SCHEMA6_COUNTERS), schema 7 the threads' lives (SCHEMA7_COUNTERS).
+# schema 6 the dispatch wakeups (SCHEMA6_COUNTERS), schema 7 the threads' lives (SCHEMA7_COUNTERS), schema 8
+# the requests' times and cross-thread answers per interval (intervals[].request_ns, cross_thread).
 KEYS: tuple[Key, ...] = (
     Key("", "schema", required=True), Key("", "format", TEXT, required=True), Key("", "tool", OBJECT),
     Key("", "target", OBJECT), Key("", "host", OBJECT), Key("", "start_time", TEXT),
@@ -178,7 +179,8 @@ KEYS: tuple[Key, ...] = (
 
     # SPINSCOPE_INTERVAL_FIELDS: each interval's deltas.
     Key("intervals[]", "t_s", SECONDS, required=True), Key("intervals[]", "duration_s", SECONDS, required=True),
-    *_rows("intervals[]", ("requests", "wakeups_in_process"), required=True),
+    *_rows("intervals[]", ("requests",), required=True), *_rows("intervals[]", ("request_ns", "cross_thread"), 8),
+    *_rows("intervals[]", ("wakeups_in_process",), required=True),
     Key("intervals[]", "counters", OBJECT, required=True), Key("intervals[]", "drops", OBJECT, 4),
     *_rows("intervals[].counters", COUNTERS, required=True),
     *_rows("intervals[].drops", DROP_KEYS, 4),

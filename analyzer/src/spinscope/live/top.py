@@ -143,9 +143,11 @@ def sort_rows(table: list, key: str, reverse: bool) -> list:
 class LabelLine:
     severity: str  # a label's severity, or "finding" for a finding (busy-polling, write-wait)
     title: str  # the label's or finding's name, as in the report, --json and the exporter
-    share: float | None
+    share: float | None  # what acting on it saves (Label.saving): a share of the process's CPU or request time
     summary: str
     site: str | None = None  # with --stacks: the top call site (`conn_write (conn.c:247)`)
+    share_of: str | None = None  # "CPU" or "request time" (Label.saving_of)
+    saves: str | None = None  # `saves 25% of the process's CPU, 0.004 of one CPU` (savings.Saving.phrase)
 
 
 def judge(span) -> tuple:
@@ -154,10 +156,13 @@ def judge(span) -> tuple:
     from spinscope.analysis.metrics import analyze
 
     assessment = assess(analyze(span))
-    return ([LabelLine(label.severity, label.name, label.cpu_share, label.summary,
-                       label.call_sites[0]["where"] if label.call_sites else None) for label in assessment.labels]
-            + [LabelLine("finding", finding.name, finding.cpu_share, finding.summary) for finding in assessment.findings],
-            assessment.notes)
+    # labels and findings in one order, by what acting on them saves (the report's order)
+    from spinscope.analysis.savings import Saving
+
+    return ([LabelLine(getattr(item, "severity", "finding"), item.name, item.saving, item.summary,
+                       item.call_sites[0]["where"] if getattr(item, "call_sites", None) else None, item.saving_of,
+                       Saving(item.saving, item.saving_of, item.saving_cpus).phrase() if item.saving is not None
+                       else None) for item in assessment.ranked()], assessment.notes)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -227,8 +232,8 @@ def _label_lines(labels: list, header: dict, notes: list) -> list:
     for label in labels:
         line = Text(f"{label.severity.upper():8} ", style=SEVERITY_STYLES.get(label.severity, ""))
         line.append(f"{label.title}", style="bold")
-        if label.share is not None:
-            line.append(f"  {100 * label.share:.0f}% of the CPU involved")
+        if label.saves:
+            line.append(f"  {label.saves}")
         if label.site:
             line.append("  at ")
             line.append_text(plain(label.site))

@@ -13,7 +13,7 @@ from spinscope.analysis.metrics import METRICS, PER_REQUEST, Analysis, drop_line
 from spinscope.analysis.noise import MIN_INTERVALS, SIGNIFICANT, TOO_FEW
 from spinscope.output import htmlpage
 from spinscope.output.console import plain, terminal
-from spinscope.output.render import headline, print_label_details
+from spinscope.output.render import detail_lines, headline, print_label_details
 
 
 def change_rows(comparison: Comparison) -> list:
@@ -33,8 +33,10 @@ def change_rows(comparison: Comparison) -> list:
     return rows
 
 
+NO_LABELS = "labels: none before, none after"
 CHANGE_HEADERS = ("metric", "unit", "before", "after", "change", "vs noise")
 DROPS_HEADER = "dropped events"
+DROPS_LINE = f"dropped events (the metrics they touch are marked in the table's '{DROPS_HEADER}' column):"
 
 
 def change_headers(comparison: Comparison) -> tuple:
@@ -50,12 +52,16 @@ def drop_lines(comparison: Comparison) -> list:
 def label_entries(comparison: Comparison) -> list:
     """[(line, Label whose details and fixes the terminal prints under the line, or None)]: each label's
     summary is written once, in its line."""
-    # A label's summary already names it ("write-spin on ...", "handoff overhead: ...").
-    entries = [(f"appeared ({l.severity}): {l.summary}", l) for l in comparison.appeared]
-    entries += [(f"disappeared (was {l.severity}): {l.summary}", None) for l in comparison.disappeared]
-    entries += [(f"changed ({c.what()}): {c.after.summary}", None) for c in comparison.label_changes]
-    entries += [(f"still present: {title(name)}", None) for name in comparison.unchanged]
-    return entries
+    # A label's summary already names it ("write-spin on ...", "handoff overhead: ..."). Labels and findings
+    # in one order, by what acting on them saves (the side that has it, the after side when both do).
+    entries = [(f"appeared ({l.severity}): {l.summary}", l, l) for l in comparison.appeared]
+    entries += [(f"disappeared (was {l.severity}): {l.summary}", None, l) for l in comparison.disappeared]
+    entries += [(f"changed ({c.what()}): {c.after.summary}", None, c.after) for c in comparison.label_changes]
+    entries += [(f"still present: {title(c.name)}", None, c.after) for c in comparison.present if not c.changed]
+    for name, old, new in comparison.findings():
+        where = "finding on both sides" if old and new else ("finding appeared" if new else "finding disappeared")
+        entries.append((f"{where}: {name.upper()} {(new or old).summary}", new or old, new or old))
+    return [(line, item) for line, item, ranked in sorted(entries, key=lambda e: -(e[2].saving or 0.0))]
 
 
 def label_lines(comparison: Comparison) -> list:
@@ -126,12 +132,11 @@ def render_terminal(comparison: Comparison) -> None:
     console.print(plain(f"before: {headline(comparison.before)}"))
     console.print(plain(f"after:  {headline(comparison.after)}"))
     if comparison.drops:
-        console.print(plain(f"dropped events (the metrics they touch are marked in the table's "
-                            f"'{DROPS_HEADER}' column):", "bold red"))
+        console.print(plain(DROPS_LINE, "bold red"))
         for line in drop_lines(comparison):
             console.print(plain(f"    {line}"))
     console.print()
-    entries = label_entries(comparison) or [("labels: none before, none after", None)]
+    entries = label_entries(comparison) or [(NO_LABELS, None)]
     for line, label in entries:
         console.print(plain(line), soft_wrap=True)  # a summary is one line, however long
         if label is not None:
@@ -151,6 +156,11 @@ def render_terminal(comparison: Comparison) -> None:
         console.print(plain(sampling_note(comparison)))
 
 
+def _css(item) -> str:
+    """A label's or finding's border on the page: its severity's colour (a finding's: info)."""
+    return getattr(item, "severity", "info") if item is not None else "ok"
+
+
 def render_html(comparison: Comparison) -> str:
     from spinscope.output import figures  # matplotlib loads in ~0.5 s: only when a page is drawn
 
@@ -161,10 +171,11 @@ def render_html(comparison: Comparison) -> str:
             htmlpage.paragraph(f"after: {headline(comparison.after)}")]
     if comparison.drops:
         body += [htmlpage.heading("Dropped events"),
-                 htmlpage.verdict("critical", f"the metrics they touch are marked in the table's "
-                                  f"'{DROPS_HEADER}' column", drop_lines(comparison))]
+                 htmlpage.verdict("critical", DROPS_LINE, drop_lines(comparison))]
+    # the terminal's lines: each label's or finding's line, and under it what the terminal prints under it
     body += [htmlpage.heading("Labels"),
-             *(htmlpage.paragraph(line) for line in label_lines(comparison) or ["no labels before or after"]),
+             *(htmlpage.verdict(_css(item), line, detail_lines(item) if item is not None else [])
+               for line, item in label_entries(comparison) or [(NO_LABELS, None)]),
              htmlpage.heading("Metrics"),
              htmlpage.table(change_headers(comparison), change_rows(comparison)),
              htmlpage.paragraph(noise_note(comparison), "note"),

@@ -53,6 +53,12 @@ def arc_point(start, end, t):
     return (u * u * x1 + 2 * t * u * cx + t * t * x2, u * u * y1 + 2 * t * u * cy + t * t * y2)
 
 
+def outside_legend(ax) -> None:
+    """The legend right of the axes, outside them: inside, it covered a value label and a bar segment
+    (`bbox_inches="tight"` widens the image to hold it)."""
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+
+
 def to_png(fig) -> str:
     buffer = io.BytesIO()
     with warnings.catch_warnings():
@@ -94,7 +100,7 @@ def syscall_mix(analysis: Analysis) -> str | None:
     ax.invert_yaxis()
     ax.set_xlabel("calls during the capture")
     ax.set_title("Syscall mix per thread")
-    ax.legend(loc="lower right", fontsize="small")
+    outside_legend(ax)
     return to_png(fig)
 
 
@@ -134,7 +140,7 @@ def events_per_poll_hist(analysis: Analysis) -> str | None:
     ax.set_xlabel("events returned per poll call")
     ax.set_ylabel("share of the thread's poll calls")
     ax.set_title("Events per poll call")
-    ax.legend(fontsize="small")
+    outside_legend(ax)
     return to_png(fig)
 
 
@@ -218,7 +224,7 @@ def time_series(frames: dict) -> str | None:
         ax.set_ylim(bottom=0)
     axes[-1].set_xlabel("seconds since start")
     if len(frames) > 1:
-        axes[0].legend(fontsize="small")
+        outside_legend(axes[0])
     axes[0].set_title("Rates per interval")
     return to_png(fig)
 
@@ -241,7 +247,7 @@ def metric_bars(before: dict, after: dict, names: list) -> str | None:
     ax.invert_yaxis()
     ax.set_xlim(0, 1.35)
     ax.set_xticks([])
-    ax.legend(fontsize="small", loc="lower right")
+    outside_legend(ax)
     ax.set_title("Before and after (each metric scaled to the larger value)")
     return to_png(fig)
 

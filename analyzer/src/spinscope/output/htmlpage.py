@@ -22,6 +22,7 @@ th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
 .critical { border-color: #c62828; } .warning { border-color: #ef6c00; } .info { border-color: #1565c0; }
 .ok { border-color: #2e7d32; } .note { color: #555; font-style: italic; }
 img { max-width: 100%; display: block; margin: 0.8em 0; }
+.wide { max-width: 100%; overflow-x: auto; } p, li, strong { overflow-wrap: anywhere; }
 """
 
 
@@ -53,7 +54,9 @@ def table(headers: list, rows: list, titles: tuple | None = None) -> str:
     head = "".join(f"<th title=\"{escape(t)}\">{escape(h)}</th>" if t else f"<th>{escape(h)}</th>"
                    for h, t in zip(headers, titles or [""] * len(headers)))
     body = "".join("<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in row) + "</tr>" for row in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
+    # in a box as wide as the text column at most, that scrolls sideways when the table is wider (a
+    # threads table of 17 columns is 1,170 px wide at 800 px)
+    return f"<div class=\"wide\"><table><tr>{head}</tr>{body}</table></div>"
 
 
 def figure(png_base64: str | None, alt: str) -> str:

@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.text import Text
 
 from spinscope.analysis.labels import Finding, Label
+from spinscope.analysis.savings import saving_line
 from spinscope.analysis.metrics import Analysis
 from spinscope.fmt import per_second
 from spinscope.output.console import plain
@@ -31,16 +32,22 @@ def print_label(console: Console, label: Label) -> None:
     print_label_details(console, label)
 
 
-def print_label_details(console: Console, label: Label) -> None:
-    """A label's details and fixes, indented (under a line that already gave its summary)."""
-    for line in label.details:
+def detail_lines(verdict) -> list:
+    """What a label's fix saves, its details and fixes (`fix: ...`); a finding's saving and advice
+    (`weigh: ...`): the lines written under its summary, in the terminal and on the pages alike."""
+    saves = [saving_line(verdict)] if saving_line(verdict) else []
+    if isinstance(verdict, Finding):
+        return [*saves, *(f"weigh: {a}" for a in verdict.advice)]
+    return [*saves, *verdict.details, *(f"fix: {fix}" for fix in verdict.fixes)]
+
+
+def print_label_details(console: Console, label) -> None:
+    """A label's or finding's detail_lines, indented (under a line that already gave its summary)."""
+    for line in detail_lines(label):
         console.print(plain(f"    {line}"))
-    for fix in label.fixes:
-        console.print(plain(f"    fix: {fix}"))
 
 
 def print_finding(console: Console, finding: Finding) -> None:
     """A finding is not a label: its name instead of a severity, then what to weigh it against."""
     console.print(Text.assemble(plain(finding.name.upper(), "bold cyan"), " ", plain(finding.summary)))
-    for advice in finding.advice:
-        console.print(plain(f"    weigh: {advice}"))
+    print_label_details(console, finding)

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from spinscope.analysis.labels import Assessment
+from spinscope.analysis.labels import Assessment, Finding
 from spinscope.analysis.measures import size_classes
 from spinscope.analysis.metrics import METRICS, Analysis, role_edges
 from spinscope.analysis.roles import ROLE_NOUNS, ROLES, activity
@@ -20,7 +20,7 @@ from spinscope.analysis.runtime import runtime_of
 from spinscope.fmt import MIN_RATE_S, fixed, per_second, percent, size_class
 from spinscope.output import htmlpage
 from spinscope.output.console import plain
-from spinscope.output.render import headline, print_finding, print_label
+from spinscope.output.render import detail_lines, headline, print_finding, print_label
 
 MAX_THREAD_ROWS = 30
 MAX_EDGES = 10
@@ -220,6 +220,7 @@ def render_terminal(analysis: Analysis, assessment: Assessment, console: Console
     edges = edge_rows(analysis)
     if edges:
         console.print(_table("Wakeup graph (top edges)", EDGE_HEADERS, edges, left={"waker", "wakee", "mechanism"}))
+        console.print(plain(roles_line(analysis)))
     else:
         console.print()
         console.print(Text.assemble(("Wakeup graph", "bold"), ": no thread of the target woke another"))
@@ -244,12 +245,10 @@ def _terminal_verdicts(analysis: Analysis, assessment: Assessment, console: Cons
     if lifecycle_line(analysis):
         console.print(plain(lifecycle_line(analysis)))
     console.print()
-    for label in assessment.labels:
-        print_label(console, label)
     if not assessment.labels:
         console.print(plain(no_label_line(), "bold green"))
-    for finding in assessment.findings:
-        print_finding(console, finding)
+    for item in assessment.ranked():  # labels and findings by what acting on them saves
+        (print_finding if isinstance(item, Finding) else print_label)(console, item)
     for note in assessment.notes:
         console.print(plain(f"note: {note}", "italic"))
     console.print()
@@ -258,24 +257,40 @@ def _terminal_verdicts(analysis: Analysis, assessment: Assessment, console: Cons
 def _terminal_threads(analysis: Analysis, console: Console) -> None:
     """The threads table, what its columns mean, and what the collector cost."""
     console.print(_table("Threads", THREAD_HEADERS, thread_rows(analysis), left={"role", "thread"}, no_wrap=True))
-    if len(analysis.threads) > MAX_THREAD_ROWS:
-        console.print(f"... and {len(analysis.threads) - MAX_THREAD_ROWS} more threads")
+    if more_threads_line(analysis):
+        console.print(more_threads_line(analysis))
     console.print(thread_glossary(), style="dim", markup=False, soft_wrap=True)
     if collector_line(analysis):
         console.print(plain(collector_line(analysis), "dim"))
 
 
+def more_threads_line(analysis: Analysis) -> str | None:
+    more = len(analysis.threads) - MAX_THREAD_ROWS
+    return f"... and {more} more threads" if more > 0 else None
+
+
+def requests_line(analysis: Analysis) -> str:
+    """`Requests: 544 counted, 43.179 ms each on average, ...`: the terminal's and the page's."""
+    requests = analysis.capture.requests
+    return (f"Requests: {analysis.requests:,} counted, "
+            f"{fixed(analysis.process['request_ms'], 3)} ms each on average, "
+            f"{fixed(analysis.process['writes_per_request'])} writes, "
+            f"{fixed(analysis.process['eagain_per_request'])} EAGAIN per request; "
+            f"{requests['cross_thread']:,} finished in another thread than they started; "
+            f"{requests['unattributed_writes']:,} writes belonged to no request")
+
+
+def roles_line(analysis: Analysis) -> str | None:
+    """`wakeups between roles: handler → dispatcher 489, dispatcher → handler 417` (None without any)."""
+    edges = role_edges(analysis)
+    return ("wakeups between roles: " + ", ".join(f"{ROLE_NOUNS[a]} → {ROLE_NOUNS[b]} {n:,}"
+                                                  for (a, b), n in edges.items())) if edges else None
+
+
 def _terminal_requests(analysis: Analysis, console: Console) -> None:
     """The requests in a line, then their responses by size."""
-    requests = analysis.capture.requests
     console.print()
-    console.print(Text.assemble(("Requests", "bold"), plain(
-        f": {analysis.requests:,} counted, "
-        f"{fixed(analysis.process['request_ms'], 3)} ms each on average, "
-        f"{fixed(analysis.process['writes_per_request'])} writes, "
-        f"{fixed(analysis.process['eagain_per_request'])} EAGAIN per request; "
-        f"{requests['cross_thread']:,} finished in another thread than they started; "
-        f"{requests['unattributed_writes']:,} writes belonged to no request")))
+    console.print(Text.assemble(("Requests", "bold"), plain(requests_line(analysis)[len("Requests"):])))
     if analysis.capture.by_size:
         console.print(_table("Responses by size", SIZE_HEADERS, size_rows(analysis), left={"size"}))
 
@@ -283,13 +298,12 @@ def _terminal_requests(analysis: Analysis, console: Console) -> None:
 # --- HTML -------------------------------------------------------------------------------------------
 
 def verdict_blocks(assessment: Assessment) -> list:
-    blocks = [htmlpage.verdict(label.severity, f"{label.severity.upper()}: {label.summary}",
-                               [*label.details, *(f"fix: {fix}" for fix in label.fixes)])
-              for label in assessment.labels]
-    if not assessment.labels:
-        blocks.append(htmlpage.verdict("ok", no_label_line()))
-    blocks += [htmlpage.verdict("info", f"{finding.name}: {finding.summary}", [f"weigh: {a}" for a in finding.advice])
-               for finding in assessment.findings]
+    blocks = [] if assessment.labels else [htmlpage.verdict("ok", no_label_line())]
+    for item in assessment.ranked():  # labels and findings by what acting on them saves, as the terminal
+        finding = isinstance(item, Finding)
+        blocks.append(htmlpage.verdict("info" if finding else item.severity,
+                                       f"{item.name.upper() if finding else item.severity.upper()} {item.summary}",
+                                       detail_lines(item)))
     blocks += [htmlpage.paragraph(f"note: {note}", "note") for note in assessment.notes]
     return blocks
 
@@ -314,16 +328,17 @@ def render_html(analysis: Analysis, assessment: Assessment) -> str:
             body.append(htmlpage.figure(figures.flame_graph(analysis, label.name), f"flame graph: {label.title}"))
     body += [htmlpage.heading("Threads"),
              htmlpage.table(THREAD_HEADERS, thread_rows(analysis), titles=THREAD_MEANINGS),
+             *([htmlpage.paragraph(more_threads_line(analysis))] if more_threads_line(analysis) else []),
+             htmlpage.paragraph(thread_glossary(), "note"),
              htmlpage.figure(figures.syscall_mix(analysis), "syscall mix per thread"),
-             htmlpage.heading("Requests"),
+             htmlpage.heading("Requests"), htmlpage.paragraph(requests_line(analysis)),
              htmlpage.table(SIZE_HEADERS, size_rows(analysis)),
              htmlpage.figure(figures.writes_per_request_hist(analysis), "writes per request histogram"),
              htmlpage.heading("Event loops"),
              htmlpage.figure(figures.events_per_poll_hist(analysis), "events per poll call per thread"),
              htmlpage.heading("Handoffs"),
-             htmlpage.table(EDGE_HEADERS, edge_rows(analysis)),
-             htmlpage.table(["from", "to", "wakeups"], [[ROLE_NOUNS[a], ROLE_NOUNS[b], f"{n:,}"]
-                                                       for (a, b), n in role_edges(analysis).items()]),
+             *([htmlpage.table(EDGE_HEADERS, edge_rows(analysis)), htmlpage.paragraph(roles_line(analysis))]
+               if edge_rows(analysis) else [htmlpage.paragraph("Wakeup graph: no thread of the target woke another")]),
              htmlpage.figure(figures.handoff_graph(analysis), "handoff graph between threads")]
     series = figures.time_series({"capture": analysis.intervals})
     if series:

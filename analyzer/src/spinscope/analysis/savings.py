@@ -1,0 +1,120 @@
+"""What acting on a label or a finding would save the user, on one scale: a share of the process's CPU or of
+its requests' time, whichever is larger (`Saving`). A label's severity follows it (`grade`), and `top`,
+`report` and `diff` order labels and findings by it (`ranked`).
+
+A label's `cost_share` is of the threads involved (a loop that spins half its time is half wasted however
+many idle threads the process has); what its fix saves is that cost over the whole process's CPU, and a
+CPU saving counts for a warning or a critical only when it is at least SAVING_MIN_CPUS of one CPU: 24% of
+the CPU of a process that uses 1.5% of one CPU is 0.4% of a CPU, which no user would notice, while the
+requests waiting 43 ms for writability are the whole of their time. A request-time saving has no such
+floor: it is the users' wait.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CPU = "CPU"
+REQUEST_TIME = "request time"
+# A CPU saving below this much of one CPU (INFO_SHARE of a core) grades no higher than info.
+SAVING_MIN_CPUS = 0.01
+
+
+@dataclass(frozen=True)
+class Saving:
+    share: float          # of the process's on-CPU time (CPU) or of the requests' time (REQUEST_TIME)
+    of: str               # CPU or REQUEST_TIME
+    cpus: float | None = None  # a CPU saving in CPUs (on-CPU seconds a second of the capture)
+
+    def phrase(self) -> str:
+        """`saves 25% of the process's CPU, 0.004 of one CPU`, `saves 99% of the request time`."""
+        if self.of == CPU:
+            cpus = f", {self.cpus:.3f} of one CPU" if self.cpus is not None else ""
+            return f"saves {_pct(self.share)} of the process's CPU{cpus}"
+        return f"saves {_pct(self.share)} of the request time"
+
+
+def _pct(share: float) -> str:
+    return f"{share:.1%}" if share < 0.1 else f"{share:.0%}"
+
+
+def process_cpu_ns(analysis) -> float:
+    return float(sum(thread["oncpu_ns"] for thread in analysis.threads.values()))
+
+
+def of_cpu(analysis, share: float | None, involved_cpu_ns: float) -> Saving | None:
+    """A cost measured as `share` of the involved threads' `involved_cpu_ns`, over the process's CPU."""
+    total = process_cpu_ns(analysis)
+    if share is None or total <= 0:
+        return None
+    cost_ns = share * involved_cpu_ns
+    seconds = analysis.capture.duration_s or 0.0
+    return Saving(min(1.0, cost_ns / total), CPU, cost_ns / 1e9 / seconds if seconds > 0 else None)
+
+
+def of_time(share: float | None) -> Saving | None:
+    return None if share is None else Saving(min(1.0, max(0.0, share)), REQUEST_TIME)
+
+
+def larger(*savings) -> Saving | None:
+    found = [s for s in savings if s is not None]
+    return max(found, key=lambda s: s.share) if found else None
+
+
+def grade(saving: Saving | None, tier, lowest: str) -> str:
+    """The severity of a label that is named (its involved share reached the lowest tier): the tier of what
+    its fix saves (`tier`: labels.severity), `lowest` at least, and no higher than `lowest` for a CPU saving
+    of less than SAVING_MIN_CPUS."""
+    if saving is None:
+        return lowest
+    level = tier(saving.share) or lowest
+    if saving.of == CPU and (saving.cpus is None or saving.cpus < SAVING_MIN_CPUS):
+        return lowest
+    return level
+
+
+def apply(verdict, *candidates: Saving | None, tier=None, order: tuple = ()):
+    """The label or finding with what it saves (`saving`, `saving_of`: the larger of the candidates); a
+    label (given `tier` and the severities in rising `order`) graded by the candidate that grades highest
+    (a hand-off's request-time share is not discounted because its CPU share, the larger, saves too few
+    CPUs). Returned, changed."""
+    saving = larger(*candidates)
+    verdict.saving = round(saving.share, 4) if saving is not None else None
+    verdict.saving_of = saving.of if saving is not None else None
+    verdict.saving_cpus = round(saving.cpus, 4) if saving is not None and saving.cpus is not None else None
+    if tier is not None:
+        levels = [grade(c, tier, order[0]) for c in candidates if c is not None] or [order[0]]
+        verdict.severity = max(levels, key=order.index)
+    return verdict
+
+
+def write_wait_saving(analysis, waiting: list) -> Saving | None:
+    """The request time of the responses that waited for writability beyond what the responses that did
+    not wait took on average (all of it when every response waited: an upper bound), over all requests'
+    time."""
+    from spinscope.analysis.measures import WAIT_MIN_PER_RESPONSE, size_classes
+    classes = size_classes(analysis)
+    total_ms = sum(c.count * (c.request_ms or 0.0) for c in classes)
+    if total_ms <= 0:
+        return None
+    waited = {(c.bytes_min, c.bytes_max) for c in waiting}
+    others = [c for c in classes if (c.bytes_min, c.bytes_max) not in waited and c.waits < WAIT_MIN_PER_RESPONSE]
+    n_others = sum(c.count for c in others)
+    base_ms = sum(c.count * (c.request_ms or 0.0) for c in others) / n_others if n_others else 0.0
+    excess = sum(c.count * max(0.0, (c.request_ms or 0.0) - base_ms) for c in waiting)
+    return of_time(excess / total_ms)
+
+
+def saving_line(verdict) -> str | None:
+    """`the fix saves 0.4% of the process's CPU`, `acting on it saves 99% of the request time`: the line
+    report, diff and their pages write under a label or a finding (None without a measured saving)."""
+    if verdict.saving is None:
+        return None
+    who = "acting on it" if not hasattr(verdict, "severity") else "the fix"
+    return f"{who} {Saving(verdict.saving, verdict.saving_of, verdict.saving_cpus).phrase()}"
+
+
+def ranked(assessment) -> list:
+    """Labels and findings, the largest saving first (a label before a finding of the same saving)."""
+    items = [*assessment.labels, *assessment.findings]
+    return sorted(items, key=lambda item: -(item.saving or 0.0))
