@@ -332,8 +332,7 @@ done:
 	t->inflight.offcpu_ns = 0;
 	t->inflight.waits = 0;
 	t->inflight.flags = 0;
-	if (tag_timeline)
-		tag_note(t, (__u32)bpf_get_current_pid_tgid(), bpf_ktime_get_ns());
+	tag_note(t, 0, 0);
 	return 0;
 }
 
@@ -515,8 +514,7 @@ int BPF_PROG(on_sched_waking, struct task_struct *p)
 			waker->c.wakeups_sent_exit++;
 			break;
 		}
-		if (tag_timeline)
-			tag_note(waker, current->pid, bpf_ktime_get_ns());
+		tag_note(waker, current->pid, 0);
 	}
 	edge_add(current->pid, p->pid, mechanism);
 	return 0;

@@ -46,7 +46,8 @@ static __always_inline __u32 stack_tags(const struct thread_stats *t)
  * The tag timeline (tag_timeline, on when a runtime helper samples beside the collector): the thread's
  * tags, written to tag_changes when they differ from the last written. Called where the tags can change:
  * at a counted call's sys_exit, at a switch-in, and on the waker's side of a wakeup. The KERNEL bit is a
- * sample's, not the thread's: left out.
+ * sample's, not the thread's: left out. tid and now are the current thread's and time when 0, read only
+ * when a change is written (two helper calls on every counted sys_exit were +38 ns a run, measured).
  */
 static __always_inline void tag_note(struct thread_stats *t, __u32 tid, __u64 now)
 {
@@ -64,8 +65,8 @@ static __always_inline void tag_note(struct thread_stats *t, __u32 tid, __u64 no
 		t->noted_tags = TAG_UNKNOWN; /* the next note writes the tags, whatever they are */
 		return;
 	}
-	r->time_ns = now;
-	r->tid = tid;
+	r->time_ns = now ? now : bpf_ktime_get_ns();
+	r->tid = tid ? tid : (__u32)bpf_get_current_pid_tgid();
 	r->tags = tags;
 	t->noted_tags = tags;
 	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
