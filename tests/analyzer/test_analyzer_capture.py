@@ -8,7 +8,7 @@ import pytest
 
 import captures
 from spinscope.analysis.capture import load
-from spinscope.analysis.schema import COUNTERS
+from spinscope.analysis.schema import COUNTERS, SCHEMA
 from spinscope.errors import SpinscopeError
 from paths import CAPTURES
 
@@ -34,7 +34,7 @@ def test_capture_without_intervals_or_requests_loads(capture_file):
 def bad_documents():
     good = captures.clean_event_loop()
     text = json.dumps(good)
-    newer = {**good, "schema": 8}
+    newer = {**good, "schema": SCHEMA + 1}
     no_threads = {k: v for k, v in good.items() if k != "threads"}
     thread_lacks_counter = json.loads(text)
     del thread_lacks_counter["threads"][0]["poll_zero"]
@@ -48,7 +48,7 @@ def bad_documents():
         "other-json": (json.dumps({"traceEvents": []}).encode(), 'not a spinscope capture (no "format"'),
         "json-list": (b"[1, 2, 3]", 'not a spinscope capture (no "format"'),
         "newer-schema": (json.dumps(newer).encode(),
-                         "schema 8 is newer than this spinscope understands (7); upgrade spinscope"),
+                         f"schema {SCHEMA + 1} is newer than this spinscope understands ({SCHEMA}); upgrade spinscope"),
         "missing-threads": (json.dumps(no_threads).encode(), "malformed spinscope capture: top level lacks 'threads'"),
         "missing-counter": (json.dumps(thread_lacks_counter).encode(),
                             "malformed spinscope capture: threads[0] lacks 'poll_zero'"),

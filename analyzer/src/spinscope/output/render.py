@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
+from spinscope.analysis.coverage import request_counting
 from spinscope.analysis.labels import Finding, Label
 from spinscope.analysis.metrics import Analysis
 from spinscope.output.console import plain
@@ -18,8 +19,10 @@ def headline(analysis: Analysis) -> str:
     rate = analysis.process["requests_per_s"]
     n, processes = len(cap.threads), len({thread["pid"] for thread in cap.threads.values()})
     who = f"{processes} processes, " if processes > 1 else ""
+    counted = request_counting(cap.totals, cap.schema)
     return (f"{cap.name}: {cap.duration_s:.1f} s, {who}{n} thread{'' if n == 1 else 's'}, "
-            f"{analysis.requests:,} requests" + (f" ({rate:,.0f}/s)" if rate is not None else ""))
+            f"{analysis.requests:,} requests" + (f" ({rate:,.0f}/s)" if rate is not None else "")
+            + (f"; {counted}" if counted else ""))
 
 
 def print_label(console: Console, label: Label) -> None:
