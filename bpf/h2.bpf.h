@@ -9,8 +9,9 @@
  * stack, or to h2_dir.hdr when split across calls); payloads are skipped by their length, never read.
  *
  * The walk is bpf_loop over H2_WALK_STEPS steps (a header, a payload skipped, an iovec opened): the
- * verifier sees one step. A call the walk cannot follow to its end (more steps, user memory it cannot
- * read, sendfile or the mmsg calls) loses the place in that direction for good: h2_lost, and every call
+ * verifier sees one step. sendfile's bytes are skipped when they lie inside the current frame's payload
+ * (nginx sends a DATA frame's header with writev, its payload from the file). A call the walk cannot follow
+ * to its end (more steps, user memory it cannot read, a sendfile past the payload, the mmsg calls) loses the place in that direction for good: h2_lost, and every call
  * after it h2_lost_calls with its bytes in h2_lost_bytes. Only REQ_H2 sockets get here: HTTP/1 reads and
  * writes pay nothing but the phase test.
  * Included by sockets.bpf.h.
@@ -209,6 +210,7 @@ static long h2_step(__u32 i, struct h2_walk *w)
 }
 
 #define H2_WALK_IN 0x100 /* with an enum read_buffer: how a walked call's bytes are laid out */
+#define H2_WALK_FILE 0xFF /* ...or sendfile's: in a file */
 
 /*
  * Walk a read or write of an HTTP/2 connection that moved `ret` bytes (> 0): how is its layout (enum
@@ -258,7 +260,12 @@ __attribute__((noinline)) int h2_walk_call(const __u64 *sock, __u64 buf, __u64 c
 		w.iov = msg.msg_iov;
 		w.iovcnt = msg.msg_iovlen;
 		break;
-	default: /* sendfile, the mmsg calls: not walked */
+	case H2_WALK_FILE: /* sendfile: bytes from a file, not in memory: a payload's, skipped, or lost */
+		if (d->have || d->skip < (__u64)ret)
+			goto lose;
+		d->skip -= ret;
+		return 0;
+	default: /* the mmsg calls: not walked */
 		goto lose;
 	}
 	bpf_loop(H2_WALK_STEPS, h2_step, &w, 0);
@@ -287,6 +294,8 @@ static __always_inline void h2_walk(__u64 sock, struct pt_regs *regs, __u32 cls,
 		how = RB_IOV;
 	else if (cls == SC_SENDMSG)
 		how = RB_MSG;
+	else if (cls == SC_SENDFILE)
+		how = H2_WALK_FILE;
 	h2_walk_call(&sock, SC_ARG(regs, 1), SC_ARG(regs, 2), how, ret);
 }
 
