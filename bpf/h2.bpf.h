@@ -65,20 +65,28 @@ static __noinline void h2_request_add(const struct socket_state *r)
 		request_stats_add(stats, r);
 }
 
-/* A request (stream) finished: its sums into the request statistics. On a write, it takes the writes the
- * connection made since the previous stream ended (then zeroed: a write that ends several streams counts
- * in the first), so the sums over streams are the connection's writes. */
-static __always_inline void h2_stream_end(struct h2_walk *w, __u32 index)
+/* A frame header of a client stream, for h2_stream_event. */
+struct h2_event {
+	__u64 now;
+	__u32 tid;
+	__u32 id;
+	__u32 type;
+	__u32 flags;
+};
+
+/* A request (stream) finished: its sums into the request statistics. On a write (s), it takes the writes
+ * the connection made since the previous stream ended (then zeroed: a write that ends several streams
+ * counts in the first), so the sums over streams are the connection's writes. */
+static __always_inline void h2_stream_end(struct h2_conn *c, struct thread_stats *t, struct socket_state *s,
+					  const struct h2_event *e, __u32 index)
 {
-	struct h2_conn *c = w->c;
 	struct socket_state r = {};
-	struct socket_state *s = w->s;
 	__u32 slot = index & (H2_WINDOW - 1);
 
 	r.start_ns = c->start_ns[slot];
-	r.end_ns = w->now;
+	r.end_ns = e->now;
 	r.reader_tid = c->reader_tid[slot];
-	r.writer_tid = w->in ? r.reader_tid : w->tid;
+	r.writer_tid = s ? e->tid : r.reader_tid;
 	if (s) {
 		r.write_calls = s->write_calls;
 		r.write_eagain = s->write_eagain;
@@ -90,62 +98,76 @@ static __always_inline void h2_stream_end(struct h2_walk *w, __u32 index)
 		s->write_calls = s->write_eagain = s->write_partial = 0;
 		s->spin_retries = s->spin_eagain = s->write_waited = 0;
 		s->write_bytes = 0;
-		w->t->c.responses_written++;
+		t->c.responses_written++;
 	}
 	h2_request_add(&r);
 }
 
-static __always_inline void h2_stream_open(struct h2_walk *w, __u32 id)
+static __always_inline void h2_stream_open(struct h2_conn *c, struct thread_stats *t, const struct h2_event *e)
 {
-	struct h2_conn *c = w->c;
-	__u32 index = id >> 1, slot = index & (H2_WINDOW - 1), shift;
+	__u32 index = e->id >> 1, slot = index & (H2_WINDOW - 1), shift;
 
 	if (!c->open) {
 		c->base = index;
 	} else if (index - c->base >= H2_WINDOW) {
 		shift = index - c->base - (H2_WINDOW - 1);
 		if (shift >= H2_WINDOW) {
-			w->t->c.h2_streams_unfollowed += __builtin_popcountll(c->open);
+			t->c.h2_streams_unfollowed += __builtin_popcountll(c->open);
 			c->open = 0;
 			c->base = index;
 		} else {
-			w->t->c.h2_streams_unfollowed += __builtin_popcountll(c->open & ((1ULL << shift) - 1));
+			t->c.h2_streams_unfollowed += __builtin_popcountll(c->open & ((1ULL << shift) - 1));
 			c->open >>= shift;
 			c->base += shift;
 		}
 	}
 	c->open |= 1ULL << ((index - c->base) & (H2_WINDOW - 1));
-	c->max_stream = id;
-	c->start_ns[slot] = w->now;
-	c->reader_tid[slot] = w->tid;
-	w->t->c.requests_read++;
-	w->t->c.h2_streams++;
-	w->t->in_request = 1;
+	c->max_stream = e->id;
+	c->start_ns[slot] = e->now;
+	c->reader_tid[slot] = e->tid;
+	t->c.requests_read++;
+	t->c.h2_streams++;
+	t->in_request = 1;
 }
 
-/* A whole frame header: what it opens or ends, and the payload to skip. */
-static __always_inline void h2_frame(struct h2_walk *w, struct h2_dir *d, const __u8 *h)
+/*
+ * A frame on a client stream (odd id): a read's (s NULL) HEADERS above every id seen opens a stream; the
+ * server's DATA or HEADERS with END_STREAM, or an RST_STREAM either way, ends an open one. A global
+ * function (verified once, not in every step of the walk's loop): its pointers are checked here.
+ */
+__attribute__((noinline)) int h2_stream_event(struct h2_conn *c, struct thread_stats *t, struct socket_state *s,
+					      const struct h2_event *e)
 {
-	struct h2_conn *c = w->c;
-	__u32 type = h[3], flags = h[4];
-	__u32 id = ((__u32)(h[5] & 0x7F) << 24) | ((__u32)h[6] << 16) | ((__u32)h[7] << 8) | h[8];
-	__u32 index = id >> 1, bit;
+	__u32 index, bit;
 
-	d->skip = ((__u32)h[0] << 16) | ((__u32)h[1] << 8) | h[2];
-	w->t->c.h2_frames++;
-	if (!(id & 1)) /* the connection's frames (stream 0), and streams the server opened (push) */
-		return;
-	if (w->in && type == H2_HEADERS && id > c->max_stream) {
-		h2_stream_open(w, id);
-		return;
+	if (!c || !t || !e)
+		return 0;
+	if (!s && e->type == H2_HEADERS && e->id > c->max_stream) {
+		h2_stream_open(c, t, e);
+		return 0;
 	}
-	if (type != H2_RST_STREAM && (w->in || !(flags & H2_END_STREAM) || (type != H2_DATA && type != H2_HEADERS)))
-		return;
+	if (e->type != H2_RST_STREAM && (!s || !(e->flags & H2_END_STREAM) ||
+					 (e->type != H2_DATA && e->type != H2_HEADERS)))
+		return 0;
+	index = e->id >> 1;
 	bit = index - c->base;
 	if (index < c->base || bit >= H2_WINDOW || !(c->open & (1ULL << bit)))
-		return;
+		return 0;
 	c->open &= ~(1ULL << bit);
-	h2_stream_end(w, index);
+	h2_stream_end(c, t, s, e, index);
+	return 0;
+}
+
+/* A whole frame header: the payload to skip, and what it opens or ends. */
+static __always_inline void h2_frame(struct h2_walk *w, struct h2_dir *d, const __u8 *h)
+{
+	struct h2_event e = { .now = w->now, .tid = w->tid, .type = h[3], .flags = h[4] };
+
+	e.id = ((__u32)(h[5] & 0x7F) << 24) | ((__u32)h[6] << 16) | ((__u32)h[7] << 8) | h[8];
+	d->skip = ((__u32)h[0] << 16) | ((__u32)h[1] << 8) | h[2];
+	w->t->c.h2_frames++;
+	if (e.id & 1) /* not the connection's frames (stream 0), nor streams the server opened (push) */
+		h2_stream_event(w->c, w->t, w->in ? NULL : w->s, &e);
 }
 
 static __always_inline void h2_advance(struct h2_walk *w, __u64 n)
