@@ -45,3 +45,12 @@ def test_lost_place_said(tmp_path):
     # Frames walked: SETTINGS, 256 PINGs, the server's 3 frames; the stream after the loss is not counted.
     assert got["h2_frames"] == 1 + H2_WALK_STEPS // 2 + 3
     assert got["h2_streams"] == got["requests_read"] == 0 and cap["requests"]["count"] == 0
+
+
+def test_tls_connections_counted_by_exchange(tmp_path):
+    """A first read shaped as a TLS ClientHello: a TLS connection, whose requests stay exchanges."""
+    run = run_fixture("h2streams", "tls", tmp_path=tmp_path)
+    truth, got, cap = run.truth["server"], run.thread("server"), run.capture
+    assert got["tls_connections"] == truth["tls_connections"] == 3
+    assert got["h2_connections"] == got["h2_frames"] == 0
+    assert cap["requests"]["count"] == got["requests_read"] == truth["exchanges"] == 9
