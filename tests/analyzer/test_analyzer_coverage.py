@@ -96,3 +96,18 @@ def test_older_captures_load_with_the_new_counters_zero_and_say_they_could_not_t
     # Without requests there is nothing they could have been counted as.
     doc["requests"]["count"] = 0
     assert coverage_notes(load(write(tmp_path, doc, "norequests.json"))) == []
+
+
+def test_top_title_says_how_requests_were_counted(tmp_path):
+    from spinscope.live.top import _title, rows
+
+    doc = schema8(capture([thread(100, "grpc-nio", read_calls=50, write_calls=60, h2_connections=4, h2_streams=900,
+                                  requests_read=900)], requests=900))
+    cap = load(write(tmp_path, doc))
+    process, _ = rows(cap, cap, False)
+    assert process["counted"] == "requests counted by stream on 4 HTTP/2 connections (900 streams), by exchange elsewhere"
+    title = _title({"name": "java (pid 1)", "elapsed": 3.0}, process).plain
+    assert title.endswith("(requests counted by stream on 4 HTTP/2 connections (900 streams), by exchange elsewhere)")
+    plain = load(write(tmp_path, schema8(capture([thread(100, read_calls=10, write_calls=10)], requests=10)), "p.json"))
+    assert rows(plain, plain, False)[0]["counted"] is None
+    assert _title({"name": "x", "elapsed": 3.0}, rows(plain, plain, False)[0]).plain.endswith("%")
