@@ -69,6 +69,15 @@ struct {
 	__type(value, struct socket_state);
 } sockets SEC(".maps");
 
+/* The frame walk of HTTP/2 connections (REQ_H2 sockets), keyed like sockets; removed on close. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u64);
+	__type(value, struct h2_conn);
+} h2_conns SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);

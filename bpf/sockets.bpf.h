@@ -143,6 +143,70 @@ static __always_inline __u64 mmsg_bytes(const struct mmsghdr *msgs, __u64 n)
 	return total;
 }
 
+/* The HTTP/2 client connection preface (RFC 9113, 3.4): what a client speaking HTTP/2 over cleartext with
+ * prior knowledge (h2c) sends first on a connection. */
+#define H2_PREFACE "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+#define H2_PREFACE_LEN 24
+
+/* Where a read put its first bytes (NULL: not looked at): the buffer of read and recvfrom, the first
+ * iovec of readv and recvmsg if it holds at least the preface's length (the kernel fills it first). */
+static __always_inline const void *read_first_bytes(struct pt_regs *regs)
+{
+	__u64 nr = SC_NR(regs);
+	struct user_msghdr msg;
+	const struct iovec *iov;
+	struct iovec v;
+
+	switch (nr < SYSCALL_TABLE_SIZE ? read_buffer[nr] : RB_NONE) {
+	case RB_BUF:
+		return (const void *)SC_ARG(regs, 1);
+	case RB_IOV:
+		iov = (const struct iovec *)SC_ARG(regs, 1);
+		break;
+	case RB_MSG:
+		if (bpf_probe_read_user(&msg, sizeof(msg), (void *)SC_ARG(regs, 1)) || !msg.msg_iovlen)
+			return NULL;
+		iov = msg.msg_iov;
+		break;
+	default:
+		return NULL;
+	}
+	if (bpf_probe_read_user(&v, sizeof(v), iov) || v.iov_len < H2_PREFACE_LEN)
+		return NULL;
+	return v.iov_base;
+}
+
+#define FIRST_READ_OTHER 0
+#define FIRST_READ_H2 1  /* the HTTP/2 preface */
+#define FIRST_READ_TLS 2 /* a TLS handshake record holding a ClientHello: 0x16 0x03 ..., byte 5 is 1 */
+
+/* What a serving socket's first read (ret bytes) began with: the HTTP/2 preface, a TLS ClientHello, or
+ * other. The 24 bytes are copied to the stack, compared (as three words, one branch) and dropped: no
+ * payload is kept. Not inlined: called once per serving socket, and inlined its branches multiplied the
+ * paths the verifier walks through on_sys_exit (see channel_first_write). */
+static __noinline __u32 first_read_kind(struct pt_regs *regs, long ret)
+{
+	static const union {
+		char bytes[H2_PREFACE_LEN];
+		__u64 words[H2_PREFACE_LEN / 8];
+	} preface = { .bytes = H2_PREFACE };
+	const void *buf;
+	__u64 got[H2_PREFACE_LEN / 8];
+
+	if (ret < H2_PREFACE_LEN)
+		return FIRST_READ_OTHER;
+	buf = read_first_bytes(regs);
+	if (!buf || bpf_probe_read_user(got, sizeof(got), buf))
+		return FIRST_READ_OTHER;
+	if (!((got[0] ^ preface.words[0]) | (got[1] ^ preface.words[1]) | (got[2] ^ preface.words[2])))
+		return FIRST_READ_H2;
+	if ((got[0] & 0xFFFF) == 0x0316 && ((got[0] >> 40) & 0xFF) == 1)
+		return FIRST_READ_TLS;
+	return FIRST_READ_OTHER;
+}
+
+#include "h2.bpf.h"
+
 /* ---------------------------------------------------------------------------------------- */
 /* Requests                                                                                   */
 
@@ -158,28 +222,43 @@ static __always_inline void request_finish(const struct socket_state *s)
 /* A successful read of a serving socket, returning at start_ns (a request starts when its data is in:
  * a blocking server's wait for the next request is not part of it). Returns the socket's phase after
  * the read: REQ_READING when a request is being read (a new one started if the socket was idle or
- * answering), REQ_OUTGOING otherwise. */
-static __always_inline __u32 request_on_read(__u64 sock, __u32 tid, struct call *call, bool *started)
+ * answering), REQ_H2 on an HTTP/2 connection (its requests are streams: h2.bpf.h), else REQ_OUTGOING or
+ * REQ_CHANNEL. */
+static __always_inline __u32 request_on_read(struct thread_stats *t, __u64 sock, __u32 tid, struct call *call,
+					     __u32 cls, struct pt_regs *regs, long ret, bool *started)
 {
 	struct socket_state *s = bpf_map_lookup_elem(&sockets, &sock);
+	__u32 kind;
 
 	*started = false;
 	if (!s) {
 		struct socket_state fresh = {
 			.start_ns = call_now(call), .reader_tid = tid, .phase = REQ_READING,
 		};
-		/* Decided once per socket, when it is first read. */
+		/* Decided once per socket, when it is first read: a serving socket's first read is looked at
+		 * for the HTTP/2 preface (its requests are then streams) and a TLS ClientHello, the only read
+		 * that pays for it. */
 		fresh.phase = socket_first_phase(sock);
-		if (bpf_map_update_elem(&sockets, &sock, &fresh, BPF_ANY))
+		kind = fresh.phase == REQ_READING && cls == SC_READ ? first_read_kind(regs, ret) : FIRST_READ_OTHER;
+		if (kind == FIRST_READ_H2)
+			fresh.phase = REQ_H2;
+		if (bpf_map_update_elem(&sockets, &sock, &fresh, BPF_ANY)) {
 			__sync_fetch_and_add(&globals.drops_sockets, 1);
-		else
+		} else {
 			call->decided = true;
+			if (kind == FIRST_READ_TLS)
+				t->c.tls_connections++;
+			if (kind == FIRST_READ_H2) {
+				t->c.h2_connections++;
+				h2_begin(&sock);
+			}
+		}
 		*started = fresh.phase == REQ_READING;
 		call->phase = fresh.phase;
 		return fresh.phase;
 	}
 	call->phase = s->phase;
-	if (s->phase == REQ_READING || s->phase == REQ_OUTGOING || s->phase == REQ_CHANNEL)
+	if (s->phase == REQ_READING || s->phase == REQ_OUTGOING || s->phase == REQ_CHANNEL || s->phase == REQ_H2)
 		return s->phase;
 	if (s->phase == REQ_WRITING)
 		request_finish(s);
@@ -257,7 +336,8 @@ static __always_inline __u32 request_on_write(struct thread_stats *t, __u32 tid,
 	}
 	if (s->phase == REQ_READING)
 		what |= WRITE_RESPONSE;
-	s->phase = REQ_WRITING;
+	if (s->phase != REQ_H2) /* an HTTP/2 connection's streams end in its frames (h2.bpf.h) */
+		s->phase = REQ_WRITING;
 	s->write_calls++;
 	s->writer_tid = tid;
 	s->end_ns = call_now(call);
@@ -334,7 +414,7 @@ static __noinline void stall_sample(struct thread_stats *t, __u64 sock)
 }
 
 static __always_inline void write_exit(struct thread_stats *t, __u32 tid, __u64 sock, long ret, __u64 asked,
-				       __u64 bytes, struct call *call)
+				       __u64 bytes, struct call *call, __u32 cls, struct pt_regs *regs)
 {
 	bool partial = ret >= 0 && (__u64)ret < asked;
 	__u32 what;
@@ -358,6 +438,8 @@ static __always_inline void write_exit(struct thread_stats *t, __u32 tid, __u64 
 		stall_sample(t, sock);
 	write_copy_count(t, ret, partial, bytes, call);
 	what = request_on_write(t, tid, sock, call, ret, ret == -EAGAIN || partial, bytes);
+	if (call->phase == REQ_H2 && ret > 0)
+		h2_walk(sock, regs, cls, ret, false);
 	if (stack_hz && sock) { /* --stacks: a stalled write opens a window that the next wait closes */
 		t->stall_open = ret == -EAGAIN || partial;
 		t->stall_waits = thread_waits(t);
@@ -389,9 +471,10 @@ static __always_inline void write_exit(struct thread_stats *t, __u32 tid, __u64 
 }
 
 static __always_inline void read_exit(struct thread_stats *t, __u32 tid, __u64 sock, long ret, __u64 bytes,
-				      struct call *call)
+				      struct call *call, __u32 cls, struct pt_regs *regs)
 {
 	bool started;
+	__u32 phase;
 
 	t->c.read_calls++;
 	t->c.read_ns += call->wall;
@@ -405,10 +488,12 @@ static __always_inline void read_exit(struct thread_stats *t, __u32 tid, __u64 s
 		t->c.read_eof++;
 	} else if (ret < 0) {
 		t->c.read_errors++;
-	} else if (request_on_read(sock, tid, call, &started) == REQ_READING) {
+	} else if ((phase = request_on_read(t, sock, tid, call, cls, regs, ret, &started)) == REQ_READING) {
 		t->in_request = 1;
 		if (started)
 			t->c.requests_read++;
+	} else if (phase == REQ_H2) {
+		h2_walk(sock, regs, cls, ret, true);
 	}
 }
 
@@ -433,67 +518,9 @@ static __always_inline __u64 write_asked(__u32 cls, struct pt_regs *regs)
 	}
 }
 
-/* The HTTP/2 client connection preface (RFC 9113, 3.4): what a client speaking HTTP/2 over cleartext with
- * prior knowledge (h2c) sends first on a connection. */
-#define H2_PREFACE "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-#define H2_PREFACE_LEN 24
-
-/* Where a read put its first bytes (NULL: not looked at): the buffer of read and recvfrom, the first
- * iovec of readv and recvmsg if it holds at least the preface's length (the kernel fills it first). */
-static __always_inline const void *read_first_bytes(struct pt_regs *regs)
-{
-	__u64 nr = SC_NR(regs);
-	struct user_msghdr msg;
-	const struct iovec *iov;
-	struct iovec v;
-
-	switch (nr < SYSCALL_TABLE_SIZE ? read_buffer[nr] : RB_NONE) {
-	case RB_BUF:
-		return (const void *)SC_ARG(regs, 1);
-	case RB_IOV:
-		iov = (const struct iovec *)SC_ARG(regs, 1);
-		break;
-	case RB_MSG:
-		if (bpf_probe_read_user(&msg, sizeof(msg), (void *)SC_ARG(regs, 1)) || !msg.msg_iovlen)
-			return NULL;
-		iov = msg.msg_iov;
-		break;
-	default:
-		return NULL;
-	}
-	if (bpf_probe_read_user(&v, sizeof(v), iov) || v.iov_len < H2_PREFACE_LEN)
-		return NULL;
-	return v.iov_base;
-}
-
-/* Did this read (ret bytes) begin with the HTTP/2 preface? The 24 bytes are copied to the stack,
- * compared (as three words, one branch) and dropped: no payload is kept. Not inlined: called once per
- * serving socket, and inlined its branches multiplied the paths the verifier walks through on_sys_exit
- * (see channel_first_write). */
-static __noinline bool read_is_h2_preface(struct pt_regs *regs, long ret)
-{
-	static const union {
-		char bytes[H2_PREFACE_LEN];
-		__u64 words[H2_PREFACE_LEN / 8];
-	} preface = { .bytes = H2_PREFACE };
-	const void *buf;
-	__u64 got[H2_PREFACE_LEN / 8];
-
-	if (ret < H2_PREFACE_LEN)
-		return false;
-	buf = read_first_bytes(regs);
-	if (!buf || bpf_probe_read_user(got, sizeof(got), buf))
-		return false;
-	return !((got[0] ^ preface.words[0]) | (got[1] ^ preface.words[1]) | (got[2] ^ preface.words[2]));
-}
-
-/*
- * What the socket's kind says about this read or write: on a channel it is counted apart (it stays in
- * read_calls / write_calls); a serving socket's first read seen is looked at for the HTTP/2 preface,
- * the only read that pays for it.
- */
-static __always_inline void socket_kind_count(struct thread_stats *t, __u32 cls, struct pt_regs *regs, long ret,
-					      const struct call *call)
+/* What the socket's kind says about this read or write: on a channel it is counted apart (it stays in
+ * read_calls / write_calls). */
+static __always_inline void socket_kind_count(struct thread_stats *t, __u32 cls, const struct call *call)
 {
 	bool read = cls == SC_READ || cls == SC_RECVMMSG;
 
@@ -503,10 +530,7 @@ static __always_inline void socket_kind_count(struct thread_stats *t, __u32 cls,
 		else
 			t->c.channel_writes++;
 		t->c.channel_sockets += call->decided;
-		return;
 	}
-	if (call->decided && call->phase == REQ_READING && cls == SC_READ && read_is_h2_preface(regs, ret))
-		t->c.h2_connections++;
 }
 
 /* A read- or write-family call returned: counted if its fd is a socket. (Pipes, eventfds and files are
@@ -529,10 +553,10 @@ static __always_inline void io_exit(struct task_struct *task, struct thread_stat
 	if (ret > 0)
 		bytes = mmsg ? mmsg_bytes((void *)SC_ARG(regs, 1), ret) : ret;
 	if (cls == SC_READ || cls == SC_RECVMMSG)
-		read_exit(t, tid, sock, ret, bytes, call);
+		read_exit(t, tid, sock, ret, bytes, call, cls, regs);
 	else
-		write_exit(t, tid, sock, ret, ret >= 0 ? write_asked(cls, regs) : 0, bytes, call);
-	socket_kind_count(t, cls, regs, ret, call);
+		write_exit(t, tid, sock, ret, ret >= 0 ? write_asked(cls, regs) : 0, bytes, call, cls, regs);
+	socket_kind_count(t, cls, call);
 }
 
 /* The last close of a socket ends its request (a response is complete when the server closes). A
@@ -551,6 +575,8 @@ static __always_inline int close_enter(struct task_struct *task, __u64 fd)
 		return 0;
 	if (s->phase == REQ_WRITING)
 		request_finish(s);
+	if (s->phase == REQ_H2)
+		h2_close(&sock);
 	bpf_map_delete_elem(&sockets, &sock);
 	return 0;
 }

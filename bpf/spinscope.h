@@ -120,7 +120,14 @@
 	X(clone_ns)            /* ...on-CPU inside them (the creator's side of a creation) */     \
 	X(thread_starts)       /* 1 on the row of a thread created while traced, at its first run */ \
 	X(thread_start_wait_ns) /* ...its wait from its creation to that first run */             \
-	X(exit_oncpu_ns)       /* on-CPU from the start of the thread's exit (sched_process_exit) to its last switch-out */
+	X(exit_oncpu_ns)       /* on-CPU from the start of the thread's exit (sched_process_exit) to its last switch-out */ \
+	X(h2_streams)          /* HTTP/2 streams a client HEADERS frame this thread read opened (each a requests_read) */ \
+	X(h2_frames)           /* HTTP/2 frame headers walked in this thread's reads and writes */ \
+	X(h2_lost)             /* times the frame walk lost its place on a connection (that direction is not followed after) */ \
+	X(h2_lost_calls)       /* reads and writes on HTTP/2 connections not walked: the one that lost its place and all after */ \
+	X(h2_lost_bytes)       /* ...the bytes of those calls not walked */                       \
+	X(h2_streams_unfollowed) /* streams opened whose end was not waited for (64 newer open, or the connection closed) */ \
+	X(tls_connections)     /* serving sockets whose first read began with a TLS ClientHello: counted by exchange */
 
 struct thread_counters {
 #define X(name) __u64 name;
@@ -335,6 +342,34 @@ enum req_phase {
 	REQ_WRITING,  /* response being written */
 	REQ_OUTGOING, /* the target's own outgoing connection: it serves no requests */
 	REQ_CHANNEL,  /* a socket pair or channel between the target's processes: no client, no requests */
+	REQ_H2,       /* an HTTP/2 connection (its first read began with the preface): requests are its streams */
+};
+
+/*
+ * An HTTP/2 connection's frame walk (struct h2_conn, the h2_conns map, keyed like sockets): per direction,
+ * where the next 9-byte frame header starts, carried across calls. Only frame headers are read, never a
+ * payload byte: `hdr` holds the bytes of a header split across calls (or iovecs) until it is whole.
+ */
+#define H2_WINDOW 64       /* streams followed at once: the 64 client stream ids from `base` up */
+#define H2_WALK_STEPS 512  /* steps of one call's walk (a frame header, a payload skipped, an iovec) */
+#define H2_MAX_IOV 1024    /* iovecs of one call walked (IOV_MAX) */
+#define H2_FRAME_HEADER 9
+
+struct h2_dir {
+	__u32 skip;   /* bytes of the current frame's payload still to come before the next header */
+	__u8 have;    /* bytes of the next header already seen (in hdr) */
+	__u8 lost;    /* the walk lost its place in this direction: not followed any more */
+	__u8 hdr[H2_FRAME_HEADER + 1];
+};
+
+struct h2_conn {
+	struct h2_dir in;  /* client to server: the reads */
+	struct h2_dir out; /* server to client: the writes */
+	__u32 max_stream;  /* the highest client stream id opened */
+	__u32 base;        /* the stream index (id >> 1) of bit 0 of open */
+	__u64 open;        /* streams opened and not ended, a bit per index from base */
+	__u64 start_ns[H2_WINDOW];   /* by index % H2_WINDOW: the return of the read that opened it */
+	__u32 reader_tid[H2_WINDOW]; /* ...and the thread that read it */
 };
 
 /*

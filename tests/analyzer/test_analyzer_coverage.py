@@ -1,10 +1,11 @@
 """What the request figures leave out or count otherwise (spinscope.analysis.coverage): channels between the target's
-processes (schema 5), HTTP/2 connections, and older captures that could not tell."""
+processes (schema 5), HTTP/2 connections (counted by stream from schema 8), TLS connections, and older captures
+that could not tell."""
 
 from __future__ import annotations
 
 from spinscope.analysis.capture import load
-from spinscope.analysis.coverage import coverage_notes
+from spinscope.analysis.coverage import coverage_notes, request_counting
 from spinscope.analysis.schema import SCHEMA5_COUNTERS
 
 from captures import capture, thread, write
@@ -12,6 +13,11 @@ from captures import capture, thread, write
 
 def schema5(doc: dict) -> dict:
     doc["schema"] = 5
+    return doc
+
+
+def schema8(doc: dict) -> dict:
+    doc["schema"] = 8
     return doc
 
 
@@ -35,12 +41,44 @@ def test_http2_connections_make_requests_exchanges(tmp_path):
     assert cap.h2_connections == 1
     [note] = coverage_notes(cap)
     assert note.startswith("1 connection spoke HTTP/2 (cleartext, prior knowledge): their streams are multiplexed")
-    assert "every per-request figure is per exchange" in note and note.endswith("streams are not counted")
+    assert "every per-request figure is per exchange" in note
+    assert note.endswith("streams are not counted (capture schema 5, an older collector)")
+    assert request_counting(cap.totals, cap.schema) == (
+        "requests on 1 HTTP/2 connection counted by exchange, not by stream")
+
+
+def test_http2_connections_counted_by_stream(tmp_path):
+    """Schema 8: the requests are streams; the note says so, where the walk lost its place and what it left."""
+    doc = schema8(capture([thread(100, "grpc-nio", read_calls=50, write_calls=60, h2_connections=4, h2_streams=900,
+                                  h2_frames=4000, h2_lost=1, h2_lost_calls=3, h2_lost_bytes=5000,
+                                  h2_streams_unfollowed=2, requests_read=900)], requests=898))
+    cap = load(write(tmp_path, doc))
+    [note] = coverage_notes(cap)
+    assert note.startswith("4 connections spoke HTTP/2 (cleartext, prior knowledge): their requests are their "
+                           "streams (900 streams opened), read from the frame headers")
+    assert ("the frame walk lost its place 1 time: 3 calls (5,000 bytes) on those connections were not "
+            "followed, and the streams in them are not counted") in note
+    assert "2 streams opened were not followed to their end" in note
+    assert request_counting(cap.totals, cap.schema) == (
+        "requests counted by stream on 4 HTTP/2 connections (900 streams), by exchange elsewhere")
+    # Nothing lost: nothing said of it.
+    doc = schema8(capture([thread(100, read_calls=5, write_calls=5, h2_connections=1, h2_streams=1)], requests=1))
+    [note] = coverage_notes(load(write(tmp_path, doc, "clean.json")))
+    assert "lost" not in note and "not followed" not in note and "(1 stream opened)" in note
+
+
+def test_tls_connections_are_said_counted_by_exchange(tmp_path):
+    doc = schema8(capture([thread(100, "envoy", read_calls=50, write_calls=60, tls_connections=3)], requests=40))
+    cap = load(write(tmp_path, doc))
+    [note] = coverage_notes(cap)
+    assert note.startswith("3 connections began with a TLS handshake: encrypted in the syscalls, so HTTP/2 inside "
+                           "them (if their ALPN chose it) cannot be counted by stream; their requests are exchanges")
+    assert request_counting(cap.totals, cap.schema) == "3 TLS connections by exchange (encrypted: streams not seen)"
 
 
 def test_nothing_left_out_says_nothing(tmp_path):
     cap = load(write(tmp_path, schema5(capture([thread(100, read_calls=10, write_calls=10)], requests=10))))
-    assert coverage_notes(cap) == []
+    assert coverage_notes(cap) == [] and request_counting(cap.totals, cap.schema) is None
 
 
 def test_older_captures_load_with_the_new_counters_zero_and_say_they_could_not_tell(tmp_path):
@@ -58,3 +96,18 @@ def test_older_captures_load_with_the_new_counters_zero_and_say_they_could_not_t
     # Without requests there is nothing they could have been counted as.
     doc["requests"]["count"] = 0
     assert coverage_notes(load(write(tmp_path, doc, "norequests.json"))) == []
+
+
+def test_top_title_says_how_requests_were_counted(tmp_path):
+    from spinscope.live.top import _title, rows
+
+    doc = schema8(capture([thread(100, "grpc-nio", read_calls=50, write_calls=60, h2_connections=4, h2_streams=900,
+                                  requests_read=900)], requests=900))
+    cap = load(write(tmp_path, doc))
+    process, _ = rows(cap, cap, False)
+    assert process["counted"] == "requests counted by stream on 4 HTTP/2 connections (900 streams), by exchange elsewhere"
+    title = _title({"name": "java (pid 1)", "elapsed": 3.0}, process).plain
+    assert title.endswith("(requests counted by stream on 4 HTTP/2 connections (900 streams), by exchange elsewhere)")
+    plain = load(write(tmp_path, schema8(capture([thread(100, read_calls=10, write_calls=10)], requests=10)), "p.json"))
+    assert rows(plain, plain, False)[0]["counted"] is None
+    assert _title({"name": "x", "elapsed": 3.0}, rows(plain, plain, False)[0]).plain.endswith("%")

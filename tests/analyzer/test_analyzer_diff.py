@@ -420,3 +420,35 @@ def test_labels_and_findings_are_listed_by_what_acting_on_them_saves(capture_fil
     assert [(getattr(i, "severity", "finding"), i.name, i.saving_of, i.saving) for i in after.ranked()] == [
         ("finding", "write-wait", "request time", 1.0), ("warning", "handoff-overhead", "CPU", 0.1429)]
     assert [line.split(":")[0] for line in label_lines(result)] == ["finding appeared", "appeared (warning)"]
+
+
+def h2_capture(schema: int, requests: int, streams: int = 0) -> dict:
+    doc = captures.clean_event_loop(requests=requests)
+    doc["schema"] = schema
+    for row in (doc["threads"][0], doc["totals"]):
+        row["h2_connections"], row["h2_streams"] = 4, streams
+    return doc
+
+
+def test_diff_says_how_requests_were_counted(capture_file, cli):
+    """HTTP/2 requests: exchanges in a schema 7 capture, streams in a schema 8 one. diff says both sides'
+    counting in the headlines, and that the per-request figures compare unlike requests."""
+    before = capture_file(h2_capture(7, 2_000), "before.json")
+    after = capture_file(h2_capture(8, 20_000, streams=20_000), "after.json")
+    result = cli("diff", before, after)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[1].endswith("; requests on 4 HTTP/2 connections counted by exchange, not by stream")
+    assert lines[2].endswith("; requests counted by stream on 4 HTTP/2 connections (20,000 streams), by exchange "
+                             "elsewhere")
+    assert lines[3].startswith("requests are counted differently: before, requests on 4 HTTP/2 connections counted "
+                               "by exchange, not by stream; after, requests counted by stream")
+    doc = json.loads(cli("diff", "--json", before, after).stdout)
+    assert doc["request_counting"].startswith("requests are counted differently: before,")
+    # Both by stream: said, not as a difference.
+    same = capture_file(h2_capture(8, 2_000, streams=2_000), "same.json")
+    assert cli("diff", same, after).stdout.splitlines()[3].startswith(
+        "requests counted: before, requests counted by stream on 4 HTTP/2 connections (2,000 streams)")
+    # HTTP/1 on both sides: nothing said.
+    plain = capture_file(captures.clean_event_loop(), "plain.json")
+    assert json.loads(cli("diff", "--json", plain, plain).stdout)["request_counting"] is None

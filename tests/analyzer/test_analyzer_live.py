@@ -191,6 +191,24 @@ def test_exposition_of_a_capture(spin):
     assert [s.value for s in buckets] == sorted(s.value for s in buckets)
     assert buckets[-1].labels["le"] == "+Inf" and buckets[-1].value == spin.request_count
     assert all("tid" not in s.labels for f in families.values() for s in f.samples)
+    # HTTP/1 only: no connection counted by stream or TLS.
+    assert value("spinscope_connections") == value("spinscope_http2_streams") == 0
+
+
+def test_exposition_says_which_connections_were_counted_by_stream():
+    cap = capture.load(CAPTURES / "event-loop-spin-100k.json")  # its own copy: its counters are changed
+    for row in (*cap.threads.values(), cap.totals):
+        row.update(h2_connections=4, h2_streams=900, tls_connections=2, h2_lost_bytes=17)
+    families = {f.name: f for f in text_string_to_metric_families(scraped(cap))}
+
+    def value(name, **match):
+        return sum(s.value for s in families[name].samples
+                   if all(s.labels.get(k) == v for k, v in match.items()) and not s.name.endswith("_created"))
+    threads = len(cap.threads)
+    assert value("spinscope_connections", counted="stream") == 4 * threads
+    assert value("spinscope_connections", counted="tls") == 2 * threads
+    assert value("spinscope_http2_streams") == 900 * threads
+    assert value("spinscope_http2_unfollowed_bytes") == 17 * threads
 
 
 @pytest.mark.skipif(not shutil.which("promtool"), reason="promtool (Debian's prometheus package) not installed")

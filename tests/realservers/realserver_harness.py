@@ -70,6 +70,7 @@ APPS = HERE / "apps"  # the Python apps and the Netty server of the verdict pair
 DEBIAN_PYTHON = "/usr/bin/python3"
 DIST_PACKAGES = Path("/usr/lib/python3/dist-packages")
 NETTY_BUILD = BUILD / "netty"  # netty-all's jars (lib/) and NettyBytes compiled (classes/)
+GRPC_BUILD = BUILD / "grpc"  # grpc-netty-shaded's and grpc-stub's jars (lib/) and GrpcBytes compiled (classes/)
 GO = "/usr/local/go/bin/go"  # the Go toolchain (or `go` on PATH)
 GO_BUILD = BUILD / "gobytes"   # apps/gobytes built (gobytes) and Go's build cache (cache/)
 APACHE_MODULES = Path("/usr/lib/apache2/modules")
@@ -324,6 +325,34 @@ def _jdkhttp(workdir: Path, port: int, docroot: Path, pool: bool = False) -> lis
             "pool" if pool else "direct"]
 
 
+def ensure_grpc() -> Path:
+    """grpc-netty-shaded and grpc-stub (1.85.1, and the jars they depend on) fetched by Maven into
+    build/grpc/lib and apps/grpc/GrpcBytes.java (server and client) compiled into build/grpc/classes, once;
+    returns build/grpc."""
+    lib, classes = GRPC_BUILD / "lib", GRPC_BUILD / "classes"
+    source = APPS / "grpc" / "GrpcBytes.java"
+    if not any(lib.glob("grpc-netty-shaded-*.jar")):
+        subprocess.run(["mvn", "-q", "-B", "-f", str(APPS / "grpc" / "pom.xml"), "dependency:copy-dependencies",
+                        f"-DoutputDirectory={lib}"], check=True, capture_output=True, timeout=600)
+    compiled = classes / "GrpcBytes.class"
+    if not compiled.exists() or compiled.stat().st_mtime < source.stat().st_mtime:
+        subprocess.run(["javac", "-d", str(classes), "-cp", f"{lib}/*", str(source)], check=True,
+                       capture_output=True, timeout=300)
+    return GRPC_BUILD
+
+
+def _grpc_java(build: Path, *args) -> list[str]:
+    # C1 only, as Netty's (_netty).
+    return [binary("java"), "-XX:TieredStopAtLevel=1", "-cp", f"{build / 'classes'}:{build / 'lib'}/*",
+            "GrpcBytes", *map(str, args)]
+
+
+def _grpc(workdir: Path, port: int, docroot: Path, direct: bool = False) -> list[str]:
+    """apps/grpc/GrpcBytes.java's server: a unary method answering 100 bytes, its handler on grpc's default
+    executor (a cached thread pool) or on the event loop (directExecutor)."""
+    return _grpc_java(ensure_grpc(), "server", port, "direct" if direct else "executor")
+
+
 def go_toolchain() -> str | None:
     return GO if Path(GO).exists() else binary("go")
 
@@ -378,6 +407,7 @@ SERVER_KINDS = {
                           files=(DIST_PACKAGES / "fastapi", DIST_PACKAGES / "uvicorn")),
     "haproxy": ServerKind(_haproxy, ("haproxy",)),
     "netty": ServerKind(_netty, ("java", "javac", "mvn")),
+    "grpc": ServerKind(_grpc, ("java", "javac", "mvn")),
     "go": ServerKind(_go, ("go",)),
     "jdkhttp": ServerKind(_jdkhttp, ("java", "javac")),
     "tornado": ServerKind(_tornado, (DEBIAN_PYTHON,), children=True, files=(DIST_PACKAGES / "tornado",)),
@@ -511,6 +541,26 @@ class H2Load:
 
     def describe(self) -> str:
         return f"h2load {self.requests} x GET {self.path}, {self.clients} connections x {self.streams} streams"
+
+
+@dataclass(frozen=True)
+class GrpcLoad:
+    """apps/grpc/GrpcBytes.java's client (gRPC-Java, h2c): CHANNELS channels (a connection each), OUTSTANDING
+    unary calls in flight on each for `duration` s, then the calls in flight awaited: it counts every call
+    the server answered."""
+    channels: int = 4
+    outstanding: int = 1
+    duration: float = 3.0
+
+    def run(self, port: int) -> dict:
+        out = subprocess.run(_grpc_java(ensure_grpc(), "client", port, self.channels, self.outstanding,
+                                        self.duration), check=True, capture_output=True, text=True,
+                             timeout=self.duration + 90)
+        result = json.loads(out.stdout.strip().splitlines()[-1])
+        return {"requests": result["calls"], "errors": result["errors"], "connections": self.channels}
+
+    def describe(self) -> str:
+        return f"gRPC unary calls, {self.channels} channels x {self.outstanding} outstanding"
 
 
 @dataclass(frozen=True)
@@ -724,6 +774,14 @@ VERDICT_CONFIGS = _configs(
 # HTTP/2 (h2c): the load generator's requests are multiplexed streams, which a capture does not count (it
 # counts exchanges: docs/capture-format.md, h2_connections). Apart from CONFIGS, whose request counts are
 # held to the load generator's.
+# gRPC-Java unary calls (h2c): a request is a stream, 1 or 16 outstanding on each of 4 channels, the handler on
+# grpc's executor (each call handed to a worker thread) or on the event loop (directExecutor).
+GRPC_CONFIGS = _configs(*(
+    Config(f"grpc-{where}-c{outstanding}", "grpc", GrpcLoad(outstanding=outstanding), {"direct": where == "direct"},
+           f"gRPC-Java 1.85 (grpc-netty-shaded), handler on {'the event loop (directExecutor)' if where == 'direct' else 'the default executor'}, "
+           f"4 channels x {outstanding} outstanding unary calls", warmup_s=4.0)
+    for where in ("executor", "direct") for outstanding in (1, 16)))
+
 H2_CONFIGS = _configs(
     Config("nginx-h2c-100", "nginx", H2Load("/bytes/100"), {"http2": True},
            about="nginx, listen http2 (cleartext, prior knowledge), 4 connections x 10 streams"),

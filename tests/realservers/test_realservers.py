@@ -204,10 +204,11 @@ def test_cluster_channels_are_not_requests(recorded, name):
 
 
 @pytest.mark.parametrize("name", list(H2_CONFIGS))
-def test_http2_connections_are_recognised_and_requests_said_to_be_exchanges(tmp_path, www, name):  # noqa: F811
-    """HTTP/2 multiplexes streams on a connection: what a capture counts as a request is an exchange (a read
-    burst, then the writes after it), here about 1 for 10 streams. The capture cannot count streams; it
-    says which connections spoke HTTP/2, and the report says what its requests are."""
+def test_http2_requests_are_streams(tmp_path, www, name):  # noqa: F811
+    """HTTP/2 multiplexes streams on a connection (here 10 at once): the capture counts its requests as
+    streams, from the frame headers (schema 8), exactly as many as the load generator completed; it says
+    which connections spoke HTTP/2, that the walk never lost its place, and the report says what its
+    requests are."""
     from spinscope.analysis.capture import load
     from spinscope.analysis.coverage import coverage_notes
 
@@ -217,11 +218,12 @@ def test_http2_connections_are_recognised_and_requests_said_to_be_exchanges(tmp_
     ensure_ready()
     run = record_config(config, tmp_path, www)
     assert run.load["errors"] == 0 and run.load["requests"] == config.load.requests, run.load
-    cap = run.capture
-    assert cap["totals"]["h2_connections"] == config.load.clients  # each opened after attach, with the preface
-    assert 0 < cap["requests"]["count"] < run.load["requests"]  # fewer exchanges than streams
+    cap, totals = run.capture, run.capture["totals"]
+    assert totals["h2_connections"] == config.load.clients  # each opened after attach, with the preface
+    assert totals["h2_lost"] == totals["h2_lost_calls"] == totals["h2_streams_unfollowed"] == 0
+    assert cap["requests"]["count"] == totals["h2_streams"] == run.load["requests"]
     assert any(note.startswith(f"{config.load.clients} connections spoke HTTP/2")
-               and "every per-request figure is per exchange" in note for note in coverage_notes(load(run.path)))
+               and "their requests are their streams" in note for note in coverage_notes(load(run.path)))
 
 
 @pytest.mark.parametrize("name", list(CONFIGS))

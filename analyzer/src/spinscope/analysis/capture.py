@@ -206,10 +206,15 @@ class Capture:
 
     @property
     def h2_connections(self) -> int:
-        """Connections whose first read began with the HTTP/2 client preface: their streams are multiplexed,
-        so a request of this capture is an exchange (a read burst and the writes after it), not one
-        HTTP request (0 before schema 5, which did not look)."""
+        """Connections whose first read began with the HTTP/2 client preface: their streams are multiplexed.
+        From schema 8 their requests are their streams (h2_streams); before, a request was an exchange (a
+        read burst and the writes after it) holding any number of streams (0 before schema 5)."""
         return int(self.totals["h2_connections"])
+
+    @property
+    def h2_by_stream(self) -> bool:
+        """Whether the HTTP/2 connections' requests are their streams (schema 8 and later)."""
+        return self.schema >= 8
 
     @property
     def channels_told_apart(self) -> bool:

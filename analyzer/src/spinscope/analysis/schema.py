@@ -34,9 +34,16 @@ COUNTERS = (
     "stalls_sampled", "stall_sndbuf_bytes", "stall_queued_bytes", "stall_peer_window_bytes", "stall_srtt_us",
     "write_spin_empty", "write_spin_empty_ns", "poll_dispatch", "poll_dispatch_cycle_ns",
     "clone_calls", "clone_ns", "thread_starts", "thread_start_wait_ns", "exit_oncpu_ns",
+    "h2_streams", "h2_frames", "h2_lost", "h2_lost_calls", "h2_lost_bytes", "h2_streams_unfollowed",
+    "tls_connections",
 )
 # Schema 7 added what creating and ending a thread costs (a thread per request): 0 in older captures.
 SCHEMA7_COUNTERS = frozenset(("clone_calls", "clone_ns", "thread_starts", "thread_start_wait_ns", "exit_oncpu_ns"))
+# Schema 8 counted an HTTP/2 connection's requests as its streams (from its frame headers; before, as
+# exchanges) and said where the frame walk lost its place, and the connections that began with a TLS
+# ClientHello: 0 in older captures.
+SCHEMA8_COUNTERS = frozenset(("h2_streams", "h2_frames", "h2_lost", "h2_lost_calls", "h2_lost_bytes",
+                              "h2_streams_unfollowed", "tls_connections"))
 # Schema 5 added the socket reads and writes on channels between the target's processes, which serve no
 # requests (before, their messages were counted as requests), the HTTP/2 connections, the accept counts,
 # the poll wakeup cycles and the copy rate: 0 in older captures.
@@ -74,7 +81,7 @@ DROP_KEYS = ("threads", "sockets", "wakeup_edges", "pids", "exited", "execs", "l
 # the execs map's drops, schema 4 the exited threads', schema 5 the listeners'.
 SINCE = {**dict.fromkeys(SCHEMA2_COUNTERS | SCHEMA2_REQUEST_SUMS, 2), **dict.fromkeys(SCHEMA4_COUNTERS, 4),
          **dict.fromkeys(SCHEMA5_COUNTERS, 5), **dict.fromkeys(SCHEMA6_COUNTERS, 6),
-         **dict.fromkeys(SCHEMA7_COUNTERS, 7), "execs": 3, "exited": 4, "listeners": 5}
+         **dict.fromkeys(SCHEMA7_COUNTERS, 7), **dict.fromkeys(SCHEMA8_COUNTERS, 8), "execs": 3, "exited": 4, "listeners": 5}
 # --stacks' record sources (enum stack_source in bpf/spinscope.h): CPU samples, then the event sources.
 STACK_SOURCES = ("cpu", "spin-write", "empty-poll", "futile-wakeup", "handoff")
 STACK_EVENT_SOURCES = STACK_SOURCES[1:]
@@ -120,7 +127,8 @@ def _rows(path: str, keys: Iterable[str], since: int = 1, required: bool = False
 # usage (tool), a cgroup as the target (target.cgroup, else null; target.pid 0 then), the exited threads
 # folded by process (threads_folded) and the drops per interval. Schema 5 added the listening sockets,
 # schema 6 the dispatch wakeups (SCHEMA6_COUNTERS), schema 7 the threads' lives (SCHEMA7_COUNTERS), schema 8
-# the requests' times and cross-thread answers per interval (intervals[].request_ns, cross_thread).
+# HTTP/2 streams as requests (SCHEMA8_COUNTERS) and the requests' times and cross-thread answers per interval
+# (intervals[].request_ns, cross_thread).
 KEYS: tuple[Key, ...] = (
     Key("", "schema", required=True), Key("", "format", TEXT, required=True), Key("", "tool", OBJECT),
     Key("", "target", OBJECT), Key("", "host", OBJECT), Key("", "start_time", TEXT),

@@ -37,7 +37,8 @@ METRICS = (
            (*PROCESS, "exe", "selector")),
     Family("spinscope_traced_seconds", "counter", "Seconds the probes have been live on the target.", PROCESS),
     Family("spinscope_sampled_ratio", "gauge", "Share of the time the probes are live (1: continuous).", PROCESS),
-    Family("spinscope_requests", "counter", "Requests answered (a read burst, then at least one write).", PROCESS),
+    Family("spinscope_requests", "counter", "Requests answered (a read burst, then at least one write; on an HTTP/2 "
+           "cleartext connection a stream).", PROCESS),
     Family("spinscope_request_writes", "histogram", "Socket write calls per request.", PROCESS),
     Family("spinscope_request_duration_seconds", "histogram",
            "Request time: first read returned to last write returned.", PROCESS),
@@ -54,7 +55,16 @@ METRICS = (
            "A finding over the last window (not a problem by itself: busy-polling, write-wait): 1 while it holds.",
            (*PROCESS, "finding")),
     Family("spinscope_threads", "gauge", "Live threads in the group.", GROUP),
-    Family("spinscope_responses", "counter", "Requests whose first response write the group made.", GROUP),
+    Family("spinscope_responses", "counter", "Requests whose first response write the group made (on an HTTP/2 "
+           "connection: streams it ended).", GROUP),
+    Family("spinscope_connections", "counter",
+           "Serving connections whose requests are not counted as exchanges, by how: stream (HTTP/2 cleartext, "
+           "its streams), tls (a TLS ClientHello: exchanges, HTTP/2 inside unseen); first read by the group.",
+           (*GROUP, "counted")),
+    Family("spinscope_http2_streams", "counter", "HTTP/2 streams opened (each a request) that the group read.", GROUP),
+    Family("spinscope_http2_unfollowed_bytes", "counter",
+           "Bytes of HTTP/2 reads and writes the frame walk did not follow (it lost its place): their streams "
+           "are not counted.", GROUP),
     Family("spinscope_socket_writes", "counter", "Socket write calls by result.", (*GROUP, "result")),
     Family("spinscope_socket_write_bytes", "counter", "Bytes socket writes moved.", GROUP),
     Family("spinscope_socket_reads", "counter", "Socket read calls by result.", (*GROUP, "result")),
@@ -271,6 +281,10 @@ def _group_samples(add, g: tuple, c) -> None:
     from spinscope.analysis import counters as counts
 
     add("spinscope_responses", g, c["responses_written"])
+    add("spinscope_connections", (*g, "stream"), c["h2_connections"])
+    add("spinscope_connections", (*g, "tls"), c["tls_connections"])
+    add("spinscope_http2_streams", g, c["h2_streams"])
+    add("spinscope_http2_unfollowed_bytes", g, c["h2_lost_bytes"])
     for result, value in counts.writes_by_result(c).items():
         add("spinscope_socket_writes", (*g, result), value)
     add("spinscope_socket_write_bytes", g, c["write_bytes"])

@@ -77,6 +77,7 @@ def rows(last, cumulative, by_role: bool) -> tuple:
     at most the window's (bounded, below); a role's and the process's, the sum of their threads'."""
     from spinscope.analysis.capture import summed
     from spinscope.analysis.counters import handoffs
+    from spinscope.analysis.coverage import request_counting
     from spinscope.analysis.metrics import derive
     from spinscope.analysis.roles import infer_roles
 
@@ -113,6 +114,7 @@ def rows(last, cumulative, by_role: bool) -> tuple:
                 "handoffs_per_s": handoffs(counters) / seconds if seconds else None}
 
     process = row(last.totals, last.name, None, "", len(threads), False, requests, summed_rows(list(threads.values())))
+    process["counted"] = request_counting(cumulative.totals, cumulative.schema)  # since the stream began
     for key, total in (("writes_per_request", "write_calls"), ("eagain_per_request", "write_eagain"),
                        ("eagain_retries_per_request", "spin_eagain")):
         process[key] = last.requests[total] / requests if requests else None
@@ -216,6 +218,8 @@ def _title(header: dict, process: dict):
     title.append_text(plain(header["name"]))
     title.append(f"  {header['elapsed']:.0f} s  {process['threads']} thread{'' if process['threads'] == 1 else 's'}  "
                  f"{_cell(process['requests_per_s'], ',.0f')} req/s  CPU {_cell(process['cpu_percent'], '.0f')}%")
+    if process.get("counted"):
+        title.append(f"  ({process['counted']})", style="dim")
     return title
 
 

@@ -8,6 +8,7 @@ from rich.table import Table
 
 from spinscope.analysis.comparison import (LITTLE_LOAD, MAX_T_SHOWN, Comparison, NoiseSample, by_side,
                                            left_out_lines, title, unit_of)
+from spinscope.analysis.coverage import request_counting
 from spinscope.analysis.labels import Assessment
 from spinscope.analysis.metrics import METRICS, PER_REQUEST, Analysis, drop_line
 from spinscope.analysis.noise import MIN_INTERVALS, SIGNIFICANT, TOO_FEW
@@ -80,6 +81,21 @@ def sampling_note(comparison: Comparison) -> str | None:
             "are estimates where sampled, the counts exact")
 
 
+def counting_note(comparison: Comparison) -> str | None:
+    """When the two captures count requests differently (HTTP/2 connections by stream on one side only, or
+    by exchange on both, or TLS connections): the per-request figures then compare unlike requests."""
+    sides = [(analysis.capture, request_counting(analysis.capture.totals, analysis.capture.schema))
+             for analysis in (comparison.before, comparison.after)]
+    (before, b), (after, a) = sides
+    if b is None and a is None:
+        return None
+    if before.h2_by_stream != after.h2_by_stream and (before.h2_connections or after.h2_connections):
+        return (f"requests are counted differently: before, {b or 'every request an exchange'}; after, "
+                f"{a or 'every request an exchange'}: the per-request figures compare unlike requests "
+                "(capture schema 8 counts HTTP/2 streams, older ones exchanges)")
+    return f"requests counted: before, {b or 'all by exchange'}; after, {a or 'all by exchange'}"
+
+
 def noise_note(comparison: Comparison) -> str:
     b, a = len(comparison.before_noise.values), len(comparison.after_noise.values)
     idle = any(i.reason == LITTLE_LOAD for sample in (comparison.before_noise, comparison.after_noise)
@@ -119,6 +135,7 @@ def to_json(comparison: Comparison) -> dict:
             "drops": {"before": comparison.before.capture.drops, "after": comparison.after.capture.drops,
                       "warning": comparison.drops_warning(), "effects": drop_lines(comparison)},
             "noise": noise_note(comparison),
+            "request_counting": counting_note(comparison),
             "noise_left_out": noise_left_out(comparison),
             "time_sample": {"before": comparison.before.capture.time_sample,
                             "after": comparison.after.capture.time_sample, "note": sampling_note(comparison)}}
@@ -131,6 +148,9 @@ def render_terminal(comparison: Comparison) -> None:
     console.print(plain(comparison.verdict(), style), soft_wrap=True)  # one line, however long
     console.print(plain(f"before: {headline(comparison.before)}"))
     console.print(plain(f"after:  {headline(comparison.after)}"))
+    if counting_note(comparison):
+        console.print(plain(counting_note(comparison), "bold" if "differently" in counting_note(comparison) else ""),
+                      soft_wrap=True)
     if comparison.drops:
         console.print(plain(DROPS_LINE, "bold red"))
         for line in drop_lines(comparison):
@@ -168,7 +188,8 @@ def render_html(comparison: Comparison) -> str:
     worse = comparison.appeared or comparison.drops or any(c.rose for c in comparison.label_changes)
     body = [htmlpage.verdict("critical" if worse else "ok", comparison.verdict()),
             htmlpage.paragraph(f"before: {headline(comparison.before)}"),
-            htmlpage.paragraph(f"after: {headline(comparison.after)}")]
+            htmlpage.paragraph(f"after: {headline(comparison.after)}"),
+            *([htmlpage.paragraph(counting_note(comparison), "note")] if counting_note(comparison) else [])]
     if comparison.drops:
         body += [htmlpage.heading("Dropped events"),
                  htmlpage.verdict("critical", DROPS_LINE, drop_lines(comparison))]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
+from spinscope.analysis.coverage import request_counting
 from spinscope.analysis.labels import Finding, Label
 from spinscope.analysis.savings import saving_line
 from spinscope.analysis.metrics import Analysis
@@ -20,8 +21,10 @@ def headline(analysis: Analysis) -> str:
     rate = per_second(analysis.requests, cap.duration_s)
     n, processes = len(cap.threads), len({thread["pid"] for thread in cap.threads.values()})
     who = f"{processes} processes, " if processes > 1 else ""
+    counted = request_counting(cap.totals, cap.schema)
     return (f"{cap.name}: {cap.duration_s:.1f} s, {who}{n} thread{'' if n == 1 else 's'}, "
-            f"{analysis.requests:,} request{'' if analysis.requests == 1 else 's'}" + (f" ({rate})" if rate else ""))
+            f"{analysis.requests:,} request{'' if analysis.requests == 1 else 's'}" + (f" ({rate})" if rate else "")
+            + (f"; {counted}" if counted else ""))
 
 
 def print_label(console: Console, label: Label) -> None:
