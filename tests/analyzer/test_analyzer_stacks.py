@@ -215,3 +215,15 @@ def test_the_handoffs_call_sites_are_its_machinery_not_the_work_it_handed_over()
     found = S.pattern_stacks(S.load({"stacks": tagged_helper(stacks)}), S.HANDOFF_OVERHEAD)
     assert found.window_samples == 11
     assert [site.frame.name for site in found.call_sites] == ["WorkerThread.run"]
+
+
+def test_a_timeline_with_losses_is_said(capture_file):
+    """Nothing silent: a tag timeline that lost changes, or could not be read, is a note of the report."""
+    from spinscope.analysis.stack_costs import notes
+    lossy = tagged_helper([stack(7, [0, 2, 3, 4], 3, "runtime", ["ready-cycle"])])
+    lossy["helper"]["tags"].update(changes_lost=12, complete=True)
+    said = notes(analyze(load(capture_file({**captures.clean_event_loop(), "stacks": lossy}, "lossy.json"))))
+    assert any("lost 12 changes" in line for line in said), said
+    lossy["helper"]["tags"] = {"error": "cannot read the tag timeline: No such file or directory"}
+    said = notes(analyze(load(capture_file({**captures.clean_event_loop(), "stacks": lossy}, "error.json"))))
+    assert any("untagged (cannot read the tag timeline" in line for line in said), said

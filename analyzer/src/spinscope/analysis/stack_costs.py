@@ -135,6 +135,15 @@ def notes(analysis: Analysis) -> list:
     if tail:
         out.append(f"stacks: {tail:,} events came after their thread's last stack of their kind and are in no "
                    "call site's count (event stacks are 1 in a stride, docs/stacks.md)")
+    tags = (stackset.helper or {}).get("tags")
+    if isinstance(tags, dict) and tags.get("error"):
+        out.append(f"stacks: the runtime helper's samples are untagged ({tags['error']}): they name the hand-off's "
+                   "machinery but no pattern's window")
+    elif isinstance(tags, dict) and (tags.get("changes_lost") or tags.get("complete") is False
+                                     or tags.get("samples_untagged")):
+        out.append(f"stacks: the tag timeline that tags the runtime helper's samples lost {tags.get('changes_lost', 0):,} "
+                   f"changes{'' if tags.get('complete', True) else ' and was cut short'} and left "
+                   f"{tags.get('samples_untagged', 0):,} samples untagged: those threads' windows are approximate")
     if stackset.no_user_frames:
         out.append(f"stacks: {stackset.no_user_frames:,} records could not be unwound in user space (kept with "
                    "their kernel frames)")
