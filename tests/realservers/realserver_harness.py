@@ -282,19 +282,24 @@ frontend bytes
     return [binary("haproxy"), "-db", "-f", str(workdir / "haproxy.cfg")]
 
 
-def ensure_netty() -> Path:
-    """netty-all (4.1.x, and the jars it depends on) fetched by Maven into build/netty/lib and
-    apps/NettyBytes.java compiled into build/netty/classes, once; returns build/netty."""
-    lib, classes = NETTY_BUILD / "lib", NETTY_BUILD / "classes"
-    source = APPS / "NettyBytes.java"
-    if not any(lib.glob("netty-all-4.1.*.jar")):
-        subprocess.run(["mvn", "-q", "-B", "-f", str(APPS / "pom.xml"), "dependency:copy-dependencies",
+def ensure_java(build: Path, source: Path, pom: Path | None = None, jar: str | None = None) -> Path:
+    """SOURCE compiled into BUILD/classes once (again when it changes), against the jars POM's dependencies
+    are, fetched by Maven into BUILD/lib the first time (when JAR, a glob, matches none there); returns BUILD."""
+    lib, classes = build / "lib", build / "classes"
+    if pom is not None and not any(lib.glob(jar)):
+        subprocess.run(["mvn", "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
                         f"-DoutputDirectory={lib}"], check=True, capture_output=True, timeout=600)
-    compiled = classes / "NettyBytes.class"
+    compiled = classes / source.with_suffix(".class").name
     if not compiled.exists() or compiled.stat().st_mtime < source.stat().st_mtime:
-        subprocess.run(["javac", "-d", str(classes), "-cp", f"{lib}/*", str(source)], check=True,
-                       capture_output=True, timeout=300)
-    return NETTY_BUILD
+        subprocess.run(["javac", "-d", str(classes), *(["-cp", f"{lib}/*"] if pom else []), str(source)],
+                       check=True, capture_output=True, timeout=300)
+    return build
+
+
+def ensure_netty() -> Path:
+    """netty-all (4.1.x, and the jars it depends on) in build/netty/lib, apps/NettyBytes.java compiled into
+    build/netty/classes; returns build/netty."""
+    return ensure_java(NETTY_BUILD, APPS / "NettyBytes.java", APPS / "pom.xml", "netty-all-4.1.*.jar")
 
 
 def _netty(workdir: Path, port: int, docroot: Path, executor: bool = False) -> list[str]:
@@ -308,12 +313,8 @@ def _netty(workdir: Path, port: int, docroot: Path, executor: bool = False) -> l
 
 
 def ensure_jdkhttp() -> Path:
-    """apps/JdkHttpBytes.java compiled into build/jdkhttp once (the JDK only: nothing to fetch)."""
-    source, classes = APPS / "JdkHttpBytes.java", BUILD / "jdkhttp"
-    compiled = classes / "JdkHttpBytes.class"
-    if not compiled.exists() or compiled.stat().st_mtime < source.stat().st_mtime:
-        subprocess.run(["javac", "-d", str(classes), str(source)], check=True, capture_output=True, timeout=300)
-    return classes
+    """apps/JdkHttpBytes.java compiled into build/jdkhttp/classes (the JDK only: nothing to fetch)."""
+    return ensure_java(BUILD / "jdkhttp", APPS / "JdkHttpBytes.java") / "classes"
 
 
 def _jdkhttp(workdir: Path, port: int, docroot: Path, pool: bool = False) -> list[str]:
@@ -326,19 +327,10 @@ def _jdkhttp(workdir: Path, port: int, docroot: Path, pool: bool = False) -> lis
 
 
 def ensure_grpc() -> Path:
-    """grpc-netty-shaded and grpc-stub (1.85.1, and the jars they depend on) fetched by Maven into
-    build/grpc/lib and apps/grpc/GrpcBytes.java (server and client) compiled into build/grpc/classes, once;
-    returns build/grpc."""
-    lib, classes = GRPC_BUILD / "lib", GRPC_BUILD / "classes"
-    source = APPS / "grpc" / "GrpcBytes.java"
-    if not any(lib.glob("grpc-netty-shaded-*.jar")):
-        subprocess.run(["mvn", "-q", "-B", "-f", str(APPS / "grpc" / "pom.xml"), "dependency:copy-dependencies",
-                        f"-DoutputDirectory={lib}"], check=True, capture_output=True, timeout=600)
-    compiled = classes / "GrpcBytes.class"
-    if not compiled.exists() or compiled.stat().st_mtime < source.stat().st_mtime:
-        subprocess.run(["javac", "-d", str(classes), "-cp", f"{lib}/*", str(source)], check=True,
-                       capture_output=True, timeout=300)
-    return GRPC_BUILD
+    """grpc-netty-shaded and grpc-stub (1.85.1, and the jars they depend on) in build/grpc/lib,
+    apps/grpc/GrpcBytes.java (server and client) compiled into build/grpc/classes; returns build/grpc."""
+    return ensure_java(GRPC_BUILD, APPS / "grpc" / "GrpcBytes.java", APPS / "grpc" / "pom.xml",
+                       "grpc-netty-shaded-*.jar")
 
 
 def _grpc_java(build: Path, *args) -> list[str]:
