@@ -169,7 +169,9 @@ def run(args: argparse.Namespace) -> int:
         console.print(plain(f"sweep: interrupted; {len(frame)} cells recorded in {outdir} (the running cell "
                             "was discarded)"))
         return EXIT_INTERRUPTED
-    console.print(plain(f"sweep: {len(todo)} cells run, {failed} failed ({all_failed} failed in {outdir} overall); "
+    extra = sum(r["cells"] for r in (meta.get("sequential") or {}).get("rounds", []))
+    console.print(plain(f"sweep: {len(todo) + extra} cells run{f' ({extra} extra repetitions)' if extra else ''}, "
+                        f"{failed} failed ({all_failed} failed in {outdir} overall); "
                         f"tables: {outdir / 'results.parquet'}, {outdir / 'results.csv'}"))
     console.print(plain(f"next: spinscope sweep-report {outdir} --html {outdir / 'report.html'}"))
     return EXIT_FAILED_CELLS if all_failed else EXIT_OK

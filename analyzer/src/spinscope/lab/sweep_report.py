@@ -265,6 +265,19 @@ def run_words(sweep: Sweep) -> str:
     return words
 
 
+def sequential_words(meta: dict) -> str:
+    """The sweep's extra repetitions in a line (docs/sweep.md, "Repetitions until a claim settles"), "" without."""
+    seq = meta.get("sequential")
+    if not isinstance(seq, dict) or "rounds" not in seq:
+        return ""
+    rounds = "; ".join(f"round {i + 1}: " + ", ".join(f"{c} (look {k})" for c, k in r.get("claims", {}).items())
+                       + f", {r.get('cells', 0)} cells" for i, r in enumerate(seq["rounds"]))
+    stopped = ", ".join(f"{c} ({why})" for c, why in (seq.get("stopped") or {}).items())
+    return (f"Sequential test: Pocock's boundary over {seq.get('looks')} looks; {seq.get('spent_s', 0):.0f} of "
+            f"{seq.get('budget_s', 0):.0f} s of extra cells spent" + (f"; {rounds}" if rounds else "; no round needed")
+            + (f"; stopped unsettled: {stopped}" if stopped else ""))
+
+
 def _matrix_text(sweep: Sweep) -> str | None:
     """The matrix file the sweep ran (`spinscope sweep` copies it to DIR/matrix.toml), None if absent."""
     try:
@@ -293,6 +306,8 @@ def render_terminal(table: pd.DataFrame, judged: list, meta: dict) -> None:
     cells, ok = _counts(table)
     console.print(Text.assemble(plain(f"sweep {meta.get('matrix', '?')}", "bold"),
                                 f": {cells} cells, {ok} ok, {cells - ok} failed"))
+    if sequential_words(meta):
+        console.print(plain(sequential_words(meta)))
     out = Table(show_lines=False)
     for col in ("claim", "paper", "ours", "verdict"):
         out.add_column(col, overflow="fold")
@@ -318,6 +333,8 @@ def render_html(outdir: Path, table: pd.DataFrame, judged: list, meta: dict) -> 
         f"Host: kernel {host.get('kernel', '?')}, {host.get('ncpus', '?')} CPUs; "
         + (f"delay: {meta['delay']} (TUN pair, docs/sweep.md)." if meta.get("delay") else
            f"netem (delay) {'available' if meta.get('netem') else 'not available'}."))]
+    if sequential_words(meta):
+        body.append(htmlpage.paragraph(sequential_words(meta)))
     body.append(htmlpage.heading("Claims"))
     body.append(htmlpage.table(["claim", "paper", "ours", "verdict", "why"],
                                [[c.title, c.paper, f.ours or "-", f.verdict, f.why] for c, f in judged]))
