@@ -449,22 +449,24 @@ def test_readme_table(two_sweeps, tmp_path, capsys):
         "on Linux 6.8.0-test, 2 CPUs (AMD EPYC). A throughput or latency verdict holds only when the comparisons its "
         "repetitions leave unsettled (against the run's pooled noise) could not change it; a claim left unsettled by the "
         "planned repetitions gets more, until it settles or the run's budget for them is spent, and reads unstable only "
-        "then (docs/sweep.md, \"Verdicts and their confidence\"). The numbers are the last run's; the "
-        "last column says whether every run gave the same verdict.")
-    assert lines[3:5] == ["| claim | ours (last run) | verdict | across runs |", "|---|---|---|---|"]
+        "then (docs/sweep.md, \"Verdicts and their confidence\"). The numbers are the last run's; "
+        "\"across runs\" says whether every run gave the same verdict, the last column how many repetitions each "
+        "run's verdict rests on (- for a claim judged on its pooled cells).")
+    assert lines[3:5] == ["| claim | ours (last run) | verdict | across runs | repetitions per run |",
+                          "|---|---|---|---|---|"]
     rows = {line.split(" | ")[0][2:]: line for line in lines[5:] if line.startswith("| ")}
     assert len(rows) == len(claims.CLAIMS)
     cpus, t4 = CLAIM["server_cpus"].title, CLAIM["table4"].title
     b_cpus = sweep_report.load_sweep(b).judged[[c.id for c in claims.CLAIMS].index("server_cpus")][1]
-    assert rows[cpus] == (f"| {cpus} | {b_cpus.ours} | unstable ({b_cpus.why}) | differs: reproduced, unstable |")
-    assert rows[t4] == f"| {t4} | - | not measured in this run | the same in 2 of 2 |"
+    assert rows[cpus] == (f"| {cpus} | {b_cpus.ours} | unstable ({b_cpus.why}) | differs: reproduced, unstable | 3 / 3 |")
+    assert rows[t4] == f"| {t4} | - | not measured in this run | the same in 2 of 2 | - / - |"
     assert lines[-2] == f"{len(claims.CLAIMS) - 2} of {len(claims.CLAIMS)} claims gave the same verdict in all 2 runs."
 
     (a / "matrix.toml").write_text("name = 'quick'\n")
     (b / "matrix.toml").write_text("name = 'quick'\n# changed\n")
     assert sweep_report.run(report_args("--readme-table", a, b)) == 0
     assert capsys.readouterr().out.splitlines()[1].endswith(
-        "the last column says whether every run gave the same verdict. The runs' matrix files differ "
+        "(- for a claim judged on its pooled cells). The runs' matrix files differ "
         "(DIR/matrix.toml): a claim's cells may not be the same in every run.")
     (b / "matrix.toml").write_text("name = 'quick'\n")
 
@@ -484,5 +486,5 @@ def test_readme_table_of_one_run(two_sweeps, capsys):
     assert sweep_report.run(report_args("--readme-table", a)) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].startswith("From one run of the matrix quick (a: started 2026-11-26 02:40 UTC) on ")
-    assert f"| {CLAIM['table3'].title} | {ours(a, 'table3')} | reproduced | one run |" in lines
+    assert f"| {CLAIM['table3'].title} | {ours(a, 'table3')} | reproduced | one run | - |" in lines
     assert lines[-2].startswith("| ")  # no stability line for one run

@@ -223,11 +223,12 @@ def readme_table(sweeps: list) -> str:
            "leave unsettled (against the run's pooled noise) could not change it; a claim left unsettled by the planned "
            "repetitions gets more, until it settles or the run's budget for them is spent, and reads unstable only then "
            "(docs/sweep.md, \"Verdicts and their confidence\"). The numbers are the last "
-           "run's; the last column says whether every run gave the same verdict."
+           "run's; \"across runs\" says whether every run gave the same verdict, the last column how many "
+           "repetitions each run's verdict rests on (- for a claim judged on its pooled cells)."
            + ("" if len({_matrix_text(s) for s in sweeps}) == 1 else
               " The runs' matrix files differ (DIR/matrix.toml): a claim's cells may not be the same in every run.")
            + "\n", "\n",
-           _row(["claim", "ours (last run)", "verdict", "across runs"]), "|---|---|---|---|\n"]
+           _row(["claim", "ours (last run)", "verdict", "across runs", "repetitions per run"]), "|---|---|---|---|---|\n"]
     stable = 0
     for i, (claim, finding) in enumerate(last.judged):
         verdicts = [s.judged[i][1].verdict for s in sweeps]
@@ -239,7 +240,8 @@ def readme_table(sweeps: list) -> str:
         else:
             across = "differs: " + ", ".join(verdicts)
         why = f" ({finding.why})" if finding.verdict in (UNSTABLE, TOO_FEW) else ""
-        out.append(_row([claim.title, finding.ours, finding.verdict + why, across]))
+        reps = " / ".join(str(len(s.judged[i][1].reps) or "-") for s in sweeps)
+        out.append(_row([claim.title, finding.ours, finding.verdict + why, across, reps]))
     if n > 1:
         out.append(f"\n{stable} of {len(last.judged)} claims gave the same verdict in all {n} runs.\n")
     out.append(README_END + "\n")
