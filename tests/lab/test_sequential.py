@@ -195,3 +195,27 @@ def test_rounds_run_the_unsettled_claims_cells_until_the_looks_or_the_budget(tmp
     state, ran, matrix = fake_sweep(small, truth, budget=40)  # one round is 12 cells of 3 s: 36 s
     assert len(state["rounds"]) == 1 and state["stopped"] == {"server_cpus": "budget"}
     assert state["spent_s"] <= 40
+
+
+def test_the_budget_goes_to_the_claim_nearest_to_settling_first(tmp_path, monkeypatch):
+    """Two unstable claims, a budget for one round: the one whose unsettled comparison is 0.9 of the way to
+    its boundary gets it, not the one at its threshold that comes first in the report's order."""
+    from types import SimpleNamespace
+
+    def weighed(estimate, threshold=1.0, margin=0.1):
+        return confidence.Weighed(Check("c", estimate, threshold), [estimate] * 3, UNSETTLED, margin)
+    at_threshold = Finding(verdict=UNSTABLE, weighed=[weighed(1.0)], reps=[Finding()] * 3)
+    near = Finding(verdict=UNSTABLE, weighed=[weighed(math.exp(0.09))], reps=[Finding()] * 3)
+    assert sequential.promise(at_threshold) == 0.0 and math.isclose(sequential.promise(near), 0.9)
+    assert sequential.promise(Finding(weighed=[weighed(1.2, margin=math.nan)])) == 0.5  # the sign rule
+    calls = []
+
+    def judge_all(table, needs_full=(), looks=1):
+        calls.append(1)
+        first = len(calls) == 1
+        return [(SimpleNamespace(id="table3"), at_threshold if first else Finding(verdict=REPRODUCED)),
+                (SimpleNamespace(id="server_cpus"), near if first else Finding(verdict=REPRODUCED))]
+    monkeypatch.setattr(sequential, "judge_all", judge_all)
+    state, ran, matrix = fake_sweep(tmp_path, {}, budget=40)  # server_cpus' round: 12 cells of 3 s
+    assert [r["claims"] for r in state["rounds"]] == [{"server_cpus": 2}]
+    assert {c.claims[0] for c in ran[len(matrix.cells):]} == {"server_cpus"}

@@ -8,8 +8,8 @@ tag (the cells its comparisons read), repetition-major, so that its looks stay e
 looks x n0) as Pocock's boundary assumes. Then every claim is judged again. A claim stops when its verdict
 stands, when it has had `looks` looks, or when its round would take the spent seconds of extra cells past
 `budget_s` (predicted from the last measured run of each of its cells): only then is it reported unstable,
-with `stopped` saying which. Rounds are planned in CLAIMS order; a claim whose round does not fit is passed
-over for the next ones that do.
+with `stopped` saying which. Rounds are planned nearest-to-settling first (`promise`), then in CLAIMS
+order; a claim whose round does not fit is passed over for the next ones that do.
 
 The seconds spent are those of the cells in DIR that the matrix does not plan (a resumed sweep counts the
 extra cells it already ran). An extra cell is a planned cell's setting at the next unused repetition
@@ -19,11 +19,12 @@ index, tagged with the one claim it was run for (the claims that share the setti
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from spinscope.lab.claims import judge_all
-from spinscope.lab.confidence import UNSTABLE
+from spinscope.lab.confidence import UNSETTLED, UNSTABLE
 from spinscope.lab.matrix import Cell, Matrix
 from spinscope.lab.results import load_results, read_table
 
@@ -78,6 +79,23 @@ def plan_round(matrix: Matrix, docs: list, claim: str, target: int, taken: dict 
     return Round(claim, 0, cells, seconds)
 
 
+def promise(finding) -> float:
+    """How near a claim is to settling: of its unsettled comparisons the farthest from settling, its distance
+    from the threshold in units of the boundary's (|log(estimate / threshold)| / margin: 1 settles); 0.5 for
+    one under the sign rule (it settles when more repetitions bring its metric to MIN_DF). The rounds go to
+    the nearest first, so that a claim whose comparison sits at its threshold (which no budget settles)
+    does not take the seconds of one that the next round would settle."""
+    near = []
+    for w in finding.weighed:
+        if w.outcome != UNSETTLED:
+            continue
+        if math.isnan(w.margin) or not w.margin > 0 or not math.isfinite(w.estimate):
+            near.append(0.5)
+        else:
+            near.append(min(1.0, abs(math.log(w.estimate / w.check.threshold)) / w.margin))
+    return min(near, default=0.0)
+
+
 def extend(matrix: Matrix, outdir: Path, run_cells, say=print) -> dict:
     """Run rounds until every claim stands, has had its looks, or the budget is spent (module docstring).
     `run_cells([Cell])` runs cells in order; returns the state recorded in sweep.json's `sequential`."""
@@ -90,9 +108,8 @@ def extend(matrix: Matrix, outdir: Path, run_cells, say=print) -> dict:
         state["spent_s"] = round(spent, 1)
         judged = judge_all(read_table(outdir), needs_full=matrix.needs_full, looks=looks)
         rounds, stopped, taken, ahead = [], {}, {}, 0.0
-        for claim, finding in judged:
-            if finding.verdict != UNSTABLE or not finding.weighed:
-                continue
+        pending = [(claim, finding) for claim, finding in judged if finding.verdict == UNSTABLE and finding.weighed]
+        for claim, finding in sorted(pending, key=lambda cf: -promise(cf[1])):  # stable: CLAIMS order in a tie
             n0 = planned_reps(matrix, claim.id)
             look = len(finding.reps) // n0 if n0 else looks
             ran = sum(claim.id in r["claims"] for r in state["rounds"])  # a claim whose cells keep failing
