@@ -219,3 +219,21 @@ def test_the_budget_goes_to_the_claim_nearest_to_settling_first(tmp_path, monkey
     state, ran, matrix = fake_sweep(tmp_path, {}, budget=40)  # server_cpus' round: 12 cells of 3 s
     assert [r["claims"] for r in state["rounds"]] == [{"server_cpus": 2}]
     assert {c.claims[0] for c in ran[len(matrix.cells):]} == {"server_cpus"}
+
+
+def test_no_round_for_comparisons_that_more_repetitions_cannot_settle():
+    """A p99 or a count that already has repetitions on both sides stays unsettled under the sign rule
+    whatever comes next: no round for a claim whose every unsettled comparison is one (the budget goes
+    elsewhere). A req/s comparison, or a p99 one beside it, can."""
+    def weighed(metric, values):
+        return confidence.Weighed(Check("c", 1.0, 1.0, metric), values, UNSETTLED, math.nan)
+    p99 = weighed("p99 ms", [0.8, 1.2, 0.9])
+    assert not sequential.settleable(Finding(weighed=[p99, weighed("count", [0.8, 1.2, 0.9])]))
+    assert sequential.settleable(Finding(weighed=[p99, weighed("req/s", [0.8, 1.2, 0.9])]))
+    assert not sequential.settleable(Finding(weighed=[weighed("req/s", [0.0, 1.2, 0.9])]))
+
+
+def test_p99_stays_under_the_sign_rule_with_any_degrees_of_freedom():
+    noise = {"p99 ms": (0.9, 200)}
+    clear = confidence.weigh(Check("p99", 0.3, 1.0, "p99 ms"), [0.33, 0.22, 0.34], noise, LOOKS)
+    assert clear.outcome == confidence.FAILS and math.isnan(clear.margin)

@@ -63,6 +63,11 @@ HOLDS, FAILS, UNSETTLED = "holds", "fails", "unsettled"
 # t at 97.5% is 2.78 with 4, 2.23 with 10, 2.01 with 50): its Checks fall back to the sign rule.
 MIN_DF = 10
 MAX_UNSETTLED = 16  # unsettled Checks whose 2^n falls are tried; more read unstable without trying
+# Metrics weighed by the sign rule whatever their degrees of freedom: counts, and p99 latency, whose spread
+# between 2-3 s repetitions is heavy-tailed (a stalled repetition reads 0.01 where the others read 0.3-0.5):
+# pooled into one normal spread it put a p99 ratio of 0.33 / 0.22 / 0.34 within its interval of 1 once
+# another claim's extra repetitions had brought p99 to MIN_DF (docs/sweep.md, "Three runs with the rule").
+SIGN_RULE = (common.COUNT, "p99 ms")
 # Pocock's boundary (Pocock 1977, Biometrika 64:191-199; Jennison & Turnbull 2000, "Group Sequential Methods",
 # Table 2.1): the constant critical value, in standard errors, of a two-sided test at 5% over K equally spaced
 # looks (K planned, any fewer taken), so that a comparison whose truth is its threshold settles in at most 5% of
@@ -177,7 +182,7 @@ def noise_of(evidence: list) -> dict:
     for ev in evidence:
         for check, values in _series(ev):
             logs = _logs(values)
-            if check.metric == common.COUNT or logs is None or len(logs) < 2:
+            if check.metric in SIGN_RULE or logs is None or len(logs) < 2:
                 continue
             key = (check.metric, tuple(round(x, 12) for x in logs))
             if key in seen:
@@ -193,7 +198,7 @@ def weigh(check: common.Check, values: list, noise: dict, looks: int = 1) -> Wei
     """`check` over its repetitions' `values` under `noise` (noise_of): holds, fails or unsettled, against
     boundary(looks) standard errors."""
     logs = _logs(values)
-    if check.metric == common.COUNT or logs is None or noise.get(check.metric, (0, 0))[1] < MIN_DF:  # sign rule
+    if check.metric in SIGN_RULE or logs is None or noise.get(check.metric, (0, 0))[1] < MIN_DF:  # sign rule
         held = {bool(v >= check.threshold) for v in values if isinstance(v, (int, float))}
         agree = len(held) == 1 and all(isinstance(v, (int, float)) and not math.isnan(v) for v in values)
         return Weighed(check, values, (HOLDS if held == {True} else FAILS) if agree else UNSETTLED, math.nan)
@@ -248,7 +253,9 @@ def _verdict(ev: _Evidence, needs_full: bool, noise: dict, looks: int = 1, stopp
 
 
 STOPPED = {"budget": "the extra repetitions' time budget ran out",
-           "looks": "every planned look of the sequential test was taken"}
+           "looks": "every planned look of the sequential test was taken",
+           "sign": "its unsettled comparisons are under the sign rule and already disagree, which more repetitions "
+                   "cannot settle; no round was run"}
 
 
 def _by_checks(ev: _Evidence, noise: dict, looks: int = 1, stopped: str = "") -> common.Finding:

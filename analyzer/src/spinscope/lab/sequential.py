@@ -7,7 +7,8 @@ comparisons gets a round: as many repetitions again as it was planned with (n0),
 tag (the cells its comparisons read), repetition-major, so that its looks stay equally spaced (n0, 2 n0, ...,
 looks x n0) as Pocock's boundary assumes. Then every claim is judged again. A claim stops when its verdict
 stands, when it has had `looks` looks, or when its round would take the spent seconds of extra cells past
-`budget_s` (predicted from the last measured run of each of its cells): only then is it reported unstable,
+`budget_s` (predicted from the last measured run of each of its cells), or when its unsettled comparisons
+are under the sign rule for good and already disagree (`settleable`): only then is it reported unstable,
 with `stopped` saying which. Rounds are planned nearest-to-settling first (`promise`), then in CLAIMS
 order; a claim whose round does not fit is passed over for the next ones that do.
 
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spinscope.lab.claims import judge_all
-from spinscope.lab.confidence import UNSETTLED, UNSTABLE
+from spinscope.lab.confidence import SIGN_RULE, UNSETTLED, UNSTABLE
 from spinscope.lab.matrix import Cell, Matrix
 from spinscope.lab.results import load_results, read_table
 
@@ -79,6 +80,14 @@ def plan_round(matrix: Matrix, docs: list, claim: str, target: int, taken: dict 
     return Round(claim, 0, cells, seconds)
 
 
+def settleable(finding) -> bool:
+    """Whether more repetitions could settle one of the claim's unsettled comparisons: not when each is under
+    the sign rule for good (confidence.SIGN_RULE: a count, p99) or not a positive number, and already has
+    repetitions on both sides (more cannot bring them to one side)."""
+    return any(w.check.metric not in SIGN_RULE and all(isinstance(v, (int, float)) and v > 0 for v in w.values)
+               for w in finding.weighed if w.outcome == UNSETTLED)
+
+
 def promise(finding) -> float:
     """How near a claim is to settling: of its unsettled comparisons the farthest from settling, its distance
     from the threshold in units of the boundary's (|log(estimate / threshold)| / margin: 1 settles); 0.5 for
@@ -112,6 +121,9 @@ def extend(matrix: Matrix, outdir: Path, run_cells, say=print) -> dict:
         for claim, finding in sorted(pending, key=lambda cf: -promise(cf[1])):  # stable: CLAIMS order in a tie
             n0 = planned_reps(matrix, claim.id)
             look = len(finding.reps) // n0 if n0 else looks
+            if not settleable(finding):
+                stopped[claim.id] = "sign"
+                continue
             ran = sum(claim.id in r["claims"] for r in state["rounds"])  # a claim whose cells keep failing
             if look >= looks or ran >= looks - 1:
                 stopped[claim.id] = "looks"
