@@ -62,7 +62,8 @@ def test_a_clear_effect_stands():
     tbl = table(*server_cpus(0, *HOLDS), *server_cpus(1, 96.0, 99.0, 168.0, 101.0), *server_cpus(2, *HOLDS))
     found = judged("server_cpus", tbl)
     assert found.verdict == REPRODUCED
-    assert found.why == "3/3 comparisons hold; over 3 repetitions 3 of 3 comparisons hold"
+    assert found.why.startswith("3/3 comparisons hold; over 3 repetitions 3 of 3 comparisons hold; settled: n-copy "
+                                "at least 10% ahead of one event loop on 2 CPUs: 1.70 / 1.66 / 1.70 against 1.1 (sign rule")
     assert [w.outcome for w in found.weighed] == [HOLDS_, HOLDS_, HOLDS_]
     assert [f.verdict for f in found.reps] == [REPRODUCED] * 3
     assert found.ours == CLAIM["server_cpus"].judge(tbl).ours  # the numbers: repetitions averaged
@@ -84,7 +85,7 @@ def test_unstable_when_a_repetition_flips():
     # Under a sweep's noise (many degrees of freedom) the spread of each covers its threshold.
     swept = confidence.judge(CLAIM["server_cpus"], tbl, noise={"req/s": (0.3, 40)})
     assert swept.verdict == UNSTABLE and [w.outcome for w in swept.weighed] == [UNSETTLED_] * 3
-    assert "1.70 / 0.60 / 1.70 against 1.1 (within x1.63 of it)" in swept.why
+    assert "1.20, interval 0.74-1.96 over 3 repetitions, against 1.1 (1.70 / 0.60 / 1.70)" in swept.why
     assert "n-copy x1.00" in found.reps[1].ours and "n-copy x1.79" in found.reps[0].ours  # the spread
 
 
@@ -121,8 +122,9 @@ def test_unsettled_comparisons_that_cannot_change_the_verdict_leave_it_standing(
                                 "n-copy within 10% of one event loop on 1 CPU; n-copy gains more from 1 -> 2 CPUs than "
                                 "one event loop; over 3 repetitions 0 of 3 comparisons hold, 2 fail (n-copy at least "
                                 "10% ahead of one event loop on 2 CPUs; n-copy within 10% of one event loop on 1 CPU); "
-                                "unsettled, which cannot change the verdict: n-copy gains more from 1 -> 2 CPUs than "
-                                "one event loop: 1.02 / 0.96 / 1.02 against 1 (sign rule: not on one side in every repetition)")
+                                "settled: ")
+    assert found.why.endswith("unsettled, which cannot change the verdict: n-copy gains more from 1 -> 2 CPUs than "
+                              "one event loop: 1.02 / 0.96 / 1.02 against 1 (sign rule: not on one side in every repetition)")
 
 
 def ab(rep, el, gt, tpc, ppc):
@@ -443,25 +445,28 @@ def test_readme_table(two_sweeps, tmp_path, capsys):
     lines = out.splitlines()
     assert lines[0] == sweep_report.README_BEGIN and lines[-1] == sweep_report.README_END
     assert lines[1] == (
-        "From 2 runs of the matrix quick (started 2026-11-26 02:40 UTC, 2026-11-27 09:05 UTC) on Linux 6.8.0-test, "
-        "2 CPUs (AMD EPYC). A throughput or latency verdict holds only when the comparisons its repetitions leave "
-        "unsettled (against the run's pooled noise) could not change it; otherwise it reads unstable, with them "
-        "(docs/sweep.md, \"Verdicts and their confidence\"). The numbers are the last run's; the "
-        "last column says whether every run gave the same verdict.")
-    assert lines[3:5] == ["| claim | ours (last run) | verdict | across runs |", "|---|---|---|---|"]
+        f"From 2 runs of the matrix quick ({a.name}: started 2026-11-26 02:40 UTC; {b.name}: started 2026-11-27 09:05 UTC) "
+        "on Linux 6.8.0-test, 2 CPUs (AMD EPYC). A throughput or latency verdict holds only when the comparisons its "
+        "repetitions leave unsettled (against the run's pooled noise) could not change it; a claim left unsettled by the "
+        "planned repetitions gets more, until it settles or the run's budget for them is spent, and reads unstable only "
+        "then (docs/sweep.md, \"Verdicts and their confidence\"). The numbers are the last run's; "
+        "\"across runs\" says whether every run gave the same verdict, the last column how many repetitions each "
+        "run's verdict rests on (- for a claim judged on its pooled cells).")
+    assert lines[3:5] == ["| claim | ours (last run) | verdict | across runs | repetitions per run |",
+                          "|---|---|---|---|---|"]
     rows = {line.split(" | ")[0][2:]: line for line in lines[5:] if line.startswith("| ")}
     assert len(rows) == len(claims.CLAIMS)
     cpus, t4 = CLAIM["server_cpus"].title, CLAIM["table4"].title
     b_cpus = sweep_report.load_sweep(b).judged[[c.id for c in claims.CLAIMS].index("server_cpus")][1]
-    assert rows[cpus] == (f"| {cpus} | {b_cpus.ours} | unstable ({b_cpus.why}) | differs: reproduced, unstable |")
-    assert rows[t4] == f"| {t4} | - | not measured in this run | the same in 2 of 2 |"
+    assert rows[cpus] == (f"| {cpus} | {b_cpus.ours} | unstable ({b_cpus.why}) | differs: reproduced, unstable | 3 / 3 |")
+    assert rows[t4] == f"| {t4} | - | not measured in this run | the same in 2 of 2 | - / - |"
     assert lines[-2] == f"{len(claims.CLAIMS) - 2} of {len(claims.CLAIMS)} claims gave the same verdict in all 2 runs."
 
     (a / "matrix.toml").write_text("name = 'quick'\n")
     (b / "matrix.toml").write_text("name = 'quick'\n# changed\n")
     assert sweep_report.run(report_args("--readme-table", a, b)) == 0
     assert capsys.readouterr().out.splitlines()[1].endswith(
-        "the last column says whether every run gave the same verdict. The runs' matrix files differ "
+        "(- for a claim judged on its pooled cells). The runs' matrix files differ "
         "(DIR/matrix.toml): a claim's cells may not be the same in every run.")
     (b / "matrix.toml").write_text("name = 'quick'\n")
 
@@ -480,6 +485,6 @@ def test_readme_table_of_one_run(two_sweeps, capsys):
     a, _ = two_sweeps
     assert sweep_report.run(report_args("--readme-table", a)) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1].startswith("From one run of the matrix quick (started 2026-11-26 02:40 UTC) on ")
-    assert f"| {CLAIM['table3'].title} | {ours(a, 'table3')} | reproduced | one run |" in lines
+    assert lines[1].startswith("From one run of the matrix quick (a: started 2026-11-26 02:40 UTC) on ")
+    assert f"| {CLAIM['table3'].title} | {ours(a, 'table3')} | reproduced | one run | - |" in lines
     assert lines[-2].startswith("| ")  # no stability line for one run

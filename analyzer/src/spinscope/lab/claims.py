@@ -247,10 +247,11 @@ CLAIMS = CLAIMS + DISK_CLAIMS
 # ================================================================================== end of the disk comparison
 
 
-def judge_all(table: pd.DataFrame, needs_full=()) -> list:
+def judge_all(table: pd.DataFrame, needs_full=(), looks: int = 1, stopped: dict | None = None) -> list:
     """[(claim, finding)] for every claim, in CLAIMS order, each verdict weighed over the repetitions of its
-    cells (lab/confidence.py); the claims in `needs_full` are those the sweep's matrix does not settle."""
-    return confidence.judge_all(CLAIMS, table, needs_full)
+    cells (lab/confidence.py); the claims in `needs_full` are those the sweep's matrix does not settle;
+    `looks` and `stopped` are the sequential test's (lab/sequential.py)."""
+    return confidence.judge_all(CLAIMS, table, needs_full, looks, stopped)
 
 
 

@@ -63,6 +63,29 @@ HOLDS, FAILS, UNSETTLED = "holds", "fails", "unsettled"
 # t at 97.5% is 2.78 with 4, 2.23 with 10, 2.01 with 50): its Checks fall back to the sign rule.
 MIN_DF = 10
 MAX_UNSETTLED = 16  # unsettled Checks whose 2^n falls are tried; more read unstable without trying
+# Metrics weighed by the sign rule whatever their degrees of freedom: counts, and p99 latency, whose spread
+# between 2-3 s repetitions is heavy-tailed (a stalled repetition reads 0.01 where the others read 0.3-0.5):
+# pooled into one normal spread it put a p99 ratio of 0.33 / 0.22 / 0.34 within its interval of 1 once
+# another claim's extra repetitions had brought p99 to MIN_DF (docs/sweep.md, "Three runs with the rule").
+SIGN_RULE = (common.COUNT, "p99 ms")
+# Pocock's boundary (Pocock 1977, Biometrika 64:191-199; Jennison & Turnbull 2000, "Group Sequential Methods",
+# Table 2.1): the constant critical value, in standard errors, of a two-sided test at 5% over K equally spaced
+# looks (K planned, any fewer taken), so that a comparison whose truth is its threshold settles in at most 5% of
+# runs however many of the K looks are taken. K = 1 keeps the fixed rule's MARGIN.
+POCOCK = {2: 2.178, 3: 2.289, 4: 2.361, 5: 2.413, 6: 2.453, 7: 2.485, 8: 2.512, 9: 2.535, 10: 2.555}
+
+
+def boundary(looks: int, df: float = math.inf) -> float:
+    """Standard errors between a Check's mean and its threshold for it to settle, with `looks` planned looks,
+    the spread estimated over `df` degrees of freedom: Pocock's constant taken to Student's t by the
+    Cornish-Fisher expansion (Abramowitz & Stegun 26.7.5; the studentized boundary of Jennison & Turnbull,
+    ch. 11), so that the error under optional stopping stays at the stated 5% with an estimated spread."""
+    if looks <= 1:
+        return MARGIN
+    z = POCOCK[min(looks, max(POCOCK))]
+    if not math.isfinite(df):
+        return z
+    return z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
 
 # The parameters that make two cells repetitions of one setting: every matrix parameter.
 _SETTING = tuple(PARAMS)
@@ -96,15 +119,31 @@ class Weighed:
     check: common.Check  # on the pooled table (its name, threshold, metric)
     values: list  # on each repetition (NaN where a repetition lacks it)
     outcome: str
-    margin: float  # the standard errors' width on log(value): holds above threshold * exp(margin)
+    margin: float  # the boundary's width on log(value): holds above threshold * exp(margin); NaN: sign rule
+
+    @property
+    def estimate(self) -> float:
+        """The geometric mean of the repetitions' values (NaN unless every one is a positive number)."""
+        logs = _logs(self.values)
+        return math.exp(sum(logs) / len(logs)) if logs else math.nan
+
+    @property
+    def interval(self) -> tuple:
+        """(low, high): the estimate / and x exp(margin); the Check holds when low > threshold, fails when
+        high < threshold. (NaN, NaN) under the sign rule."""
+        if math.isnan(self.margin) or math.isnan(self.estimate):
+            return math.nan, math.nan
+        return self.estimate * math.exp(-self.margin), self.estimate * math.exp(self.margin)
 
     def words(self) -> str:
-        c = self.check
+        c, n = self.check, len(self.values)
+        values = " / ".join(fixed(v, 2) for v in self.values)
         if math.isnan(self.margin):
-            band = f"sign rule: {'not ' if self.outcome == UNSETTLED else ''}on one side in every repetition"
-        else:
-            band = f"{'within' if self.outcome == UNSETTLED else 'beyond'} x{math.exp(self.margin):.2f} of it"
-        return f"{c.name}: {' / '.join(fixed(v, 2) for v in self.values)} against {c.threshold:.3g} ({band})"
+            return (f"{c.name}: {values} against {c.threshold:.3g} (sign rule: "
+                    f"{'not ' if self.outcome == UNSETTLED else ''}on one side in every repetition)")
+        low, high = self.interval
+        return (f"{c.name}: {fixed(self.estimate, 2)}, interval {fixed(low, 2)}-{fixed(high, 2)} over {n} "
+                f"repetitions, against {c.threshold:.3g}" + (f" ({values})" if n <= 6 else ""))
 
 
 @dataclass
@@ -143,7 +182,7 @@ def noise_of(evidence: list) -> dict:
     for ev in evidence:
         for check, values in _series(ev):
             logs = _logs(values)
-            if check.metric == common.COUNT or logs is None or len(logs) < 2:
+            if check.metric in SIGN_RULE or logs is None or len(logs) < 2:
                 continue
             key = (check.metric, tuple(round(x, 12) for x in logs))
             if key in seen:
@@ -155,36 +194,41 @@ def noise_of(evidence: list) -> dict:
     return {m: (math.sqrt(sums[m] / dfs[m]), dfs[m]) for m in dfs}
 
 
-def weigh(check: common.Check, values: list, noise: dict) -> Weighed:
-    """`check` over its repetitions' `values` under `noise` (noise_of): holds, fails or unsettled."""
+def weigh(check: common.Check, values: list, noise: dict, looks: int = 1) -> Weighed:
+    """`check` over its repetitions' `values` under `noise` (noise_of): holds, fails or unsettled, against
+    boundary(looks) standard errors."""
     logs = _logs(values)
-    if check.metric == common.COUNT or logs is None or noise.get(check.metric, (0, 0))[1] < MIN_DF:  # sign rule
+    if check.metric in SIGN_RULE or logs is None or noise.get(check.metric, (0, 0))[1] < MIN_DF:  # sign rule
         held = {bool(v >= check.threshold) for v in values if isinstance(v, (int, float))}
         agree = len(held) == 1 and all(isinstance(v, (int, float)) and not math.isnan(v) for v in values)
         return Weighed(check, values, (HOLDS if held == {True} else FAILS) if agree else UNSETTLED, math.nan)
     sigma = noise[check.metric][0]
-    margin = MARGIN * sigma * math.sqrt(check.cells / len(logs))
+    margin = boundary(looks, noise[check.metric][1]) * sigma * math.sqrt(check.cells / len(logs))
     distance = sum(logs) / len(logs) - math.log(check.threshold)
     outcome = HOLDS if distance > margin else FAILS if distance < -margin else UNSETTLED
     return Weighed(check, values, outcome, margin)
 
 
-def judge(claim, table: pd.DataFrame, needs_full: bool = False, noise: dict | None = None) -> common.Finding:
+def judge(claim, table: pd.DataFrame, needs_full: bool = False, noise: dict | None = None, looks: int = 1,
+          stopped: str = "") -> common.Finding:
     """`claim` on `table` with the confidence rule of the module docstring: the pooled finding (repetitions
     averaged) with the rule's verdict, `reps` the finding on each repetition (when there are 2 or more).
-    `noise` (noise_of) defaults to the claim's own Checks' spread; judge_all pools it over the sweep."""
+    `noise` (noise_of) defaults to the claim's own Checks' spread; judge_all pools it over the sweep.
+    `looks`: the sequential design's planned looks (boundary()); `stopped`: why no more repetitions were run
+    (lab/sequential.py: "budget", "looks"), said with an unstable verdict."""
     ev = _evidence(claim, table)
-    return _verdict(ev, needs_full, noise_of([ev]) if noise is None else noise)
+    return _verdict(ev, needs_full, noise_of([ev]) if noise is None else noise, looks, stopped)
 
 
-def judge_all(claims, table: pd.DataFrame, needs_full=()) -> list:
+def judge_all(claims, table: pd.DataFrame, needs_full=(), looks: int = 1, stopped: dict | None = None) -> list:
     """[(claim, finding)] for every claim of `claims`, the noise pooled over all their Checks."""
     evidence = [_evidence(claim, table) for claim in claims]
     noise = noise_of(evidence)
-    return [(ev.claim, _verdict(ev, ev.claim.id in needs_full, noise)) for ev in evidence]
+    return [(ev.claim, _verdict(ev, ev.claim.id in needs_full, noise, looks, (stopped or {}).get(ev.claim.id, "")))
+            for ev in evidence]
 
 
-def _verdict(ev: _Evidence, needs_full: bool, noise: dict) -> common.Finding:
+def _verdict(ev: _Evidence, needs_full: bool, noise: dict, looks: int = 1, stopped: str = "") -> common.Finding:
     claim, pooled, n, reps = ev.claim, ev.pooled, ev.n, ev.reps
     if needs_full:
         return replace(pooled, verdict=NEEDS_FULL, why=_join(
@@ -197,7 +241,7 @@ def _verdict(ev: _Evidence, needs_full: bool, noise: dict) -> common.Finding:
             f"{n} repetition{'s' if n != 1 else ''} of its cells, {claim.min_reps} needed for a throughput or "
             f"latency verdict; on these: {pooled.verdict}", pooled.why))
     if pooled.decide is not None and pooled.checks and reps:
-        return _by_checks(ev, noise)
+        return _by_checks(ev, noise, looks, stopped)
     verdicts = [f.verdict for f in reps] or [pooled.verdict]
     if len(set(verdicts)) == 1:
         held = f"the same in each of {n} repetitions" if n >= 2 else "one repetition (a count)"
@@ -208,10 +252,16 @@ def _verdict(ev: _Evidence, needs_full: bool, noise: dict) -> common.Finding:
     return replace(pooled, verdict=UNSTABLE, reps=reps, why=_join(tally(verdicts), f"pooled: {pooled.verdict}"))
 
 
-def _by_checks(ev: _Evidence, noise: dict) -> common.Finding:
+STOPPED = {"budget": "the extra repetitions' time budget ran out",
+           "looks": "every planned look of the sequential test was taken",
+           "sign": "its unsettled comparisons are under the sign rule and already disagree, which more repetitions "
+                   "cannot settle; no round was run"}
+
+
+def _by_checks(ev: _Evidence, noise: dict, looks: int = 1, stopped: str = "") -> common.Finding:
     """The verdict of a claim whose criterion gave Checks: settled only when the unsettled ones cannot move it."""
     pooled, reps = ev.pooled, ev.reps
-    weighed = [weigh(c, values, noise) for c, values in _series(ev)]
+    weighed = [weigh(c, values, noise, looks) for c, values in _series(ev)]
     settled = {w.check.name: w.outcome == HOLDS for w in weighed if w.outcome != UNSETTLED}
     open_ = [w for w in weighed if w.outcome == UNSETTLED]
     verdicts = []
@@ -223,16 +273,20 @@ def _by_checks(ev: _Evidence, noise: dict) -> common.Finding:
     summary = (f"over {len(reps)} repetitions {sum(w.outcome == HOLDS for w in weighed)} of {len(weighed)} "
                f"comparisons hold" + (f", {len(fails)} fail{'s' if len(fails) == 1 else ''} ({'; '.join(fails)})"
                                        if fails else ""))
+    if looks > 1:
+        summary += f" (boundary: Pocock's {boundary(looks):.2f} standard errors over {looks} looks, as Student's t)"
     unsettled = "; ".join(w.words() for w in open_)
     if len(verdicts) == 1:
+        settled_words = "; ".join(w.words() for w in weighed if w.outcome != UNSETTLED)
         why = _join(pooled.why if verdicts[0] == pooled.verdict else "", summary,
+                    f"settled: {settled_words}" if settled_words else "",
                     f"unsettled, which cannot change the verdict: {unsettled}" if open_ else "",
                     f"the pooled numbers: {pooled.verdict}" if verdicts[0] != pooled.verdict else "")
         return replace(pooled, verdict=verdicts[0], reps=reps, weighed=weighed, why=why)
     could = (f"{' or '.join(verdicts)} as the unsettled comparisons fall" if verdicts else
              f"{len(open_)} comparisons unsettled, more than the {MAX_UNSETTLED} whose falls are tried")
     return replace(pooled, verdict=UNSTABLE, reps=reps, weighed=weighed, why=_join(
-        f"{could}: {unsettled}", summary,
+        f"{could}: {unsettled}", summary, f"{STOPPED[stopped]} at {len(reps)} repetitions" if stopped in STOPPED else "",
         f"pooled: {pooled.verdict}"))
 
 

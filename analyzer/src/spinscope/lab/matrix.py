@@ -28,7 +28,10 @@ EXIT_USAGE = 2  # an invalid matrix (or option)
 CHOICES = {"write_policy": ("spin", "epollout"), "poller": ("epoll", "poll", "select"),
            "keepalive": ("on", "off"), "net": ("loopback", "veth")}
 GROUP_KEYS = {"name", "claims", "variants", "repetitions"}
-TOP_KEYS = {"name", "description", "defaults", "group", "needs_full"}
+TOP_KEYS = {"name", "description", "defaults", "group", "needs_full", "sequential"}
+# [sequential]: more repetitions for the claims the planned ones leave unsettled (lab/sequential.py): `looks`
+# (2-10: the planned repetitions and up to looks - 1 rounds of as many again), `budget_s` (seconds of extra cells).
+MAX_LOOKS = 10
 CELL_OVERHEAD_S = 1.5  # start, RTT sample, attach, stop: used for the time-left estimate
 # More cells than a sweep can run (full.toml's ~960 take 3.5 h; this many, days): a matrix asking for more
 # is a mistake (`repetitions = 100000000`), refused before a single cell is made.
@@ -63,6 +66,7 @@ class Matrix:
     text: str
     cells: list
     needs_full: list = field(default_factory=list)  # claim ids this matrix declares it does not settle
+    sequential: dict | None = None  # {"looks": K, "budget_s": S} (lab/sequential.py), None: the planned only
 
 
 def cell_id(params: dict) -> str:
@@ -235,7 +239,24 @@ def parse_matrix_text(text: str, path: Path = Path("<matrix>")) -> Matrix:
                         cells[cell.id] = cell
     ordered = sorted(cells.values(), key=lambda c: c.params["repetition"])  # stable: file order within one
     return Matrix(name=str(doc.get("name", path.stem)), description=str(doc.get("description", "")),
-                  path=path, text=text, cells=ordered, needs_full=_needs_full(path, doc))
+                  path=path, text=text, cells=ordered, needs_full=_needs_full(path, doc),
+                  sequential=_sequential(path, doc))
+
+
+def _sequential(path: Path, doc: dict) -> dict | None:
+    """The matrix's [sequential] table: {"looks": 2..MAX_LOOKS, "budget_s": > 0}, None when absent."""
+    seq = doc.get("sequential")
+    if seq is None:
+        return None
+    if not isinstance(seq, dict) or set(seq) != {"looks", "budget_s"}:
+        raise SpinscopeError(f"{path}: [sequential] takes looks and budget_s", exit_code=EXIT_USAGE)
+    looks, budget = seq["looks"], seq["budget_s"]
+    if isinstance(looks, bool) or not isinstance(looks, int) or not 2 <= looks <= MAX_LOOKS:
+        raise SpinscopeError(f"{path}: [sequential] looks must be an integer from 2 to {MAX_LOOKS}",
+                             exit_code=EXIT_USAGE)
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not budget > 0:
+        raise SpinscopeError(f"{path}: [sequential] budget_s must be a number of seconds > 0", exit_code=EXIT_USAGE)
+    return {"looks": looks, "budget_s": float(budget)}
 
 
 def _needs_full(path: Path, doc: dict) -> list:

@@ -25,7 +25,7 @@ from rich.text import Text
 
 from spinscope.errors import SpinscopeError
 from spinscope.fmt import fixed
-from spinscope.lab import netcond
+from spinscope.lab import netcond, sequential
 from spinscope.lab.matrix import describe, parse_matrix
 from spinscope.lab.results import load_results, timestamp, write_json, write_tables
 from spinscope.lab.runner import Runner, find_tools, stop_leftovers, sweep_tag
@@ -83,7 +83,9 @@ def run(args: argparse.Namespace) -> int:
     if args.list:
         for cell in cells:
             print(f"{cell.id}\t{cell.group}\t{describe(cell.params)}")
-        print(f"{len(cells)} cells, about {sum(c.estimate_s() for c in cells) / 60:.1f} min", file=sys.stderr)
+        print(f"{len(cells)} cells, about {sum(c.estimate_s() for c in cells) / 60:.1f} min"
+              + (f", then at most {matrix.sequential['budget_s'] / 60:.1f} min of extra repetitions for the claims "
+                 f"left unsettled ({matrix.sequential['looks']} looks)" if matrix.sequential else ""), file=sys.stderr)
         return EXIT_OK
     if os.geteuid() != 0:
         raise SpinscopeError("the collector needs root (BPF): run as root")
@@ -110,6 +112,8 @@ def run(args: argparse.Namespace) -> int:
             "cells": len(cells), "needs_full": matrix.needs_full, "skipped": len(cells) - len(todo), "started_at": timestamp(),
             "host": {"kernel": os.uname().release, "ncpus": os.cpu_count(), "hostname": os.uname().nodename,
                      "cpu_model": cpu_model()},
+            "sequential": ({"looks": matrix.sequential["looks"], "budget_s": matrix.sequential["budget_s"]}
+                           if matrix.sequential else None),
             "netem": netcond.netem_available(), "delay": "delay line",  # delay_ms: netcond's TUN delay line
             "interrupted": False, "finished_at": None}
     write_json(outdir / "sweep.json", meta)
@@ -128,15 +132,30 @@ def run(args: argparse.Namespace) -> int:
     try:
         with Progress(*columns, console=console, transient=False, disable=args.quiet) as progress:
             task = progress.add_task("sweep", total=total_s or 1, cells=f"0/{len(todo)} cells")
-            for index, cell in enumerate(todo):
-                progress.update(task, description=f"sweep {escape(printable(cell.group))}")  # markup
-                result = runner.run(cell)
-                write_json(outdir / "cells" / f"{cell.id}.json", result)
-                write_tables(outdir)
-                failed += result["status"] != "ok"
-                progress.console.print(Text.assemble(plain(f"{cell.id} {describe(cell.params)}: "),
-                                                     _summary(result)), soft_wrap=True)
-                progress.update(task, advance=cell.estimate_s(), cells=f"{index + 1}/{len(todo)} cells")
+            count = {"done": 0, "all": len(todo)}
+
+            def run_cells(cells: list) -> None:
+                nonlocal failed
+                for cell in cells:
+                    progress.update(task, description=f"sweep {escape(printable(cell.group))}")  # markup
+                    result = runner.run(cell)
+                    write_json(outdir / "cells" / f"{cell.id}.json", result)
+                    write_tables(outdir)
+                    failed += result["status"] != "ok"
+                    progress.console.print(Text.assemble(plain(f"{cell.id} {describe(cell.params)}: "),
+                                                         _summary(result)), soft_wrap=True)
+                    count["done"] += 1
+                    progress.update(task, advance=cell.estimate_s(), cells=f"{count['done']}/{count['all']} cells")
+
+            def more(cells: list) -> None:  # a sequential round (lab/sequential.py)
+                count["all"] += len(cells)
+                progress.update(task, total=progress.tasks[0].total + sum(c.estimate_s() for c in cells))
+                run_cells(cells)
+
+            run_cells(todo)
+            if matrix.sequential and not args.only:
+                meta["sequential"] = sequential.extend(matrix, outdir, more,
+                                                       say=lambda line: progress.console.print(plain(line)))
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -150,7 +169,9 @@ def run(args: argparse.Namespace) -> int:
         console.print(plain(f"sweep: interrupted; {len(frame)} cells recorded in {outdir} (the running cell "
                             "was discarded)"))
         return EXIT_INTERRUPTED
-    console.print(plain(f"sweep: {len(todo)} cells run, {failed} failed ({all_failed} failed in {outdir} overall); "
+    extra = sum(r["cells"] for r in (meta.get("sequential") or {}).get("rounds", []))
+    console.print(plain(f"sweep: {len(todo) + extra} cells run{f' ({extra} extra repetitions)' if extra else ''}, "
+                        f"{failed} failed ({all_failed} failed in {outdir} overall); "
                         f"tables: {outdir / 'results.parquet'}, {outdir / 'results.csv'}"))
     console.print(plain(f"next: spinscope sweep-report {outdir} --html {outdir / 'report.html'}"))
     return EXIT_FAILED_CELLS if all_failed else EXIT_OK

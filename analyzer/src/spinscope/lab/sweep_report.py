@@ -78,7 +78,9 @@ def load_sweep(outdir: Path) -> Sweep:
         meta = json.loads((Path(outdir) / "sweep.json").read_text())
     except (OSError, json.JSONDecodeError):
         meta = {}
-    return Sweep(Path(outdir), table, meta, judge_all(table, needs_full=meta.get("needs_full") or ()))
+    seq = meta.get("sequential") or {}
+    return Sweep(Path(outdir), table, meta, judge_all(table, needs_full=meta.get("needs_full") or (),
+                                                      looks=int(seq.get("looks") or 1), stopped=seq.get("stopped")))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -134,8 +136,9 @@ def _reps_json(finding) -> list:
 def _comparisons_json(finding) -> list:
     """Each Check over the repetitions (lab/confidence.py): its value on each, threshold, outcome, and the
     margin as a factor (holds above threshold x factor, fails below threshold / factor)."""
-    return [{"name": w.check.name, "values": w.values, "threshold": w.check.threshold, "metric": w.check.metric,
-             "cells": w.check.cells, "outcome": w.outcome, "margin_factor": math.exp(w.margin)}
+    return [{"name": w.check.name, "values": w.values, "repetitions": len(w.values), "threshold": w.check.threshold,
+             "metric": w.check.metric, "cells": w.check.cells, "outcome": w.outcome,
+             "margin_factor": math.exp(w.margin), "estimate": w.estimate, "interval": list(w.interval)}
             for w in finding.weighed]
 
 
@@ -215,15 +218,17 @@ def readme_table(sweeps: list) -> str:
     n = len(sweeps)
     runs = "one run" if n == 1 else f"{n} runs"
     out = [README_BEGIN + "\n",
-           f"From {runs} of the matrix {', '.join(matrices)} (started {', '.join(_day(s.meta.get('started_at')) for s in sweeps)}) "
+           f"From {runs} of the matrix {', '.join(matrices)} ({'; '.join(run_words(s) for s in sweeps)}) "
            f"on {'; '.join(machines)}. A throughput or latency verdict holds only when the comparisons its repetitions "
-           "leave unsettled (against the run's pooled noise) could not change it; otherwise it reads unstable, with "
-           "them (docs/sweep.md, \"Verdicts and their confidence\"). The numbers are the last "
-           "run's; the last column says whether every run gave the same verdict."
+           "leave unsettled (against the run's pooled noise) could not change it; a claim left unsettled by the planned "
+           "repetitions gets more, until it settles or the run's budget for them is spent, and reads unstable only then "
+           "(docs/sweep.md, \"Verdicts and their confidence\"). The numbers are the last "
+           "run's; \"across runs\" says whether every run gave the same verdict, the last column how many "
+           "repetitions each run's verdict rests on (- for a claim judged on its pooled cells)."
            + ("" if len({_matrix_text(s) for s in sweeps}) == 1 else
               " The runs' matrix files differ (DIR/matrix.toml): a claim's cells may not be the same in every run.")
            + "\n", "\n",
-           _row(["claim", "ours (last run)", "verdict", "across runs"]), "|---|---|---|---|\n"]
+           _row(["claim", "ours (last run)", "verdict", "across runs", "repetitions per run"]), "|---|---|---|---|---|\n"]
     stable = 0
     for i, (claim, finding) in enumerate(last.judged):
         verdicts = [s.judged[i][1].verdict for s in sweeps]
@@ -235,11 +240,44 @@ def readme_table(sweeps: list) -> str:
         else:
             across = "differs: " + ", ".join(verdicts)
         why = f" ({finding.why})" if finding.verdict in (UNSTABLE, TOO_FEW) else ""
-        out.append(_row([claim.title, finding.ours, finding.verdict + why, across]))
+        reps = " / ".join(str(len(s.judged[i][1].reps) or "-") for s in sweeps)
+        out.append(_row([claim.title, finding.ours, finding.verdict + why, across, reps]))
     if n > 1:
         out.append(f"\n{stable} of {len(last.judged)} claims gave the same verdict in all {n} runs.\n")
     out.append(README_END + "\n")
     return "".join(out)
+
+
+def run_words(sweep: Sweep) -> str:
+    """'started 2026-11-27 23:40 UTC, 9.8 min, 24 extra cells (212 s) for compare_arch, server_cpus'."""
+    meta, words = sweep.meta, f"{sweep.dir.name}: started {_day(sweep.meta.get('started_at'))}"
+    try:
+        from datetime import datetime
+        minutes = (datetime.fromisoformat(meta["finished_at"].replace("Z", "+00:00"))
+                   - datetime.fromisoformat(meta["started_at"].replace("Z", "+00:00"))).total_seconds() / 60
+        words += f", {minutes:.1f} min"
+    except (KeyError, AttributeError, TypeError, ValueError):
+        pass
+    seq = meta.get("sequential")
+    if isinstance(seq, dict) and "rounds" in seq:
+        extended = sorted({c for r in seq["rounds"] for c in r.get("claims", {})})
+        cells = sum(r.get("cells", 0) for r in seq["rounds"])
+        words += (f", {cells} extra cells ({seq.get('spent_s', 0):.0f} of {seq.get('budget_s', 0):.0f} s) for "
+                  + ", ".join(extended) if extended else ", no extra cells needed")
+    return words
+
+
+def sequential_words(meta: dict) -> str:
+    """The sweep's extra repetitions in a line (docs/sweep.md, "Repetitions until a claim settles"), "" without."""
+    seq = meta.get("sequential")
+    if not isinstance(seq, dict) or "rounds" not in seq:
+        return ""
+    rounds = "; ".join(f"round {i + 1}: " + ", ".join(f"{c} (look {k})" for c, k in r.get("claims", {}).items())
+                       + f", {r.get('cells', 0)} cells" for i, r in enumerate(seq["rounds"]))
+    stopped = ", ".join(f"{c} ({why})" for c, why in (seq.get("stopped") or {}).items())
+    return (f"Sequential test: Pocock's boundary over {seq.get('looks')} looks; {seq.get('spent_s', 0):.0f} of "
+            f"{seq.get('budget_s', 0):.0f} s of extra cells spent" + (f"; {rounds}" if rounds else "; no round needed")
+            + (f"; stopped unsettled: {stopped}" if stopped else ""))
 
 
 def _matrix_text(sweep: Sweep) -> str | None:
@@ -270,6 +308,8 @@ def render_terminal(table: pd.DataFrame, judged: list, meta: dict) -> None:
     cells, ok = _counts(table)
     console.print(Text.assemble(plain(f"sweep {meta.get('matrix', '?')}", "bold"),
                                 f": {cells} cells, {ok} ok, {cells - ok} failed"))
+    if sequential_words(meta):
+        console.print(plain(sequential_words(meta)))
     out = Table(show_lines=False)
     for col in ("claim", "paper", "ours", "verdict"):
         out.add_column(col, overflow="fold")
@@ -295,6 +335,8 @@ def render_html(outdir: Path, table: pd.DataFrame, judged: list, meta: dict) -> 
         f"Host: kernel {host.get('kernel', '?')}, {host.get('ncpus', '?')} CPUs; "
         + (f"delay: {meta['delay']} (TUN pair, docs/sweep.md)." if meta.get("delay") else
            f"netem (delay) {'available' if meta.get('netem') else 'not available'}."))]
+    if sequential_words(meta):
+        body.append(htmlpage.paragraph(sequential_words(meta)))
     body.append(htmlpage.heading("Claims"))
     body.append(htmlpage.table(["claim", "paper", "ours", "verdict", "why"],
                                [[c.title, c.paper, f.ours or "-", f.verdict, f.why] for c, f in judged]))
