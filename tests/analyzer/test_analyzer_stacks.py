@@ -227,3 +227,22 @@ def test_a_timeline_with_losses_is_said(capture_file):
     lossy["helper"]["tags"] = {"error": "cannot read the tag timeline: No such file or directory"}
     said = notes(analyze(load(capture_file({**captures.clean_event_loop(), "stacks": lossy}, "error.json"))))
     assert any("untagged (cannot read the tag timeline" in line for line in said), said
+
+
+def test_a_jvm_hand_back_is_named_by_the_java_method_that_entered_the_runtimes_machinery():
+    """A pool thread handing a connection back: libc's condition variable under libjvm's monitor (C++
+    names with their parameters), under a JVM stub, under the selector's wakeup. The call site is the Java
+    method, not pthread_cond_signal; native C++ machinery matches without its parameters."""
+    frames = [frame("pthread_cond_signal@@GLIBC_2.3.2", module="libc.so.6"),
+              frame("ObjectMonitor::ExitEpilog(JavaThread*, ObjectWaiter*)", module="libjvm.so"),
+              frame("monitorexit_nofpu Runtime1 stub", "jvm", "[jvm]"),
+              frame("java.nio.channels.Selector sun.nio.ch.EPollSelectorImpl.wakeup()", "jvm", "[jvm]",
+                    "EPollSelectorImpl.java", 251),
+              frame("void sun.net.httpserver.ServerImpl.addEvent(sun.net.httpserver.Event)", "jvm", "[jvm]",
+                    "ServerImpl.java", 480)]
+    stackset = S.load({"stacks": block([stack(3, [0, 1, 2, 3, 4], 5, "runtime")], frames)})
+    assert S.machinery_runtime(stackset.stacks[0].frames[1]) == "jvm"
+    found = S.pattern_stacks(stackset, S.HANDOFF_OVERHEAD)
+    site = found.call_sites[0]
+    assert site.frame.symbol.endswith("EPollSelectorImpl.wakeup()") and site.samples == 5
+    assert site.context[0].symbol.endswith("ServerImpl.addEvent(sun.net.httpserver.Event)")

@@ -86,6 +86,7 @@ MACHINERY = {
             r"io\.netty\.util\.concurrent\.MultithreadEventExecutorGroup\.next",
             r"io\.netty\.util\.internal\.shaded\.org\.jctools\.\S+",
             r"io\.netty\.channel\.(nio\.NioEventLoop|SingleThreadEventLoop|epoll\.EpollEventLoop)\.(wakeup|execute)\w*",
+            r"sun\.nio\.ch\.\w+SelectorImpl\.wakeup",  # a thread handing a connection back to its selector's thread
             r"Parker::(park|unpark)", r"Unsafe_(Park|Unpark)", r"os::PlatformEvent::\w+",
             r"os::PlatformMonitor::\w+", r"ObjectMonitor::\w+"),
     # Go's scheduler loop itself (schedule, findRunnable) runs for every goroutine switch, a server that
@@ -215,8 +216,10 @@ def machinery_runtime(frame: Frame) -> str | None:
         return "python" if _MACHINERY["python"].fullmatch(_python_qualname(frame.symbol)) else None
     if frame.kind in (JVM, JIT):  # a JVM's frames from its interpreter unwinder, or its perf map
         return "jvm" if _MACHINERY["jvm"].fullmatch(_jvm_method(frame.symbol)) else None
+    # A C++ name without its parameters (`ObjectMonitor::enter`); Go's `sync.(*Mutex).lockSlow` as it is.
+    name = frame.symbol.split("(", 1)[0] if "::" in frame.symbol else frame.symbol
     for runtime in ("glibc", "go", "jvm"):  # native frames: libc's, a Go binary's, libjvm's own
-        if _MACHINERY[runtime].fullmatch(frame.symbol):
+        if _MACHINERY[runtime].fullmatch(name):
             return runtime
     return None
 
@@ -269,7 +272,7 @@ def call_site(stack: Stack) -> tuple:
     for i, frame in enumerate(frames):
         if is_own_code(frame):
             return frame, frames[i + 1:i + 1 + CONTEXT_FRAMES]
-    language = [i for i, f in enumerate(frames) if f.kind in (PYTHON, JVM, JIT)]
+    language = [i for i, f in enumerate(frames) if _language_method(f)]
     user = language or [i for i, f in enumerate(frames) if f.kind != KERNEL]
     i = user[0] if user else 0
     return (frames[i], frames[i + 1:i + 1 + CONTEXT_FRAMES]) if frames else (None, ())
@@ -384,10 +387,20 @@ def sampler(stacks: Iterable[Stack], pattern: str, runtime_tagged: bool) -> str:
 def machinery_entry(stack: Stack) -> tuple:
     """Where a sample in the hand-off's machinery entered it: the outermost machinery frame (the call that
     hands off, `run_in_threadpool`, or the pool's loop, `WorkerThread.run`) and CONTEXT_FRAMES of its
-    callers."""
+    callers. When that frame is native (libc's condition variable, libjvm's monitor) under frames of the
+    runtime's language, the language frame that called into it instead (`EPollSelectorImpl.wakeup`, not
+    `pthread_cond_signal ← ObjectMonitor::ExitEpilog`): the call site is said in the target's terms."""
     frames = stack.frames
     outer = max(i for i, f in enumerate(frames) if machinery_runtime(f))
+    if frames[outer].kind not in (PYTHON, JVM, JIT):
+        outer = next((i for i in range(outer + 1, len(frames)) if _language_method(frames[i])), outer)
     return frames[outer], frames[outer + 1:outer + 1 + CONTEXT_FRAMES]
+
+
+def _language_method(frame: Frame) -> bool:
+    """A Python function or a Java method (not one of the JVM's stubs: `monitorexit_nofpu Runtime1 stub`)."""
+    symbol = frame.symbol or ""
+    return frame.kind in (PYTHON, JVM, JIT) and not (symbol.endswith(" stub") or symbol.startswith("StubRoutines"))
 
 
 def _site(sites: dict, frame: Frame, context: tuple) -> CallSite:
