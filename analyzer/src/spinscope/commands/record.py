@@ -187,6 +187,7 @@ def _runtime_helper(args: argparse.Namespace, output: Path, console):
     out = output.with_name(output.name + ".runtime-stacks")
     helper = stacks_helper.Helper(binary, args.pid, args.stacks, out, args.children, runtime)
     if not helper.start():
+        helper.cleanup()  # its timeline's directory: no collector will write there
         say(console, f"spinscope record: warning: the {runtime} stacks helper did not start: {helper.error}")
         return None, None, {"runtime": runtime, "error": helper.error}
     say(console, f"spinscope record: {runtime} target: sampling its runtime's frames with {binary.name}")
