@@ -331,7 +331,7 @@ def test_the_process_table_reads_new_processes_at_once_and_all_of_them_at_the_re
 
 
 def test_exporter_refuses_bad_options():
-    from spinscope.commands.cli import main
+    from spinscope.cli import main
 
     assert main(["exporter"]) == 2
     assert main(["exporter", "--pid", "1", "--port", "70000"]) == 2
