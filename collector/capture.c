@@ -321,7 +321,7 @@ static void jcmdline(json_object *target, const struct capture_meta *meta)
 }
 
 /* target.runtime: {name, version, from}, null when it was never read (a cgroup, a target gone first). */
-static json_object *jruntime(const struct target_runtime *rt)
+json_object *capture_runtime(const struct target_runtime *rt)
 {
 	json_object *o;
 
@@ -360,7 +360,7 @@ static json_object *jtarget(const struct capture_meta *meta, const struct snapsh
 	json_object_object_add(o, "comm", text_json(meta->comm));
 	json_object_object_add(o, "exe", meta->exe[0] ? text_json(meta->exe) : NULL);
 	jcmdline(o, meta);
-	json_object_object_add(o, "runtime", jruntime(&meta->runtime));
+	json_object_object_add(o, "runtime", capture_runtime(&meta->runtime));
 	json_object_object_add(o, "follow_children", json_object_new_boolean(meta->follow_children));
 	json_object_object_add(o, "pids", pids);
 	json_object_object_add(o, "execs", jexecs(meta, snap));

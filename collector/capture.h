@@ -47,6 +47,9 @@ struct capture_meta {
 	struct target_runtime runtime; /* the target's runtime (runtime.c); name "" until read: null */
 };
 
+/* target.runtime: {name, version, from}, or NULL when it was never read (name ""). */
+json_object *capture_runtime(const struct target_runtime *rt);
+
 /* Write the capture as JSON to fd. 0 or -errno. */
 int capture_write(int fd, const struct capture_meta *meta, const struct snapshot *snap,
 		  const struct intervals *intervals);
