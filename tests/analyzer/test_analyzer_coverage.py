@@ -43,7 +43,7 @@ def test_http2_connections_make_requests_exchanges(tmp_path):
     assert note.startswith("1 connection spoke HTTP/2 (cleartext, prior knowledge): their streams are multiplexed")
     assert "every per-request figure is per exchange" in note
     assert note.endswith("streams are not counted (capture schema 5, an older collector)")
-    assert request_counting(cap.totals, cap.schema) == (
+    assert request_counting(cap) == (
         "requests on 1 HTTP/2 connection counted by exchange, not by stream")
 
 
@@ -59,7 +59,7 @@ def test_http2_connections_counted_by_stream(tmp_path):
     assert ("the frame walk lost its place 1 time: 3 calls (5,000 bytes) on those connections were not "
             "followed, and the streams in them are not counted") in note
     assert "2 streams opened were not followed to their end" in note
-    assert request_counting(cap.totals, cap.schema) == (
+    assert request_counting(cap) == (
         "requests counted by stream on 4 HTTP/2 connections (900 streams), by exchange elsewhere")
     # Nothing lost: nothing said of it.
     doc = schema8(capture([thread(100, read_calls=5, write_calls=5, h2_connections=1, h2_streams=1)], requests=1))
@@ -73,12 +73,12 @@ def test_tls_connections_are_said_counted_by_exchange(tmp_path):
     [note] = coverage_notes(cap)
     assert note.startswith("3 connections began with a TLS handshake: encrypted in the syscalls, so HTTP/2 inside "
                            "them (if their ALPN chose it) cannot be counted by stream; their requests are exchanges")
-    assert request_counting(cap.totals, cap.schema) == "3 TLS connections by exchange (encrypted: streams not seen)"
+    assert request_counting(cap) == "3 TLS connections by exchange (encrypted: streams not seen)"
 
 
 def test_nothing_left_out_says_nothing(tmp_path):
     cap = load(write(tmp_path, schema5(capture([thread(100, read_calls=10, write_calls=10)], requests=10))))
-    assert coverage_notes(cap) == [] and request_counting(cap.totals, cap.schema) is None
+    assert coverage_notes(cap) == [] and request_counting(cap) is None
 
 
 def test_older_captures_load_with_the_new_counters_zero_and_say_they_could_not_tell(tmp_path):
