@@ -86,9 +86,11 @@ def test_two_threads_on_one_connection_counted_exactly(tmp_path):
 
 def test_bad_frame_header_stops_the_walk_and_is_said(tmp_path):
     """A PING 9 bytes long (PING is 8): no conforming peer sends it, so the reads' walk stops there; the
-    writes' goes on."""
+    writes' goes on. The first message was peeked at before it was read: the peek decides the connection is
+    HTTP/2 but is not walked (walked, its bytes would be walked twice, the second time as garbage)."""
     run = run_fixture("h2streams", "bad", tmp_path=tmp_path)
     truth, got, cap = run.truth["server"], run.thread("server"), run.capture
+    assert got["h2_connections"] == 1
     assert got["h2_bad_frames"] == got["h2_lost"] == got["h2_lost_calls"] == 1
     assert got["h2_lost_bytes"] == truth["bad_read"] - 9  # the bytes after the bad header
     # Walked: SETTINGS and stream 1's HEADERS read, the two answers written; stream 3 never opened.
