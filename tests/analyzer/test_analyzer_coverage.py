@@ -4,9 +4,14 @@ that could not tell."""
 
 from __future__ import annotations
 
+import pytest
+
 from spinscope.analysis.capture import load
+from spinscope.analysis.metrics import analyze
 from spinscope.analysis.coverage import coverage_notes, request_counting
 from spinscope.analysis.schema import SCHEMA5_COUNTERS
+from spinscope.errors import SpinscopeError
+from spinscope.output.stack_files import chosen
 
 from captures import capture, thread, write
 
@@ -97,6 +102,9 @@ def test_what_the_kernel_left_out_is_said(tmp_path):
                       "perf-event programs may not read a hash map that is not preallocated: Linux 6.1): this "
                       "capture has no stacks")
     assert request_counting(cap) == "requests on 2 HTTP/2 connections counted by exchange, not by stream"
+    with pytest.raises(SpinscopeError, match="--stacks was asked for, but the recording kernel 5.15.0 could not "
+                                             "run the sampler"):
+        chosen(analyze(cap), None)  # report --folded, --pprof
 
 
 def test_tls_connections_are_said_counted_by_exchange(tmp_path):
