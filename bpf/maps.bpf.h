@@ -24,6 +24,13 @@ const volatile bool untrusted_loads = false;
 /* --stacks (stacks.bpf.h): the CPU samples' rate, and the event stacks' budget per thread and source
  * (0: stacks off, and all their code gone at load). */
 const volatile __u32 stack_hz = 0;
+/* --stacks: the event stacks the whole target may take in a second (--stacks-budget), and the share of
+ * it a thread takes of one source before its stride doubles: the budget over the (thread, source) pairs
+ * that took stacks in the previous second, written by the collector (0 until then: stack_hz). */
+const volatile __u32 stack_budget = 0;
+volatile __u32 stack_share = 0;
+/* The target's event stacks this second: (second << 32) | stacks taken in it (stack_budget_take). */
+__u64 stack_window = 0;
 /* --stacks beside a runtime helper: every change of a target thread's tags to the tag_changes ring. */
 const volatile bool tag_timeline = false;
 

@@ -90,8 +90,10 @@ static int probes_open(struct session *s, const struct options *o, bool untruste
 	/* Waker -> wakee pairs grow with threads (a pool's workers are each woken by one or two): a quarter
 	 * of --max-threads, at least 4096 (preallocated: ~0.3 MiB). */
 	bpf_map__set_max_entries(s->skel->maps.wakeups, o->max_threads / 4 > 4096 ? o->max_threads / 4 : 4096);
-	bpf_map__set_max_entries(s->skel->maps.stack_samples, stacks_ring_size(o->stacks_hz > 0));
+	bpf_map__set_max_entries(s->skel->maps.stack_samples,
+				 stacks_ring_size(o->stacks_hz, o->stacks_budget, libbpf_num_possible_cpus()));
 	s->skel->rodata->stack_hz = o->stacks_hz;
+	s->skel->rodata->stack_budget = o->stacks_budget;
 	bpf_map__set_max_entries(s->skel->maps.tag_changes, timeline_ring_size(o->tag_timeline != NULL));
 	s->skel->rodata->tag_timeline = o->tag_timeline != NULL;
 	/* Without --stacks the sampler is neither loaded nor verified. */
@@ -160,7 +162,7 @@ int session_attach(struct session *s, const struct options *o)
 		return fail(s, ret, "%s", err);
 	if (o->stacks_hz) {
 		s->stacks = stacks_start(s->skel->progs.on_cpu_sample, s->skel->maps.stack_samples, o->stacks_hz,
-					 &ret, err, sizeof(err));
+					 o->stacks_budget, &s->skel->bss->stack_share, &ret, err, sizeof(err));
 		if (!s->stacks)
 			return fail(s, ret, "%s", err);
 		s->meta.stacks = s->stacks;
@@ -170,6 +172,8 @@ int session_attach(struct session *s, const struct options *o)
 			if (!s->timeline)
 				return fail(s, ret, "%s", err);
 		}
+		if ((ret = stacks_run(s->stacks)))
+			return fail(s, ret, "--stacks: cannot start the unwinder's thread: %s", strerror(-ret));
 	}
 	return 0;
 }
