@@ -96,7 +96,8 @@ struct {
  * Wakeup edges, preallocated: an edge is created inside sched_waking, with interrupts off, and a burst of
  * new edges (512 threads started at once) drained the allocator's per-CPU cache faster than it refills:
  * hundreds of edges dropped in 1 run of 4 without preallocation. Sized by the collector (--max-threads / 4,
- * at least 4096: ~0.3 MiB).
+ * at least 16384: ~1.4 MiB, all the pairs of a 128-thread pool; past that a wakeup of a new pair is dropped,
+ * and counted in drops.wakeup_edges).
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

@@ -87,9 +87,11 @@ static int probes_open(struct session *s, const struct options *o, bool untruste
 		s->skel->rodata->kernel_stack_size *= 2;
 	bpf_map__set_max_entries(s->skel->maps.threads, o->max_threads);
 	bpf_map__set_max_entries(s->skel->maps.sockets, o->max_sockets);
-	/* Waker -> wakee pairs grow with threads (a pool's workers are each woken by one or two): a quarter
-	 * of --max-threads, at least 4096 (preallocated: ~0.3 MiB). */
-	bpf_map__set_max_entries(s->skel->maps.wakeups, o->max_threads / 4 > 4096 ? o->max_threads / 4 : 4096);
+	/* Waker -> wakee pairs grow with threads, up to the square of a pool's: its workers are woken by the
+	 * threads that hand them work, and wake each other on the queue's lock (a 200-thread pool made
+	 * 11,000 to 19,000 pairs in 2 s: tests/fixtures/pool.c). A quarter of --max-threads, at least 16384
+	 * (preallocated: ~1.4 MiB; every pair of a 128-thread pool); past it a wakeup is dropped, and said. */
+	bpf_map__set_max_entries(s->skel->maps.wakeups, o->max_threads / 4 > 16384 ? o->max_threads / 4 : 16384);
 	bpf_map__set_max_entries(s->skel->maps.stack_samples,
 				 stacks_ring_size(o->stacks_hz, o->stacks_budget, libbpf_num_possible_cpus()));
 	s->skel->rodata->stack_hz = o->stacks_hz;
