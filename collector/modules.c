@@ -41,8 +41,7 @@ struct library {
 	__u32 key_len;
 	__u32 id;   /* never reused; 0: the slot is free */
 	__u64 used; /* the libraries' clock at its latest use: the least recent goes first */
-	Elf *elf;   /* the library's own reference */
-	int fd;
+	Elf *elf;   /* the library's own reference (its file read or mapped whole: no descriptor kept) */
 };
 
 struct libraries {
@@ -66,7 +65,6 @@ struct libraries *libraries_new(void)
 static void library_close(struct library *lib)
 {
 	elf_end(lib->elf);
-	close(lib->fd);
 	*lib = (struct library){ 0 };
 }
 
@@ -142,7 +140,7 @@ static int module_open(int pid, Dwarf_Addr start, const char *path)
 	return fd;
 }
 
-/* The library fd is (taken over: closed or kept), opened once for all; NULL if it is no ELF file. */
+/* The library fd is (fd closed), opened once for all; NULL if it is no ELF file. */
 static struct library *library_of(struct libraries *l, int fd)
 {
 	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
@@ -152,8 +150,11 @@ static struct library *library_of(struct libraries *l, int fd)
 	struct stat st;
 	ssize_t len;
 
-	if (!elf || elf_kind(elf) != ELF_K_ELF || fstat(fd, &st))
+	/* Mapped whole (or read, if it cannot be): the Elf needs its descriptor no more, whoever holds it. */
+	if (!elf || elf_kind(elf) != ELF_K_ELF || fstat(fd, &st) || elf_cntl(elf, ELF_C_FDREAD))
 		goto fail;
+	close(fd);
+	fd = -1;
 	len = dwelf_elf_gnu_build_id(elf, &build_id);
 	if (len > 0 && len < LIBRARY_KEY_MAX) {
 		key[0] = 'b';
@@ -173,7 +174,6 @@ static struct library *library_of(struct libraries *l, int fd)
 
 		if (s->id && s->key_len == len && !memcmp(s->key, key, len)) {
 			elf_end(elf);
-			close(fd);
 			s->used = l->clock;
 			l->shared++;
 			return s;
@@ -186,13 +186,14 @@ static struct library *library_of(struct libraries *l, int fd)
 		l->evicted++;
 	}
 	lib = victim;
-	*lib = (struct library){ .key_len = len, .id = ++l->next_id, .used = l->clock, .elf = elf, .fd = fd };
+	*lib = (struct library){ .key_len = len, .id = ++l->next_id, .used = l->clock, .elf = elf };
 	memcpy(lib->key, key, len);
 	l->opened++;
 	return lib;
 fail:
 	elf_end(elf);
-	close(fd);
+	if (fd >= 0)
+		close(fd);
 	return NULL;
 }
 
