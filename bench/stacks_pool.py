@@ -30,7 +30,8 @@ from machine_lock import load_lock  # noqa: E402
 
 FIGURES = {  # name: (what, from a run)
     "event_stacks": ("event stacks", lambda c: sum(n for k, n in c["stacks"]["records"].items() if k != "cpu")),
-    "event_stacks_per_s": ("event stacks a second",
+    "event_stacks_per_s": ("event stacks per second of capture (the budget is per second of the probes' clock: "
+                           "a capture of 3.0 s spans 4 of them)",
                            lambda c: sum(n for k, n in c["stacks"]["records"].items() if k != "cpu") / c["duration_s"]),
     "ring_full": ("records lost (ring full)", lambda c: c["stacks"]["lost"]["ring_full"]),
     "deferred": ("stacks held back by the budget", lambda c: c["stacks"].get("deferred", 0)),
@@ -50,8 +51,12 @@ def one(collector: Path, workers: int, seconds: float, hz: int) -> dict:
     return row
 
 
+def number(x: float) -> str:
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
 def spread(values: list) -> str:
-    return f"{statistics.median(values):,.3g} [{min(values):,.3g}, {max(values):,.3g}]"
+    return f"{number(statistics.median(values))} [{number(min(values))}, {number(max(values))}]"
 
 
 def main() -> int:
