@@ -108,26 +108,35 @@ static bool mapping_at(int pid, Dwarf_Addr start, unsigned long long *end, unsig
 	return found;
 }
 
+int target_open(int pid, const char *path, __u64 resolve)
+{
+	struct open_how how = { .flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
+				.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | resolve };
+	char root_path[64];
+	int root, fd;
+
+	snprintf(root_path, sizeof(root_path), "/proc/%d/root", pid);
+	if ((root = open(root_path, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return -1;
+	fd = syscall(SYS_openat2, root, path, &how, sizeof(how));
+	close(root);
+	return fd;
+}
+
 /* The file process pid maps at start (the module's first mapping) as path: an open descriptor, or -1. */
 static int module_open(int pid, Dwarf_Addr start, const char *path)
 {
-	struct open_how how = { .flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
-				.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS };
 	unsigned long long end, inode;
 	char where[96];
 	struct stat st;
-	int root, fd;
+	int fd;
 
 	if (!mapping_at(pid, start, &end, &inode))
 		return -1;
 	snprintf(where, sizeof(where), "/proc/%d/map_files/%llx-%llx", pid, (unsigned long long)start, end);
 	fd = open(where, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0) { /* below the process's root, if it is still the mapped file */
-		snprintf(where, sizeof(where), "/proc/%d/root", pid);
-		if ((root = open(where, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
-			return -1;
-		fd = syscall(SYS_openat2, root, path, &how, sizeof(how));
-		close(root);
+		fd = target_open(pid, path, 0);
 		if (fd >= 0 && (fstat(fd, &st) || st.st_ino != inode)) {
 			close(fd);
 			return -1;

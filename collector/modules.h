@@ -33,6 +33,11 @@ int modules_find_elf(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_
  * not be opened). */
 __u32 module_library(Dwfl_Module *mod);
 
+/* path, a file of process pid's, opened read-only below its root (/proc/PID/root), never leaving it
+ * (RESOLVE_IN_ROOT, no magic link: the target owns every link on the way), with the further openat2
+ * RESOLVE_* flags resolve. An open descriptor, or -1. */
+int target_open(int pid, const char *path, __u64 resolve);
+
 /* The capture's stacks.modules: files opened, shared, evicted; the modules that could not be opened. */
 json_object *libraries_json(const struct libraries *l);
 

@@ -551,21 +551,14 @@ static int pid_in_namespace(int pid)
  */
 static int perf_map_open(int pid, const char *path, struct stat *st)
 {
-	struct open_how how = { .flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
-				.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
 	char dir[64];
 	struct stat owner;
-	int root, fd;
+	int fd;
 
 	snprintf(dir, sizeof(dir), "/proc/%d", pid);
 	if (stat(dir, &owner))
 		return -1;
-	snprintf(dir, sizeof(dir), "/proc/%d/root", pid);
-	root = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (root < 0)
-		return -1;
-	fd = syscall(SYS_openat2, root, path, &how, sizeof(how));
-	close(root);
+	fd = target_open(pid, path, RESOLVE_NO_SYMLINKS);
 	if (fd < 0)
 		return -1;
 	if (fstat(fd, st) || !S_ISREG(st->st_mode) || st->st_uid != owner.st_uid) {
