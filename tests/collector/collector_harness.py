@@ -87,8 +87,8 @@ def host_pid(launched: int, pid: int) -> int:
     children (`unshare --pid --fork` runs the command as its child)."""
     children = Path(f"/proc/{launched}/task/{launched}/children").read_text().split()
     for candidate in (launched, *map(int, children)):
-        status = Path(f"/proc/{candidate}/status").read_text()
-        nspid = next(line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:"))
+        status = Path(f"/proc/{candidate}/status").read_bytes()  # its Name: line is the target's bytes
+        nspid = next(line.split()[1:] for line in status.splitlines() if line.startswith(b"NSpid:"))
         if int(nspid[-1]) == pid:
             return candidate
     raise AssertionError(f"no process of {launched}'s says it is PID {pid}")
