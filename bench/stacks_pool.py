@@ -4,7 +4,7 @@ side: this checkout's and a baseline build (a change's before). Writes OUT.md an
 
 Rounds of baseline, then this checkout (the order alternating per round), each a fresh pool of WORKERS
 threads handing items over for SECONDS with the collector attached at --stacks HZ. Per run: the event
-stacks taken (and per second), the records the ring lost, the stacks the budget held back, the collector's
+stacks taken (and per second), the records the ring lost, the events due a stack when the budget was spent, the collector's
 CPU over its whole life (`tool.cpu_s`) and in the unwinder (`stacks.collector_cpu_s`), its peak RSS, the
 wakeups the wakeups map dropped, and the items the pool handed over (the pool's own throughput, which a
 busier collector takes CPU from on 2 CPUs). Medians and [min, max] over rounds.
@@ -34,7 +34,7 @@ FIGURES = {  # name: (what, from a run)
                            "a capture of 3.0 s spans 4 of them)",
                            lambda c: sum(n for k, n in c["stacks"]["records"].items() if k != "cpu") / c["duration_s"]),
     "ring_full": ("records lost (ring full)", lambda c: c["stacks"]["lost"]["ring_full"]),
-    "deferred": ("stacks held back by the budget", lambda c: c["stacks"].get("deferred", 0)),
+    "deferred": ("events due a stack when the budget was spent (deferred)", lambda c: c["stacks"].get("deferred", 0)),
     "tool_cpu_s": ("collector CPU, whole life (s)", lambda c: c["tool"]["cpu_s"]),
     "unwinder_cpu_s": ("unwinder CPU (s)", lambda c: c["stacks"]["collector_cpu_s"]),
     "max_rss_mib": ("collector peak RSS (MiB)", lambda c: c["tool"]["max_rss_bytes"] / 2**20),

@@ -240,7 +240,7 @@ struct stack_event_budget {
 	__u32 stride;    /* events per stack (0: 1) */
 	__u32 taken;     /* stacks in the current second */
 	__u32 limit;     /* the stride doubles when taken reaches it (0: the share, at a second's start) */
-	__u32 deferred;  /* stacks due that the target's budget held back (their events went to the next) */
+	__u32 deferred;  /* events due a stack when the target's budget was spent (they went to the next) */
 	__u32 pad;
 };
 

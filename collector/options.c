@@ -92,7 +92,7 @@ static const struct option_row rows[] = {
 	  "libdw), no frame pointers needed (0: off, the default)" },
 	{ "stacks-budget", 0, "N", COUNT, FIELD(stacks_budget), 0, 1, 1000000,
 	  "with --stacks: event stacks a second for the whole target, shared by\n"
-	  "its threads (default: 4 x HZ); the events of those held back go to\n"
+	  "its threads (default: 4 x HZ); the events due a stack past it go to\n"
 	  "their thread's next stack, and the capture says how many" },
 	{ "tag-timeline", 0, "FILE", TEXT, FIELD(tag_timeline), 0, 0, 0,
 	  "with --stacks: write every change of a target thread's tags to FILE\n"

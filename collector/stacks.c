@@ -200,7 +200,7 @@ struct stacks {
 	__u64 streams_second;            /* the records' second (time_ns / 1e9) the set below is of */
 	__u64 streams[STREAM_SET];       /* (tid << 3 | source) + 1 of this second's event stacks, 0 empty */
 	__u32 nstreams;
-	__u64 deferred; /* event stacks the budget held back (their events went to the thread's next stack) */
+	__u64 deferred; /* events due a stack when the budget was spent (they went to the thread's next stack) */
 
 	/* The unwinder's thread: it drains the ring every STACKS_DRAIN_NS; lock guards all of the above
 	 * against the capture's writers (stacks_json, stacks_settle) on the record loop's thread. */
@@ -879,7 +879,7 @@ static void stack_count(struct stacks *st, const struct stack_sample *s, const _
 }
 
 /* One thread's events after its last event stack of each source: no stack stands for them. And the stacks
- * the target's budget held back from it. */
+ * events at which a stack was due when the target's budget was spent. */
 static void settle_thread(struct stacks *st, const struct thread_stats *t)
 {
 	for (__u32 i = 0; i < STACK_EVENT_SOURCES; i++) {

@@ -148,9 +148,9 @@ def notes(analysis: Analysis) -> list:
         out.append(f"stacks: {stackset.no_user_frames:,} records could not be unwound in user space (kept with "
                    "their kernel frames)")
     if stackset.deferred:
-        out.append(f"stacks: the target's budget of {stackset.budget:,} event stacks a second held back "
-                   f"{stackset.deferred:,}: their events weigh in their thread's next stack, so the call sites' "
-                   "events stay exact, from fewer stacks")
+        out.append(f"stacks: the target's budget of {stackset.budget:,} event stacks a second was spent at "
+                   f"{stackset.deferred:,} events due a stack: they weigh in their thread's next stack, so the call "
+                   "sites' events stay exact, from fewer stacks")
     unopened = int(stackset.modules.get("unopened", 0))
     if unopened:
         names = [str(n) for n in stackset.modules.get("unopened_names") or ()]

@@ -152,7 +152,7 @@ class StackSet:
     tail: dict = field(default_factory=dict)  # events_without_stack, by source
     helper: dict | None = None  # the runtime helper's own account, when it ran
     budget: int = 0    # event stacks a second for the whole target (schema 9; before, per thread and source)
-    deferred: int = 0  # event stacks the budget held back (schema 9): their events are in the next stack
+    deferred: int = 0  # events due a stack when the budget was spent (schema 9): they are in the next stack
     modules: dict = field(default_factory=dict)  # the modules' files opened, shared, not opened (schema 9)
 
     @property

@@ -103,7 +103,7 @@ def add_options(parser: argparse.ArgumentParser, spec: Targets) -> None:
     parser.add_argument_group("stacks").add_argument(
         "--stacks-budget", type=int, default=0, metavar="N",
         help="with --stacks: the pattern events' stacks a second for the whole target, shared by its threads "
-        "(default 4 x HZ); the events of those held back weigh in their thread's next stack, and the report says "
+        "(default 4 x HZ); the events due a stack past it weigh in their thread's next stack, and the report says "
         "how many")
 
 
