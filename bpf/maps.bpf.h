@@ -31,6 +31,9 @@ const volatile __u32 stack_budget = 0;
 volatile __u32 stack_share = 0;
 /* The target's event stacks this second: (second << 32) | stacks taken in it (stack_budget_take). */
 __u64 stack_window = 0;
+/* The kernel has bpf_loop (Linux 5.17; the collector probes it): HTTP/2 connections' streams are walked
+ * (h2.bpf.h). Off, they are counted by exchange, and the walk is pruned at load, never verified. */
+const volatile bool h2_walk_on = true;
 /* --stacks beside a runtime helper: every change of a target thread's tags to the tag_changes ring. */
 const volatile bool tag_timeline = false;
 
