@@ -222,15 +222,20 @@ def measure(name: str, modes: list, args) -> dict:
 
 def bystander(modes: list, args) -> list:
     """A process outside the target: its syscall (epoll) and its wakeup round trip (pingpong), ns each,
-    untraced and with each tool attached to another, idle process (min of repeats)."""
+    untraced and with each tool attached to another, idle process. Repeats are interleaved (untraced, then
+    each tool, again), each figure the minimum of its repeats: this machine drifts by 2x within minutes."""
     rows = []
+    tools = [m for m in modes if MODES[m] is not None]
     with load_lock():
         for call, calls in (("epoll", 300_000), ("pingpong", 30_000)):
-            base = min(bench.syscall_cost_once(call, "none", None, calls) for _ in range(args.repeat))
-            for mode in modes:
-                if MODES[mode] is None:
-                    continue
-                ns = min(bench.syscall_cost_once(call, "other", MODES[mode], calls) for _ in range(args.repeat))
+            runs = {m: [] for m in ["untraced", *tools]}
+            for _ in range(args.repeat):
+                runs["untraced"].append(bench.syscall_cost_once(call, "none", None, calls))
+                for mode in tools:
+                    runs[mode].append(bench.syscall_cost_once(call, "other", MODES[mode], calls))
+            base = min(runs["untraced"])
+            for mode in tools:
+                ns = min(runs[mode])
                 rows.append({"call": call, "mode": mode, "untraced_ns": base, "traced_ns": ns, "added_ns": ns - base})
                 log(f"server_cost: bystander {call} under {mode}: {base:.0f} -> {ns:.0f} ns")
     return rows
@@ -279,7 +284,7 @@ def markdown(results: dict) -> str:
                            f"{p['runs_per_request'] * p['ns_per_run']:.0f} |")
     if results.get("bystander"):
         out += ["", "## A bystander (a process outside the target), ns per call or round trip (min of "
-                f"{st['repeat']})", "", "| call | tool | untraced | traced | added |", "|---|---|---|---|---|"]
+                f"{st['repeat']} interleaved repeats)", "", f"`{st.get('bystander_command', st['command'])}`", "", "| call | tool | untraced | traced | added |", "|---|---|---|---|---|"]
         for r in results["bystander"]:
             out.append(f"| {r['call']} | {r['mode']} | {r['untraced_ns']:.0f} | {r['traced_ns']:.0f} | "
                        f"{r['added_ns']:+.0f} |")
@@ -301,6 +306,8 @@ def main() -> int:
     parser.add_argument("--baseline", type=Path, metavar="COLLECTOR",
                         help="an earlier spinscope-collector: its collector measured beside `record` as 'baseline'")
     parser.add_argument("--out", type=Path, default=RESULTS / "server_cost")
+    parser.add_argument("--bystander-only", action="store_true",
+                        help="measure the bystander part alone, replacing it in --out's results")
     args = parser.parse_args()
     modes = ["untraced"] + [m for m in args.modes if m != "untraced" and (MODES[m] is None or MODES[m].available())]
     if args.baseline:
@@ -309,6 +316,14 @@ def main() -> int:
         MODES["baseline"] = bench.Tracer("baseline", spinscope(collector=args.baseline.resolve()),
                                          bench.SPINSCOPE_READY, "stdout")
         modes += ["collector", "baseline"]
+    if args.bystander_only:
+        results = json.loads(args.out.with_suffix(".json").read_text())
+        results["settings"]["bystander_command"] = " ".join(["python3", "bench/server_cost.py", *sys.argv[1:]])
+        results["settings"]["repeat"] = args.repeat
+        results["bystander"] = bystander(modes, args)
+        args.out.with_suffix(".json").write_text(json.dumps(results, indent=2))
+        args.out.with_suffix(".md").write_text(markdown(results))
+        return 0
     results = {"settings": {"command": " ".join(["python3", "bench/server_cost.py", *sys.argv[1:]]),
                             "date": time.strftime("%Y-%m-%d"), "kernel": bench.os.uname().release,
                             "rounds": args.rounds, "seconds": args.seconds, "rate": args.rate, "repeat": args.repeat},
