@@ -91,6 +91,7 @@ struct frame {
 	__u64 symbol_offset;
 	char *file;     /* the source file's name (no directory), or NULL */
 	int line;
+	bool rust;      /* symbol is a Rust name, demangled by Rust's demangler: its kind is "rust" */
 };
 
 struct stack {
@@ -600,15 +601,26 @@ static void mapping_of(int pid, __u64 pc, struct frame *f)
 		f->module = strdup("[unknown]");
 }
 
-/* C++'s demangler (libstdc++'s, as perf and eu-stack use): a C++ or Rust-legacy symbol as a person reads
- * it, `JavaCalls::call_helper(JavaValue*, ...)`; anything else as it is. */
+/* C++'s demangler (libstdc++'s, as perf and eu-stack use): a C++ symbol as a person reads it,
+ * `JavaCalls::call_helper(JavaValue*, ...)`. Rust's (the rustc-demangle crate, collector/rustc-demangle/),
+ * first: a Rust symbol, legacy or v0, as Rust writes it, `<F as axum::handler::Handler<(M, T1), S>>::call`,
+ * without its hash (C++'s demangler reads a legacy Rust name as C++ and leaves `$LT$` and the hash in it).
+ * Anything else as it is. */
 char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
+int spinscope_rust_demangle(const char *symbol, char *out, size_t size);
 
-static char *symbol_dup(const char *name)
+static char *symbol_dup(const char *name, bool *rust)
 {
+	char rust_name[1024];
 	int status = -1;
-	char *plain = name[0] == '_' && name[1] == 'Z' ? __cxa_demangle(name, NULL, NULL, &status) : NULL;
+	char *plain;
 
+	if (name[0] == '_' && (name[1] == 'R' || name[1] == 'Z') &&
+	    spinscope_rust_demangle(name, rust_name, sizeof(rust_name))) {
+		*rust = true;
+		return strdup(rust_name);
+	}
+	plain = name[0] == '_' && name[1] == 'Z' ? __cxa_demangle(name, NULL, NULL, &status) : NULL;
 	return plain && status == 0 ? plain : strdup(name);
 }
 
@@ -666,7 +678,7 @@ static __u32 user_frame_named(struct stacks *st, struct process *p, __u64 pc)
 	if (!name && jit_frame(p, pc, &f))
 		return frame_intern(st, &f);
 	if (name) {
-		f.symbol = symbol_dup(name);
+		f.symbol = symbol_dup(name, &f.rust);
 		f.symbol_offset = offset;
 	}
 	f.module = basename_dup(dwfl_module_info(mod, NULL, &start, NULL, NULL, NULL, NULL, NULL)); /* the maps' path */
@@ -1009,6 +1021,7 @@ static json_object *jframe(const struct frame *f)
 
 	json_object_object_add(o, "kind", json_object_new_string(!strcmp(f->module, "[kernel]") ? "kernel"
 								 : !strcmp(f->module, "[jit]")  ? "jit"
+								 : f->rust			? "rust"
 												: "native"));
 	json_object_object_add(o, "module", capture_text(f->module));
 	json_object_object_add(o, "address", json_object_new_uint64(f->address));

@@ -73,6 +73,8 @@ NETTY_BUILD = BUILD / "netty"  # netty-all's jars (lib/) and NettyBytes compiled
 GRPC_BUILD = BUILD / "grpc"  # grpc-netty-shaded's and grpc-stub's jars (lib/) and GrpcBytes compiled (classes/)
 GO = "/usr/local/go/bin/go"  # the Go toolchain (or `go` on PATH)
 GO_BUILD = BUILD / "gobytes"   # apps/gobytes built (gobytes) and Go's build cache (cache/)
+AXUM_BUILD = BUILD / "axumbytes"  # apps/axumbytes built by cargo (target/release/axumbytes)
+CARGO = Path.home() / ".cargo" / "bin" / "cargo"  # rustup's (scripts/setup.sh), or `cargo` on PATH
 APACHE_MODULES = Path("/usr/lib/apache2/modules")
 SETTLE_S = 0.5  # after the load, for the server to read its clients' closes before the probes go
 SIZES = (100, 102400)
@@ -369,6 +371,37 @@ def _go(workdir: Path, port: int, docroot: Path, gomaxprocs: int | None = None) 
     return ["/usr/bin/env", *env, str(ensure_gobytes()), str(port)]
 
 
+def cargo_toolchain() -> str | None:
+    return str(CARGO) if CARGO.exists() else binary("cargo")
+
+
+def ensure_axumbytes() -> Path:
+    """apps/axumbytes (axum 0.8 on tokio, its crates from crates.io at the versions of its Cargo.lock) built
+    in release mode with line tables into build/axumbytes once (again when a source changes); returns the
+    binary."""
+    source, target = APPS / "axumbytes", AXUM_BUILD / "target"
+    out = target / "release" / "axumbytes"
+    newest = max(f.stat().st_mtime for f in [*source.iterdir(), *(source / "src").iterdir()] if f.is_file())
+    if not out.exists() or out.stat().st_mtime < newest:
+        subprocess.run([cargo_toolchain(), "build", "--release", "--locked"], cwd=source,
+                       env={**os.environ, "CARGO_TARGET_DIR": str(target)}, check=True, capture_output=True,
+                       timeout=1200)
+    return out
+
+
+def _axum(workdir: Path, port: int, docroot: Path, blocking: bool = False) -> list[str]:
+    """apps/axumbytes: each request's 1 KiB checksum handed to tokio's blocking pool (BLOCKING:
+    spawn_blocking) or computed inline on the runtime's worker."""
+    return [str(ensure_axumbytes()), str(port), "blocking" if blocking else "inline"]
+
+
+def _node_file(workdir: Path, port: int, docroot: Path, readfile: bool = True) -> list[str]:
+    """apps/node_file_bytes.js: each request's file read with fs.readFile (READFILE: libuv's thread pool)
+    or kept in memory after its first read."""
+    return [binary("node"), str(APPS / "node_file_bytes.js"), str(port), str(docroot),
+            "readfile" if readfile else "memory"]
+
+
 def _tornado(workdir: Path, port: int, docroot: Path, processes: int = 4, mode: str = "shared") -> list[str]:
     """apps/tornado_bytes.py: PROCESSES forked by tornado.process.fork_processes, on one listener bound
     before the fork (MODE shared: all wait on it) or each on its own with reuse_port=True (reuseport)."""
@@ -401,6 +434,8 @@ SERVER_KINDS = {
     "netty": ServerKind(_netty, ("java", "javac", "mvn")),
     "grpc": ServerKind(_grpc, ("java", "javac", "mvn")),
     "go": ServerKind(_go, ("go",)),
+    "axum": ServerKind(_axum, ("cargo",)),
+    "node-file": ServerKind(_node_file, ("node",)),
     "jdkhttp": ServerKind(_jdkhttp, ("java", "javac")),
     "tornado": ServerKind(_tornado, (DEBIAN_PYTHON,), children=True, files=(DIST_PACKAGES / "tornado",)),
 }
@@ -409,7 +444,7 @@ SERVER_KINDS = {
 def missing_binaries(kind: str) -> list[str]:
     """What is not installed of what server KIND needs (scripts/setup.sh installs all of it)."""
     need = SERVER_KINDS[kind]
-    found = {"go": go_toolchain}
+    found = {"go": go_toolchain, "cargo": cargo_toolchain}
     return [b for b in need.binaries if (found[b]() if b in found else binary(b)) is None] + \
         [str(f) for f in need.files if not f.exists()]
 
@@ -756,6 +791,18 @@ VERDICT_CONFIGS = _configs(
     # all return events, the loop is busy, not busy-polling.
     Config("go-cpu0-c16", "go", HttpLoad("/bytes/100", concurrency=16), {"cpus": "0"},
            "Go net/http under taskset -c 0 (GOMAXPROCS 1, Go's default there), 16 keep-alive clients"),
+    # The runtimes and pool libraries no code of the analyzer names (issue 39): libuv's thread pool under
+    # Node's fs.readFile, tokio's blocking pool under axum. 1 and 16 keep-alive clients.
+    *(Config(f"node-{mode}-c{clients}", "node-file", HttpLoad("/bytes/100", concurrency=clients),
+             {"readfile": mode == "readfile"},
+             f"Node {'fs.readFile per request (libuv pool)' if mode == 'readfile' else 'the file kept in memory'}, "
+             f"{clients} clients", warmup_s=2.0)
+      for mode in ("readfile", "memory") for clients in (1, 16)),
+    *(Config(f"axum-{mode}-c{clients}", "axum", HttpLoad("/bytes/100", concurrency=clients),
+             {"blocking": mode == "blocking"},
+             f"axum/tokio, a 1 KiB checksum {'per request through spawn_blocking' if mode == 'blocking' else 'inline'}, "
+             f"{clients} clients", warmup_s=1.0)
+      for mode in ("blocking", "inline") for clients in (1, 16)),
     Config("tornado-shared", "tornado", HERD_LOAD, {"mode": "shared"},
            "Tornado, 4 processes forked on one listener (fork_processes), a new connection per request"),
     Config("tornado-reuseport", "tornado", HERD_LOAD, {"mode": "reuseport"},

@@ -95,6 +95,16 @@ PAIRS = {pair.name: pair for pair in (
          "the JDK's HTTP server with an executor: its dispatcher thread hands each exchange to a pool thread "
          "(Executors.newFixedThreadPool(4)); without one it answers on the dispatcher thread. 1 client.",
          stacks=99),
+    # Runtimes and pool libraries that no code of the analyzer names (issue 39): the hand-off's cost must be
+    # found without a table of their frames.
+    *(Pair(f"node-readfile-c{clients}", f"node-readfile-c{clients}", f"node-memory-c{clients}", HANDOFF_OVERHEAD,
+           "Node's fs.readFile per request: libuv hands each read to its thread pool and the result back to "
+           f"the event loop; kept in memory, nothing is handed over. {clients} clients.", stacks=99)
+      for clients in (1, 16)),
+    *(Pair(f"axum-blocking-c{clients}", f"axum-blocking-c{clients}", f"axum-inline-c{clients}", HANDOFF_OVERHEAD,
+           "axum/tokio with a 1 KiB checksum per request through spawn_blocking: each request goes worker -> "
+           f"blocking pool thread -> worker; inline, it does not. Release build. {clients} clients.", stacks=99)
+      for clients in (1, 16)),
     # The reactor + executor server of the issue ("CRITICAL when pinned to one CPU and unlabelled when not",
     # under the old count gate). Not the herd: on one CPU select() re-checks the listener before it returns
     # and the woken workers go back to sleep inside the kernel, so pinned, the herd costs less (measured:

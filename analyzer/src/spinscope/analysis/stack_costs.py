@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from spinscope.analysis import stacks as S
 from spinscope.analysis.metrics import Analysis
+from spinscope.analysis.roles import IDLE
 
 # The hand-off's machinery frames are the hand-off's cost only where requests are handed over: a server that
 # hands over fewer than this many per request still runs its runtime's queues and promises for other work
@@ -62,11 +63,12 @@ def stack_set(analysis: Analysis) -> S.StackSet | None:
 
 def where(analysis: Analysis, pattern: str, tids, handoffs_per_request: float | None = None) -> Where | None:
     """What the stacks say of `pattern` on the threads `tids` (for the hand-off, with its hand-overs per
-    request); None without stacks."""
+    request: its window is read on those of them on the request path, not idle ones); None without stacks."""
     stackset = stack_set(analysis)
     if stackset is None:
         return None
-    return Where(pattern, S.pattern_stacks(stackset, pattern, tids), stackset, handoffs_per_request)
+    path = [tid for tid in tids if analysis.threads[tid]["role"] != IDLE] if pattern == S.HANDOFF_OVERHEAD else ()
+    return Where(pattern, S.pattern_stacks(stackset, pattern, tids, path), stackset, handoffs_per_request)
 
 
 def whole_share(syscall_share: float | None, found: Where | None) -> float | None:
