@@ -12,7 +12,7 @@ import os
 from typing import Any, Iterable, NamedTuple
 
 FORMAT = "spinscope-capture"
-SCHEMA = 8
+SCHEMA = 9
 
 # The counters every thread, `totals` and every interval carry (docs/capture-format.md, "Counters"), in
 # the collector's order: SPINSCOPE_COUNTERS in bpf/spinscope.h (a test holds the two equal).
@@ -128,7 +128,8 @@ def _rows(path: str, keys: Iterable[str], since: int = 1, required: bool = False
 # folded by process (threads_folded) and the drops per interval. Schema 5 added the listening sockets,
 # schema 6 the dispatch wakeups (SCHEMA6_COUNTERS), schema 7 the threads' lives (SCHEMA7_COUNTERS), schema 8
 # HTTP/2 streams as requests (SCHEMA8_COUNTERS) and the requests' times and cross-thread answers per interval
-# (intervals[].request_ns, cross_thread).
+# (intervals[].request_ns, cross_thread). Schema 9 names Rust's frames with Rust's demangler (stacks.frames[]
+# kind `rust`) and ends the stacks' `handoff` tag at a poll that did not sleep (docs/stacks.md).
 KEYS: tuple[Key, ...] = (
     Key("", "schema", required=True), Key("", "format", TEXT, required=True), Key("", "tool", OBJECT),
     Key("", "target", OBJECT), Key("", "host", OBJECT), Key("", "start_time", TEXT),

@@ -24,6 +24,8 @@ from spinscope.analysis.roles import IDLE
 USER_SHARE_MIN_HANDOFFS = 0.1  # hand-overs per request
 CALL_SITES_SAID = 3  # call sites written as detail lines (all TOP_CALL_SITES are in the JSON)...
 MIN_SHARE_SAID = 0.01  # ...the first always, the others from this share of the pattern's events or samples
+# The machinery's samples by where they are (stacks.MACHINERY's runtimes, and the window no table names).
+RUNTIME_NOUNS = {S.WINDOW: "the runtime's code in the hand-off's window (no table)"}
 EVENT_NOUNS = {S.WRITE_SPIN: "retries of an EAGAIN", S.SPURIOUS_SELECT: "futile wakeups and empty polls",
                S.HANDOFF_OVERHEAD: "calls that woke another thread"}
 
@@ -72,11 +74,12 @@ def where(analysis: Analysis, pattern: str, tids, handoffs_per_request: float | 
 
 
 def whole_share(syscall_share: float | None, found: Where | None) -> float | None:
-    """The label's share: the syscall-measured part plus the user-space part the stacks add."""
+    """The label's share: the syscall-measured part plus the user-space part the stacks add, at most the
+    whole (both are shares of the same threads' CPU, each estimated: their sum can pass 1)."""
     user = found.user_share if found else None
     if user is None:
         return syscall_share
-    return (syscall_share or 0.0) + user
+    return min(1.0, (syscall_share or 0.0) + user)
 
 
 def attach(label, found: Where | None, syscall_share: float | None):
@@ -106,7 +109,7 @@ def _lines(label, found: Where) -> list:
                      f"not counted as the hand-off's: {found.handoffs_per_request or 0:.2f} hand-overs per request "
                      f"(fewer than {USER_SHARE_MIN_HANDOFFS}), so those frames serve other work")
     if label.user_share is not None:
-        runtimes = ", ".join(f"{name} {n}" for name, n in sorted(f.machinery_runtimes.items()))
+        runtimes = ", ".join(f"{RUNTIME_NOUNS.get(name, name)} {n}" for name, n in sorted(f.machinery_runtimes.items()))
         lines.append(f"stack samples: {label.user_share:.1%} of their CPU in the hand-off's machinery in user "
                      f"space ({f.machinery_user} of {f.samples} samples; by runtime: {runtimes or 'none'}), beside "
                      f"{label.syscall_share or 0:.1%} in the calls that hand off and wait: "
@@ -120,7 +123,8 @@ def _lines(label, found: Where) -> list:
         callers = " ← ".join(frame.where for frame in site.context)
         share = (f"{site.event_share:.0%} of {f.events:,} {EVENT_NOUNS[found.pattern]}" if site.events else
                  f"{site.sample_share:.0%} of its {f.window_samples:,} CPU samples")
-        lines.append(f"where: {site.frame.where}" + (f" ← {callers}" if callers else "") + f": {share}")
+        through = f" (through {site.through.name})" if site.through else ""
+        lines.append(f"where: {site.frame.where}{through}" + (f" ← {callers}" if callers else "") + f": {share}")
     return lines
 
 
@@ -137,7 +141,12 @@ def notes(analysis: Analysis) -> list:
     if tail:
         out.append(f"stacks: {tail:,} events came after their thread's last stack of their kind and are in no "
                    "call site's count (event stacks are 1 in a stride, docs/stacks.md)")
-    tags = (stackset.helper or {}).get("tags")
+    helper = stackset.helper or {}
+    if helper.get("skipped") or helper.get("error"):
+        out.append(f"stacks: recorded without the runtime helper ({helper.get('skipped') or helper.get('error')}): "
+                   "the hand-off's user-space part is read from native frames, where the runtime's code and the "
+                   "user's look alike: its window's samples count whole, the user's work in them too")
+    tags = helper.get("tags")
     if isinstance(tags, dict) and tags.get("error"):
         out.append(f"stacks: the runtime helper's samples are untagged ({tags['error']}): they name the hand-off's "
                    "machinery but no pattern's window")

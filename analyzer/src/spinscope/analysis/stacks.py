@@ -434,9 +434,11 @@ def machinery_entry(stack: Stack) -> tuple:
     outer = max(marked)
     if frames[outer].kind not in LANGUAGE_KINDS:
         outer = next((i for i in range(outer + 1, len(frames)) if _language_method(frames[i])), outer)
-    own = next((i for i in range(outer + 1, len(frames)) if is_own_code(frames[i])), None)
-    if own is not None:
-        return frames[own], frames[own + 1:own + 1 + CONTEXT_FRAMES], frames[outer]
+    own = next((i for i in range(outer, len(frames)) if is_own_code(frames[i])), None)
+    if own is not None:  # through: what the user's code called, in its terms (not a JVM stub, not V8's frames)
+        through = next((frames[i] for i in range(own - 1, -1, -1)
+                        if frames[i].kind not in LANGUAGE_KINDS or _language_method(frames[i])), None)
+        return frames[own], frames[own + 1:own + 1 + CONTEXT_FRAMES], through
     return frames[outer], frames[outer + 1:outer + 1 + CONTEXT_FRAMES], None
 
 
