@@ -27,7 +27,12 @@ from verdict_pairs import (BUSY_POLLING, MAX_STEAL, PAIRS, SPURIOUS_SELECT, inde
 SERIOUS = ("warning", "critical")
 COUNT_TOLERANCE = 0.01
 ROUNDS = {"gunicorn-herd": 3, "fastapi-threadpool-c1": 3, "fastapi-threadpool-c16": 3, "tornado-herd": 3,
-          "jdkhttp-pool": 2}  # else 1
+          "jdkhttp-pool": 2, "node-readfile-c1": 2, "axum-blocking-c1": 2,
+          "axum-channel-c1": 1, "jboss-pool": 1, "node-worker-c1": 1}  # else 1
+# Pairs on runtimes and pool libraries that no code of the analyzer names (issue 39), kept out of the rule's
+# making: recorded for the first time once the rule (stacks.WINDOW, the hand-off's window without own code)
+# was fixed, held to the factor of 2 as they came out, never tuned on.
+HELD_OUT = ("axum-channel-c1", "jboss-pool", "node-worker-c1")
 MAX_ROUNDS_FACTOR = 2  # rounds recorded at most, per round wanted, while the hypervisor steals
 # A label must never claim more than the fix saves: its cpu_share at most this factor above the
 # independent share.
@@ -73,7 +78,8 @@ VERDICTS = [name for name, pair in PAIRS.items() if pair.sides == ("bad", "good"
 COSTS = list(ROUNDS)
 # The hand-off's call path on the bad side, from the runtime helper's frames: the pool the detour goes
 # through (anyio's thread pool under Starlette; Netty's executor; the JDK's ThreadPoolExecutor).
-HANDOFF_PATHS = {"fastapi-threadpool-c1": ("site-packages/anyio/", "site-packages/starlette/"),
+HANDOFF_PATHS = {"node-readfile-c1": ("node:fs", "uv_fs_", "uv__work"), "axum-blocking-c1": ("tokio::",),
+                 "fastapi-threadpool-c1": ("site-packages/anyio/", "site-packages/starlette/"),
                  "fastapi-threadpool-c16": ("site-packages/anyio/", "site-packages/starlette/"),
                  "netty-executor": ("io.netty.util.concurrent.", "java.util.concurrent."),
                  # both ways: to the pool (ThreadPoolExecutor), and back, a pool thread waking the dispatcher's
@@ -244,16 +250,33 @@ def test_pinned_and_unpinned_get_the_same_labels(recorded):
 
 @pytest.mark.parametrize("name", list(HANDOFF_PATHS))
 def test_the_top_handoff_call_site_is_the_pools(recorded, name):
-    """With --stacks the hand-off names where it happens: its top call site is the pool's own frame (anyio's
-    run_sync or worker thread; Netty's executor), found in the runtime helper's samples."""
+    """With --stacks the hand-off names where it happens: its top call site, or what it called into, is the
+    pool's own frame (anyio's run_sync or worker thread; Netty's executor; libuv's pool under Node's fs;
+    tokio's blocking pool), found in the runtime helper's samples or the collector's."""
     pair, rounds = PAIRS[name], recorded(name)
     for r in rounds:
         label = next((label for label in r.sides["bad"].assessment().labels if label.name == pair.label), None)
         assert label is not None and label.call_sites, f"{name}: no call site\n{described(rounds)}"
         top = label.call_sites[0]
-        where = f"{top['file'] or ''} {top['function']}"
+        where = f"{top['file'] or ''} {top['function']} {top['through'] or ''} {' '.join(top['callers'])}"
         assert any(marker in where for marker in HANDOFF_PATHS[name]), (name, label.call_sites)
         assert label.user_share is not None and label.user_share > 0, label.to_dict()
+
+
+# The user's own code that hands over, named among the hand-off's call sites in the user's terms: Node's
+# JavaScript from the runtime helper's samples, Rust's handler through Rust's demangler (its crate is the
+# binary's), never a mangled name.
+USER_SITES = {"node-readfile-c1": "serveFile (node_file_bytes.js:", "axum-blocking-c1": "axumbytes::bytes"}
+
+
+@pytest.mark.parametrize("name", list(USER_SITES))
+def test_a_handoff_call_site_is_the_users_code(recorded, name):
+    pair, rounds = PAIRS[name], recorded(name)
+    for r in rounds:
+        label = next(label for label in r.sides["bad"].assessment().labels if label.name == pair.label)
+        wheres = [site["where"] for site in label.call_sites]
+        assert any(where.startswith(USER_SITES[name]) for where in wheres), (name, label.call_sites)
+        assert not any(where.startswith(("_Z", "_R")) or "$LT$" in where for where in wheres), label.call_sites
 
 
 def test_the_herds_top_call_site_is_the_workers_accept_path(recorded):

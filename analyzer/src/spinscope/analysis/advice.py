@@ -127,8 +127,8 @@ HANDOFF_FIXES = {
 
 # Fewer handoffs than the mechanism's words need (claims.py): the wait measured, not a hand-over per request.
 FEW_HANDOFFS_FIXES = {
-    NATIVE: ["few requests are handed over: the wait is for a CPU once a thread is woken, not for a hand-over per "
-             "request; keep the server's busy threads to the CPUs free for them (a smaller pool, the load and "
+    NATIVE: ["few requests woke another thread: the wait is for a CPU once a thread is woken, not for a hand-over "
+             "per request; keep the server's busy threads to the CPUs free for them (a smaller pool, the load and "
              "other work elsewhere)"],
     GO: GO_FIXES,
 }

@@ -537,8 +537,11 @@ def _handoff_summary(analysis: Analysis, m: HandoffMeasure, edges: dict, runtime
                                        m.per_request < ROUND_TRIP_MIN_HANDOFFS else m.mechanism) + ": "
     else:  # fewer hand-overs than the mechanism's words need: what was measured, no more
         phrase = f"{advice.handoff_phrase(runtime, m.mechanism)}: " if runtime == "go" else ""
-        rate = f"{m.per_request:.2f} handoffs between threads per request" + (
-            f" (about one request in {1 / m.per_request:,.0f})" if m.per_request else "")
+        # A wakeup, not a hand-over: work handed to a thread already awake wakes no one (a pool busy at 16
+        # clients), so the rate says what woke, never that few requests were handed over.
+        rate = f"{m.per_request:.2f} wakeups between threads per request" + (
+            f" (one in about {1 / m.per_request:,.0f} requests woke another thread; a hand-over to a thread "
+            "already awake wakes none)" if m.per_request else "")
     return (f"handoff overhead: {phrase}{lives}{rate}" + (f" ({path})" if path else "") + f"{moved}; {waits}{cpu}")
 
 
