@@ -813,7 +813,7 @@ VERDICT_CONFIGS = _configs(
     # The runtimes and pool libraries no code of the analyzer names (issue 39): libuv's thread pool under
     # Node's fs.readFile, tokio's blocking pool under axum. 1 and 16 keep-alive clients.
     *(Config(f"node-{mode}-c{clients}", "node-file", HttpLoad("/bytes/100", concurrency=clients), {"mode": mode},
-             f"Node, {NODE_MODES[mode]}, {clients} clients", warmup_s=2.0)
+             f"Node, {NODE_MODES[mode]}, {clients} clients", warmup_s=4.0)
       for mode in NODE_MODES for clients in (1, 16)),
     *(Config(f"axum-{mode}-c{clients}", "axum", HttpLoad("/bytes/100", concurrency=clients), {"mode": mode},
              f"axum/tokio, a 1 KiB checksum {AXUM_MODES[mode]}, {clients} clients", warmup_s=1.0)
