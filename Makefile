@@ -78,7 +78,9 @@ $(BUILD)/ctests/%: tests/c/%.c $(wildcard tests/c/*.h) $(filter-out collector/ma
 # The collector is linked fully static: libbpf, libelf, libdw (--stacks' unwinder, with its bzip2 and xz
 # decompressors), libstdc++'s demangler, zlib, json-c and glibc too (libelf here needs no zstd), `ldd` says
 # "not a dynamic executable". The linker warns that libdw's debuginfod client uses dlopen: that path runs
-# only with DEBUGINFOD_URLS set, which the collector unsets (collector/stacks.c), so it never runs. The
+# only with DEBUGINFOD_URLS set, which the collector unsets (collector/stacks.c), so it never runs; and that
+# Rust's standard library (in the demangler's static library, collector/rustc-demangle/) holds getpwuid_r and
+# getaddrinfo: its home directory and name lookups, which the demangler never calls. The
 # BPF object is inside it (the skeleton), as in every build. Building the wheel fetches setuptools from
 # PyPI (pip's build isolation).
 DIST  := $(BUILD)/dist
