@@ -317,3 +317,14 @@ def test_the_shares_sum_is_at_most_the_whole():
 
     assert whole_share(0.95, 0.3) == 1.0 and whole_share(0.2, 0.1) == pytest.approx(0.3)
     assert whole_share(0.2, None) == 0.2 and whole_share(None, 0.1) == pytest.approx(0.1)
+
+
+def test_a_capture_without_the_runtime_helper_says_so(capture_file):
+    """Nothing silent: a runtime target recorded with --stacks but without the helper (not built, not started,
+    or a -- COMMAND target) is read from native frames, and the report says what that means for the share."""
+    from spinscope.analysis.stack_costs import notes
+    skipped = block([stack(7, [13, 12], 5, "cpu", ["handoff"])])
+    skipped["helper"] = {"runtime": "cpython", "skipped": "cpython target: spinscope-stacks-helper not found"}
+    said = notes(analyze(load(capture_file({**captures.clean_event_loop(), "stacks": skipped}, "skipped.json"))))
+    assert any(line.startswith("stacks: recorded without the runtime helper (cpython target: spinscope-stacks-helper "
+                               "not found): the hand-off's user-space part is read from native frames") for line in said), said
