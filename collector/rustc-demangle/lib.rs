@@ -11,8 +11,11 @@ use std::os::raw::{c_char, c_int};
 /// `symbol` is a NUL-ended string and `out` holds `size` bytes.
 #[no_mangle]
 pub unsafe extern "C" fn spinscope_rust_demangle(symbol: *const c_char, out: *mut c_char, size: usize) -> c_int {
-    let Ok(symbol) = CStr::from_ptr(symbol).to_str() else { return 0 };
-    let Ok(name) = rustc_demangle::try_demangle(symbol) else { return 0 };
-    let mut buffer = std::slice::from_raw_parts_mut(out.cast::<u8>(), size);
-    c_int::from(write!(buffer, "{name:#}\0").is_ok())
+    // Debian 12's rustc (1.63, scripts/setup.sh's `cargo` where no newer one is installed) builds this.
+    let name = match CStr::from_ptr(symbol).to_str().map(rustc_demangle::try_demangle) {
+        Ok(Ok(name)) => name,
+        _ => return 0,
+    };
+    let mut buffer = std::slice::from_raw_parts_mut(out as *mut u8, size);
+    c_int::from(write!(buffer, "{:#}\0", name).is_ok())
 }

@@ -17,7 +17,7 @@ import subprocess
 
 import pytest
 
-from realserver_harness import ensure_netty, ensure_ready
+from realserver_harness import ensure_axumbytes, ensure_jboss, ensure_netty, ensure_ready
 from realserver_harness import www  # noqa: F401  (fixture)
 from spinscope.analysis.claims import unsupported
 from spinscope.analysis.verdicts import WARNING_SHARE
@@ -111,8 +111,8 @@ def recorded(tmp_path_factory, www):  # noqa: F811
             try:
                 if absent := missing(pair):
                     pytest.skip(f"{name}: {', '.join(absent)} not installed (scripts/setup.sh installs it)")
-                if any(config.server == "netty" for config in pair.configs().values()):
-                    build_netty()
+                for server in sorted({config.server for config in pair.configs().values()} & set(BUILDS)):
+                    build(server)
                 wanted = ROUNDS.get(name, 1)
                 work = tmp_path_factory.mktemp(name)
                 runs[name] = record_pair(pair, work, www, work, rounds=wanted,
@@ -128,14 +128,20 @@ def recorded(tmp_path_factory, www):  # noqa: F811
     return get
 
 
-def build_netty() -> None:
-    """netty-all from Maven Central and the server compiled (cached in build/netty); a skip when Maven
-    cannot fetch it here."""
+# The servers built on first use (cached in build/): how, and what a failure most likely means here.
+BUILDS = {"netty": (ensure_netty, "no Maven Central?"), "jboss": (ensure_jboss, "no Maven Central?"),
+          "axum": (ensure_axumbytes, "no crates.io, or a Rust toolchain older than axum 0.8's 1.75?")}
+
+
+def build(server: str) -> None:
+    """SERVER's build (its dependencies fetched, compiled, cached in build/); a skip that says why when it
+    cannot be built here."""
+    ensure, likely = BUILDS[server]
     try:
-        ensure_netty()
+        ensure()
     except subprocess.CalledProcessError as e:
         tail = (e.stderr or b"").decode(errors="replace").strip().splitlines()[-5:]
-        pytest.skip(f"netty: {' '.join(map(str, e.cmd[:2]))} failed (no Maven Central?): {' | '.join(tail)}")
+        pytest.skip(f"{server}: {' '.join(map(str, e.cmd[:2]))} failed ({likely}): {' | '.join(tail)}")
 
 
 def labels(run, severities=("info", *SERIOUS)) -> dict:
