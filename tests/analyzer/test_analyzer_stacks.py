@@ -299,6 +299,11 @@ def test_the_handoffs_window_without_own_code_is_its_machinery_whatever_the_name
                                         stack(3, [2, 3, 0, 1], 4, "cpu", ["handoff"])], UNNAMED)})
     found = S.pattern_stacks(stackset, S.HANDOFF_OVERHEAD, tids=[1, 3], path_tids=[1])
     assert (found.samples, found.machinery_user, found.machinery_runtimes) == (20, 6, {S.WINDOW: 6})
+    # Its cost, not where it is: the window makes no call site (the machinery and the events say where).
+    assert found.call_sites == []
+    # A stack the helper could not unwind cannot say it holds none of the target's code.
+    broken = S.Stack(1, "runtime", window, 1, 1, (S.Frame(S.ERROR, "[error]", "[unwind error 4012 in unknown]"),))
+    assert S.machinery_of(broken, on_path=True) is None
 
 
 def test_a_handoff_is_placed_at_the_users_code_that_entered_the_machinery():

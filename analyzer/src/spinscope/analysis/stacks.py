@@ -47,8 +47,9 @@ TOP_CALL_SITES = 5
 CONTEXT_FRAMES = 3
 
 # Frame kinds (RUST: native code the collector named with Rust's demangler; NODE: a runtime helper's V8 frame,
-# a JavaScript function or one of V8's own).
-KERNEL, NATIVE, JIT, PYTHON, JVM, NODE, RUST = "kernel", "native", "jit", "python", "jvm", "node", "rust"
+# a JavaScript function or one of V8's own; ERROR: where the helper's unwinding stopped).
+KERNEL, NATIVE, JIT, PYTHON, JVM, NODE, RUST, ERROR = ("kernel", "native", "jit", "python", "jvm", "node", "rust",
+                                                       "error")
 LANGUAGE_KINDS = (PYTHON, JVM, JIT, NODE)
 # The hand-off's machinery that no table names: a sample of a thread on the hand-off's request path, in the
 # hand-off's window (tagged TAG_HANDOFF: in a call that hands over, or woken by another of the target's
@@ -289,7 +290,9 @@ def machinery_of(stack: Stack, on_path: bool = False) -> str | None:
             return runtime
         if is_own_code(frame):
             return None
-    return WINDOW if on_path and TAG_HANDOFF in stack.tags else None
+    # A stack cut short by an unwinding error cannot say it holds none of the target's code.
+    unwound = not any(frame.kind == ERROR for frame in stack.frames)
+    return WINDOW if on_path and unwound and TAG_HANDOFF in stack.tags else None
 
 
 def call_site(stack: Stack) -> tuple:
@@ -302,7 +305,7 @@ def call_site(stack: Stack) -> tuple:
         if is_own_code(frame):
             return frame, frames[i + 1:i + 1 + CONTEXT_FRAMES]
     language = [i for i, f in enumerate(frames) if _language_method(f)]
-    user = language or [i for i, f in enumerate(frames) if f.kind != KERNEL]
+    user = language or [i for i, f in enumerate(frames) if f.kind not in (KERNEL, ERROR)]
     i = user[0] if user else 0
     return (frames[i], frames[i + 1:i + 1 + CONTEXT_FRAMES]) if frames else (None, ())
 
@@ -392,8 +395,8 @@ def pattern_stacks(stacks: StackSet, pattern: str, tids: Iterable[int] | None = 
             else:
                 mach_user += s.count
             window += s.count
-            site, context, entry = machinery_entry(s)
-            _site(sites, site, context, entry).samples += s.count
+            if runtime != WINDOW:  # the window's samples are its cost; where it happens, its machinery says
+                _site(sites, *machinery_entry(s)).samples += s.count
         elif tags & s.tags:
             window += s.count
             # A hand-off's window runs on into the work the thread was handed (a pool thread's endpoint):
@@ -426,13 +429,9 @@ def machinery_entry(stack: Stack) -> tuple:
     machinery frame (the call that hands off, `run_in_threadpool`, or the pool's loop, `WorkerThread.run`),
     or, when that frame is native (libc's condition variable, libjvm's monitor) under frames of the
     runtime's language, the language frame that called into it (`EPollSelectorImpl.wakeup`, not
-    `pthread_cond_signal ← ObjectMonitor::ExitEpilog`): the call site is said in the target's terms. A window
-    sample (no machinery frame, no own code) is placed as any other sample (call_site)."""
+    `pthread_cond_signal ← ObjectMonitor::ExitEpilog`): the call site is said in the target's terms."""
     frames = stack.frames
-    marked = [i for i, f in enumerate(frames) if machinery_runtime(f)]
-    if not marked:
-        return (*call_site(stack), None)
-    outer = max(marked)
+    outer = max(i for i, f in enumerate(frames) if machinery_runtime(f))
     if frames[outer].kind not in LANGUAGE_KINDS:
         outer = next((i for i in range(outer + 1, len(frames)) if _language_method(frames[i])), outer)
     own = next((i for i in range(outer, len(frames)) if is_own_code(frames[i])), None)
