@@ -333,3 +333,7 @@ def test_a_capture_without_the_runtime_helper_says_so(capture_file):
     said = notes(analyze(load(capture_file({**captures.clean_event_loop(), "stacks": skipped}, "skipped.json"))))
     assert any(line.startswith("stacks: recorded without the runtime helper (cpython target: spinscope-stacks-helper "
                                "not found): the hand-off's user-space part is read from native frames") for line in said), said
+    skipped["helper"] = {"helper": "otel-ebpf-profiler", "samples": 0, "pids_sampled": None, "runtime": "node"}
+    said = notes(analyze(load(capture_file({**captures.clean_event_loop(), "stacks": skipped}, "none.json"))))
+    assert "stacks: the runtime helper ran but took no sample of the target: its runtime's frames are unnamed (read " \
+           "from native frames, as without the helper)" in said, said

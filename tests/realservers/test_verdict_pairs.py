@@ -301,6 +301,9 @@ USER_SITES = {"node-readfile-c1": "serveFile (node_file_bytes.js:", "axum-blocki
 def test_a_handoff_call_site_is_the_users_code(recorded, name):
     pair, rounds = PAIRS[name], recorded(name)
     for r in rounds:
+        helper = r.sides["bad"].capture["stacks"].get("helper")
+        if helper is not None:  # Node's JavaScript is named by the runtime helper's samples only
+            assert helper.get("samples"), f"the runtime helper took no sample: {helper}"
         label = next(label for label in r.sides["bad"].assessment().labels if label.name == pair.label)
         wheres = [site["where"] for site in label.call_sites]
         assert any(USER_SITES[name] in " ".join([where, *site["callers"]]) for where, site in

@@ -83,6 +83,9 @@ def notes(analysis: Analysis) -> list:
         out.append(f"stacks: recorded without the runtime helper ({helper.get('skipped') or helper.get('error')}): "
                    "the hand-off's user-space part is read from native frames, where the runtime's code and the "
                    "user's look alike: its window's samples count whole, the user's work in them too")
+    elif helper.get("helper") and not helper.get("samples"):
+        out.append("stacks: the runtime helper ran but took no sample of the target: its runtime's frames are "
+                   "unnamed (read from native frames, as without the helper)")
     tags = helper.get("tags")
     if isinstance(tags, dict) and tags.get("error"):
         out.append(f"stacks: the runtime helper's samples are untagged ({tags['error']}): they name the hand-off's "
