@@ -117,7 +117,7 @@ def test_per_pattern_call_sites(run):
 
 def test_exports_open_in_the_usual_tools(run, tmp_path):
     stackset = S.load(run.capture)
-    text = S.folded(s for s in S.selected(stackset, S.WRITE_SPIN, source=None) if s.source == S.SPIN_WRITE)
+    text = S.folded(s for s in S.selected(stackset, S.WRITE_SPIN) if s.source == S.SPIN_WRITE)
     lines = text.splitlines()
     assert lines and all(line.rsplit(" ", 1)[1].isdigit() for line in lines)
     assert sum(int(line.rsplit(" ", 1)[1]) for line in lines if "spin_retry_site" in line) \

@@ -376,11 +376,12 @@ def pattern_stacks(stacks: StackSet, pattern: str, tids: Iterable[int] | None = 
                          ranked[:TOP_CALL_SITES], sampled)
 
 
-def sampler(stacks: Iterable[Stack], pattern: str, runtime_tagged: bool) -> str:
+def sampler(stacks: Iterable[Stack], pattern: str | None, runtime_tagged: bool) -> str:
     """Whose CPU samples say where a pattern's time goes (both samplers sample the same time: one is read):
-    the runtime helper's where it sampled these threads, for the hand-off always (its samples name the
-    runtime's machinery) and for the others when its samples carry tags; else the collector's."""
-    by_helper = pattern == HANDOFF_OVERHEAD or runtime_tagged
+    the runtime helper's where it sampled these threads, for the hand-off and for no pattern (all the
+    samples: an export) always (its samples name the runtime's frames) and for the others when its samples
+    carry tags; else the collector's."""
+    by_helper = pattern in (None, HANDOFF_OVERHEAD) or runtime_tagged
     return RUNTIME if by_helper and any(s.source == RUNTIME for s in stacks) else CPU
 
 
@@ -413,55 +414,78 @@ def _site(sites: dict, frame: Frame, context: tuple) -> CallSite:
 # ------------------------------------------------------------------ exports
 
 
-def selected(stacks: StackSet, pattern: str | None = None, source: str | None = CPU) -> list:
-    """The stacks of one source (CPU samples by default; None: every source), or of one pattern: its event
-    stacks and the CPU samples in its window or machinery, from the sampler that pattern_stacks reads."""
+def is_sample(stack: Stack) -> bool:
+    """A CPU sample (the collector's or the runtime helper's: its weight is time), not an event stack (its
+    weight is events): the two are never added up in one value."""
+    return stack.source in (CPU, RUNTIME)
+
+
+def selected(stacks: StackSet, pattern: str | None = None) -> list:
+    """What an export or a flame graph shows: the CPU samples of one sampler (the runtime helper's where it
+    ran, as it names the runtime's frames; the two sample the same time, so never both) and the event
+    stacks; or of one pattern, its event stacks and the samples in its window or machinery, from the sampler
+    that pattern_stacks reads."""
+    timed = sampler(stacks.stacks, pattern, stacks.runtime_tagged)
     out = []
-    timed = sampler(stacks.stacks, pattern, stacks.runtime_tagged) if pattern else None
     for s in stacks.stacks:
-        if pattern:
-            if s.source in PATTERN_SOURCES[pattern]:
+        if not is_sample(s):
+            if pattern is None or s.source in PATTERN_SOURCES[pattern]:
                 out.append(s)
-                continue
-            if s.source != timed or not (s.tags & set(PATTERN_TAGS[pattern])
-                                         or (pattern == HANDOFF_OVERHEAD and machinery_of(s))):
-                continue
-            if source not in (None, timed):
-                continue
-        elif source is not None and s.source != source:
-            continue
-        out.append(s)
+        elif s.source == timed and (pattern is None or s.tags & set(PATTERN_TAGS[pattern])
+                                    or (pattern == HANDOFF_OVERHEAD and machinery_of(s))):
+            out.append(s)
     return out
+
+
+def language_view(frames: tuple) -> tuple:
+    """The frames as py-spy shows Python: in a stack with frames of the runtime's language, the runtime's own
+    frames outward of the innermost one left out (_PyEval_EvalFrameDefault, `python3.11+0x584b23`, the
+    JVM's stubs and call stubs, the thread's start), the native and kernel frames it called into kept (libc's
+    write, the futex the sample waited in). A stack without language frames is as it was."""
+    innermost = next((i for i, f in enumerate(frames) if _language_method(f)), None)
+    if innermost is None:
+        return frames
+    return frames[:innermost] + tuple(f for f in frames[innermost:] if _language_method(f))
 
 
 def _folded_name(frame: Frame) -> str:
     return frame.where.replace(";", ":").replace("\n", " ")
 
 
-def folded(stacks: Iterable[Stack], thread_names: Mapping | None = None) -> str:
+def folded(stacks: Iterable[Stack], thread_names: Mapping | None = None, all_frames: bool = False) -> str:
     """Folded stacks (Brendan Gregg's format: `root;...;leaf count` a line), rooted at the thread's name;
-    each stack counted by its events (event stacks) or samples (CPU samples)."""
+    each stack counted by its samples or its events (ValueError for a mix: one kind a file). The runtime's
+    own frames between language frames are left out unless all_frames (language_view)."""
     counts: dict = defaultdict(int)
+    kinds = set()
     for s in stacks:
+        kinds.add(is_sample(s))
         thread = (thread_names or {}).get(s.tid, f"tid {s.tid}")
-        path = ";".join([str(thread).replace(";", ":"), *(_folded_name(f) for f in reversed(s.frames))])
-        counts[path] += s.weight if s.source != CPU else s.count
+        frames = s.frames if all_frames else language_view(s.frames)
+        path = ";".join([str(thread).replace(";", ":"), *(_folded_name(f) for f in reversed(frames))])
+        counts[path] += s.count if is_sample(s) else s.weight
+    if len(kinds) > 1:
+        raise ValueError("folded stacks of samples and events in one file")
     return "".join(f"{path} {n}\n" for path, n in sorted(counts.items()))
 
 
-def pprof(stacks: Iterable[Stack], hz: int, duration_s: float, thread_names: Mapping | None = None) -> bytes:
+def pprof(stacks: Iterable[Stack], hz: int, duration_s: float, thread_names: Mapping | None = None,
+          all_frames: bool = False) -> bytes:
     """A gzipped pprof profile (profile.proto) of the stacks: sample types `samples`/count and `cpu`/
-    nanoseconds for CPU samples, `events`/count for event stacks; each sample labelled with its thread,
-    source and tags. For `go tool pprof`, Grafana Pyroscope, speedscope."""
-    return gzip.compress(_Profile(hz, duration_s, thread_names or {}).encode(list(stacks)), mtime=0)
+    nanoseconds (the default type) for CPU samples, `events`/count for event stacks, a sample's value 0 in
+    the types not its own; each sample labelled with its thread, source and tags. The runtime's own frames
+    between language frames are left out unless all_frames (language_view). For `go tool pprof`, Grafana
+    Pyroscope, speedscope."""
+    profile = _Profile(hz, duration_s, thread_names or {}, all_frames)
+    return gzip.compress(profile.encode(list(stacks)), mtime=0)
 
 
 class _Profile:
     """profile.proto written with the protobuf wire format (github.com/google/pprof/proto/profile.proto):
     the handful of messages a profile needs, so no generated code is carried for them."""
 
-    def __init__(self, hz: int, duration_s: float, thread_names: Mapping):
-        self.hz, self.duration_s, self.names = hz, duration_s, thread_names
+    def __init__(self, hz: int, duration_s: float, thread_names: Mapping, all_frames: bool):
+        self.hz, self.duration_s, self.names, self.all_frames = hz, duration_s, thread_names, all_frames
         self.strings: dict = {"": 0}
         self.functions: dict = {}
         self.locations: dict = {}
@@ -485,8 +509,8 @@ class _Profile:
         for t, u in types:
             out += _field_msg(1, _field_int(1, t) + _field_int(2, u))
         for st in stacks:
-            ids = [self.location(f) for f in st.frames]
-            cpu = st.source == CPU
+            ids = [self.location(f) for f in (st.frames if self.all_frames else language_view(st.frames))]
+            cpu = is_sample(st)
             values = [st.count if cpu else 0, st.count * period if cpu else 0, 0 if cpu else st.weight]
             labels = [_field_msg(3, _field_int(1, self.s("thread")) + _field_int(2, self.s(str(self.names.get(
                           st.tid, st.tid))))),
@@ -506,6 +530,7 @@ class _Profile:
         out += _field_int(10, int(self.duration_s * 1e9))
         out += _field_msg(11, _field_int(1, self.s("cpu")) + _field_int(2, self.s("nanoseconds")))
         out += _field_int(12, period)
+        out += _field_int(14, self.s("cpu"))  # default_sample_type: else pprof shows the last, events
         return bytes(out)
 
 
