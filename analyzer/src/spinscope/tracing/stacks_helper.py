@@ -66,6 +66,17 @@ def runtime_of(pid: int, root: Path = Path("/proc")) -> str | None:
     return None
 
 
+def not_live(pid: int | None) -> str | None:
+    """Why a live view (`top --stacks`, `exporter --stacks`) names none of pid's runtime frames, or None when the
+    collector names them all (native code, Go). The helper writes its samples once, when it stops: it cannot
+    feed a view each second."""
+    runtime = runtime_of(pid) if pid else None
+    if runtime is None:
+        return None
+    return (f"{runtime} target: its runtime's frames are not named live (the runtime stacks helper writes its "
+            "samples only when it stops; `spinscope record --stacks` runs it): call sites in native frames")
+
+
 def find() -> Path | None:
     override = os.environ.get(HELPER_ENV)
     if override:
