@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from machine_lock import load_lock
+from paths import ROOT
 from spinscope.tracing import stacks_helper
 
 PYTHON_TARGET = textwrap.dedent("""\
@@ -59,9 +59,10 @@ LIFETIME_S, WARM_S, DURATION_S = "300", 1.5, "4"
 
 
 def go() -> str:
-    found = shutil.which("go") or ("/usr/local/go/bin/go" if os.access("/usr/local/go/bin/go", os.X_OK) else None)
-    assert found, "no Go toolchain (make setup installs one): go tool pprof reads the profile"
-    return found
+    """The Go toolchain scripts/go-toolchain.sh finds (`make setup` installs one): go tool pprof reads the profile."""
+    found = subprocess.run(["bash", str(ROOT / "scripts" / "go-toolchain.sh")], capture_output=True, text=True)
+    assert found.returncode == 0, found.stderr
+    return found.stdout.strip()
 
 
 @pytest.fixture(scope="module", autouse=True)
