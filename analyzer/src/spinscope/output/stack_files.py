@@ -16,7 +16,7 @@ from spinscope.analysis.metrics import Analysis
 from spinscope.analysis.stack_costs import stack_set
 from spinscope.errors import SpinscopeError
 
-PATTERNS = (S.WRITE_SPIN, S.SPURIOUS_SELECT, S.HANDOFF_OVERHEAD)
+PATTERNS = tuple(S.PATTERN_SOURCES)  # the patterns with stacks of their own (analysis/patterns/)
 SAMPLERS = {S.CPU: "the collector's", S.RUNTIME: "the runtime helper's"}
 
 
@@ -40,6 +40,9 @@ def chosen(analysis: Analysis, pattern: str | None) -> Chosen:
     """The stacks to write: every event stack and CPU sample (one sampler's), or a pattern's event stacks and
     the CPU samples in its window. Raises SpinscopeError for a capture recorded without --stacks."""
     stackset = stack_set(analysis)
+    if stackset is None and "stacks" in analysis.capture.left_out:
+        raise SpinscopeError(f"{analysis.capture.path}: no stacks in this capture: --stacks was asked for, but the "
+                             f"recording kernel {analysis.capture.kernel} could not run the sampler (Linux 6.1)")
     if stackset is None:
         raise SpinscopeError(f"{analysis.capture.path}: no stacks in this capture (record it with --stacks)")
     stacks = S.selected(stackset, pattern)
