@@ -125,8 +125,10 @@ test: setup
 # bundled captures. No root, no apt, no build; runs as any user, one worker per CPU (pytest-xdist: about
 # 2 minutes on 2 CPUs, 4 in one process). Needs the package installed once (`make setup`, or
 # `pip install -e .[test]`).
+# PYTHONPATH: this checkout's analyzer first, whichever checkout the editable install points at (a git
+# worktree's `make unit` would otherwise test the main tree's code).
 unit:
-	$(PYTHON) -m pytest -q -n auto -m "not root" tests
+	PYTHONPATH=$(abspath analyzer/src) $(PYTHON) -m pytest -q -n auto -m "not root" tests
 
 demo: setup
 	$(MAKE) all
@@ -135,6 +137,7 @@ demo: setup
 bench: setup
 	$(MAKE) all $(BUILD)/syscall_cost
 	$(PYTHON) bench/run.py
+	$(PYTHON) bench/server_cost.py
 
 $(BUILD)/syscall_cost: bench/syscall_cost.c
 	$(CC) -O2 $(WARN) $< -o $@
