@@ -18,6 +18,7 @@ from spinscope.analysis.metrics import analyze
 from spinscope.analysis.patterns import HANDOFF_OVERHEAD, SPURIOUS_SELECT, WRITE_SPIN
 from spinscope.analysis.schema import layout_differences
 from spinscope.analysis.verdicts import severity
+from spinscope.output import stack_files
 
 
 def frame(symbol, kind="native", module="server", file=None, line=0):
@@ -146,11 +147,11 @@ def test_folded_and_pprof():
     stackset = S.load({"stacks": block([stack(7, [10, 11, 12], 3), stack(7, [10, 11, 12], 2, "spin-write",
                                                                                 weight=90)])})
     samples, events = ([s for s in stackset.stacks if S.is_sample(s) == kind] for kind in (True, False))
-    assert S.folded(samples, {7: "loop (7)"}) == "loop (7);main (server.c:90);spin_retry_site (server.c:42);__write (write.c:26) 3\n"
-    assert S.folded(events, {7: "loop (7)"}) == "loop (7);main (server.c:90);spin_retry_site (server.c:42);__write (write.c:26) 90\n"
+    assert stack_files.folded(samples, {7: "loop (7)"}) == "loop (7);main (server.c:90);spin_retry_site (server.c:42);__write (write.c:26) 3\n"
+    assert stack_files.folded(events, {7: "loop (7)"}) == "loop (7);main (server.c:90);spin_retry_site (server.c:42);__write (write.c:26) 90\n"
     with pytest.raises(ValueError):
-        S.folded(stackset.stacks)  # samples and events are never added up
-    profile = gzip.decompress(S.pprof(stackset.stacks, 99, 2.0, {7: "loop (7)"}))
+        stack_files.folded(stackset.stacks)  # samples and events are never added up
+    profile = gzip.decompress(stack_files.pprof(stackset.stacks, 99, 2.0, {7: "loop (7)"}))
     for text in (b"spin_retry_site", b"server.c", b"loop (7)", b"spin-write", b"events", b"nanoseconds"):
         assert text in profile
 
@@ -202,13 +203,13 @@ def test_an_export_reads_the_runtime_helpers_samples_without_the_interpreters_fr
                                         stack(7, [10, 13], 1, "handoff", weight=30)])})
     chosen = S.selected(stackset)
     assert [(s.source, s.count) for s in chosen] == [("runtime", 4), ("handoff", 1)]
-    assert S.folded([chosen[0]], {7: "py (7)"}) == (
+    assert stack_files.folded([chosen[0]], {7: "py (7)"}) == (
         "py (7);Thread._bootstrap_inner (<stdlib>/threading.py:1038);run_sync (site-packages/anyio/to_thread.py:33);"
         "endpoint (app.py:12);__write (write.c:26);futex_wait 4\n")
-    assert "_PyEval_EvalFrameDefault" in S.folded([chosen[0]], all_frames=True)
-    assert S.folded([stackset.stacks[1]]).count("_PyEval_EvalFrameDefault") == 2  # no language frame: as it was
+    assert "_PyEval_EvalFrameDefault" in stack_files.folded([chosen[0]], all_frames=True)
+    assert stack_files.folded([stackset.stacks[1]]).count("_PyEval_EvalFrameDefault") == 2  # no language frame: as it was
 
-    profile = decode(gzip.decompress(S.pprof(chosen, 99, 2.0, {7: "py (7)"})))
+    profile = decode(gzip.decompress(stack_files.pprof(chosen, 99, 2.0, {7: "py (7)"})))
     strings = [b.decode() for b in profile[6]]
     types = [tuple(strings[v] for v in decode(t).values() for v in v) for t in profile[1]]
     assert types == [("samples", "count"), ("cpu", "nanoseconds"), ("events", "count")]

@@ -15,15 +15,14 @@ What this module makes of them, per pattern:
 - its sampled CPU share, split into the kernel part (samples inside a syscall) and the user part, from
   the samples whose stack passes through the pattern's machinery (the runtime's thread-pool, queue, future
   and lock frames: MACHINERY, one table per runtime) or whose tags put them in the pattern's window;
-- folded stacks (FlameGraph, speedscope) and pprof (`go tool pprof`, Grafana Pyroscope) of any of them.
+- what an export shows (selected, language_view); output/stack_files.py writes folded stacks and pprof.
 Nothing here reads the capture's other blocks: each pattern's home joins the two (stack_costs.py).
 """
 
 from __future__ import annotations
 
-import gzip
 import re
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
@@ -500,116 +499,3 @@ def language_view(frames: tuple) -> tuple:
     if innermost is None:
         return frames
     return frames[:innermost] + tuple(f for f in frames[innermost:] if _language_method(f))
-
-
-def _folded_name(frame: Frame) -> str:
-    return frame.where.replace(";", ":").replace("\n", " ")
-
-
-def folded(stacks: Iterable[Stack], thread_names: Mapping | None = None, all_frames: bool = False) -> str:
-    """Folded stacks (Brendan Gregg's format: `root;...;leaf count` a line), rooted at the thread's name;
-    each stack counted by its samples or its events (ValueError for a mix: one kind a file). The runtime's
-    own frames between language frames are left out unless all_frames (language_view)."""
-    counts: dict = defaultdict(int)
-    kinds = set()
-    for s in stacks:
-        kinds.add(is_sample(s))
-        thread = (thread_names or {}).get(s.tid, f"tid {s.tid}")
-        frames = s.frames if all_frames else language_view(s.frames)
-        path = ";".join([str(thread).replace(";", ":"), *(_folded_name(f) for f in reversed(frames))])
-        counts[path] += s.count if is_sample(s) else s.weight
-    if len(kinds) > 1:
-        raise ValueError("folded stacks of samples and events in one file")
-    return "".join(f"{path} {n}\n" for path, n in sorted(counts.items()))
-
-
-def pprof(stacks: Iterable[Stack], hz: int, duration_s: float, thread_names: Mapping | None = None,
-          all_frames: bool = False) -> bytes:
-    """A gzipped pprof profile (profile.proto) of the stacks: sample types `samples`/count and `cpu`/
-    nanoseconds (the default type) for CPU samples, `events`/count for event stacks, a sample's value 0 in
-    the types not its own; each sample labelled with its thread, source and tags. The runtime's own frames
-    between language frames are left out unless all_frames (language_view). For `go tool pprof`, Grafana
-    Pyroscope, speedscope."""
-    profile = _Profile(hz, duration_s, thread_names or {}, all_frames)
-    return gzip.compress(profile.encode(list(stacks)), mtime=0)
-
-
-class _Profile:
-    """profile.proto written with the protobuf wire format (github.com/google/pprof/proto/profile.proto):
-    the handful of messages a profile needs, so no generated code is carried for them."""
-
-    def __init__(self, hz: int, duration_s: float, thread_names: Mapping, all_frames: bool):
-        self.hz, self.duration_s, self.names, self.all_frames = hz, duration_s, thread_names, all_frames
-        self.strings: dict = {"": 0}
-        self.functions: dict = {}
-        self.locations: dict = {}
-
-    def s(self, text: str) -> int:
-        return self.strings.setdefault(text, len(self.strings))
-
-    def location(self, frame: Frame) -> int:
-        if frame not in self.locations:
-            key = (frame.name, frame.file or frame.module or "")
-            if key not in self.functions:
-                self.functions[key] = len(self.functions) + 1
-            self.locations[frame] = (len(self.locations) + 1, self.functions[key])
-        return self.locations[frame][0]
-
-    def encode(self, stacks: list) -> bytes:
-        period = int(1e9 / self.hz) if self.hz else 0
-        out = bytearray()
-        types = [(self.s("samples"), self.s("count")), (self.s("cpu"), self.s("nanoseconds")),
-                 (self.s("events"), self.s("count"))]
-        for t, u in types:
-            out += _field_msg(1, _field_int(1, t) + _field_int(2, u))
-        for st in stacks:
-            ids = [self.location(f) for f in (st.frames if self.all_frames else language_view(st.frames))]
-            cpu = is_sample(st)
-            values = [st.count if cpu else 0, st.count * period if cpu else 0, 0 if cpu else st.weight]
-            labels = [_field_msg(3, _field_int(1, self.s("thread")) + _field_int(2, self.s(str(self.names.get(
-                          st.tid, st.tid))))),
-                      _field_msg(3, _field_int(1, self.s("source")) + _field_int(2, self.s(st.source)))]
-            for tag in sorted(st.tags):
-                labels.append(_field_msg(3, _field_int(1, self.s("tag")) + _field_int(2, self.s(tag))))
-            out += _field_msg(2, _packed(1, ids) + _packed(2, values) + b"".join(labels))
-        for frame, (loc_id, fn_id) in self.locations.items():
-            line = _field_int(1, fn_id) + (_field_int(2, frame.line) if frame.line else b"")
-            out += _field_msg(4, _field_int(1, loc_id) + _field_msg(4, line))
-        for (name, filename), fn_id in self.functions.items():
-            out += _field_msg(5, _field_int(1, fn_id) + _field_int(2, self.s(name)) + _field_int(3, self.s(name))
-                              + _field_int(4, self.s(filename)))
-        strings = sorted(self.strings.items(), key=lambda kv: kv[1])
-        for text, _ in strings:
-            out += _field_bytes(6, text.encode())
-        out += _field_int(10, int(self.duration_s * 1e9))
-        out += _field_msg(11, _field_int(1, self.s("cpu")) + _field_int(2, self.s("nanoseconds")))
-        out += _field_int(12, period)
-        out += _field_int(14, self.s("cpu"))  # default_sample_type: else pprof shows the last, events
-        return bytes(out)
-
-
-def _varint(n: int) -> bytes:
-    n &= (1 << 64) - 1
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def _field_int(number: int, value: int) -> bytes:
-    return _varint(number << 3) + _varint(value) if value else b""
-
-
-def _field_bytes(number: int, value: bytes) -> bytes:
-    return _varint(number << 3 | 2) + _varint(len(value)) + value
-
-
-def _field_msg(number: int, body: bytes) -> bytes:
-    return _field_bytes(number, body)
-
-
-def _packed(number: int, values: list) -> bytes:
-    return _field_bytes(number, b"".join(_varint(v) for v in values)) if values else b""
