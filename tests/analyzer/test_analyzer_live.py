@@ -514,7 +514,10 @@ def test_a_closed_live_collector_leaves_no_descriptor_open(stand_in_collector, m
     else:
         with pytest.raises(SpinscopeError, match="^no such process$"):
             stream.wait_ready(timeout=30)
-    assert open_fds() == before
+    # None of the descriptors it opened is left. (Not `== before`: a daemon thread of an earlier test in
+    # this worker, a reader seeing its pipe end, may close one of its own meanwhile: 1 run in 3 under load.)
+    assert stream._stream.closed and stream._messages.closed
+    assert not open_fds() - before
 
 
 def test_the_final_screen_divides_by_a_full_window_and_no_thread_waits_over_1000_ms_per_s(split):
