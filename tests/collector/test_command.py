@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from collector_harness import COLLECTOR, FIXTURES, ROOT
+from collector_harness import COLLECTOR, FIXTURES, ROOT, drop_to_nobody, unprivileged  # noqa: F401 (a fixture)
 
 FIRSTWRITES = FIXTURES / "firstwrites"
 ENV = {**os.environ, "PYTHONPATH": str(ROOT / "analyzer" / "src"), "SPINSCOPE_COLLECTOR": str(COLLECTOR)}
@@ -214,22 +214,16 @@ def test_the_command_has_spinscopes_streams_environment_and_directory(tmp_path):
     assert "to-stderr\n" in result.stderr and "wrote" in result.stderr
 
 
-def drop_to_nobody():
-    os.setgroups([])
-    os.setgid(65534)
-    os.setuid(65534)
-
-
-def test_a_collector_that_fails_before_the_probes_are_live_never_runs_the_command(tmp_path):
-    """Not root: the host check fails after the command was started held, and it exits without its exec."""
-    os.chmod(tmp_path, 0o777)
-    marker = tmp_path / "ran"
-    result = subprocess.run([str(COLLECTOR), "-o", str(tmp_path / "x.json"), "--", "touch", str(marker)],
+def test_a_collector_that_fails_before_the_probes_are_live_never_runs_the_command(unprivileged):
+    """Not root: the host check fails after the command was started held, and it exits without its exec (the
+    command could write its marker: the directory is nobody's)."""
+    marker, out = unprivileged.home / "ran", unprivileged.home / "x.json"
+    result = subprocess.run([str(unprivileged.collector), "-o", str(out), "--", "touch", str(marker)],
                             capture_output=True, text=True, timeout=30, preexec_fn=drop_to_nobody)
     assert result.returncode == 1
     (error,) = [line for line in result.stderr.splitlines() if ": error:" in line]
     assert error.startswith("spinscope-collector: error: needs root")
-    assert not marker.exists() and not (tmp_path / "x.json").exists()
+    assert not marker.exists() and not out.exists()
 
 
 @pytest.mark.skipif(not shutil.which("tmux"), reason="tmux not installed (apt-get install tmux)")
