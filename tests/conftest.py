@@ -18,12 +18,14 @@ NOT_ROOT = pytest.mark.skip(reason="needs root (BPF, network namespaces, servers
 
 
 def pytest_configure(config) -> None:
-    """Ctrl-C reaches the suite and what it starts. A shell without job control starts a background job
-    (`make test &` from a script, some CI runners) with SIGINT ignored, and an ignored signal stays ignored
-    across exec: the tests that play a terminal's Ctrl-C (record -- COMMAND, a sweep) then sent it to
-    processes that never saw it (a command's `trap ... INT` cannot even be set in a shell started so),
-    and waited for an end that never came. A handler, unlike SIG_IGN, is reset to the default by exec."""
+    """SIGINT and SIGQUIT as a terminal's foreground job has them, for the suite and all it starts. A shell
+    without job control starts a background job (`make test &` from a script, some CI runners) with both
+    ignored, and an ignored signal stays ignored across exec: the tests that play a terminal's Ctrl-C
+    (record -- COMMAND, a sweep) then sent it to processes that never saw it (a command's `trap ... INT`
+    cannot even be set in a shell started so) and waited for an end that never came (issue 42). A
+    handler, unlike SIG_IGN, is reset to the default by exec."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` selects on the marker

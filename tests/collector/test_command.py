@@ -104,21 +104,13 @@ def trapping_command(tmp_path: Path, signame: str, then: str) -> list[str]:
             f"while [ ! -e {done} ]; do sleep 0.05; done; exit 7"]
 
 
-def foreground_job() -> None:
-    """In the child: SIGINT and SIGQUIT as an interactive shell leaves them for a foreground job (this test
-    may run where they are ignored, as a non-interactive shell's background jobs have them; ignored, they are
-    inherited by spinscope, the collector and the command)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
-
-
 def start_recording(tmp_path: Path, out: Path, command: list[str], armed: Path | None = None) -> subprocess.Popen:
     """spinscope record -- command, in a process group of its own (as a terminal's foreground job is), once
     its probes are live (and, given `armed`, once the command has made that file)."""
     ready_read, ready_write = os.pipe()
     proc = subprocess.Popen([*SPINSCOPE, "record", "-o", str(out), "--ready-fd", str(ready_write), "--", *command],
                             env=ENV, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, pass_fds=(ready_write,), start_new_session=True, preexec_fn=foreground_job)
+                            text=True, pass_fds=(ready_write,), start_new_session=True)  # SIGINT: conftest.py
     os.close(ready_write)
     with os.fdopen(ready_read) as ready:
         line = ready.readline()
