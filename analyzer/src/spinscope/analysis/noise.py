@@ -125,7 +125,7 @@ def compare(before, after, difference: float | None = None) -> NoiseTest:
     largest = max(np.abs(a).max(), np.abs(b).max())
     if largest > RESCALE_ABOVE:
         a, b = a / largest, b / largest
-    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)  # both constant: any difference is real
+    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
     if difference is None:
         difference = b.mean() - a.mean()
     elif largest > RESCALE_ABOVE:
@@ -136,7 +136,7 @@ def compare(before, after, difference: float | None = None) -> NoiseTest:
 def compare_totals(before: Total, after: Total) -> NoiseTest:
     """Two totals over their captures compared as totals (the module docstring): the change is the rates'
     after - before, each rate's variance dispersion × total / seconds², the dispersion the variance of the
-    intervals' totals over their mean, at least 1 (a Poisson count's)."""
+    intervals' totals over their mean (for a count of events, at least 1: a Poisson count's)."""
     a, b = before.intervals(), after.intervals()
     totals = (before.rate * before.seconds, after.rate * after.seconds)
     if (len(a) < MIN_INTERVALS or len(b) < MIN_INTERVALS or min(before.seconds, after.seconds) <= 0
