@@ -20,7 +20,7 @@ import pytest
 from realserver_harness import ensure_netty, ensure_ready
 from realserver_harness import www  # noqa: F401  (fixture)
 from spinscope.analysis.claims import unsupported
-from spinscope.analysis.labels import WARNING_SHARE
+from spinscope.analysis.verdicts import WARNING_SHARE
 from verdict_pairs import (BUSY_POLLING, MAX_STEAL, PAIRS, SPURIOUS_SELECT, independent_share, label_share,
                            median, missing, record_pair)
 

@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from realserver_harness import (VERDICT_CONFIGS, Config, RealServer, Run, docroot, ensure_ready,  # noqa: E402
                                 load_lock, missing_binaries, recording, start_server, warm_up)
 
-SPURIOUS_SELECT, HANDOFF_OVERHEAD, BUSY_POLLING = "spurious-select", "handoff-overhead", "busy-polling"
+from spinscope.analysis.patterns import BUSY_POLLING, HANDOFF_OVERHEAD, SPURIOUS_SELECT  # noqa: E402
 # CPU times are clock deltas, and time the hypervisor steals from the VM counts in them (at 10-31% steal
 # test_label_costs.py saw an independent share fall from 0.55 to 0.05-0.5): only rounds recorded with
 # less steal than this make the medians.

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.text import Text
 
 from spinscope.analysis.coverage import request_counting
-from spinscope.analysis.labels import Finding, Label
+from spinscope.analysis.verdicts import Finding, Label
 from spinscope.analysis.savings import saving_line
 from spinscope.analysis.metrics import Analysis
 from spinscope.fmt import per_second
