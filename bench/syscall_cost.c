@@ -9,7 +9,13 @@
  *                                        reads 64 KiB at a time: SO_RCVLOWAT wakes it only then)
  *                                  serve-read (1-byte reads of a request on an accepted TCP connection,
  *                                        the client writing 64 KiB at a time)
+ *                                  h2-read, h2-write (as serve-read and serve-write, on an HTTP/2
+ *                                        connection: the client sends the preface and a SETTINGS frame,
+ *                                        read under trace, first; then each call reads or writes one
+ *                                        17-byte PING frame, walked by the probes' frame walk)
  *                                  getppid (a syscall spinscope does not trace at all)
+ *                                  pingpong (a byte to a forked child over a pipe and back: per round trip
+ *                                        two wakeups, two switches on one CPU, four 1-byte calls)
  * The serve modes' client is another process: with --pid, its calls are a bystander's, so the traced
  * calls are the server's alone (a tracer's per-program runs and time divide by them).
  * Prints "ready PID" and waits for a line on stdin (so a tracer can attach), then prints the mean
@@ -17,6 +23,7 @@
  * still attached while its statistics are read).
  */
 #define _GNU_SOURCE
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,7 +48,12 @@ static double now_ns(void)
  * so that its writes answer a request) and then, for serve-write, reads until EOF in 64 KiB steps; for
  * serve-read, writes n bytes more in 64 KiB steps. Returns the server's end, or -1.
  */
-static int serve_connection(int write_mode, long n, pid_t *client)
+#define H2_PREFACE "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+#define H2_GREETING 33 /* the preface (24) and an empty SETTINGS frame (9) */
+#define H2_PING 17     /* a PING frame: header (9), payload (8) */
+static const unsigned char h2_ping[H2_PING] = { 0, 0, 8, 6 };
+
+static int serve_connection(int write_mode, int h2, long n, pid_t *client)
 {
 	struct sockaddr_in addr = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t len = sizeof(addr);
@@ -55,16 +67,29 @@ static int serve_connection(int write_mode, long n, pid_t *client)
 	if (*client == 0) {
 		int fd = socket(AF_INET, SOCK_STREAM, 0), lowat = sizeof(chunk);
 
-		if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof(addr)) || write(fd, "?", 1) != 1)
+		if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof(addr)))
 			_exit(3);
+		if (h2) { /* the greeting, then PING frames back to back (64 KiB at a time: whole frames) */
+			static const char greeting[H2_GREETING] = H2_PREFACE "\0\0\0\4";
+
+			for (size_t i = 0; i + H2_PING <= sizeof(chunk); i += H2_PING)
+				memcpy(chunk + i, h2_ping, H2_PING);
+			if (write(fd, greeting, H2_GREETING) != H2_GREETING)
+				_exit(3);
+			n *= H2_PING;
+		} else if (write(fd, "?", 1) != 1) {
+			_exit(3);
+		}
 		if (write_mode) {
 			setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat));
 			while (read(fd, chunk, sizeof(chunk)) > 0)
 				;
 		} else {
-			for (long sent = 1; sent < n;) { /* the request's byte was the first */
+			long size = h2 ? sizeof(chunk) / H2_PING * H2_PING : sizeof(chunk);
+
+			for (long sent = h2 ? 0 : 1; sent < n;) { /* the request's byte was the first */
 				long left = n - sent;
-				ssize_t w = write(fd, chunk, left < (long)sizeof(chunk) ? left : (long)sizeof(chunk));
+				ssize_t w = write(fd, chunk, left < size ? left : size);
 
 				if (w <= 0)
 					_exit(3);
@@ -78,6 +103,25 @@ static int serve_connection(int write_mode, long n, pid_t *client)
 	return conn;
 }
 
+/* A child that answers each byte on ping with one on pong, until ping's end; its pid, or -1. */
+static pid_t pingpong_child(int ping[2], int pong[2])
+{
+	pid_t child;
+	char b;
+
+	if (pipe(ping) || pipe(pong) || (child = fork()) < 0)
+		return -1;
+	if (child == 0) {
+		close(ping[1]);
+		while (read(ping[0], &b, 1) == 1 && write(pong[1], &b, 1) == 1)
+			;
+		_exit(0);
+	}
+	close(ping[0]);
+	close(pong[1]);
+	return child;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "epoll";
@@ -87,12 +131,17 @@ int main(int argc, char **argv)
 	char line[16], buf[4096];
 	double t0, t1;
 	pid_t client = 0;
-	int conn = -1;
+	int conn = -1, ping[2], pong[2];
 
 	if (socketpair(AF_UNIX, SOCK_DGRAM, 0, sv) || ep < 0 || socketpair(AF_UNIX, SOCK_STREAM, 0, drain))
 		return 3;
 	epoll_ctl(ep, EPOLL_CTL_ADD, sv[0], &ev);
-	if (!strncmp(mode, "serve-", 6) && (conn = serve_connection(!strcmp(mode, "serve-write"), n, &client)) < 0)
+	bool h2 = !strncmp(mode, "h2-", 3);
+
+	if ((!strncmp(mode, "serve-", 6) || h2) &&
+	    (conn = serve_connection(!strcmp(mode, "serve-write") || !strcmp(mode, "h2-write"), h2, n, &client)) < 0)
+		return 3;
+	if (!strcmp(mode, "pingpong") && (client = pingpong_child(ping, pong)) < 0)
 		return 3;
 	printf("ready %d\n", getpid());
 	fflush(stdout);
@@ -129,6 +178,18 @@ int main(int argc, char **argv)
 		for (long i = 0; i < n; i++)
 			if (read(conn, buf, 1) != 1)
 				return 3;
+	} else if (!strcmp(mode, "pingpong")) {
+		for (long i = 0; i < n; i++)
+			if (write(ping[1], "x", 1) != 1 || read(pong[0], buf, 1) != 1)
+				return 3;
+		close(ping[1]); /* the child's read ends, and it exits */
+	} else if (h2) { /* the greeting (its first read decides the connection is HTTP/2), then a frame a call */
+		if (recv(conn, buf, H2_GREETING, MSG_WAITALL) != H2_GREETING)
+			return 3;
+		for (long i = 0; i < n; i++)
+			if (!strcmp(mode, "h2-write") ? write(conn, h2_ping, H2_PING) != H2_PING
+						      : recv(conn, buf, H2_PING, MSG_WAITALL) != H2_PING)
+				return 3;
 	} else {
 		for (long i = 0; i < n; i++)
 			getppid();
@@ -137,7 +198,8 @@ int main(int argc, char **argv)
 	printf("{\"mode\": \"%s\", \"calls\": %ld, \"ns_per_call\": %.1f}\n", mode, n, (t1 - t0) / n);
 	fflush(stdout);
 	if (client > 0) {
-		close(conn);
+		if (conn >= 0)
+			close(conn);
 		waitpid(client, NULL, 0);
 	}
 	while (fgets(line, sizeof(line), stdin))

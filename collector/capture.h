@@ -8,11 +8,12 @@
 
 #include <json-c/json.h>
 
+#include "checks.h"
 #include "intervals.h"
 #include "runtime.h"
 #include "snapshot.h"
 
-#define CAPTURE_SCHEMA 8
+#define CAPTURE_SCHEMA 9
 #ifndef SPINSCOPE_VERSION /* from analyzer/src/spinscope/__init__.py, by the Makefile: one source */
 #error "SPINSCOPE_VERSION is defined by the Makefile (-DSPINSCOPE_VERSION), from spinscope/__init__.py"
 #endif
@@ -44,6 +45,8 @@ struct capture_meta {
 	int map_fds[16]; /* the BPF maps, for their memory (tool.map_bytes) */
 	size_t nmaps;
 	const struct stacks *stacks; /* --stacks: the stacks so far, or NULL */
+	struct kernel_features features; /* probed at attach (host.features) */
+	bool stacks_left_out; /* --stacks asked, this kernel cannot (settings.left_out) */
 	struct target_runtime runtime; /* the target's runtime (runtime.c); name "" until read: null */
 };
 
