@@ -219,7 +219,7 @@ enum stack_source {
 #define STACK_TAG_WRITE_STALL 0x01  /* after a stalled socket write, before the thread's next wait */
 #define STACK_TAG_EMPTY_CYCLE 0x02  /* in a wakeup cycle that began with an empty poll, no work found yet */
 #define STACK_TAG_READY_CYCLE 0x04  /* in a cycle that began with ready fds, no work found yet */
-#define STACK_TAG_HANDOFF 0x08      /* in a call that handed off, or woken by a hand-off and not blocked since */
+#define STACK_TAG_HANDOFF 0x08      /* in a call that handed off, or woken by a hand-off and not blocked or polled since */
 #define STACK_TAG_REQUEST 0x10      /* read a request, has not written or polled since */
 #define STACK_TAG_KERNEL 0x20       /* the sample interrupted the kernel (a syscall): kstack holds its frames */
 #define STACK_TAG_NO_THREAD 0x40    /* the thread had no entry (a full threads map): nothing else known */
@@ -232,15 +232,17 @@ enum stack_source {
 #define STACK_REGS 17
 
 /* A thread's event stacks of one source: 1 stack per `stride` events, the stride doubled when the thread
- * has taken stack_hz stacks of the source within a second, and again after each half as many more (so
- * at most 2 x stack_hz a second), halved after a second with fewer than a quarter of stack_hz
- * (stack_event in stacks.bpf.h). */
+ * has taken its share of the target's budget (stack_share) within a second, and again after each half as
+ * many more (so at most twice its share a second), halved after a second with fewer than a quarter of it;
+ * and none while the whole target has taken stack_budget this second (stack_event in stacks.bpf.h). */
 struct stack_event_budget {
 	__u64 window_ns; /* the current second began then */
 	__u32 skipped;   /* events since the thread's latest stack of this source (its tail at the end) */
 	__u32 stride;    /* events per stack (0: 1) */
 	__u32 taken;     /* stacks in the current second */
-	__u32 limit;     /* the stride doubles when taken reaches it (0: stack_hz, at a second's start) */
+	__u32 limit;     /* the stride doubles when taken reaches it (0: the share, at a second's start) */
+	__u32 deferred;  /* events due a stack when the target's budget was spent (they went to the next) */
+	__u32 pad;
 };
 
 /* --stacks with a runtime helper (stacks_helper.py): a thread's tags changed (STACK_TAG_*, all but
@@ -262,6 +264,8 @@ struct stack_sample {
 	__s32 syscall;   /* the syscall the thread was in, or -1 */
 	__u32 kstack_bytes; /* of kstack */
 	__u32 ustack_bytes; /* of ustack, copied from regs[7] (the user sp) up */
+	__u64 process_start_ns; /* its process's start and program (execs): which address space the */
+	__u64 exec_id;          /* addresses are of, as a pid alone cannot say (reused, or exec'd) */
 	__u64 regs[STACK_REGS];
 	__u64 kstack[STACK_KERNEL_DEPTH];
 	__u8 ustack[STACK_COPY_CHUNK * STACK_COPY_CHUNKS];
@@ -311,7 +315,7 @@ struct thread_stats {
 	__u32 cycle_productive;   /* the thread found work since (see poll_cycle_end) */
 	__u32 cycle_dispatch;     /* ...or deregistered or re-armed a socket in an epoll set since */
 	/* --stacks (stacks.bpf.h): what a stack sample is tagged with, and the event stacks' budget. */
-	__u32 handoff_window;     /* woken by another of the target's threads, not blocked since */
+	__u32 handoff_window;     /* woken by another of the target's threads, not blocked or polled since */
 	__u32 stall_open;         /* its latest socket write stalled, and it has not waited since... */
 	__u32 stall_waits;        /* ...(thread_waits() right after that write) */
 	struct stack_event_budget stack_events[STACK_EVENT_SOURCES]; /* per event source (stacks.bpf.h) */

@@ -132,7 +132,11 @@ def _rows(path: str, keys: Iterable[str], since: int = 1, required: bool = False
 # schema 6 the dispatch wakeups (SCHEMA6_COUNTERS), schema 7 the threads' lives (SCHEMA7_COUNTERS), schema 8
 # HTTP/2 streams as requests (SCHEMA8_COUNTERS) and the requests' times and cross-thread answers per interval
 # (intervals[].request_ns, cross_thread), schema 9 the kernel's BPF features the collector probed
-# (host.features), what they left out of the capture (settings.left_out) and the frame headers refused.
+# (host.features), what they left out of the capture (settings.left_out) and the frame headers refused; and
+# it made stacks.event_budget_per_s the whole target's budget and added how it was spent (stacks.deferred),
+# the ring's size and the modules' files (stacks.modules); it names Rust's frames with Rust's demangler
+# (stacks.frames[] kind `rust`), the functions inlined at an address as frames of their own, and ends the
+# stacks' `handoff` tag at a poll that did not sleep (docs/stacks.md).
 KEYS: tuple[Key, ...] = (
     Key("", "schema", required=True), Key("", "format", TEXT, required=True), Key("", "tool", OBJECT),
     Key("", "target", OBJECT), Key("", "host", OBJECT), Key("", "start_time", TEXT),
@@ -212,6 +216,9 @@ KEYS: tuple[Key, ...] = (
     *_rows("stacks.records", STACK_SOURCES, 6), *_rows("stacks.events", STACK_EVENT_SOURCES, 6),
     *_rows("stacks.events_without_stack", STACK_EVENT_SOURCES, 6),
     *_rows("stacks.lost", ("ring_full", "unique_stacks_cap", "out_of_memory"), 6),
+    Key("stacks", "ring_bytes", since=9), Key("stacks", "deferred", since=9), Key("stacks", "modules", OBJECT, 9),
+    *_rows("stacks.modules", ("opened", "shared", "evicted", "unopened"), 9),
+    Key("stacks.modules", "unopened_names", TEXTS_OR_NULL, 9),
     Key("stacks.frames[]", "kind", TEXT, 6), Key("stacks.frames[]", "module", TEXT, 6),
     Key("stacks.frames[]", "address", since=6), Key("stacks.frames[]", "symbol", TEXT_OR_NULL, 6),
     Key("stacks.frames[]", "symbol_offset", since=6), Key("stacks.frames[]", "file", TEXT_OR_NULL, 6),
