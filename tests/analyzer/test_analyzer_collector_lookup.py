@@ -126,3 +126,32 @@ def test_the_package_and_the_checkout_are_found_from_where_this_module_sits():
     assert collector.repo_root() == package.parents[2]
     if (package.parents[2] / "pyproject.toml").is_file():  # run from a checkout, as the tests are
         assert collector.checkout_root() == package.parents[2]
+
+
+def test_a_collector_out_of_this_users_reach_is_said_so(places, monkeypatch):
+    """A checkout in a private directory (/root, `mktemp -d`: mode 700) run by another user: stat() of its
+    build is refused (PermissionError, which Path.is_file() raises, a traceback), and that is said, not
+    taken for a missing file. (Root is never refused: the refusal is played here.)"""
+    paths, run_from = places
+    run_from("checkout")
+    private = paths["build"].parent
+    real_stat = Path.stat
+
+    def refused(path, *args, **kwargs):
+        if path.is_relative_to(private):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "stat", refused)
+    assert collector.why_not_runnable(paths["build"]) == collector.UNREACHABLE
+    assert collector.find() == paths["checkout bundled"]  # the next candidate, without a traceback
+    for path in paths.values():
+        if path != paths["build"]:
+            path.unlink()
+    assert collector.find() is None
+    unreachable = f"{paths['build']} (the checkout's build), {collector.UNREACHABLE}"
+    assert collector.not_found_message().startswith(f"collector not found (looked at {unreachable}, ")
+    assert doctor.check_collector().detail.startswith(f"not found (looked at {unreachable}, ")
+    monkeypatch.setenv(collector.COLLECTOR_ENV, str(paths["build"]))
+    assert collector.not_found_message() == (f"collector not found: {paths['build']} ($SPINSCOPE_COLLECTOR) is "
+                                             f"{collector.UNREACHABLE} (fix or unset $SPINSCOPE_COLLECTOR)")

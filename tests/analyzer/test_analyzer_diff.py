@@ -10,8 +10,9 @@ import pytest
 import captures
 from spinscope.analysis.capture import load
 from spinscope.analysis.comparison import CUT_SHORT, LABEL_METRICS, LITTLE_LOAD, SHARE_CHANGE_POINTS, compare_captures
-from spinscope.analysis.metrics import analyze
-from spinscope.analysis.noise import SIGNIFICANT, TOO_FEW, WITHIN_NOISE, compare, load_reference, loaded, t_critical
+from spinscope.analysis.metrics import METRICS, PER_SECOND, analyze
+from spinscope.analysis.noise import (INTERVALS_TEST, SIGNIFICANT, TOO_FEW, TOTALS_TEST, WITHIN_NOISE, Total, compare,
+                                      compare_totals, load_reference, loaded, t_critical)
 from spinscope.analysis.patterns import WRITE_SPIN
 from spinscope.analysis.verdicts import CRITICAL, WARNING
 from spinscope.fmt import number
@@ -70,7 +71,8 @@ def test_change_beyond_tight_noise(capture_file, cli):
     assert rows["requests_per_s"][2:5] == ["2,000", "2,400", "+400 (+20%)"]
     out = cli("diff", capture_file(captures.clean_event_loop(jitter=0.01, seed=1), "b.json"),
               capture_file(faster(jitter=0.01, seed=2), "a.json")).stdout
-    assert "significant" in out and "Welch's t-test on the 10 before and 10 after" in out
+    assert "significant" in out and "against the 10 before and 10 after interval values" in out
+    assert "every other metric on the intervals, by Welch's t-test" in out
 
 
 def test_too_few_intervals_is_said(capture_file, cli):
@@ -252,7 +254,7 @@ def test_noise_is_judged_on_the_intervals_that_carry_load(capture_file, cli):
                 f"the requests/s of the median busy interval ({number(reference)}/s); they had 0 to "
                 f"{number(requests[3] / 20)}/s")
         assert line in out
-    assert "Welch's t-test on the 3 before and 3 after interval values" in out
+    assert "against the 3 before and 3 after interval values of each metric (the intervals that carry load)" in out
 
     doc = json.loads(cli("diff", "--json", before, after).stdout)
     assert doc["before"]["noise_intervals"] == 3 and doc["before"]["intervals"] == 5
@@ -453,3 +455,61 @@ def test_diff_says_how_requests_were_counted(capture_file, cli):
     # HTTP/1 on both sides: nothing said.
     plain = capture_file(captures.clean_event_loop(), "plain.json")
     assert json.loads(cli("diff", "--json", plain, plain).stdout)["request_counting"] is None
+
+
+def partly_loaded(requests: int, seed: int) -> dict:
+    """Twelve 1 s intervals, load in three of them (ramping in and out: 0.6, 1, 0.7), idle in the rest: a
+    recording that outlasted its load, as issue 42's Redis pair was (about 3 s of load in 12 s)."""
+    return captures.clean_event_loop(requests=requests, duration_s=12, load=(0, 0, 0, 0.6, 1, 0.7, 0, 0, 0, 0, 0, 0),
+                                     jitter=0.1, seed=seed)
+
+
+def test_a_rate_is_judged_as_the_capture_total_it_is(capture_file, cli):
+    """Issue 42: requests/s -97% read "within noise": the whole captures' rates (diluted 4 times by their idle
+    seconds) were judged against the spread of the loaded intervals' rates (undiluted). Compared as the
+    totals they are, the change is significant; a change the size of the intervals' spread is not."""
+    before, after = capture_file(partly_loaded(90_000, 1), "before.json"), capture_file(partly_loaded(2_700, 2), "after.json")
+    result = compare_captures(analyze(load(before)), analyze(load(after)))
+    requests = result.change("requests_per_s")
+    assert (requests.before, requests.after, requests.relative) == (7_500, 225, pytest.approx(-0.97))
+    # The premise: the interval rule reads it as noise (t=-1.3), the loaded intervals' rates 24,165 to 40,772/s.
+    old_rule = compare(result.before_noise.values["requests_per_s"], result.after_noise.values["requests_per_s"],
+                       requests.delta)
+    assert old_rule.verdict == WITHIN_NOISE and old_rule.t == pytest.approx(-1.35, abs=0.01)
+    assert requests.noise.verdict == SIGNIFICANT and requests.noise.test == TOTALS_TEST
+    # ... the same t as the loaded intervals' own means give: the idle seconds change neither side of it
+    loaded_means = compare(result.before_noise.values["requests_per_s"], result.after_noise.values["requests_per_s"])
+    assert requests.noise.t == pytest.approx(loaded_means.t, rel=1e-3) == pytest.approx(-5.39, abs=0.01)
+    # Every per-second rate is judged so; every other metric on its intervals.
+    assert {c.metric.name for c in result.changes if c.noise.test == TOTALS_TEST} == {
+        m.name for m in METRICS if m.kind == PER_SECOND}
+    assert result.change("cpu_ms_per_request").noise.test == INTERVALS_TEST
+    rows = {row[0]: row for row in change_rows(result)}
+    assert rows["requests_per_s"][5] == "significant (t=-5.4 on the totals)"
+    assert rows["cpu_ms_per_request"][5].endswith(" on the intervals)")
+    doc = json.loads(cli("diff", "--json", before, after).stdout)
+    assert {m["name"]: m["test"] for m in doc["metrics"]}["requests_per_s"] == TOTALS_TEST
+    assert "per-second rates on the totals" in doc["noise"]
+
+    same_load = compare_captures(analyze(load(before)), analyze(load(capture_file(partly_loaded(100_000, 3), "c.json"))))
+    near = same_load.change("requests_per_s")
+    assert near.relative == pytest.approx(1 / 9) and near.noise.verdict == WITHIN_NOISE  # +11%, t=0.4
+
+
+def test_totals_test():
+    """With every interval loaded and of equal length, the totals test is Welch's t on the intervals; a
+    count varies at least as a Poisson count; CPU time (no events) as its intervals say."""
+    rates = ([100.0, 120.0, 90.0, 110.0], [150.0, 140.0, 170.0, 160.0])
+    welch_t = compare(*rates)
+    totals = compare_totals(*(Total(np.mean(r), 2.0 * len(r), r, [2.0] * len(r)) for r in rates))
+    assert (totals.verdict, totals.t, totals.df) == (welch_t.verdict, pytest.approx(welch_t.t), pytest.approx(welch_t.df))
+    assert totals.test == TOTALS_TEST and welch_t.test == INTERVALS_TEST
+    # Steady intervals, 20,000 requests against 20,010: a Poisson count's spread (t=0.05), not "exact".
+    steady = [Total(n / 10, 10.0, [n / 10] * 10, [1.0] * 10) for n in (20_000, 20_010)]
+    assert compare_totals(*steady).verdict == WITHIN_NOISE
+    assert compare_totals(*steady).t == pytest.approx(1 / np.sqrt((20_000 + 20_010) / 10 ** 2), rel=1e-6)
+    # The same as CPU time: steady intervals know their total exactly, and any change is real.
+    cpu = [Total(t.rate, t.seconds, t.interval_rates, t.interval_seconds, events=False) for t in steady]
+    assert compare_totals(*cpu).verdict == SIGNIFICANT
+    assert compare_totals(steady[0], steady[0]).verdict == WITHIN_NOISE  # no change is never significant
+    assert compare_totals(Total(1.0, 10.0, [1.0, 1.0], [1.0, 1.0]), steady[0]).verdict == TOO_FEW

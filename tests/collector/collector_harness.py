@@ -3,15 +3,56 @@
 from __future__ import annotations
 
 import json
+import os
 import queue
+import shutil
 import subprocess
+import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 
+import pytest
+
 from spinscope.tracing import collector
 from paths import ROOT, BUILD, COLLECTOR, FIXTURES  # noqa: F401 (the suites import them from here too)
+
+NOBODY = 65534
+
+
+def drop_to_nobody():
+    """preexec_fn: the child runs as nobody, without root's groups."""
+    os.setgroups([])
+    os.setgid(NOBODY)
+    os.setuid(NOBODY)
+
+
+@dataclass(frozen=True)
+class Unprivileged:
+    collector: Path  # a copy of the checkout's collector that nobody can run
+    home: Path       # a directory nobody owns, to write in
+
+
+@pytest.fixture
+def unprivileged():
+    """What a test that runs the collector as nobody needs, where nobody can reach it. The checkout may be
+    in a private directory (a clone in /root or in `mktemp -d`, both mode 700), and pytest's tmp_path
+    always is (/tmp/pytest-of-root): nobody could run neither the collector there nor write beside it,
+    and the test would check the PermissionError of its own exec, or a file its command could not
+    write, instead of the collector."""
+    top = Path(tempfile.mkdtemp(prefix="spinscope-unprivileged-"))
+    try:
+        top.chmod(0o755)
+        program = top / COLLECTOR.name
+        shutil.copy2(COLLECTOR, program)
+        program.chmod(0o755)
+        home = top / "home"
+        home.mkdir()
+        os.chown(home, NOBODY, NOBODY)
+        yield Unprivileged(program, home)
+    finally:
+        shutil.rmtree(top)
 
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from collector_harness import COLLECTOR, FIXTURES, ROOT
+from collector_harness import COLLECTOR, FIXTURES, ROOT, drop_to_nobody, unprivileged  # noqa: F401 (a fixture)
 
 FIRSTWRITES = FIXTURES / "firstwrites"
 ENV = {**os.environ, "PYTHONPATH": str(ROOT / "analyzer" / "src"), "SPINSCOPE_COLLECTOR": str(COLLECTOR)}
@@ -104,21 +104,13 @@ def trapping_command(tmp_path: Path, signame: str, then: str) -> list[str]:
             f"while [ ! -e {done} ]; do sleep 0.05; done; exit 7"]
 
 
-def foreground_job() -> None:
-    """In the child: SIGINT and SIGQUIT as an interactive shell leaves them for a foreground job (this test
-    may run where they are ignored, as a non-interactive shell's background jobs have them; ignored, they are
-    inherited by spinscope, the collector and the command)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
-
-
 def start_recording(tmp_path: Path, out: Path, command: list[str], armed: Path | None = None) -> subprocess.Popen:
     """spinscope record -- command, in a process group of its own (as a terminal's foreground job is), once
     its probes are live (and, given `armed`, once the command has made that file)."""
     ready_read, ready_write = os.pipe()
     proc = subprocess.Popen([*SPINSCOPE, "record", "-o", str(out), "--ready-fd", str(ready_write), "--", *command],
                             env=ENV, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, pass_fds=(ready_write,), start_new_session=True, preexec_fn=foreground_job)
+                            text=True, pass_fds=(ready_write,), start_new_session=True)  # SIGINT: conftest.py
     os.close(ready_write)
     with os.fdopen(ready_read) as ready:
         line = ready.readline()
@@ -214,22 +206,16 @@ def test_the_command_has_spinscopes_streams_environment_and_directory(tmp_path):
     assert "to-stderr\n" in result.stderr and "wrote" in result.stderr
 
 
-def drop_to_nobody():
-    os.setgroups([])
-    os.setgid(65534)
-    os.setuid(65534)
-
-
-def test_a_collector_that_fails_before_the_probes_are_live_never_runs_the_command(tmp_path):
-    """Not root: the host check fails after the command was started held, and it exits without its exec."""
-    os.chmod(tmp_path, 0o777)
-    marker = tmp_path / "ran"
-    result = subprocess.run([str(COLLECTOR), "-o", str(tmp_path / "x.json"), "--", "touch", str(marker)],
+def test_a_collector_that_fails_before_the_probes_are_live_never_runs_the_command(unprivileged):
+    """Not root: the host check fails after the command was started held, and it exits without its exec (the
+    command could write its marker: the directory is nobody's)."""
+    marker, out = unprivileged.home / "ran", unprivileged.home / "x.json"
+    result = subprocess.run([str(unprivileged.collector), "-o", str(out), "--", "touch", str(marker)],
                             capture_output=True, text=True, timeout=30, preexec_fn=drop_to_nobody)
     assert result.returncode == 1
     (error,) = [line for line in result.stderr.splitlines() if ": error:" in line]
     assert error.startswith("spinscope-collector: error: needs root")
-    assert not marker.exists() and not (tmp_path / "x.json").exists()
+    assert not marker.exists() and not out.exists()
 
 
 @pytest.mark.skipif(not shutil.which("tmux"), reason="tmux not installed (apt-get install tmux)")

@@ -20,11 +20,12 @@ from spinscope.analysis import capture
 from spinscope.tracing import collector
 from spinscope.untrusted import printable
 
-from collector_harness import COLLECTOR, ROOT, LineReader, run_fixture, start_collector
+from collector_harness import (COLLECTOR, ROOT, LineReader, drop_to_nobody, run_fixture, start_collector,
+                               unprivileged)  # noqa: F401 (a fixture)
 
 
-def run_collector(*args: str, env: dict | None = None, preexec=None, timeout: float = 20):
-    proc = subprocess.run([str(COLLECTOR), *args], capture_output=True, text=True, timeout=timeout,
+def run_collector(*args: str, env: dict | None = None, preexec=None, timeout: float = 20, program: Path = COLLECTOR):
+    proc = subprocess.run([str(program), *args], capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, **(env or {})}, preexec_fn=preexec)
     return proc.returncode, proc.stderr.strip().splitlines()
 
@@ -50,18 +51,13 @@ def dead_pid() -> int:
     return proc.pid
 
 
-def drop_to_nobody():
-    os.setgroups([])
-    os.setgid(65534)
-    os.setuid(65534)
-
-
-def test_not_root(sleeper, tmp_path):
-    os.chmod(tmp_path, 0o777)
-    rc, lines = run_collector("--pid", str(sleeper.pid), "-o", str(tmp_path / "x.json"),
-                              preexec=drop_to_nobody)
+def test_not_root(sleeper, unprivileged):
+    out = unprivileged.home / "x.json"
+    rc, lines = run_collector("--pid", str(sleeper.pid), "-o", str(out), preexec=drop_to_nobody,
+                              program=unprivileged.collector)
     assert rc == 1
     assert "needs root" in one_error_line(lines)
+    assert not out.exists()
 
 
 def test_no_such_pid(tmp_path):
@@ -123,8 +119,8 @@ def test_check_mode():
     assert any("check passed" in line for line in lines)
 
 
-def check_report(*args: str, env: dict | None = None, preexec=None) -> tuple[int, dict]:
-    proc = subprocess.run([str(COLLECTOR), "--check", "--json", *args], capture_output=True, text=True,
+def check_report(*args: str, env: dict | None = None, preexec=None, program: Path = COLLECTOR) -> tuple[int, dict]:
+    proc = subprocess.run([str(program), "--check", "--json", *args], capture_output=True, text=True,
                           timeout=20, env={**os.environ, **(env or {})}, preexec_fn=preexec)
     report = json.loads(proc.stdout)
     assert report["ok"] == (proc.returncode == 0)
@@ -163,9 +159,9 @@ def test_check_json_without_btf(tmp_path):
     assert not checks["kernel BTF"]["ok"] and "CONFIG_DEBUG_INFO_BTF=y" in checks["kernel BTF"]["remedy"]
 
 
-def test_check_json_unprivileged():
+def test_check_json_unprivileged(unprivileged):
     """Unprivileged, tracefs looks unmounted: it is skipped, not reported missing."""
-    rc, checks = check_report(preexec=drop_to_nobody)
+    rc, checks = check_report(preexec=drop_to_nobody, program=unprivileged.collector)
     assert rc == 1
     assert not checks["privileges"]["ok"] and "setcap cap_bpf,cap_perfmon+ep" in checks["privileges"]["remedy"]
     assert checks["kernel BTF"]["ok"]

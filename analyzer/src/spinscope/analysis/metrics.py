@@ -46,6 +46,12 @@ class Metric:
     percent: bool = False  # the value is a share of calls, shown as a percentage
     unit: str = ""  # for values whose phrase does not say it: "ms per request"
 
+    @property
+    def events_per_second(self) -> bool:
+        """A per-second rate of events (requests, calls: a count), not of a measured quantity (CPU time:
+        its unit says which)."""
+        return self.kind == PER_SECOND and not self.unit
+
 
 METRICS = (
     Metric("writes_per_request", "writes per request", PER_REQUEST),

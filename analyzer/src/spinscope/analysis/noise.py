@@ -12,12 +12,24 @@ Only the intervals that carry load are a sample of the server at work (`loaded`)
 that outlasted its load (requests per interval 2982, 3125, 3099, 50, 0) holds per-request values of a few
 requests or none, whose spread buried a ×32 change of CPU per request (t=2.6; t=212 in a recording with
 load in every interval).
+
+A rate over the whole capture (requests/s, calls/s, CPU use: a total, a count or a sum of times, over the
+capture's duration) is compared as what it is, two totals over their durations (`compare_totals`), not as a
+mean of interval values: a capture whose load filled 3 of its 12 seconds has a whole-capture rate a quarter
+of its loaded intervals', and the change of the one judged against the spread of the others read Redis's
+requests/s -97% "within noise (t=-3.6)". A total's variance is its intervals' dispersion times the total
+(quasi-Poisson: an interval's count varies `dispersion` times as much as a Poisson count of its mean,
+never less than a Poisson count), so idle seconds add neither to the total nor to its noise. With every
+interval loaded and equal, this is Welch's t on the intervals; it reads the same with any idle part.
+Either way Welch–Satterthwaite's degrees of freedom come from the intervals, so with 3 intervals a side a
+change beyond about 2.5 times the intervals' spread (standard deviation) is significant.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
@@ -26,6 +38,9 @@ ALPHA = 0.05
 SIGNIFICANT = "significant"
 WITHIN_NOISE = "within noise"
 TOO_FEW = "too few intervals to judge noise"
+# Which test judged a change (NoiseTest.test; the diff's table and --json say it).
+INTERVALS_TEST = "intervals"  # Welch's t on the interval values
+TOTALS_TEST = "totals"        # the capture totals, with their intervals' dispersion (compare_totals)
 
 # Two-sided 5% critical values of Student's t for 1..30 degrees of freedom.
 _T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
@@ -49,6 +64,25 @@ class NoiseTest:
     df: float | None
     n_before: int
     n_after: int
+    test: str | None = None  # INTERVALS_TEST or TOTALS_TEST; None when no test was made
+
+
+@dataclass(frozen=True)
+class Total:
+    """A total over a capture as a rate: `rate` over `seconds` (the whole capture's), and the rates of the
+    intervals that sample its noise (`interval_rates`) over theirs (`interval_seconds`)."""
+
+    rate: float
+    seconds: float
+    interval_rates: Sequence[float]
+    interval_seconds: Sequence[float]
+    events: bool = True  # a count of events (requests, calls), which varies at least as a Poisson count does;
+    # else a measured quantity (CPU time), whose intervals alone say how it varies
+
+    def intervals(self) -> np.ndarray:
+        """The intervals' own totals (rate × seconds), those that are defined."""
+        totals = np.asarray(self.interval_rates, dtype=float) * np.asarray(self.interval_seconds, dtype=float)
+        return totals[np.isfinite(totals)]
 
 
 def t_critical(df: float) -> float:
@@ -58,6 +92,20 @@ def t_critical(df: float) -> float:
         return _T_975[whole - 1]
     z = _Z_975
     return z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
+
+
+def welch(difference: float, va: float, vb: float, na: int, nb: int, test: str) -> NoiseTest:
+    """The verdict on `difference` given the two sides' variances of their estimates (va, vb) and how many
+    intervals each came from (the Welch–Satterthwaite degrees of freedom). No change is never
+    significant; a change between two exactly known values always is."""
+    if not difference:
+        return NoiseTest(WITHIN_NOISE, 0.0, None, na, nb, test)
+    if va + vb == 0:
+        return NoiseTest(SIGNIFICANT, math.copysign(math.inf, difference), math.inf, na, nb, test)
+    t = difference / math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va ** 2 / (na - 1) + vb ** 2 / (nb - 1))
+    verdict = SIGNIFICANT if abs(t) > t_critical(df) else WITHIN_NOISE
+    return NoiseTest(verdict, float(t), float(df), na, nb, test)
 
 
 def compare(before, after, difference: float | None = None) -> NoiseTest:
@@ -82,15 +130,27 @@ def compare(before, after, difference: float | None = None) -> NoiseTest:
         difference = b.mean() - a.mean()
     elif largest > RESCALE_ABOVE:
         difference = difference / largest
-    if not difference:
-        return NoiseTest(WITHIN_NOISE, 0.0, None, len(a), len(b))
-    if va + vb == 0:  # both samples constant: any difference at all is real
-        verdict = SIGNIFICANT if difference else WITHIN_NOISE
-        return NoiseTest(verdict, math.copysign(math.inf, difference) if difference else 0.0, math.inf, len(a), len(b))
-    t = difference / math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
-    verdict = SIGNIFICANT if abs(t) > t_critical(df) else WITHIN_NOISE
-    return NoiseTest(verdict, float(t), float(df), len(a), len(b))
+    return welch(difference, va, vb, len(a), len(b), INTERVALS_TEST)
+
+
+def compare_totals(before: Total, after: Total) -> NoiseTest:
+    """Two totals over their captures compared as totals (the module docstring): the change is the rates'
+    after - before, each rate's variance dispersion × total / seconds², the dispersion the variance of the
+    intervals' totals over their mean (for a count of events, at least 1: a Poisson count's)."""
+    a, b = before.intervals(), after.intervals()
+    totals = (before.rate * before.seconds, after.rate * after.seconds)
+    if (len(a) < MIN_INTERVALS or len(b) < MIN_INTERVALS or min(before.seconds, after.seconds) <= 0
+            or not all(map(math.isfinite, totals))):
+        return NoiseTest(TOO_FEW, None, None, len(a), len(b))
+    # In units of the largest total (t does not depend on the unit): the squares below stay finite for a
+    # forged capture's 1e300, and the Poisson floor is one event in those units.
+    unit = max(np.abs(a).max(), np.abs(b).max(), *map(abs, totals)) or 1.0
+    variances = []
+    for side, intervals, total in ((before, a / unit, totals[0] / unit), (after, b / unit, totals[1] / unit)):
+        mean, poisson = intervals.mean(), 1 / unit if side.events else 0.0
+        dispersion = max(intervals.var(ddof=1) / mean, poisson) if mean > 0 else poisson
+        variances.append(dispersion * abs(total) / side.seconds ** 2)
+    return welch((after.rate - before.rate) / unit, *variances, len(a), len(b), TOTALS_TEST)
 
 
 def load_reference(rates) -> float:

@@ -69,7 +69,7 @@ def check_collector() -> Check:
     found = collector.locate()
     if found:
         return Check("collector", True, str(found))
-    looked = ", ".join(str(p) for p in collector.candidates())
+    looked = collector.looked_at()
     if os.environ.get(collector.COLLECTOR_ENV):
         remedy = f"point {collector.COLLECTOR_ENV} at an executable spinscope-collector, or unset it"
     else:

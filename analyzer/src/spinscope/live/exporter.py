@@ -314,7 +314,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"spinscope exporter: {message}", file=sys.stderr, flush=True)
 
     if collector.find() is None:
-        raise SpinscopeError("collector not found; build it with `make`")
+        raise SpinscopeError(collector.not_found_message())
     exporter = Exporter(args, say)
     registry = CollectorRegistry()
     registry.register(ViewsCollector(exporter))

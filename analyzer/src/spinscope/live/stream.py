@@ -59,8 +59,7 @@ class LiveCollector:
                  duration: float | None = None, extra: tuple = (), command: list | None = None):
         path = collector.find()
         if path is None:
-            looked = ", ".join(str(c) for c in collector.candidates()) or "PATH"
-            raise SpinscopeError(f"collector not found (looked in {looked}); build it with `make`")
+            raise SpinscopeError(collector.not_found_message())
         self.lines: queue.Queue = queue.Queue()
         self.stderr: deque = deque(maxlen=20)
         self.last_reason: str | None = None

@@ -11,7 +11,7 @@ from spinscope.analysis.comparison import (LITTLE_LOAD, MAX_T_SHOWN, Comparison,
 from spinscope.analysis.coverage import request_counting
 from spinscope.analysis.labels import Assessment
 from spinscope.analysis.metrics import METRICS, PER_REQUEST, Analysis, drop_line
-from spinscope.analysis.noise import MIN_INTERVALS, SIGNIFICANT, TOO_FEW
+from spinscope.analysis.noise import INTERVALS_TEST, MIN_INTERVALS, SIGNIFICANT, TOO_FEW, TOTALS_TEST
 from spinscope.output import htmlpage
 from spinscope.output.console import plain, terminal
 from spinscope.output.render import detail_lines, headline, print_label_details
@@ -25,7 +25,8 @@ def change_rows(comparison: Comparison) -> list:
         if c.noise.t is None:
             t = ""
         else:
-            t = f" (t={c.noise.t:.1f})" if abs(c.noise.t) < MAX_T_SHOWN else f" (|t|>{MAX_T_SHOWN})"
+            t = f"t={c.noise.t:.1f}" if abs(c.noise.t) < MAX_T_SHOWN else f"|t|>{MAX_T_SHOWN}"
+            t = f" ({t} on the {c.noise.test})"  # which test: noise.INTERVALS_TEST or TOTALS_TEST
         row = [c.metric.name, unit_of(c.metric), c.value_text(c.before), c.value_text(c.after),
                c.change_text(), c.noise.verdict + t]
         if comparison.drops:
@@ -104,8 +105,11 @@ def noise_note(comparison: Comparison) -> str:
         return (f"{TOO_FEW}: before has {b} and after {a} full intervals{' that carry load' if idle else ''} "
                 f"({MIN_INTERVALS} each needed); record with --interval{' while the load runs' if idle else ''} "
                 "to get them")
-    return (f"noise: Welch's t-test on the {b} before and {a} after interval values of each metric, "
-            "two-sided at 5%" + (" (the intervals that carry load)" if idle else ""))
+    return (f"noise: two-sided at 5% against the {b} before and {a} after interval values of each metric"
+            + (" (the intervals that carry load)" if idle else "") + f": per-second rates on the {TOTALS_TEST}, "
+            "the two captures' totals over their durations (a total varies as its intervals do, in proportion "
+            "to its size, a count at least as a Poisson count); every other metric on the "
+            f"{INTERVALS_TEST}, by Welch's t-test")
 
 
 def noise_left_out(comparison: Comparison) -> list:
@@ -169,7 +173,7 @@ def render_terminal(comparison: Comparison) -> None:
         style = "bold" if change.noise.verdict == SIGNIFICANT else None
         table.add_row(*map(plain, row), style=style)
     console.print(table)
-    console.print(plain(noise_note(comparison)))
+    console.print(plain(noise_note(comparison)), soft_wrap=True)  # one line, however long
     for line in noise_left_out(comparison):
         console.print(plain(line), soft_wrap=True)  # one line per side and reason, however long
     if sampling_note(comparison):

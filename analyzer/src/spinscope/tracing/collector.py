@@ -23,6 +23,7 @@ import json
 import os
 import select
 import shutil
+import stat
 import subprocess
 import time
 from dataclasses import dataclass
@@ -62,6 +63,22 @@ class Candidate:
         return f"{self.path} ({self.source})"
 
 
+NOT_EXECUTABLE = "not an executable file"
+UNREACHABLE = "out of this user's reach (permission denied on a directory above it)"
+
+
+def why_not_runnable(path: Path) -> str | None:
+    """None when this user can run `path`; else why not, NOT_EXECUTABLE (missing too) or UNREACHABLE: a
+    checkout in a private directory (/root, `mktemp -d`: mode 700) run by another user."""
+    try:
+        st = path.stat()
+    except PermissionError:
+        return UNREACHABLE
+    except OSError:
+        return NOT_EXECUTABLE
+    return None if stat.S_ISREG(st.st_mode) and os.access(path, os.X_OK) else NOT_EXECUTABLE
+
+
 def candidates() -> list[Candidate]:
     """The places find() looks, in order (the module docstring says why this order)."""
     override = os.environ.get(COLLECTOR_ENV)
@@ -80,10 +97,7 @@ def candidates() -> list[Candidate]:
 
 def locate() -> Candidate | None:
     """The first of candidates() that is an executable file, or None."""
-    for candidate in candidates():
-        if candidate.path.is_file() and os.access(candidate.path, os.X_OK):
-            return candidate
-    return None
+    return next((c for c in candidates() if why_not_runnable(c.path) is None), None)
 
 
 def find() -> Path | None:
@@ -92,12 +106,19 @@ def find() -> Path | None:
     return found.path if found else None
 
 
+def looked_at() -> str:
+    """`A (where), B (where)`: the places find() looked, each out of this user's reach said so."""
+    return ", ".join(str(c) + (f", {UNREACHABLE}" if why_not_runnable(c.path) == UNREACHABLE else "")
+                     for c in candidates())
+
+
 def not_found_message() -> str:
     """One line: where find() looked, and how to get a collector."""
-    looked = ", ".join(str(c) for c in candidates())
     if os.environ.get(COLLECTOR_ENV):
-        return f"collector not found: {looked} is not an executable file (fix or unset ${COLLECTOR_ENV})"
-    return (f"collector not found (looked at {looked}, and PATH has no {COLLECTOR_NAME}); install the wheel "
+        (override,) = candidates()
+        return (f"collector not found: {override} is {why_not_runnable(override.path)} "
+                f"(fix or unset ${COLLECTOR_ENV})")
+    return (f"collector not found (looked at {looked_at()}, and PATH has no {COLLECTOR_NAME}); install the wheel "
             f"from `make dist`, put {COLLECTOR_NAME} on PATH or in ${COLLECTOR_ENV}, or build it in a checkout "
             f"with `make`")
 

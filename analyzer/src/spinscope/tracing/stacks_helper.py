@@ -80,12 +80,12 @@ def not_live(pid: int | None) -> str | None:
 def find() -> Path | None:
     override = os.environ.get(HELPER_ENV)
     if override:
-        return Path(override) if os.access(override, os.X_OK) else None
+        return Path(override) if collector.why_not_runnable(Path(override)) is None else None
     checkout = collector.checkout_root()
     places = [checkout / "build" / HELPER_NAME] if checkout else []
     on_path = shutil.which(HELPER_NAME)
     places += [Path(on_path)] if on_path else []
-    return next((p for p in places if p.is_file() and os.access(p, os.X_OK)), None)
+    return next((p for p in places if collector.why_not_runnable(p) is None), None)
 
 
 class Helper:
