@@ -433,7 +433,8 @@ struct response_class {
 	X(write_calls)                                                                             \
 	X(write_eagain)                                                                            \
 	X(write_bytes)                                                                             \
-	X(duration_ns)
+	X(duration_ns)                                                                             \
+	X(nagle_hold_ns) /* schema 9: 0 for the responses not held */
 
 /* Finished requests, aggregated per CPU (one entry of a per-CPU array). */
 struct request_stats {

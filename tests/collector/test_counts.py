@@ -189,7 +189,7 @@ def test_request_still_open_at_the_end_is_counted(tmp_path):
 def test_capture_document_shape(tmp_path):
     run = run_fixture("reqserver", "3", "1", tmp_path=tmp_path, collector_args=("--interval", "0.2"))
     cap = run.capture
-    assert cap["schema"] == SCHEMA == 8 and cap["format"] == "spinscope-capture"
+    assert cap["schema"] == SCHEMA == 9 and cap["format"] == "spinscope-capture"
     # One version: the collector is built with the package's (the Makefile reads spinscope/__init__.py).
     assert cap["tool"] == {**cap["tool"], "name": "spinscope-collector", "version": spinscope.__version__}
     assert cap["settings"]["time_sample"] == 1  # the harness times every call

@@ -199,3 +199,27 @@ BUSY_POLL_ADVICE = {
 
 def busy_poll_advice(runtime: str) -> str:
     return BUSY_POLL_ADVICE.get(runtime) or BUSY_POLL_ADVICE[NATIVE]
+
+
+# --- responses held by Nagle's algorithm --------------------------------------------------------------
+
+# How each runtime turns Nagle off on the connections it accepts, then the fix every runtime has: one write.
+NAGLE_NODELAY = {
+    NATIVE: "set TCP_NODELAY on each accepted socket: setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one)",
+    JVM: "turn Nagle off on the server's connections: the JDK's HTTP server with -Dsun.net.httpserver.nodelay=true, "
+         "Netty with childOption(ChannelOption.TCP_NODELAY, true), a plain java.net.Socket with setTcpNoDelay(true)",
+    GO: "Go sets TCP_NODELAY on every TCP connection by default: find the SetNoDelay(false) on these connections "
+        "and remove it",
+    NODE: "turn Nagle off on the server's connections: http.createServer({noDelay: true}), or socket.setNoDelay(true) "
+          "on each connection (net.Server's sockets keep Nagle on)",
+    CPYTHON: "set TCP_NODELAY on each accepted socket: sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1) "
+             "(asyncio's transports set it themselves; a plain socket server does not)",
+    DOTNET: "set Socket.NoDelay = true on each accepted socket (Kestrel sets it by default)",
+}
+NAGLE_ONE_WRITE = ("or write each response in one call: gather header and body with writev() (or a buffered "
+                   "writer flushed once per response), or send the header with MSG_MORE, or under TCP_CORK "
+                   "uncorked after the body")
+
+
+def nagle_fixes(runtime: str) -> list:
+    return [NAGLE_NODELAY.get(runtime) or NAGLE_NODELAY[NATIVE], NAGLE_ONE_WRITE]

@@ -13,11 +13,12 @@ and a note saying so (`Assessment.notes`), so a quiet capture is reported as "no
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Mapping
 
 from spinscope.analysis import advice, counters, savings, stack_costs
 from spinscope.analysis.coverage import coverage_notes
+from spinscope.analysis.patterns import nagle_stall
 from spinscope.analysis.measures import (DISPATCH, MIN_REQUESTS, PER_CONNECTION, SHARED_MEMORY, BusyPollMeasure, HandoffMeasure,
                                          Imbalance, SpuriousMeasure, WriteSpinMeasure, WriteWaitMeasure,
                                          measure_busy_poll, measure_handoff, measure_spurious, measure_write_spin,
@@ -26,21 +27,11 @@ from spinscope.analysis.metrics import Analysis, drop_line, dropped, role_edges
 from spinscope.analysis.roles import ROLE_NOUNS
 from spinscope.analysis.runtime import runtime_of
 from spinscope.analysis.threadlife import THREAD_PER_REQUEST, lives_evidence, lives_phrase
+from spinscope.analysis.verdicts import (BUSY_POLLING, FINDING_NAMES, HANDOFF_OVERHEAD, LABEL_NAMES, NAGLE_STALL,  # noqa: F401
+                                         SPURIOUS_SELECT, TITLES, WRITE_SPIN, WRITE_WAIT, Finding, Label)
 from spinscope.analysis.wording import (busy_threads_line, checkpoint_note, exec_notes, first_drop, name_of, rounded,
                                         sampling_note, saturation_notes, share_phrase, thread_lines, who, whose_cpu)
 from spinscope.fmt import fixed, size_class
-
-# Label names (problems) and finding names (not problems): one name each, in the report, `--json`, `top`,
-# the exporter and docs/labels.md.
-WRITE_SPIN = "write-spin"
-SPURIOUS_SELECT = "spurious-select"
-HANDOFF_OVERHEAD = "handoff-overhead"
-WRITE_WAIT = "write-wait"
-BUSY_POLLING = "busy-polling"
-LABEL_NAMES = (WRITE_SPIN, SPURIOUS_SELECT, HANDOFF_OVERHEAD)
-FINDING_NAMES = (WRITE_WAIT, BUSY_POLLING)
-TITLES = {WRITE_SPIN: "write-spin", SPURIOUS_SELECT: "spurious select", HANDOFF_OVERHEAD: "handoff overhead",
-          WRITE_WAIT: "waits for writability", BUSY_POLLING: "busy polling"}
 
 # Tiers of the measured share of the involved threads' on-CPU time (or of the request time spent waiting
 # for a handed-to thread): below INFO_SHARE a pattern is not worth naming.
@@ -56,54 +47,6 @@ SEVERITIES = (INFO, WARNING, CRITICAL)
 # new connection), "... and back" a round trip.
 EVERY_REQUEST_MIN_RATE = 0.5
 ROUND_TRIP_MIN_HANDOFFS = 1.5
-
-
-class _Verdict:
-    """What a Label and a Finding share: a title from the name, and the dict `--json` writes (fields, title)."""
-
-    name: str
-
-    @property
-    def title(self) -> str:
-        return TITLES[self.name]
-
-    def to_dict(self) -> dict:
-        return {**asdict(self), "title": self.title}
-
-
-@dataclass
-class Label(_Verdict):
-    name: str
-    severity: str
-    summary: str
-    evidence: dict
-    cpu_share: float | None  # measured share of the involved threads' on-CPU time (None: not measurable)
-    fixes: list
-    details: list = field(default_factory=list)  # human lines: per size class, per thread, per edge
-    estimated: bool = False  # the cost is estimated, not measured (the summary says how)
-    cost_share: float | None = None  # the share the severity follows (CPU, or request time for handoffs)
-    syscall_share: float | None = None  # cpu_share's part timed by the syscall and scheduler probes
-    user_share: float | None = None  # ...and its user-space part from stack samples (None: not sampled)
-    call_sites: list = field(default_factory=list)  # where, from stack samples (analysis/stack_costs.py)
-    saving: float | None = None  # what the fix saves: a share of the process's CPU or the request time (savings.py)
-    saving_of: str | None = None  # which: "CPU" or "request time"; and a CPU saving in CPUs
-    saving_cpus: float | None = None
-
-
-@dataclass
-class Finding(_Verdict):
-    """Something a server does by design that costs something but is not a problem by itself: no severity,
-    its measured cost and what to weigh it against."""
-
-    name: str
-    summary: str
-    evidence: dict
-    cpu_share: float | None
-    advice: list
-    saving: float | None = None  # what acting on it saves, on the labels' scale (savings.py), of and in CPUs:
-    saving_of: str | None = None
-    saving_cpus: float | None = None
-
 
 
 @dataclass
@@ -157,7 +100,8 @@ def assess(analysis: Analysis) -> Assessment:
     notes = capture_notes(analysis)
     labels = [label for label in (write_spin(analysis), spurious_select(analysis), handoff_overhead(analysis))
               if label]
-    findings = [finding for finding in (write_wait(analysis), busy_polling(analysis)) if finding]
+    findings = [finding for finding in (write_wait(analysis), busy_polling(analysis), nagle_stall.finding(analysis))
+                if finding]
     return Assessment(labels=labels, notes=notes + saturation_notes(analysis), findings=findings)
 
 

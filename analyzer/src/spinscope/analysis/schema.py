@@ -12,7 +12,7 @@ import os
 from typing import Any, Iterable, NamedTuple
 
 FORMAT = "spinscope-capture"
-SCHEMA = 8
+SCHEMA = 9
 
 # The counters every thread, `totals` and every interval carry (docs/capture-format.md, "Counters"), in
 # the collector's order: SPINSCOPE_COUNTERS in bpf/spinscope.h (a test holds the two equal).
@@ -35,7 +35,7 @@ COUNTERS = (
     "write_spin_empty", "write_spin_empty_ns", "poll_dispatch", "poll_dispatch_cycle_ns",
     "clone_calls", "clone_ns", "thread_starts", "thread_start_wait_ns", "exit_oncpu_ns",
     "h2_streams", "h2_frames", "h2_lost", "h2_lost_calls", "h2_lost_bytes", "h2_streams_unfollowed",
-    "tls_connections",
+    "tls_connections", "nagle_held",
 )
 # Schema 7 added what creating and ending a thread costs (a thread per request): 0 in older captures.
 SCHEMA7_COUNTERS = frozenset(("clone_calls", "clone_ns", "thread_starts", "thread_start_wait_ns", "exit_oncpu_ns"))
@@ -44,6 +44,10 @@ SCHEMA7_COUNTERS = frozenset(("clone_calls", "clone_ns", "thread_starts", "threa
 # ClientHello: 0 in older captures.
 SCHEMA8_COUNTERS = frozenset(("h2_streams", "h2_frames", "h2_lost", "h2_lost_calls", "h2_lost_bytes",
                               "h2_streams_unfollowed", "tls_connections"))
+# Schema 9 found the responses held by Nagle's algorithm (bpf/nagle.bpf.h): the writes that left bytes held, and
+# per request the holds a segment from the client ended and their time: 0 in older captures.
+SCHEMA9_COUNTERS = frozenset(("nagle_held",))
+SCHEMA9_REQUEST_SUMS = frozenset(("nagle_holds", "nagle_hold_ns"))
 # Schema 5 added the socket reads and writes on channels between the target's processes, which serve no
 # requests (before, their messages were counted as requests), the HTTP/2 connections, the accept counts,
 # the poll wakeup cycles and the copy rate: 0 in older captures.
@@ -70,10 +74,10 @@ SCHEMA2_COUNTERS = frozenset((
 ))
 # The sums of `requests` and of each `requests.by_size` class: SPINSCOPE_REQUEST_SUMS.
 REQUEST_SUMS = ("count", "write_calls", "write_eagain", "write_partial", "spin_retries", "spin_eagain",
-                "write_waited", "write_bytes", "duration_ns", "cross_thread")
+                "write_waited", "write_bytes", "duration_ns", "cross_thread", "nagle_holds", "nagle_hold_ns")
 SCHEMA2_REQUEST_SUMS = frozenset(("spin_retries", "spin_eagain", "write_waited", "duration_ns", "cross_thread"))
 # requests.hist: SPINSCOPE_REQUEST_HISTS.
-REQUEST_HISTS = ("write_calls", "write_eagain", "write_bytes", "duration_ns")
+REQUEST_HISTS = ("write_calls", "write_eagain", "write_bytes", "duration_ns", "nagle_hold_ns")
 # drops: SPINSCOPE_DROPS.
 DROP_KEYS = ("threads", "sockets", "wakeup_edges", "pids", "exited", "execs", "listeners")
 # The schema that added each key of those lists that schema 1 lacked (the others: 1), by name: a name in
@@ -81,9 +85,10 @@ DROP_KEYS = ("threads", "sockets", "wakeup_edges", "pids", "exited", "execs", "l
 # the execs map's drops, schema 4 the exited threads', schema 5 the listeners'.
 SINCE = {**dict.fromkeys(SCHEMA2_COUNTERS | SCHEMA2_REQUEST_SUMS, 2), **dict.fromkeys(SCHEMA4_COUNTERS, 4),
          **dict.fromkeys(SCHEMA5_COUNTERS, 5), **dict.fromkeys(SCHEMA6_COUNTERS, 6),
-         **dict.fromkeys(SCHEMA7_COUNTERS, 7), **dict.fromkeys(SCHEMA8_COUNTERS, 8), "execs": 3, "exited": 4, "listeners": 5}
+         **dict.fromkeys(SCHEMA7_COUNTERS, 7), **dict.fromkeys(SCHEMA8_COUNTERS, 8),
+         **dict.fromkeys(SCHEMA9_COUNTERS | SCHEMA9_REQUEST_SUMS, 9), "nagle-write": 9, "execs": 3, "exited": 4, "listeners": 5}
 # --stacks' record sources (enum stack_source in bpf/spinscope.h): CPU samples, then the event sources.
-STACK_SOURCES = ("cpu", "spin-write", "empty-poll", "futile-wakeup", "handoff")
+STACK_SOURCES = ("cpu", "spin-write", "empty-poll", "futile-wakeup", "handoff", "nagle-write")
 STACK_EVENT_SOURCES = STACK_SOURCES[1:]
 # What a waker was doing (wakeups[].mechanism); "unknown" in schema 1 captures.
 MECHANISMS = ("futex", "io", "mm", "exit", "other")
@@ -128,7 +133,8 @@ def _rows(path: str, keys: Iterable[str], since: int = 1, required: bool = False
 # folded by process (threads_folded) and the drops per interval. Schema 5 added the listening sockets,
 # schema 6 the dispatch wakeups (SCHEMA6_COUNTERS), schema 7 the threads' lives (SCHEMA7_COUNTERS), schema 8
 # HTTP/2 streams as requests (SCHEMA8_COUNTERS) and the requests' times and cross-thread answers per interval
-# (intervals[].request_ns, cross_thread).
+# (intervals[].request_ns, cross_thread), schema 9 the responses held by Nagle's algorithm (SCHEMA9_COUNTERS,
+# SCHEMA9_REQUEST_SUMS) and the stack source of their writes (nagle-write).
 KEYS: tuple[Key, ...] = (
     Key("", "schema", required=True), Key("", "format", TEXT, required=True), Key("", "tool", OBJECT),
     Key("", "target", OBJECT), Key("", "host", OBJECT), Key("", "start_time", TEXT),
@@ -178,7 +184,7 @@ KEYS: tuple[Key, ...] = (
 
     *_rows("requests", REQUEST_SUMS, required=True), Key("requests", "unattributed_writes"),
     Key("requests", "open_at_end"), Key("requests", "hist", OBJECT), Key("requests", "by_size", LIST),
-    *(Key("requests.hist", key, HISTOGRAM) for key in REQUEST_HISTS),
+    *(Key("requests.hist", key, HISTOGRAM, SINCE.get(key, 1)) for key in REQUEST_HISTS),
     *_rows("requests.by_size[]", ("bytes_min", "bytes_max", *REQUEST_SUMS), required=True),
 
     # The listening sockets the target called accept on.

@@ -24,7 +24,7 @@ USER_SHARE_MIN_HANDOFFS = 0.1  # hand-overs per request
 CALL_SITES_SAID = 3  # call sites written as detail lines (all TOP_CALL_SITES are in the JSON)...
 MIN_SHARE_SAID = 0.01  # ...the first always, the others from this share of the pattern's events or samples
 EVENT_NOUNS = {S.WRITE_SPIN: "retries of an EAGAIN", S.SPURIOUS_SELECT: "futile wakeups and empty polls",
-               S.HANDOFF_OVERHEAD: "calls that woke another thread"}
+               S.HANDOFF_OVERHEAD: "calls that woke another thread", S.NAGLE_STALL: "writes left held by Nagle"}
 
 
 @dataclass
@@ -109,6 +109,14 @@ def _lines(label, found: Where) -> list:
                      f"space ({f.machinery_user} of {f.samples} samples; by runtime: {runtimes or 'none'}), beside "
                      f"{label.syscall_share or 0:.1%} in the calls that hand off and wait: "
                      f"{(label.syscall_share or 0) + label.user_share:.1%} in all")
+    return lines + site_lines(found)
+
+
+def site_lines(found: Where) -> list:
+    """`where: FUNCTION (FILE:LINE) ← callers: N% of its events`, for the first call sites (a label's and a
+    finding's)."""
+    f = found.found
+    lines = []
     if not f.call_sites:
         lines.append(f"where: no stack of this pattern was sampled on its threads ({f.samples} CPU samples, "
                      f"{f.events} events)")

@@ -31,17 +31,19 @@ from typing import Iterable, Mapping
 CPU = "cpu"
 RUNTIME = "runtime"  # a runtime helper's sample (tracing/stacks_helper.py): the runtime's own frames, untagged
 SPIN_WRITE, EMPTY_POLL, FUTILE_WAKEUP, HANDOFF = "spin-write", "empty-poll", "futile-wakeup", "handoff"
-EVENT_SOURCES = (SPIN_WRITE, EMPTY_POLL, FUTILE_WAKEUP, HANDOFF)
+NAGLE_WRITE = "nagle-write"  # schema 9: a response's later write that left bytes held by Nagle's algorithm
+EVENT_SOURCES = (SPIN_WRITE, EMPTY_POLL, FUTILE_WAKEUP, HANDOFF, NAGLE_WRITE)
 TAG_WRITE_STALL, TAG_EMPTY_CYCLE, TAG_READY_CYCLE = "write-stall", "empty-cycle", "ready-cycle"
 TAG_HANDOFF, TAG_REQUEST, TAG_KERNEL = "handoff", "request", "kernel"
 
 # The patterns (labels.py's names) and what of the stacks belongs to each: the event sources whose stacks
 # are its call sites, and the tags that put a CPU sample in its window.
 WRITE_SPIN, SPURIOUS_SELECT, HANDOFF_OVERHEAD = "write-spin", "spurious-select", "handoff-overhead"
+NAGLE_STALL = "nagle-stall"  # a finding: its call sites are its held writes', no CPU window (it costs no CPU)
 PATTERN_SOURCES = {WRITE_SPIN: (SPIN_WRITE,), SPURIOUS_SELECT: (FUTILE_WAKEUP, EMPTY_POLL),
-                   HANDOFF_OVERHEAD: (HANDOFF,)}
+                   HANDOFF_OVERHEAD: (HANDOFF,), NAGLE_STALL: (NAGLE_WRITE,)}
 PATTERN_TAGS = {WRITE_SPIN: (TAG_WRITE_STALL,), SPURIOUS_SELECT: (TAG_EMPTY_CYCLE, TAG_READY_CYCLE),
-                HANDOFF_OVERHEAD: (TAG_HANDOFF,)}
+                HANDOFF_OVERHEAD: (TAG_HANDOFF,), NAGLE_STALL: ()}
 TOP_CALL_SITES = 5
 CONTEXT_FRAMES = 3
 

@@ -40,7 +40,7 @@ def detail_lines(verdict) -> list:
     (`weigh: ...`): the lines written under its summary, in the terminal and on the pages alike."""
     saves = [saving_line(verdict)] if saving_line(verdict) else []
     if isinstance(verdict, Finding):
-        return [*saves, *(f"weigh: {a}" for a in verdict.advice)]
+        return [*saves, *verdict.details, *(f"fix: {fix}" for fix in verdict.fixes), *(f"weigh: {a}" for a in verdict.advice)]
     return [*saves, *verdict.details, *(f"fix: {fix}" for fix in verdict.fixes)]
 
 
