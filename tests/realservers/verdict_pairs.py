@@ -51,6 +51,8 @@ from realserver_harness import (VERDICT_CONFIGS, Config, RealServer, Run, docroo
                                 load_lock, missing_binaries, recording, start_server, warm_up)
 
 SPURIOUS_SELECT, HANDOFF_OVERHEAD, BUSY_POLLING = "spurious-select", "handoff-overhead", "busy-polling"
+NAGLE_STALL = "nagle-stall"
+FINDINGS = (BUSY_POLLING, NAGLE_STALL)  # pairs whose verdict is a finding, not a label
 # CPU times are clock deltas, and time the hypervisor steals from the VM counts in them (at 10-31% steal
 # test_label_costs.py saw an independent share fall from 0.55 to 0.05-0.5): only rounds recorded with
 # less steal than this make the medians.
@@ -67,6 +69,7 @@ class Pair:
     about: str
     sides: tuple = ("bad", "good")  # what the two configurations are called in file names and the summary
     stacks: int = 0  # record both sides with --stacks at this rate (and the runtime stacks helper)
+    min_requests: int = 200  # requests the load must complete on each side for its verdicts to mean anything
 
     def configs(self) -> dict:
         return dict(zip(self.sides, (VERDICT_CONFIGS[self.bad], VERDICT_CONFIGS[self.good])))
@@ -95,6 +98,10 @@ PAIRS = {pair.name: pair for pair in (
          "the JDK's HTTP server with an executor: its dispatcher thread hands each exchange to a pool thread "
          "(Executors.newFixedThreadPool(4)); without one it answers on the dispatcher thread. 1 client.",
          stacks=99),
+    Pair("jdkhttp-nagle", "jdkhttp-nagle", "jdkhttp-direct", NAGLE_STALL,
+         "the JDK's HTTP server writes a response's headers and body in two calls; without "
+         "-Dsun.net.httpserver.nodelay=true Nagle's algorithm holds the body until the client's delayed ACK of the "
+         "headers (40 ms). 1 client.", stacks=99, min_requests=50),
     # The reactor + executor server of the issue ("CRITICAL when pinned to one CPU and unlabelled when not",
     # under the old count gate). Not the herd: on one CPU select() re-checks the listener before it returns
     # and the woken workers go back to sleep inside the kernel, so pinned, the herd costs less (measured:

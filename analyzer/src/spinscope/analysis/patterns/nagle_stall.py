@@ -81,7 +81,8 @@ def finding(analysis: Analysis) -> Finding | None:
     details = [f"{size_class(low, high)} responses: {holds:,} of {n:,} held, {ms / holds:,.1f} ms each"
                for low, high, n, holds, ms in m.classes]
     if m.held_writes > m.holds:
-        details.append(f"{m.held_writes - m.holds:,} more writes left bytes held whose hold is not timed: the "
+        more = m.held_writes - m.holds
+        details.append(f"{more:,} more write{'s' if more > 1 else ''} left bytes held whose hold is not timed: the "
                        "response's next write came first (the server was not idle), or the next request or a close")
     runtime = runtime_of(analysis.capture).name
     found = Finding(NAGLE_STALL, summary, evidence, None, [], fixes=advice.nagle_fixes(runtime), details=details)
