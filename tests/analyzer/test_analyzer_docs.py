@@ -10,10 +10,11 @@ import pytest
 
 import spinscope
 from spinscope.analysis import counters, labels, measures, metrics, noise, roles, savings
+from spinscope.analysis.patterns import nagle_stall
 from paths import DOCS, ROOT
 
 DOC = DOCS / "labels.md"
-MODULES = (measures, labels, roles, noise, metrics, counters, savings)  # where each is defined first
+MODULES = (measures, labels, roles, noise, metrics, counters, savings, nagle_stall)  # where each is defined first
 # `NAME` | 50 |   `NAME` (0.9)   `NAME` = 20%   `NAME`, 0.9,
 VALUE = r"(-?\d[\d,]*(?:\.\d+)?)\s*(%?)"
 PATTERNS = (re.compile(r"`([A-Z][A-Z0-9_]+)`\s*\|\s*" + VALUE + r"\s*\|"),
@@ -49,7 +50,8 @@ def test_documented_thresholds_equal_the_constants():
 
 
 def test_every_detector_threshold_is_documented():
-    names = {name for name in vars(measures) if name.isupper() and isinstance(getattr(measures, name), (int, float))}
+    names = {name for module in (measures, nagle_stall) for name in vars(module)
+             if name.isupper() and isinstance(getattr(module, name), (int, float))}
     names |= {name for name in vars(labels) if name.isupper() and name.endswith(("_SHARE", "_CPUS"))
               and isinstance(getattr(labels, name), float)}
     text = DOC.read_text(encoding="utf-8")
