@@ -11,9 +11,11 @@ import captures
 from paths import CAPTURES
 from spinscope.analysis.capture import load
 from spinscope.analysis.claims import unsupported
-from spinscope.analysis.labels import BUSY_POLLING, HANDOFF_OVERHEAD, SPURIOUS_SELECT, Label, assess
-from spinscope.analysis.measures import DISPATCH, LEADER_FOLLOWER, PER_CONNECTION, SHARED_MEMORY
+from spinscope.analysis.labels import assess
 from spinscope.analysis.metrics import analyze
+from spinscope.analysis.patterns import BUSY_POLLING, HANDOFF_OVERHEAD, SPURIOUS_SELECT
+from spinscope.analysis.patterns.handoff.measure import DISPATCH, LEADER_FOLLOWER, PER_CONNECTION, SHARED_MEMORY
+from spinscope.analysis.verdicts import Label
 from test_analyzer_verdicts import N, busy_poller, herd_worker, pool_threads, schema5
 
 BUNDLED = sorted(CAPTURES.rglob("*.json"))

@@ -10,9 +10,10 @@ import pytest
 import captures
 from spinscope.analysis.capture import load
 from spinscope.analysis.comparison import CUT_SHORT, LABEL_METRICS, LITTLE_LOAD, SHARE_CHANGE_POINTS, compare_captures
-from spinscope.analysis.labels import CRITICAL, WARNING, WRITE_SPIN
 from spinscope.analysis.metrics import analyze
 from spinscope.analysis.noise import SIGNIFICANT, TOO_FEW, WITHIN_NOISE, compare, load_reference, loaded, t_critical
+from spinscope.analysis.patterns import WRITE_SPIN
+from spinscope.analysis.verdicts import CRITICAL, WARNING
 from spinscope.fmt import number
 from spinscope.output.diff import change_rows, label_lines, noise_left_out, noise_note, to_json
 from paths import CAPTURES
@@ -206,7 +207,7 @@ def test_a_finding_on_both_sides_is_said_in_the_verdict():
 
 def test_label_metrics_missing_from_metrics_are_skipped(capture_file, monkeypatch):
     """LABEL_METRICS may name metrics that metrics.METRICS does not compute (yet)."""
-    from spinscope.analysis.labels import HANDOFF_OVERHEAD
+    from spinscope.analysis.patterns import HANDOFF_OVERHEAD
     monkeypatch.setitem(LABEL_METRICS, HANDOFF_OVERHEAD, ("not_a_metric", *LABEL_METRICS[HANDOFF_OVERHEAD]))
     result = comparison(captures.thread_per_connection(), captures.reactor_split(), capture_file)
     assert result.verdict().startswith("after: +4 handoffs per request and ")

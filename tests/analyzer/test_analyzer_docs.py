@@ -4,17 +4,20 @@ the docs quote is spinscope.__version__, the one source."""
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import re
 
 import pytest
 
 import spinscope
-from spinscope.analysis import counters, labels, measures, metrics, noise, roles, savings
-from spinscope.analysis.patterns import nagle_stall
+from spinscope.analysis import counters, metrics, noise, patterns, roles, savings, verdicts
 from paths import DOCS, ROOT
 
 DOC = DOCS / "labels.md"
-MODULES = (measures, labels, roles, noise, metrics, counters, savings, nagle_stall)  # where each is defined first
+# Every module of the patterns' homes (analysis/patterns/, a package's modules too).
+HOMES = tuple(importlib.import_module(m.name) for m in pkgutil.walk_packages(patterns.__path__, f"{patterns.__name__}."))
+MODULES = (*HOMES, verdicts, roles, noise, metrics, counters, savings)  # where each is defined first
 # `NAME` | 50 |   `NAME` (0.9)   `NAME` = 20%   `NAME`, 0.9,
 VALUE = r"(-?\d[\d,]*(?:\.\d+)?)\s*(%?)"
 PATTERNS = (re.compile(r"`([A-Z][A-Z0-9_]+)`\s*\|\s*" + VALUE + r"\s*\|"),
@@ -50,10 +53,8 @@ def test_documented_thresholds_equal_the_constants():
 
 
 def test_every_detector_threshold_is_documented():
-    names = {name for module in (measures, nagle_stall) for name in vars(module)
-             if name.isupper() and isinstance(getattr(module, name), (int, float))}
-    names |= {name for name in vars(labels) if name.isupper() and name.endswith(("_SHARE", "_CPUS"))
-              and isinstance(getattr(labels, name), float)}
+    names = {name for module in (*HOMES, verdicts) for name, value in vars(module).items()
+             if name.isupper() and isinstance(value, (int, float)) and not isinstance(value, bool)}
     text = DOC.read_text(encoding="utf-8")
     assert {name for name in names if f"`{name}`" not in text} == set()
 

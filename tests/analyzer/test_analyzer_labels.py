@@ -7,10 +7,11 @@ import pytest
 
 import captures
 from spinscope.analysis.capture import load
-from spinscope.analysis.labels import (CRITICAL, HANDOFF_OVERHEAD, INFO, MIN_REQUESTS, SPURIOUS_SELECT, WARNING,
-                                       WRITE_SPIN, WRITE_WAIT, assess)
+from spinscope.analysis.labels import assess
 from spinscope.analysis.metrics import analyze
+from spinscope.analysis.patterns import HANDOFF_OVERHEAD, SPURIOUS_SELECT, WRITE_SPIN, WRITE_WAIT
 from spinscope.analysis.roles import ACCEPTOR, DISPATCHER, EVENT_LOOP, HANDLER, IDLE, WORKER
+from spinscope.analysis.verdicts import CRITICAL, INFO, MIN_REQUESTS, WARNING
 from spinscope.fmt import size_class
 
 EXPECTED = {

@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from spinscope.analysis import capture, schema
 
-from spinscope.analysis.labels import FINDING_NAMES, LABEL_NAMES
+from spinscope.analysis.patterns import FINDING_NAMES, LABEL_NAMES
 from spinscope.errors import SpinscopeError
 from spinscope.live import exporter, exposition, stream as live, top
 from paths import CAPTURES, DEPLOY

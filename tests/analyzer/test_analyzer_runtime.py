@@ -1,6 +1,6 @@
-"""The runtime (analysis/runtime.py) and the advice worded for it (analysis/advice.py): target.runtime as the
-collector wrote it, else what an older capture shows (a JVM's thread names, the executable's name), else
-"unknown"; said in the report's header, HTML and --json; the same counts get Go's, a JVM's or CPython's
+"""The runtime (analysis/runtime.py) and the advice worded for it (in each pattern's home,
+analysis/patterns/): target.runtime as the collector wrote it, else what an older capture shows (a JVM's
+thread names, the executable's name), else "unknown"; said in the report's header, HTML and --json; the same counts get Go's, a JVM's or CPython's
 fixes; spurious select's fixes ordered by what each kind cost; a saturated loop noted, not busy polling."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ import pytest
 
 import captures
 from spinscope.analysis.capture import load
-from spinscope.analysis.labels import BUSY_POLLING, HANDOFF_OVERHEAD, SPURIOUS_SELECT, assess
+from spinscope.analysis.labels import assess
 from spinscope.analysis.metrics import analyze
+from spinscope.analysis.patterns import BUSY_POLLING, HANDOFF_OVERHEAD, SPURIOUS_SELECT
 from spinscope.analysis.runtime import runtime_of
 from spinscope.output.report import render_html
 from test_analyzer_claims import dispatch, herd, leader_follower

@@ -16,8 +16,10 @@ from rich.console import Console
 import captures
 from paths import CAPTURES
 from spinscope.analysis.capture import load
-from spinscope.analysis.labels import HANDOFF_OVERHEAD, INFO, WRITE_WAIT, assess
+from spinscope.analysis.labels import assess
 from spinscope.analysis.metrics import analyze
+from spinscope.analysis.patterns import HANDOFF_OVERHEAD, WRITE_WAIT
+from spinscope.analysis.verdicts import INFO
 from spinscope.live.top import judge
 from spinscope.output.report import render_html, render_terminal
 
@@ -85,7 +87,7 @@ def test_a_label_is_graded_by_the_saving_that_grades_highest():
     from types import SimpleNamespace
 
     from spinscope.analysis import savings
-    from spinscope.analysis.labels import SEVERITIES, WARNING, severity
+    from spinscope.analysis.verdicts import SEVERITIES, WARNING, severity
 
     label = SimpleNamespace(severity=None)
     savings.apply(label, savings.Saving(0.25, savings.CPU, 0.004), savings.of_time(0.06), tier=severity,

@@ -13,9 +13,11 @@ import captures
 from spinscope.analysis import stacks as S
 from spinscope.analysis.capture import load
 from spinscope.analysis.comparison import LabelChange
-from spinscope.analysis.labels import HANDOFF_OVERHEAD, assess, severity
+from spinscope.analysis.labels import assess
 from spinscope.analysis.metrics import analyze
+from spinscope.analysis.patterns import HANDOFF_OVERHEAD, SPURIOUS_SELECT, WRITE_SPIN
 from spinscope.analysis.schema import layout_differences
+from spinscope.analysis.verdicts import severity
 
 
 def frame(symbol, kind="native", module="server", file=None, line=0):
@@ -166,18 +168,14 @@ def test_diff_says_the_top_call_site_moved(capture_file):
 def test_machinery_counts_as_the_handoffs_only_where_requests_are_handed_over():
     """A server that hands almost nothing over still runs its runtime's queues and promises (Netty on its
     event loop: 2% of its samples at one hand-over in 2,855 requests): those samples are not a hand-off's."""
-    from spinscope.analysis import stack_costs
+    from spinscope.analysis.patterns import handoff
 
     stackset = S.load({"stacks": block([stack(1, [1, 2, 3, 4], 10, "runtime"), stack(1, [9, 5, 3, 4], 90, "runtime")])})
-    found = S.pattern_stacks(stackset, S.HANDOFF_OVERHEAD)
-    rare = stack_costs.Where(S.HANDOFF_OVERHEAD, found, stackset, handoffs_per_request=0.0004)
-    assert not rare.counted and rare.user_share is None
-    assert stack_costs.whole_share(0.001, rare) == 0.001
-    every = stack_costs.Where(S.HANDOFF_OVERHEAD, found, stackset, handoffs_per_request=2.0)
-    assert every.counted and every.user_share == pytest.approx(0.1)
-    assert stack_costs.whole_share(0.2, every) == pytest.approx(0.3)
-    # Another pattern never adds a user-space part: its cycles are timed whole.
-    assert stack_costs.Where(S.WRITE_SPIN, S.pattern_stacks(stackset, S.WRITE_SPIN), stackset, 5.0).user_share is None
+    found = S.pattern_stacks(stackset, HANDOFF_OVERHEAD)
+    assert not handoff.counted(0.0004) and handoff.user_share(found, 0.0004) is None
+    assert handoff.counted(2.0) and handoff.user_share(found, 2.0) == pytest.approx(0.1)
+    # Another pattern never adds a user-space part (its cycles are timed whole): only the hand-off's home has one.
+    assert S.pattern_stacks(stackset, WRITE_SPIN).machinery_user == 0
 
 
 def tagged_helper(stacks):
@@ -196,15 +194,15 @@ def test_tagged_runtime_samples_say_where_a_wakeup_for_nothing_is():
     stacks = [stack(7, [13, 12], 5, "cpu", ["ready-cycle"]),
               stack(7, [0, 10, 2, 3, 4], 3, "runtime", ["ready-cycle"]),  # kernel, libc, then Python
               stack(7, [9, 4], 4, "runtime", [])]
-    found = S.pattern_stacks(S.load({"stacks": tagged_helper(stacks)}), S.SPURIOUS_SELECT)
+    found = S.pattern_stacks(S.load({"stacks": tagged_helper(stacks)}), SPURIOUS_SELECT)
     assert found.sampled == S.RUNTIME and (found.samples, found.window_samples) == (7, 3)
     assert found.call_sites[0].frame.name == "Queue.get"  # the innermost Python frame, not libc's (no own code)
     assert [f.name for f in found.call_sites[0].context] == ["WorkerThread.run", "Thread._bootstrap_inner"]
-    exported = S.selected(S.load({"stacks": tagged_helper(stacks)}), S.SPURIOUS_SELECT, source=None)
+    exported = S.selected(S.load({"stacks": tagged_helper(stacks)}), SPURIOUS_SELECT, source=None)
     assert [(s.source, s.count) for s in exported] == [("runtime", 3)]
     untagged = block(stacks)
     untagged["helper"] = {"helper": "otel-ebpf-profiler"}  # no tags: the collector's samples are read
-    assert S.pattern_stacks(S.load({"stacks": untagged}), S.SPURIOUS_SELECT).sampled == S.CPU
+    assert S.pattern_stacks(S.load({"stacks": untagged}), SPURIOUS_SELECT).sampled == S.CPU
 
 
 def test_the_handoffs_call_sites_are_its_machinery_not_the_work_it_handed_over():
@@ -212,7 +210,7 @@ def test_the_handoffs_call_sites_are_its_machinery_not_the_work_it_handed_over()
     window, but the call site is where the machinery was entered."""
     stacks = [stack(8, [5, 3, 4], 9, "runtime", ["handoff"]),  # the endpoint, run by the pool thread
               stack(8, [0, 1, 2, 3, 4], 2, "runtime", ["handoff"])]
-    found = S.pattern_stacks(S.load({"stacks": tagged_helper(stacks)}), S.HANDOFF_OVERHEAD)
+    found = S.pattern_stacks(S.load({"stacks": tagged_helper(stacks)}), HANDOFF_OVERHEAD)
     assert found.window_samples == 11
     assert [site.frame.name for site in found.call_sites] == ["WorkerThread.run"]
 
@@ -242,7 +240,7 @@ def test_a_jvm_hand_back_is_named_by_the_java_method_that_entered_the_runtimes_m
                     "ServerImpl.java", 480)]
     stackset = S.load({"stacks": block([stack(3, [0, 1, 2, 3, 4], 5, "runtime")], frames)})
     assert S.machinery_runtime(stackset.stacks[0].frames[1]) == "jvm"
-    found = S.pattern_stacks(stackset, S.HANDOFF_OVERHEAD)
+    found = S.pattern_stacks(stackset, HANDOFF_OVERHEAD)
     site = found.call_sites[0]
     assert site.frame.symbol.endswith("EPollSelectorImpl.wakeup()") and site.samples == 5
     assert site.context[0].symbol.endswith("ServerImpl.addEvent(sun.net.httpserver.Event)")

@@ -8,11 +8,13 @@ import pytest
 
 import captures
 from spinscope.analysis.capture import load
-from spinscope.analysis.labels import (BUSY_POLLING, CRITICAL, HANDOFF_OVERHEAD, INFO, SPURIOUS_SELECT, WARNING,
-                                       WRITE_SPIN, assess)
-from spinscope.analysis.measures import (LEADER_FOLLOWER, MIN_HERD_WAKEUPS, PER_CONNECTION, POOL_ROUND_TRIP,
-                                         SHARED_MEMORY, busy_pollers, measure_handoff)
+from spinscope.analysis.labels import assess
 from spinscope.analysis.metrics import analyze, role_edges
+from spinscope.analysis.patterns import BUSY_POLLING, HANDOFF_OVERHEAD, SPURIOUS_SELECT, WRITE_SPIN
+from spinscope.analysis.patterns.handoff.measure import (LEADER_FOLLOWER, PER_CONNECTION, POOL_ROUND_TRIP, SHARED_MEMORY,
+                                                         measure_handoff)
+from spinscope.analysis.patterns.spurious_select import MIN_HERD_WAKEUPS, busy_pollers
+from spinscope.analysis.verdicts import CRITICAL, INFO, WARNING
 
 N = 10_000  # requests
 

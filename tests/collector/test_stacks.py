@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from spinscope.analysis import stacks as S
+from spinscope.analysis.patterns import HANDOFF_OVERHEAD, SPURIOUS_SELECT, WRITE_SPIN
 from spinscope.tracing import tag_timeline as T
 
 from collector_harness import run_fixture
@@ -107,17 +108,17 @@ def test_the_caller_of_libc_is_on_the_stack_without_frame_pointers(run):
 
 def test_per_pattern_call_sites(run):
     stackset = S.load(run.capture)
-    spin = S.pattern_stacks(stackset, S.WRITE_SPIN)
+    spin = S.pattern_stacks(stackset, WRITE_SPIN)
     assert spin.call_sites[0].frame.name == "spin_retry_site" and spin.call_sites[0].event_share > 0.99
-    idle = S.pattern_stacks(stackset, S.SPURIOUS_SELECT)
+    idle = S.pattern_stacks(stackset, SPURIOUS_SELECT)
     assert idle.call_sites[0].frame.name == "empty_poll_site"
-    handoff = S.pattern_stacks(stackset, S.HANDOFF_OVERHEAD)
+    handoff = S.pattern_stacks(stackset, HANDOFF_OVERHEAD)
     assert handoff.call_sites[0].frame.name == "queue_push"
 
 
 def test_exports_open_in_the_usual_tools(run, tmp_path):
     stackset = S.load(run.capture)
-    text = S.folded(s for s in S.selected(stackset, S.WRITE_SPIN, source=None) if s.source == S.SPIN_WRITE)
+    text = S.folded(s for s in S.selected(stackset, WRITE_SPIN, source=None) if s.source == S.SPIN_WRITE)
     lines = text.splitlines()
     assert lines and all(line.rsplit(" ", 1)[1].isdigit() for line in lines)
     assert sum(int(line.rsplit(" ", 1)[1]) for line in lines if "spin_retry_site" in line) \

@@ -11,8 +11,9 @@ REQUESTS = 200
 
 def test_a_thread_per_request_is_counted_exactly(tmp_path):
     from spinscope.analysis.capture import load
-    from spinscope.analysis.labels import HANDOFF_OVERHEAD, assess
+    from spinscope.analysis.labels import assess
     from spinscope.analysis.metrics import analyze
+    from spinscope.analysis.patterns import HANDOFF_OVERHEAD
 
     run = run_fixture("threadperreq", str(REQUESTS), tmp_path=tmp_path)
     cap, reader = run.capture, run.thread("reader")

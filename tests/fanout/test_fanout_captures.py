@@ -17,8 +17,8 @@ from fanout_helpers import CAPTURES, COLLECTOR, handoffs, http_requests, record
 from fanout_helpers import _fanout_built, shards  # noqa: F401 (fixtures)
 from spinscope.analysis.capture import load
 from spinscope.analysis.labels import assess
-from spinscope.analysis.measures import IMBALANCE_MAX_LOW_EVENTS, IMBALANCE_MIN_RATIO
 from spinscope.analysis.metrics import analyze
+from spinscope.analysis.patterns.spurious_select import IMBALANCE_MAX_LOW_EVENTS, IMBALANCE_MIN_RATIO
 from spinscope.output.report import lifecycle_line
 
 

@@ -21,8 +21,10 @@ from pathlib import Path
 import pytest
 
 from spinscope.analysis.capture import load
-from spinscope.analysis.labels import CRITICAL, HANDOFF_OVERHEAD, WRITE_SPIN, assess
+from spinscope.analysis.labels import assess
 from spinscope.analysis.metrics import analyze
+from spinscope.analysis.patterns import HANDOFF_OVERHEAD, WRITE_SPIN
+from spinscope.analysis.verdicts import CRITICAL
 from paths import ROOT
 
 _spec = importlib.util.spec_from_file_location("refserver_helpers", ROOT / "tests" / "refservers" / "refserver_harness.py")

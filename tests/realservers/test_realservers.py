@@ -12,10 +12,11 @@ from collections import Counter
 import pytest
 
 from spinscope.analysis.claims import unsupported
+from spinscope.analysis.patterns import LABEL_NAMES
 from realserver_harness import CONFIGS, H2_CONFIGS, SERVER_KINDS, binary, ensure_ready, missing_binaries, record_config
 from realserver_harness import www  # noqa: F401  (fixture)
 
-LABELS = ("write-spin", "spurious-select", "handoff-overhead")
+LABELS = LABEL_NAMES
 SERIOUS = ("warning", "critical")
 COUNT_TOLERANCE = 0.01
 
@@ -153,8 +154,8 @@ def test_redis_io_threads_busy_wait_measured(recorded, name):
     """Redis's main and I/O threads hand clients over through memory, neither sleeping: the hand-over is
     the shared-memory kind, its cost measured on both busy threads (their CPU outside their calls), pinned
     to one CPU or not."""
-    from spinscope.analysis.measures import measure_handoff
     from spinscope.analysis.metrics import role_edges
+    from spinscope.analysis.patterns.handoff.measure import measure_handoff
 
     run = recorded(name)
     label = next(label for label in run.assessment().labels if label.name == "handoff-overhead")

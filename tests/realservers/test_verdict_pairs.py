@@ -20,9 +20,9 @@ import pytest
 from realserver_harness import ensure_netty, ensure_ready
 from realserver_harness import www  # noqa: F401  (fixture)
 from spinscope.analysis.claims import unsupported
-from spinscope.analysis.labels import WARNING_SHARE
-from verdict_pairs import (BUSY_POLLING, FINDINGS, MAX_STEAL, NAGLE_STALL, PAIRS, SPURIOUS_SELECT, independent_share,
-                           label_share, median, missing, record_pair)
+from spinscope.analysis.verdicts import WARNING_SHARE
+from verdict_pairs import (BUSY_POLLING, FINDING_NAMES, MAX_STEAL, NAGLE_STALL, PAIRS, SPURIOUS_SELECT,
+                           independent_share, label_share, median, missing, record_pair)
 
 SERIOUS = ("warning", "critical")
 COUNT_TOLERANCE = 0.01
@@ -158,7 +158,7 @@ def test_bad_side_gets_the_label(recorded, name):
     for r in rounds:
         assessment = r.sides["bad"].assessment()
         given = {label.name: label for label in assessment.labels}
-        if pair.label in FINDINGS:
+        if pair.label in FINDING_NAMES:
             # A finding (not a label), with what acting on it saves
             findings = {finding.name: finding for finding in assessment.findings}
             assert pair.label in findings and findings[pair.label].saving, f"{name}: {pair.about}\n{described(rounds)}"
@@ -166,11 +166,11 @@ def test_bad_side_gets_the_label(recorded, name):
             # a trade made on purpose, with what it costs; and not told to block
             assert findings[BUSY_POLLING].cpu_share, f"{name}: {pair.about}\n{described(rounds)}"
             assert SPURIOUS_SELECT not in given, f"{name}: busy polling is chosen on purpose\n{described(rounds)}"
-        elif pair.label not in FINDINGS:
+        elif pair.label not in FINDING_NAMES:
             # Present in every round; at warning or critical in most of them: one 3 s round on two shared
             # cores moves a share near a tier's edge across it now and then (the herd measured 5.5-16%).
             assert pair.label in labels(r.sides["bad"]), f"{name}: {pair.about}\n{described(rounds)}"
-    if pair.label not in FINDINGS:
+    if pair.label not in FINDING_NAMES:
         serious = sum(pair.label in labels(r.sides["bad"], SERIOUS) for r in rounds)
         near = sum(_near_warning(r.sides["bad"], pair.label) for r in rounds) if name in HERDS else serious
         assert 2 * near > len(rounds), \

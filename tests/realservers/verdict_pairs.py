@@ -50,9 +50,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from realserver_harness import (VERDICT_CONFIGS, Config, RealServer, Run, docroot, ensure_ready,  # noqa: E402
                                 load_lock, missing_binaries, recording, start_server, warm_up)
 
-SPURIOUS_SELECT, HANDOFF_OVERHEAD, BUSY_POLLING = "spurious-select", "handoff-overhead", "busy-polling"
-NAGLE_STALL = "nagle-stall"
-FINDINGS = (BUSY_POLLING, NAGLE_STALL)  # pairs whose verdict is a finding, not a label
+from spinscope.analysis.patterns import (BUSY_POLLING, FINDING_NAMES, HANDOFF_OVERHEAD, NAGLE_STALL,  # noqa: E402
+                                         SPURIOUS_SELECT)
 # CPU times are clock deltas, and time the hypervisor steals from the VM counts in them (at 10-31% steal
 # test_label_costs.py saw an independent share fall from 0.55 to 0.05-0.5): only rounds recorded with
 # less steal than this make the medians.

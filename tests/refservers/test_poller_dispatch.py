@@ -10,8 +10,9 @@ import pytest
 from machine_lock import load_lock
 from refserver_harness import record_under_load
 from spinscope.analysis.capture import load
-from spinscope.analysis.labels import HANDOFF_OVERHEAD, SPURIOUS_SELECT, assess
+from spinscope.analysis.labels import assess
 from spinscope.analysis.metrics import analyze
+from spinscope.analysis.patterns import HANDOFF_OVERHEAD, SPURIOUS_SELECT
 from spinscope.analysis.roles import DISPATCHER
 
 

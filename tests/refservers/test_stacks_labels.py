@@ -14,8 +14,9 @@ import pytest
 from machine_lock import load_lock
 from refserver_harness import record_under_load
 from spinscope.analysis.capture import load
-from spinscope.analysis.labels import HANDOFF_OVERHEAD, SPURIOUS_SELECT, WRITE_SPIN, assess
+from spinscope.analysis.labels import assess
 from spinscope.analysis.metrics import analyze
+from spinscope.analysis.patterns import HANDOFF_OVERHEAD, SPURIOUS_SELECT, WRITE_SPIN
 
 SPIN_SERVER = ["--sndbuf", "16384", "--write-policy", "spin"]
 RUNS = {  # label: (arch, server args, load args, collector args, the call sites of the label's events)

@@ -1,7 +1,7 @@
 """The evidence rule: a verdict's words claim no more than its own counts show. A sentence that names a
 mechanism at a rate ("for every request", "each request is handed ... and back", "never blocks") holds
-only when the evidence the verdict carries shows that rate; labels.py chooses its words by the same
-constants (labels.py, measures.py), and `unsupported` is the check the tests run over every verdict of every
+only when the evidence the verdict carries shows that rate; each pattern's home (analysis/patterns/) chooses
+its words by the same constants, and `unsupported` is the check the tests run over every verdict of every
 capture (tests/analyzer/test_analyzer_claims.py): a claim it finds unsupported is a wording bug.
 
 Each CLAIMS row: the verdict it is about, a pattern of the words that claim something, the evidence key
@@ -13,8 +13,9 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from spinscope.analysis.labels import EVERY_REQUEST_MIN_RATE, ROUND_TRIP_MIN_HANDOFFS
-from spinscope.analysis.measures import BUSY_POLL_MIN_EMPTY_SHARE
+from spinscope.analysis.patterns import BUSY_POLLING, HANDOFF_OVERHEAD
+from spinscope.analysis.patterns.handoff.words import EVERY_REQUEST_MIN_RATE, ROUND_TRIP_MIN_HANDOFFS
+from spinscope.analysis.patterns.spurious_select import BUSY_POLL_MIN_EMPTY_SHARE
 
 
 class Claim(NamedTuple):
@@ -26,16 +27,16 @@ class Claim(NamedTuple):
 
 
 CLAIMS = (
-    Claim("handoff-overhead", r"for every request|each request is (?:handed|answered|queued)|"
+    Claim(HANDOFF_OVERHEAD, r"for every request|each request is (?:handed|answered|queued)|"
           r"every request is handed|after (?:each|every) request", "handoffs_per_request", EVERY_REQUEST_MIN_RATE,
           "a hand-over per request (about one: at least EVERY_REQUEST_MIN_RATE per request)"),
-    Claim("handoff-overhead", r"and back\b", "handoffs_per_request", ROUND_TRIP_MIN_HANDOFFS,
+    Claim(HANDOFF_OVERHEAD, r"and back\b", "handoffs_per_request", ROUND_TRIP_MIN_HANDOFFS,
           "a round trip per request (there and back: ROUND_TRIP_MIN_HANDOFFS handoffs per request)"),
-    Claim("handoff-overhead", r"selector role", "handoffs_per_request", EVERY_REQUEST_MIN_RATE,
+    Claim(HANDOFF_OVERHEAD, r"selector role", "handoffs_per_request", EVERY_REQUEST_MIN_RATE,
           "the selector role changing hands about once per request"),
-    Claim("handoff-overhead", r"each new connection is handed", "handoffs_per_connection", EVERY_REQUEST_MIN_RATE,
+    Claim(HANDOFF_OVERHEAD, r"each new connection is handed", "handoffs_per_connection", EVERY_REQUEST_MIN_RATE,
           "a hand-over per new connection"),
-    Claim("busy-polling", r"never blocks?\b", "empty_share", BUSY_POLL_MIN_EMPTY_SHARE,
+    Claim(BUSY_POLLING, r"never blocks?\b", "empty_share", BUSY_POLL_MIN_EMPTY_SHARE,
           "polls that return nothing (a loop whose polls return events is busy with work, not polling idly)"),
 )
 

@@ -35,8 +35,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from spinscope.analysis.labels import (CRITICAL, HANDOFF_OVERHEAD, INFO, SPURIOUS_SELECT, TITLES, WARNING,
-                                       WARNING_SHARE, WRITE_SPIN, Assessment, Label, assess)
+from spinscope.analysis.labels import Assessment, assess
+from spinscope.analysis.patterns import HANDOFF_OVERHEAD, SPURIOUS_SELECT, TITLES, WRITE_SPIN
+from spinscope.analysis.verdicts import CRITICAL, INFO, WARNING, WARNING_SHARE, Label
 from spinscope.analysis.savings import saving_line
 from spinscope.analysis.metrics import (CPU_SHARE, METRICS, MIN_INTERVAL_SHARE, PER_REQUEST, PER_SECOND, Analysis,
                                         Metric, dropped)

@@ -262,3 +262,34 @@ def role_edges(analysis: Analysis) -> dict:
         key = (waker["role"] if waker else WORKER, wakee["role"] if wakee else WORKER)
         edges[key] = edges.get(key, 0) + edge["count"]
     return dict(sorted(sorted(edges.items()), key=lambda item: -item[1]))
+
+
+@dataclass
+class SizeClass:
+    """One response-size class, per response (the requests.by_size block divided by its count)."""
+
+    bytes_min: int
+    bytes_max: int
+    count: int
+    writes: float
+    eagain: float
+    partial: float
+    eagain_retries: float   # retries of an EAGAIN without waiting
+    partial_retries: float  # writes right after a partial write, without waiting
+    waits: float            # writes after a stall that waited for writability
+    request_ms: float | None
+
+
+def size_classes(analysis: Analysis, min_count: int = 0) -> list:
+    """The response-size classes with at least `min_count` responses, per response: the one per-response
+    table the write patterns (analysis/patterns/write_spin.py) and the report's table share."""
+    out = []
+    for row in analysis.capture.by_size:
+        if row["count"] < max(min_count, 1):
+            continue
+        n = row["count"]
+        out.append(SizeClass(row["bytes_min"], row["bytes_max"], n, row["write_calls"] / n,
+                             row["write_eagain"] / n, row["write_partial"] / n, row["spin_eagain"] / n,
+                             (row["spin_retries"] - row["spin_eagain"]) / n, row["write_waited"] / n,
+                             ratio(row["duration_ns"] / 1e6, n)))
+    return out

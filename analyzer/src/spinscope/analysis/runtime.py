@@ -1,7 +1,7 @@
 """The runtime a capture's target runs on: what the collector read (target.runtime, from the mapped
 libraries, the executable's name and a Go binary's build info: docs/capture-format.md), or for a capture
 without it what the capture itself shows (a JVM's thread names, the executable's name); "unknown" rather
-than a guess. The advice of every verdict is worded for it (analysis/advice.py).
+than a guess. The advice of every verdict is worded for it (each pattern's home, analysis/patterns/).
 """
 
 from __future__ import annotations

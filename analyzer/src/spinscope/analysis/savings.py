@@ -63,7 +63,7 @@ def larger(*savings) -> Saving | None:
 
 def grade(saving: Saving | None, tier, lowest: str) -> str:
     """The severity of a label that is named (its involved share reached the lowest tier): the tier of what
-    its fix saves (`tier`: labels.severity), `lowest` at least, and no higher than `lowest` for a CPU saving
+    its fix saves (`tier`: verdicts.severity), `lowest` at least, and no higher than `lowest` for a CPU saving
     of less than SAVING_MIN_CPUS."""
     if saving is None:
         return lowest
@@ -86,23 +86,6 @@ def apply(verdict, *candidates: Saving | None, tier=None, order: tuple = ()):
         levels = [grade(c, tier, order[0]) for c in candidates if c is not None] or [order[0]]
         verdict.severity = max(levels, key=order.index)
     return verdict
-
-
-def write_wait_saving(analysis, waiting: list) -> Saving | None:
-    """The request time of the responses that waited for writability beyond what the responses that did
-    not wait took on average (all of it when every response waited: an upper bound), over all requests'
-    time."""
-    from spinscope.analysis.measures import WAIT_MIN_PER_RESPONSE, size_classes
-    classes = size_classes(analysis)
-    total_ms = sum(c.count * (c.request_ms or 0.0) for c in classes)
-    if total_ms <= 0:
-        return None
-    waited = {(c.bytes_min, c.bytes_max) for c in waiting}
-    others = [c for c in classes if (c.bytes_min, c.bytes_max) not in waited and c.waits < WAIT_MIN_PER_RESPONSE]
-    n_others = sum(c.count for c in others)
-    base_ms = sum(c.count * (c.request_ms or 0.0) for c in others) / n_others if n_others else 0.0
-    excess = sum(c.count * max(0.0, (c.request_ms or 0.0) - base_ms) for c in waiting)
-    return of_time(excess / total_ms)
 
 
 def saving_line(verdict) -> str | None:

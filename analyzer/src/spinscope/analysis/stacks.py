@@ -16,7 +16,7 @@ What this module makes of them, per pattern:
   the samples whose stack passes through the pattern's machinery (the runtime's thread-pool, queue, future
   and lock frames: MACHINERY, one table per runtime) or whose tags put them in the pattern's window;
 - folded stacks (FlameGraph, speedscope) and pprof (`go tool pprof`, Grafana Pyroscope) of any of them.
-Nothing here reads the capture's other blocks: labels.py joins the two.
+Nothing here reads the capture's other blocks: each pattern's home joins the two (stack_costs.py).
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
+from spinscope.analysis.patterns import HANDOFF_OVERHEAD, NAGLE_STALL, SPURIOUS_SELECT, WRITE_SPIN
+
 # Sources and tags, as the collector names them (collector/stacks.c).
 CPU = "cpu"
 RUNTIME = "runtime"  # a runtime helper's sample (tracing/stacks_helper.py): the runtime's own frames, untagged
@@ -36,10 +38,9 @@ EVENT_SOURCES = (SPIN_WRITE, EMPTY_POLL, FUTILE_WAKEUP, HANDOFF, NAGLE_WRITE)
 TAG_WRITE_STALL, TAG_EMPTY_CYCLE, TAG_READY_CYCLE = "write-stall", "empty-cycle", "ready-cycle"
 TAG_HANDOFF, TAG_REQUEST, TAG_KERNEL = "handoff", "request", "kernel"
 
-# The patterns (labels.py's names) and what of the stacks belongs to each: the event sources whose stacks
-# are its call sites, and the tags that put a CPU sample in its window.
-WRITE_SPIN, SPURIOUS_SELECT, HANDOFF_OVERHEAD = "write-spin", "spurious-select", "handoff-overhead"
-NAGLE_STALL = "nagle-stall"  # a finding: its call sites are its held writes', no CPU window (it costs no CPU)
+# The patterns (analysis/patterns/: their names) and what of the stacks belongs to each: the event sources
+# whose stacks are its call sites, and the tags that put a CPU sample in its window.
+# (nagle-stall costs no CPU: its call sites are its held writes', no sample is in its window)
 PATTERN_SOURCES = {WRITE_SPIN: (SPIN_WRITE,), SPURIOUS_SELECT: (FUTILE_WAKEUP, EMPTY_POLL),
                    HANDOFF_OVERHEAD: (HANDOFF,), NAGLE_STALL: (NAGLE_WRITE,)}
 PATTERN_TAGS = {WRITE_SPIN: (TAG_WRITE_STALL,), SPURIOUS_SELECT: (TAG_EMPTY_CYCLE, TAG_READY_CYCLE),

@@ -1,25 +1,30 @@
-"""What a verdict is: a label (a problem, graded by what its fix saves) or a finding (worth knowing, no
-severity), their names and titles: one name each, in the report, `--json`, `top`, the exporter and
-docs/labels.md. The patterns (labels.py, patterns/) make them; output/ and live/ show them.
+"""What every pattern's home (analysis/patterns/) gives back, and how it is graded: a Label (a problem, with
+a severity) or a Finding (by design, with its cost), the tiers a measured share is graded by, and the
+small-sample guards every pattern uses.
+
+A label appears when its measured cost reaches a tier, never because a count passed a threshold: the share
+of the involved threads' on-CPU time (or, for handoffs, of the request time) is the verdict, the counts are
+its evidence. Every threshold is a named constant (here or in the pattern's home) and is documented in
+docs/labels.md; tests/analyzer/test_analyzer_docs.py holds the two equal.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-# Label names (problems) and finding names (not problems): one name each, in the report, `--json`, `top`,
-# the exporter and docs/labels.md.
-WRITE_SPIN = "write-spin"
-SPURIOUS_SELECT = "spurious-select"
-HANDOFF_OVERHEAD = "handoff-overhead"
-WRITE_WAIT = "write-wait"
-BUSY_POLLING = "busy-polling"
-NAGLE_STALL = "nagle-stall"
-LABEL_NAMES = (WRITE_SPIN, SPURIOUS_SELECT, HANDOFF_OVERHEAD)
-FINDING_NAMES = (WRITE_WAIT, BUSY_POLLING, NAGLE_STALL)
-TITLES = {WRITE_SPIN: "write-spin", SPURIOUS_SELECT: "spurious select", HANDOFF_OVERHEAD: "handoff overhead",
-          WRITE_WAIT: "waits for writability", BUSY_POLLING: "busy polling",
-          NAGLE_STALL: "responses held by Nagle's algorithm"}
+from spinscope.analysis.patterns import TITLES
+
+# Small-sample guards.
+MIN_REQUESTS = 50            # requests before any per-request verdict
+MIN_CALLS = 200              # poll (or read) calls before judging their returns
+
+# Tiers of the measured share of the involved threads' on-CPU time (or of the request time spent waiting
+# for a handed-to thread): below INFO_SHARE a pattern is not worth naming.
+CRITICAL_SHARE = 0.20
+WARNING_SHARE = 0.05
+INFO_SHARE = 0.01
+INFO, WARNING, CRITICAL = "info", "warning", "critical"
+SEVERITIES = (INFO, WARNING, CRITICAL)
 
 
 class _Verdict:
@@ -68,8 +73,24 @@ class Finding(_Verdict):
     saving: float | None = None  # what acting on it saves, on the labels' scale (savings.py), of and in CPUs:
     saving_of: str | None = None
     saving_cpus: float | None = None
-    # A finding that is a defect of configuration rather than a trade (nagle-stall): how to remove it, the
-    # lines that say its numbers, and with --stacks where (as a label's).
+    # A finding that comes of a setting rather than a trade (nagle-stall): how to remove it, the lines that say
+    # its numbers, and with --stacks where (as a label's).
     fixes: list = field(default_factory=list)
     details: list = field(default_factory=list)
     call_sites: list = field(default_factory=list)
+
+
+def severity(share: float | None) -> str | None:
+    """The tier of a measured share: None below INFO_SHARE (not worth naming)."""
+    if share is None:
+        return None
+    if share >= CRITICAL_SHARE:
+        return CRITICAL
+    if share >= WARNING_SHARE:
+        return WARNING
+    return INFO if share >= INFO_SHARE else None
+
+
+def share(ns: float, oncpu_ns: float | None) -> float | None:
+    """ns as a share of oncpu_ns (capped at 1), None when there is no CPU time to divide by."""
+    return min(1.0, ns / oncpu_ns) if oncpu_ns else None

@@ -1,15 +1,15 @@
-"""How the verdicts say things, shared by labels.py's patterns: threads named by role and name, a
-measured share in words, a thread's busy line, and the notes on what a capture leaves out (a program
-replaced by execve, the first drop of a kind, sampled call times). Phrasing only: no threshold is set
-here (labels.py and measures.py hold them).
+"""How the verdicts say things, shared by every pattern's home (analysis/patterns/): threads named by role
+and name, a measured share in words, a line per busy thread, and the notes on what a capture leaves out (a
+program replaced by execve, the first drop of a kind, sampled call times, a checkpoint). Phrasing only: no
+threshold is set here (verdicts.py and the patterns' homes hold them).
 """
 
 from __future__ import annotations
 
 from typing import Mapping
 
-from spinscope.analysis.measures import MIN_CALLS, saturated_loops
 from spinscope.analysis.roles import thread_name
+from spinscope.analysis.verdicts import MIN_CALLS
 from spinscope.fmt import fixed, undefined
 
 
@@ -77,21 +77,6 @@ def thread_lines(threads: Mapping[int, Mapping], part: str, whole: str, phrase: 
             for tid in busy if threads[tid][part]]
 
 
-def saturation_notes(analysis) -> list:
-    """A note per saturated loop (measures.saturated_loops): it polls without sleeping because its polls
-    find events, so it is busy with work, not busy polling; what it needs is CPU, or less work per event."""
-    threads, seconds = analysis.threads, analysis.capture.duration_s or 1.0
-    notes = []
-    for tid in saturated_loops(threads, seconds):
-        row = threads[tid]
-        notes.append(f"{name_of(threads, tid)} is saturated: {row['poll_nowait'] / row['poll_calls']:.0%} of its "
-                     f"{row['poll_calls']:,} polls have a zero timeout and {1 - row['poll_zero'] / row['poll_calls']:.0%} "
-                     f"of them return events, on CPU {row['oncpu_ns'] / 1e9 / seconds:.0%} of the capture: it "
-                     "checks for events between pieces of work because there is always more to do (not busy "
-                     "polling); more throughput needs more CPU or less work per request")
-    return notes
-
-
 def checkpoint_note(cap) -> str:
     """A capture that is its collector's last checkpoint (end_reason "checkpoint"), with its journal."""
     journaled = ""
@@ -101,15 +86,3 @@ def checkpoint_note(cap) -> str:
                      "end at the checkpoint)")
     return (f"incomplete: the collector stopped without writing its final capture (killed?); this is "
             f"its last checkpoint, {fixed(cap.duration_s, 1)} s into the recording{journaled}")
-
-
-def busy_threads_line(threads: Mapping, seconds: float | None, cpu_ms_per_request: float | None, tids: list) -> str:
-    """`share of the capture the threads were on CPU and runnable (on CPU or waiting for it): 'io_thd_1' 29%
-    on CPU, 98% runnable, ...; 1.9 ms CPU per request`: busy-waiting shows as threads that never sleep (on
-    CPU or waiting for it nearly all the time) while their syscalls are few."""
-    seconds = seconds or 1.0
-    busy = sorted((threads[tid] for tid in tids), key=lambda thread: -thread["oncpu_ns"])[:3]
-    parts = [f"'{thread['comm']}' {thread['oncpu_ns'] / 1e9 / seconds:.0%} on CPU, "
-             f"{(thread['oncpu_ns'] + thread['runq_ns']) / 1e9 / seconds:.0%} runnable" for thread in busy]
-    return (f"share of the capture the threads were on CPU and runnable (on CPU or waiting for it): "
-            f"{', '.join(parts)}; {fixed(cpu_ms_per_request, 3)} ms CPU per request")

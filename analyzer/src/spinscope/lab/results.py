@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from spinscope.analysis.patterns import LABEL_NAMES
 from spinscope.errors import SpinscopeError
 from spinscope.lab.params import PARAMS
 
@@ -102,7 +103,6 @@ FANOUT_COLUMNS = ("http_requests", "threads", "threads_created", "polls_per_http
 
 LATENCY_KEYS = (("mean", "lat_mean_ms"), ("p50", "lat_p50_ms"), ("p90", "lat_p90_ms"), ("p99", "lat_p99_ms"),
                 ("p99.9", "lat_p999_ms"), ("max", "lat_max_ms"))
-LABEL_NAMES = ("write-spin", "spurious-select", "handoff-overhead")
 
 
 def row_of(result: dict) -> dict:

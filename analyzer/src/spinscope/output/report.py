@@ -12,11 +12,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from spinscope.analysis.labels import Assessment, Finding
-from spinscope.analysis.measures import size_classes
-from spinscope.analysis.metrics import METRICS, Analysis, role_edges
+from spinscope.analysis.labels import Assessment
+from spinscope.analysis.metrics import METRICS, Analysis, role_edges, size_classes
 from spinscope.analysis.roles import ROLE_NOUNS, ROLES, activity
 from spinscope.analysis.runtime import runtime_of
+from spinscope.analysis.verdicts import Finding
 from spinscope.fmt import MIN_RATE_S, fixed, per_second, percent, size_class
 from spinscope.output import htmlpage
 from spinscope.output.console import plain
@@ -106,7 +106,7 @@ def edge_rows(analysis: Analysis) -> list:
 
 
 def size_rows(analysis: Analysis) -> list:
-    """The response-size classes, per response: the table the write-spin verdict reads (measures.size_classes)."""
+    """The response-size classes, per response: the table the write-spin verdict reads (metrics.size_classes)."""
     return [[size_class(c.bytes_min, c.bytes_max), f"{c.count:,}",
              *(fixed(v, 1) for v in (c.writes, c.eagain, c.partial, c.eagain_retries, c.waits)),
              fixed(c.request_ms, 3)] for c in size_classes(analysis)]

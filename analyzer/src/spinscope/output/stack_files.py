@@ -11,7 +11,7 @@ from spinscope.analysis.metrics import Analysis
 from spinscope.analysis.stack_costs import stack_set
 from spinscope.errors import SpinscopeError
 
-PATTERNS = (S.WRITE_SPIN, S.SPURIOUS_SELECT, S.HANDOFF_OVERHEAD)
+PATTERNS = tuple(S.PATTERN_SOURCES)  # the patterns with stacks of their own (analysis/patterns/)
 
 
 def chosen(analysis: Analysis, pattern: str | None) -> tuple:

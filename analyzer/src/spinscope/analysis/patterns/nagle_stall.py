@@ -14,12 +14,31 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spinscope.analysis import advice, counters, savings, stack_costs
-from spinscope.analysis.measures import MIN_REQUESTS
+from spinscope.analysis import counters, savings, stack_costs
 from spinscope.analysis.metrics import Analysis
-from spinscope.analysis.runtime import runtime_of
-from spinscope.analysis.verdicts import NAGLE_STALL, Finding
+from spinscope.analysis.patterns import NAGLE_STALL
+from spinscope.analysis.runtime import CPYTHON, DOTNET, GO, JVM, NATIVE, NODE, runtime_of
+from spinscope.analysis.verdicts import MIN_REQUESTS, Finding
 from spinscope.fmt import size_class
+
+# How each runtime turns Nagle off on the connections it accepts (docs/labels.md has the table), then the fix
+# every runtime has: one write.
+NODELAY_FIXES = {
+    NATIVE: "set TCP_NODELAY on each accepted socket: setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one)",
+    JVM: "turn Nagle off on the server's connections: the JDK's HTTP server with -Dsun.net.httpserver.nodelay=true, "
+         "Netty with childOption(ChannelOption.TCP_NODELAY, true), a plain java.net.Socket with setTcpNoDelay(true)",
+    GO: "Go sets TCP_NODELAY on every TCP connection by default: find the SetNoDelay(false) on these connections "
+        "and remove it",
+    NODE: "turn Nagle off on the server's connections: http.createServer({noDelay: true}), or socket.setNoDelay(true) "
+          "on each connection (net.Server's sockets keep Nagle on)",
+    CPYTHON: "set TCP_NODELAY on each accepted socket: sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1) "
+             "(asyncio's transports set it themselves; a plain socket server does not)",
+    DOTNET: "set Socket.NoDelay = true on each accepted socket (Kestrel sets it by default)",
+}
+ONE_WRITE_FIX = ("or write each response in one call: gather header and body with writev() (or a buffered writer "
+                 "flushed once per response), or send the header with MSG_MORE, or under TCP_CORK uncorked after "
+                 "the body")
+EVENTS = "writes left held by Nagle"  # what its event stacks (source nagle-write) stand for
 
 # Named when the holds are at least this share of the time the clients waited for their responses: a hold
 # ended by a quick ACK (microseconds, the client's first segments) costs nothing worth acting on.
@@ -85,11 +104,12 @@ def finding(analysis: Analysis) -> Finding | None:
         details.append(f"{more:,} more write{'s' if more > 1 else ''} left bytes held whose hold is not timed: the "
                        "response's next write came first (the server was not idle), or the next request or a close")
     runtime = runtime_of(analysis.capture).name
-    found = Finding(NAGLE_STALL, summary, evidence, None, [], fixes=advice.nagle_fixes(runtime), details=details)
+    fixes = [NODELAY_FIXES.get(runtime) or NODELAY_FIXES[NATIVE], ONE_WRITE_FIX]
+    found = Finding(NAGLE_STALL, summary, evidence, None, [], fixes=fixes, details=details)
     where = stack_costs.where(analysis, NAGLE_STALL, m.tids)
     if where is not None:
-        found.call_sites = [site.to_dict() for site in where.found.call_sites]
-        found.details += stack_costs.site_lines(where)
+        found.call_sites = [site.to_dict() for site in where.call_sites]
+        found.details += stack_costs.where_lines(where, EVENTS)
     return savings.apply(found, savings.of_time(m.share))
 
 
@@ -98,3 +118,6 @@ def _distribution(analysis: Analysis) -> dict:
     the responses not held): {"33.6-67.1": n, ...}."""
     hist = analysis.capture.request_hists.get("nagle_hold_ns") or []
     return {f"{(1 << (k - 1)) / 1e6:.3g}-{(1 << k) / 1e6:.3g}": int(n) for k, n in enumerate(hist) if k and n}
+
+
+DETECT = {NAGLE_STALL: finding}
