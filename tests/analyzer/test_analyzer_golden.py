@@ -11,6 +11,7 @@ import pytest
 from spinscope.analysis.capture import load
 from spinscope.analysis.labels import assess
 from spinscope.analysis.metrics import analyze
+from spinscope.analysis.patterns import NAGLE_STALL
 from paths import CAPTURES
 
 
@@ -118,8 +119,6 @@ def test_nagle_stall_on_the_split_writes_with_nagle_and_nowhere_else():
     """refserver --split-writes --nagle, one client: every response but the last held for the client's delayed
     ACK (131 of 132, each timed), the finding says so; no other bundled capture has it (the older schemas have
     no hold to show, the schema 9 ones none)."""
-    from spinscope.analysis.labels import NAGLE_STALL
-
     for path in sorted(CAPTURES.glob("**/*.json")):
         found = {f.name: f for f in assess(analyze(load(path))).findings}
         assert (NAGLE_STALL in found) == (path.name == "event-loop-nagle.json"), path

@@ -5,7 +5,8 @@ nothing is held: the same server with TCP_NODELAY, or writing each response once
 from __future__ import annotations
 
 from spinscope.analysis.capture import from_document
-from spinscope.analysis.labels import NAGLE_STALL, assess
+from spinscope.analysis.labels import assess
+from spinscope.analysis.patterns import NAGLE_STALL
 from spinscope.analysis.metrics import analyze
 
 from collector_harness import run_fixture

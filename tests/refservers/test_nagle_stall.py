@@ -11,7 +11,8 @@ import pytest
 from machine_lock import load_lock
 from refserver_harness import record_under_load
 from spinscope.analysis.capture import load
-from spinscope.analysis.labels import NAGLE_STALL, assess
+from spinscope.analysis.labels import assess
+from spinscope.analysis.patterns import NAGLE_STALL
 from spinscope.analysis.metrics import analyze
 
 LOAD = ["--path", "/bytes/100", "--concurrency", 1]
