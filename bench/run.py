@@ -495,6 +495,9 @@ def syscall_cost_once(mode: str, trace: str, tool: Tracer | None, calls: int,
 # one process: the write's loop drains it, one read per write), and a server's read and write on an accepted
 # TCP connection (a request read, its response written: the path of every served request).
 CALLS = ("epoll", "write", "read", "serve-read", "serve-write")
+# ...and the same server's calls on an HTTP/2 connection, each a 17-byte frame the probes' walk reads (its
+# cost per call: these against serve-read and serve-write; `--modes h2-read h2-write serve-read serve-write`).
+H2_CALLS = ("h2-read", "h2-write")
 # A syscall no tracer here counts: under bpf_stats, what one run of a program costs that does nothing (the
 # stats' own clock reads and the dispatch), subtracted from every run to compare programs' own work.
 FLOOR_CALL = "getppid"
@@ -569,7 +572,7 @@ def program_costs(args) -> list:
     rows = []
     # syscount's one program (it counts at sys_exit and attaches nothing at sys_enter) is the floor
     tools = spinscope_variants(args) + [t for t in TRACERS if t.name.startswith("syscount") and t.available()]
-    runs = [(tool, mode, trace) for tool in tools for mode in CALLS for trace in ("self", "other")]
+    runs = [(tool, mode, trace) for tool in tools for mode in args.modes or CALLS for trace in ("self", "other")]
     runs.append((tools[0], FLOOR_CALL, "self"))  # the per-run floor (see FLOOR_CALL)
     for tool, mode, trace in runs:
         samples: dict = {}  # program -> [(runs per call, ns per run)], one per repetition
@@ -923,6 +926,8 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=5, help="rounds per target and size")
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--calls", type=int, default=2_000_000)
+    parser.add_argument("--modes", nargs="*", choices=CALLS + H2_CALLS,
+                        help="programs: only these calls of bench/syscall_cost.c (default: all but the HTTP/2 ones)")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--requests", type=int, default=3000)
     parser.add_argument("--tools", nargs="*", help="only these tools (first word: spinscope bpftrace perf strace syscount)")

@@ -9,6 +9,10 @@
  *                                        reads 64 KiB at a time: SO_RCVLOWAT wakes it only then)
  *                                  serve-read (1-byte reads of a request on an accepted TCP connection,
  *                                        the client writing 64 KiB at a time)
+ *                                  h2-read, h2-write (as serve-read and serve-write, on an HTTP/2
+ *                                        connection: the client sends the preface and a SETTINGS frame,
+ *                                        read under trace, first; then each call reads or writes one
+ *                                        17-byte PING frame, walked by the probes' frame walk)
  *                                  getppid (a syscall spinscope does not trace at all)
  * The serve modes' client is another process: with --pid, its calls are a bystander's, so the traced
  * calls are the server's alone (a tracer's per-program runs and time divide by them).
@@ -17,6 +21,7 @@
  * still attached while its statistics are read).
  */
 #define _GNU_SOURCE
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,7 +46,12 @@ static double now_ns(void)
  * so that its writes answer a request) and then, for serve-write, reads until EOF in 64 KiB steps; for
  * serve-read, writes n bytes more in 64 KiB steps. Returns the server's end, or -1.
  */
-static int serve_connection(int write_mode, long n, pid_t *client)
+#define H2_PREFACE "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+#define H2_GREETING 33 /* the preface (24) and an empty SETTINGS frame (9) */
+#define H2_PING 17     /* a PING frame: header (9), payload (8) */
+static const unsigned char h2_ping[H2_PING] = { 0, 0, 8, 6 };
+
+static int serve_connection(int write_mode, int h2, long n, pid_t *client)
 {
 	struct sockaddr_in addr = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t len = sizeof(addr);
@@ -55,16 +65,29 @@ static int serve_connection(int write_mode, long n, pid_t *client)
 	if (*client == 0) {
 		int fd = socket(AF_INET, SOCK_STREAM, 0), lowat = sizeof(chunk);
 
-		if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof(addr)) || write(fd, "?", 1) != 1)
+		if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof(addr)))
 			_exit(3);
+		if (h2) { /* the greeting, then PING frames back to back (64 KiB at a time: whole frames) */
+			static const char greeting[H2_GREETING] = H2_PREFACE "\0\0\0\4";
+
+			for (size_t i = 0; i + H2_PING <= sizeof(chunk); i += H2_PING)
+				memcpy(chunk + i, h2_ping, H2_PING);
+			if (write(fd, greeting, H2_GREETING) != H2_GREETING)
+				_exit(3);
+			n *= H2_PING;
+		} else if (write(fd, "?", 1) != 1) {
+			_exit(3);
+		}
 		if (write_mode) {
 			setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat));
 			while (read(fd, chunk, sizeof(chunk)) > 0)
 				;
 		} else {
-			for (long sent = 1; sent < n;) { /* the request's byte was the first */
+			long size = h2 ? sizeof(chunk) / H2_PING * H2_PING : sizeof(chunk);
+
+			for (long sent = h2 ? 0 : 1; sent < n;) { /* the request's byte was the first */
 				long left = n - sent;
-				ssize_t w = write(fd, chunk, left < (long)sizeof(chunk) ? left : (long)sizeof(chunk));
+				ssize_t w = write(fd, chunk, left < size ? left : size);
 
 				if (w <= 0)
 					_exit(3);
@@ -92,7 +115,10 @@ int main(int argc, char **argv)
 	if (socketpair(AF_UNIX, SOCK_DGRAM, 0, sv) || ep < 0 || socketpair(AF_UNIX, SOCK_STREAM, 0, drain))
 		return 3;
 	epoll_ctl(ep, EPOLL_CTL_ADD, sv[0], &ev);
-	if (!strncmp(mode, "serve-", 6) && (conn = serve_connection(!strcmp(mode, "serve-write"), n, &client)) < 0)
+	bool h2 = !strncmp(mode, "h2-", 3);
+
+	if ((!strncmp(mode, "serve-", 6) || h2) &&
+	    (conn = serve_connection(!strcmp(mode, "serve-write") || !strcmp(mode, "h2-write"), h2, n, &client)) < 0)
 		return 3;
 	printf("ready %d\n", getpid());
 	fflush(stdout);
@@ -128,6 +154,13 @@ int main(int argc, char **argv)
 	} else if (!strcmp(mode, "serve-read")) {
 		for (long i = 0; i < n; i++)
 			if (read(conn, buf, 1) != 1)
+				return 3;
+	} else if (h2) { /* the greeting (its first read decides the connection is HTTP/2), then a frame a call */
+		if (recv(conn, buf, H2_GREETING, MSG_WAITALL) != H2_GREETING)
+			return 3;
+		for (long i = 0; i < n; i++)
+			if (!strcmp(mode, "h2-write") ? write(conn, h2_ping, H2_PING) != H2_PING
+						      : recv(conn, buf, H2_PING, MSG_WAITALL) != H2_PING)
 				return 3;
 	} else {
 		for (long i = 0; i < n; i++)

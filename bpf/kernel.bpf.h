@@ -19,6 +19,8 @@
 #define AF_UNIX 1
 #define AF_INET 2
 #define AF_INET6 10
+#define MSG_PEEK 0x2  /* recv flags */
+#define MSG_TRUNC 0x20
 
 /* futex(2) commands (uapi/linux/futex.h); the private/clock flags are masked off. */
 #define FUTEX_CMD_MASK 0x7f

@@ -24,6 +24,9 @@ const volatile bool untrusted_loads = false;
 /* --stacks (stacks.bpf.h): the CPU samples' rate, and the event stacks' budget per thread and source
  * (0: stacks off, and all their code gone at load). */
 const volatile __u32 stack_hz = 0;
+/* The kernel has bpf_loop (Linux 5.17; the collector probes it): HTTP/2 connections' streams are walked
+ * (h2.bpf.h). Off, they are counted by exchange, and the walk is pruned at load, never verified. */
+const volatile bool h2_walk_on = true;
 /* --stacks beside a runtime helper: every change of a target thread's tags to the tag_changes ring. */
 const volatile bool tag_timeline = false;
 

@@ -159,6 +159,7 @@ static __always_inline const void *read_first_bytes(struct pt_regs *regs)
 
 	switch (nr < SYSCALL_TABLE_SIZE ? read_buffer[nr] : RB_NONE) {
 	case RB_BUF:
+	case RB_RECV:
 		return (const void *)SC_ARG(regs, 1);
 	case RB_IOV:
 		iov = (const struct iovec *)SC_ARG(regs, 1);
@@ -242,7 +243,7 @@ static __always_inline __u32 request_on_read(struct thread_stats *t, __u64 sock,
 		 * that pays for it. */
 		fresh.phase = socket_first_phase(sock);
 		kind = fresh.phase == REQ_READING && cls == SC_READ ? first_read_kind(regs, ret) : FIRST_READ_OTHER;
-		if (kind == FIRST_READ_H2)
+		if (kind == FIRST_READ_H2 && h2_walk_on)
 			fresh.phase = REQ_H2;
 		if (bpf_map_update_elem(&sockets, &sock, &fresh, BPF_ANY)) {
 			__sync_fetch_and_add(&globals.drops_sockets, 1);
@@ -252,7 +253,8 @@ static __always_inline __u32 request_on_read(struct thread_stats *t, __u64 sock,
 				t->c.tls_connections++;
 			if (kind == FIRST_READ_H2) {
 				t->c.h2_connections++;
-				h2_begin(&sock);
+				if (h2_walk_on)
+					h2_begin(&sock);
 			}
 		}
 		*started = fresh.phase == REQ_READING;
@@ -319,6 +321,7 @@ static __always_inline __u32 request_on_write(struct thread_stats *t, __u32 tid,
 		s = channel_first_write(sock, call);
 	if (s)
 		call->phase = s->phase;
+	call->state = s;
 	if (s && s->stall_tid) {
 		what = s->stall_tid == tid && s->stall_waits == call->waits ? WRITE_SPIN : WRITE_WAITED;
 		what |= s->stall_eagain ? WRITE_AFTER_EAGAIN : 0;
@@ -441,7 +444,7 @@ static __always_inline void write_exit(struct thread_stats *t, __u32 tid, __u64 
 	write_copy_count(t, ret, partial, bytes, call);
 	what = request_on_write(t, tid, sock, call, ret, ret == -EAGAIN || partial, bytes);
 	if (call->phase == REQ_H2 && ret > 0)
-		h2_walk(sock, regs, cls, ret, false);
+		h2_walk(t, call->state, sock, regs, cls, ret, call, false);
 	if (stack_hz && sock) { /* --stacks: a stalled write opens a window that the next wait closes */
 		t->stall_open = ret == -EAGAIN || partial;
 		t->stall_waits = thread_waits(t);
@@ -495,7 +498,7 @@ static __always_inline void read_exit(struct thread_stats *t, __u32 tid, __u64 s
 		if (started)
 			t->c.requests_read++;
 	} else if (phase == REQ_H2) {
-		h2_walk(sock, regs, cls, ret, true);
+		h2_walk(t, NULL, sock, regs, cls, ret, call, true);
 	}
 }
 

@@ -63,6 +63,7 @@ struct call {
 	bool decided; /* the socket's kind was decided in this call (its first read or write seen) */
 	__u32 phase;  /* the socket's enum req_phase after this call, where its state was looked up */
 	__u32 stack_events; /* --stacks: the pattern events this call is, a bit per enum stack_source */
+	struct socket_state *state; /* a socket write's: the socket's state (NULL: none), for the HTTP/2 walk */
 };
 
 static __always_inline __u64 call_now(struct call *call)

@@ -126,8 +126,9 @@
 	X(h2_lost)             /* times the frame walk lost its place on a connection (that direction is not followed after) */ \
 	X(h2_lost_calls)       /* reads and writes on HTTP/2 connections not walked: the one that lost its place and all after */ \
 	X(h2_lost_bytes)       /* ...the bytes of those calls not walked */                       \
-	X(h2_streams_unfollowed) /* streams opened whose end was not waited for (64 newer open, or the connection closed) */ \
+	X(h2_streams_unfollowed) /* streams opened whose end was not waited for (a stream 64 ids on took its slot, or the connection closed) */ \
 	X(tls_connections)     /* serving sockets whose first read began with a TLS ClientHello: counted by exchange */ \
+	X(h2_bad_frames)       /* HTTP/2 frame headers no conforming peer sends (length, type, stream): the walk lost its place there */ \
 	X(nagle_held)          /* a response's later socket writes that left bytes held by Nagle's algorithm (nagle.bpf.h) */
 
 struct thread_counters {
@@ -349,28 +350,41 @@ enum req_phase {
 
 /*
  * An HTTP/2 connection's frame walk (struct h2_conn, the h2_conns map, keyed like sockets): per direction,
- * where the next 9-byte frame header starts, carried across calls. Only frame headers are read, never a
- * payload byte: `hdr` holds the bytes of a header split across calls (or iovecs) until it is whole.
+ * where the next 9-byte frame header starts, carried across calls. Only frame headers and the parameters of
+ * SETTINGS frames (the connection's own settings, never request data) are read: `unit` holds the bytes of
+ * a header or parameter split across calls (or iovecs) until it is whole.
+ *
+ * Two threads may share a connection (Go's HTTP/2 server reads on one and writes on another): each
+ * direction is written by the thread that makes its calls only, and a stream's slot is claimed with an
+ * atomic exchange, so a stream opens and ends once whichever threads see it (h2.bpf.h).
  */
-#define H2_WINDOW 64       /* streams followed at once: the 64 client stream ids from `base` up */
+#define H2_WINDOW 64       /* streams followed at once: a slot per client stream index (id >> 1) % 64 */
 #define H2_WALK_STEPS 512  /* steps of one call's walk (a frame header, a payload skipped, an iovec) */
 #define H2_MAX_IOV 1024    /* iovecs of one call walked (IOV_MAX) */
 #define H2_FRAME_HEADER 9
+#define H2_SETTING 6         /* a SETTINGS parameter: 16-bit id, 32-bit value */
+#define H2_MAX_FRAME 16384   /* SETTINGS_MAX_FRAME_SIZE until a peer says more (RFC 9113, 6.5.2) */
+#define H2_FRAME_CAP 0xFFFFFF /* ...which it may raise to 2^24-1 */
 
 struct h2_dir {
-	__u32 skip;   /* bytes of the current frame's payload still to come before the next header */
-	__u8 have;    /* bytes of the next header already seen (in hdr) */
-	__u8 lost;    /* the walk lost its place in this direction: not followed any more */
-	__u8 hdr[H2_FRAME_HEADER + 1];
+	__u32 skip;     /* bytes of the current frame's payload still to come before the next header */
+	__u32 accepts;  /* the largest frame this direction's sender accepts (its SETTINGS_MAX_FRAME_SIZE):
+			 * the bound on the other direction's frame lengths */
+	__u8 settings;  /* the payload being skipped is a SETTINGS frame's: read parameter by parameter */
+	__u8 have;      /* bytes of the next header or parameter already seen (in unit) */
+	__u8 lost;      /* the walk lost its place in this direction: not followed any more */
+	__u8 unit[H2_FRAME_HEADER];
 };
 
 struct h2_conn {
-	struct h2_dir in;  /* client to server: the reads */
-	struct h2_dir out; /* server to client: the writes */
-	__u32 max_stream;  /* the highest client stream id opened */
-	__u32 base;        /* the stream index (id >> 1) of bit 0 of open */
-	__u64 open;        /* streams opened and not ended, a bit per index from base */
-	__u64 start_ns[H2_WINDOW];   /* by index % H2_WINDOW: the return of the read that opened it */
+	struct h2_dir in;  /* client to server: the reads (written by the reading thread only) */
+	struct h2_dir out; /* server to client: the writes (written by the writing thread only) */
+	__u32 max_stream;  /* the highest client stream id opened (the reading thread's) */
+	__u32 opened;      /* streams opened (the reading thread's) */
+	__u32 settled;     /* ...of which ended or given up (either thread, atomically) */
+	__u32 pad;
+	__u64 stream[H2_WINDOW];     /* by index % H2_WINDOW: the id of the open stream there, 0 if none */
+	__u64 start_ns[H2_WINDOW];   /* ...the return of the read that opened it */
 	__u32 reader_tid[H2_WINDOW]; /* ...and the thread that read it */
 };
 
@@ -380,7 +394,8 @@ struct h2_conn {
  */
 enum read_buffer {
 	RB_NONE = 0, /* not looked at (recvmmsg, and calls not in the table) */
-	RB_BUF,      /* read, recvfrom: (fd, buf, len, ...) */
+	RB_BUF,      /* read: (fd, buf, len) */
+	RB_RECV,     /* recvfrom: (fd, buf, len, flags, ...) */
 	RB_IOV,      /* readv: (fd, iov, iovcnt): the first iovec */
 	RB_MSG,      /* recvmsg: (fd, msg, flags): the first iovec of msg */
 };

@@ -65,6 +65,12 @@ static void adopt_child(int pid, void *arg)
 	proc_for_each_thread(pid, seed_thread, &child);
 }
 
+/* --stacks' rate: 0 when this kernel cannot run the sampler (session_attach). */
+static unsigned stacks_rate(const struct session *s, const struct options *o)
+{
+	return s->meta.stacks_left_out ? 0 : o->stacks_hz;
+}
+
 /* Open the BPF object and set its constants and map sizes for o, loads through untrusted memory on or off. */
 static int probes_open(struct session *s, const struct options *o, bool untrusted_loads)
 {
@@ -90,12 +96,13 @@ static int probes_open(struct session *s, const struct options *o, bool untruste
 	/* Waker -> wakee pairs grow with threads (a pool's workers are each woken by one or two): a quarter
 	 * of --max-threads, at least 4096 (preallocated: ~0.3 MiB). */
 	bpf_map__set_max_entries(s->skel->maps.wakeups, o->max_threads / 4 > 4096 ? o->max_threads / 4 : 4096);
-	bpf_map__set_max_entries(s->skel->maps.stack_samples, stacks_ring_size(o->stacks_hz > 0));
-	s->skel->rodata->stack_hz = o->stacks_hz;
-	bpf_map__set_max_entries(s->skel->maps.tag_changes, timeline_ring_size(o->tag_timeline != NULL));
-	s->skel->rodata->tag_timeline = o->tag_timeline != NULL;
+	s->skel->rodata->h2_walk_on = s->meta.features.bpf_loop;
+	bpf_map__set_max_entries(s->skel->maps.stack_samples, stacks_ring_size(stacks_rate(s, o) > 0));
+	s->skel->rodata->stack_hz = stacks_rate(s, o);
+	bpf_map__set_max_entries(s->skel->maps.tag_changes, timeline_ring_size(stacks_rate(s, o) && o->tag_timeline));
+	s->skel->rodata->tag_timeline = stacks_rate(s, o) && o->tag_timeline;
 	/* Without --stacks the sampler is neither loaded nor verified. */
-	bpf_program__set_autoload(s->skel->progs.on_cpu_sample, o->stacks_hz > 0);
+	bpf_program__set_autoload(s->skel->progs.on_cpu_sample, stacks_rate(s, o) > 0);
 	return 0;
 }
 
@@ -131,6 +138,8 @@ int session_attach(struct session *s, const struct options *o)
 	char err[256];
 	int ret;
 
+	kernel_features_probe(&s->meta.features);
+	s->meta.stacks_left_out = o->stacks_hz && !s->meta.features.perf_event_maps;
 	ret = probes_load(s, o);
 	if (ret)
 		return ret;
@@ -158,8 +167,8 @@ int session_attach(struct session *s, const struct options *o)
 	ret = probes_attach(s->skel, s->links, probes_count(), &s->nlinks, err, sizeof(err));
 	if (ret)
 		return fail(s, ret, "%s", err);
-	if (o->stacks_hz) {
-		s->stacks = stacks_start(s->skel->progs.on_cpu_sample, s->skel->maps.stack_samples, o->stacks_hz,
+	if (stacks_rate(s, o)) {
+		s->stacks = stacks_start(s->skel->progs.on_cpu_sample, s->skel->maps.stack_samples, stacks_rate(s, o),
 					 &ret, err, sizeof(err));
 		if (!s->stacks)
 			return fail(s, ret, "%s", err);

@@ -428,7 +428,7 @@ static json_object *jtarget(const struct capture_meta *meta, const struct snapsh
 /* Where it was recorded; the host's name only when asked (--hostname). */
 static json_object *jhost(const struct capture_meta *meta)
 {
-	json_object *o = json_object_new_object();
+	json_object *o = json_object_new_object(), *features = json_object_new_object();
 	struct utsname u;
 
 	if (uname(&u) == 0) {
@@ -436,6 +436,9 @@ static json_object *jhost(const struct capture_meta *meta)
 		json_object_object_add(o, "hostname", meta->keep_hostname ? capture_text(u.nodename) : NULL);
 	}
 	json_object_object_add(o, "ncpus", jint(sysconf(_SC_NPROCESSORS_ONLN)));
+	json_object_object_add(o, "features", features);
+	json_object_object_add(features, "bpf_loop", json_object_new_boolean(meta->features.bpf_loop));
+	json_object_object_add(features, "perf_event_maps", json_object_new_boolean(meta->features.perf_event_maps));
 	return o;
 }
 
@@ -453,7 +456,7 @@ static json_object *jtool(const struct capture_meta *meta)
 /* The options the capture was made with. */
 static json_object *jsettings(const struct capture_meta *meta)
 {
-	json_object *settings = json_object_new_object();
+	json_object *settings = json_object_new_object(), *left_out = json_object_new_array();
 
 	json_object_object_add(settings, "interval_s", jseconds(meta->interval_s));
 	json_object_object_add(settings, "checkpoint_s", jseconds(meta->checkpoint_s));
@@ -461,6 +464,11 @@ static json_object *jsettings(const struct capture_meta *meta)
 	json_object_object_add(settings, "max_sockets", jint(meta->max_sockets));
 	json_object_object_add(settings, "time_sample", jint(meta->time_sample));
 	json_object_object_add(settings, "exited_rows", jint(meta->exited_rows));
+	json_object_object_add(settings, "left_out", left_out);
+	if (!meta->features.bpf_loop)
+		json_object_array_add(left_out, json_object_new_string("http2_streams"));
+	if (meta->stacks_left_out)
+		json_object_array_add(left_out, json_object_new_string("stacks"));
 	return settings;
 }
 

@@ -8,6 +8,7 @@
 
 #include <json-c/json.h>
 
+#include "checks.h"
 #include "intervals.h"
 #include "runtime.h"
 #include "snapshot.h"
@@ -44,6 +45,8 @@ struct capture_meta {
 	int map_fds[16]; /* the BPF maps, for their memory (tool.map_bytes) */
 	size_t nmaps;
 	const struct stacks *stacks; /* --stacks: the stacks so far, or NULL */
+	struct kernel_features features; /* probed at attach (host.features) */
+	bool stacks_left_out; /* --stacks asked, this kernel cannot (settings.left_out) */
 	struct target_runtime runtime; /* the target's runtime (runtime.c); name "" until read: null */
 };
 

@@ -14,13 +14,31 @@ struct check {
 	const char *name;
 	bool ok;
 	bool skipped; /* not tried: an earlier check it depends on failed */
+	bool optional; /* not ok, it turns a part of the capture off but the collector still runs */
 	char detail[256];
 	char remedy[256];
 };
 
-enum host_check { CHECK_PRIVILEGES, CHECK_BTF, CHECK_TRACEFS, CHECK_TRACEPOINTS, HOST_CHECKS };
+enum host_check {
+	CHECK_PRIVILEGES, CHECK_BTF, CHECK_TRACEFS, CHECK_TRACEPOINTS, CHECK_KERNEL, CHECK_BPF_LOOP,
+	CHECK_PERF_EVENT_MAPS, HOST_CHECKS
+};
 
-/* Run the host checks into checks[0..HOST_CHECKS). Returns the first that failed, or NULL. */
+/* The oldest kernel the probes load on: Linux 6.2 (the bpf_rdonly_cast kfunc, on every socket call). */
+#define KERNEL_FLOOR_MAJOR 6
+#define KERNEL_FLOOR_MINOR 2
+
+/* What the kernel's BPF offers that a part of the capture needs, probed with libbpf (privileges needed;
+ * without them both read false). $SPINSCOPE_KERNEL_FEATURES_OFF (tests) names features to take as missing,
+ * comma-separated: bpf_loop, perf_event_maps. */
+struct kernel_features {
+	bool bpf_loop;        /* the helper (Linux 5.17): HTTP/2 connections walked by stream */
+	bool perf_event_maps; /* a perf-event program may read a hash map not preallocated (Linux 6.1): --stacks */
+};
+void kernel_features_probe(struct kernel_features *f);
+
+/* Run the host checks into checks[0..HOST_CHECKS). Returns the first that failed (an optional check never
+ * does), or NULL. */
 const struct check *host_checks(struct check checks[HOST_CHECKS]);
 
 /* A check's outcome, with its detail and remedy set printf-style. */

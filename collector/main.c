@@ -317,7 +317,7 @@ static int run_check(struct options *o)
 		check_probes(o, load, attach);
 	}
 	for (size_t i = 0; i < n && !failed; i++)
-		if (!checks[i].ok)
+		if (!checks[i].ok && !checks[i].optional)
 			failed = &checks[i];
 	if (o->json) {
 		checks_print_json(stdout, checks, n);
@@ -325,7 +325,8 @@ static int run_check(struct options *o)
 	}
 	for (size_t i = 0; i < n; i++)
 		fprintf(stderr, PROG ": check %s: %s: %s%s%s\n", checks[i].name,
-			checks[i].ok ? "ok" : checks[i].skipped ? "skipped" : "FAILED", checks[i].detail,
+			checks[i].ok ? "ok" : checks[i].skipped ? "skipped" : checks[i].optional ? "off" : "FAILED",
+			checks[i].detail,
 			checks[i].remedy[0] && !checks[i].ok ? "; " : "", checks[i].ok ? "" : checks[i].remedy);
 	if (failed)
 		fprintf(stderr, PROG ": error: check failed: %s\n", failed->detail);
@@ -371,6 +372,13 @@ static void say_live(const struct session *s, const struct options *o, __u64 lau
 		fprintf(stderr, PROG ": %s PID %d (%s): %zu probes live in %.3f s\n",
 			o->command ? "started" : "attached to", o->pid, printable(s->meta.comm, name, sizeof(name)),
 			s->nlinks, attach_s);
+	/* What this kernel cannot do is said even with --quiet: the capture lacks it (and says so too). */
+	if (!s->meta.features.bpf_loop)
+		fprintf(stderr, PROG ": warning: this kernel lacks bpf_loop (Linux 5.17): HTTP/2 connections' requests "
+				"are counted by exchange, not by stream\n");
+	if (s->meta.stacks_left_out)
+		fprintf(stderr, PROG ": warning: this kernel's perf-event programs cannot read a hash map that is not "
+				"preallocated (Linux 6.1): recording without --stacks\n");
 	announce_ready(o->ready_fd, s, attach_s);
 }
 

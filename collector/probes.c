@@ -132,7 +132,7 @@ static const struct {
 	enum read_buffer buffer;
 } READ_BUFFERS[] = {
 	{ SYS_read, RB_BUF },
-	{ SYS_recvfrom, RB_BUF },
+	{ SYS_recvfrom, RB_RECV },
 	{ SYS_readv, RB_IOV },
 	{ SYS_recvmsg, RB_MSG },
 };

@@ -191,6 +191,9 @@ def test_capture_document_shape(tmp_path):
     run = run_fixture("reqserver", "3", "1", tmp_path=tmp_path, collector_args=("--interval", "0.2"))
     cap = run.capture
     assert cap["schema"] == SCHEMA == 9 and cap["format"] == "spinscope-capture"
+    # This kernel has what every part of the capture needs (probed at attach): nothing left out.
+    assert cap["host"]["features"] == {"bpf_loop": True, "perf_event_maps": True}
+    assert cap["settings"]["left_out"] == []
     # One version: the collector is built with the package's (the Makefile reads spinscope/__init__.py).
     assert cap["tool"] == {**cap["tool"], "name": "spinscope-collector", "version": spinscope.__version__}
     assert cap["settings"]["time_sample"] == 1  # the harness times every call

@@ -48,6 +48,7 @@ def test_requests_are_the_calls(recorded, name):
     assert run.load["errors"] == 0 and calls > 0, run.load
     assert totals["h2_connections"] == run.load["connections"]  # each channel's connection, opened after attach
     assert totals["h2_lost"] == totals["h2_lost_calls"] == totals["h2_streams_unfollowed"] == 0
+    assert totals["h2_bad_frames"] == 0  # every frame header checked (schema 9): none refused
     counted = run.capture["requests"]["count"]
     assert abs(counted - calls) <= COUNT_TOLERANCE * calls, (counted, calls)
 

@@ -229,6 +229,7 @@ def test_http2_requests_are_streams(tmp_path, www, name):  # noqa: F811
     cap, totals = run.capture, run.capture["totals"]
     assert totals["h2_connections"] == config.load.clients  # each opened after attach, with the preface
     assert totals["h2_lost"] == totals["h2_lost_calls"] == totals["h2_streams_unfollowed"] == 0
+    assert totals["h2_bad_frames"] == 0  # every frame header checked (schema 9): none refused
     assert cap["requests"]["count"] == totals["h2_streams"] == run.load["requests"]
     assert any(note.startswith(f"{config.load.clients} connections spoke HTTP/2")
                and "their requests are their streams" in note for note in coverage_notes(load(run.path)))

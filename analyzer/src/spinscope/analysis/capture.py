@@ -213,8 +213,21 @@ class Capture:
 
     @property
     def h2_by_stream(self) -> bool:
-        """Whether the HTTP/2 connections' requests are their streams (schema 8 and later)."""
-        return self.schema >= 8
+        """Whether the HTTP/2 connections' requests are their streams (schema 8 and later, on a kernel with
+        bpf_loop: see left_out)."""
+        return self.schema >= 8 and "http2_streams" not in self.left_out
+
+    @property
+    def left_out(self) -> list:
+        """What the recording kernel could not do and the capture lacks (settings.left_out, schema 9):
+        "http2_streams" (no bpf_loop: HTTP/2 requests counted by exchange), "stacks" (--stacks asked, the
+        sampler could not run). [] before schema 9."""
+        return list(self.raw.get("settings", {}).get("left_out") or [])
+
+    @property
+    def kernel(self) -> str:
+        """The recording host's kernel release ("" if the capture lacks it)."""
+        return str(self.raw.get("host", {}).get("kernel") or "")
 
     @property
     def channels_told_apart(self) -> bool:

@@ -23,8 +23,8 @@ from spinscope.analysis.capture import Capture
 
 def coverage_notes(cap: Capture) -> list[str]:
     """The sentences about what the request figures of `cap` leave out or count otherwise; [] if nothing."""
-    notes = [note for note in (_older_schema_note(cap), _channels_note(cap), _h2_note(cap), _tls_note(cap))
-             if note]
+    notes = [note for note in (_older_schema_note(cap), _channels_note(cap), _h2_note(cap), _tls_note(cap),
+                               _stacks_left_out_note(cap)) if note]
     return notes
 
 
@@ -32,13 +32,14 @@ def _plural(n: int, word: str) -> str:
     return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
-def request_counting(totals: dict, schema: int) -> str | None:
+def request_counting(cap: Capture) -> str | None:
     """How requests were counted, when not all as exchanges: `requests counted by stream on 4 HTTP/2
     connections (1,234 streams); 2 TLS connections by exchange`; None when every connection's requests are
     exchanges (HTTP/1, and captures before schema 5)."""
+    totals = cap.totals
     h2, tls = int(totals.get("h2_connections", 0)), int(totals.get("tls_connections", 0))
     parts = []
-    if h2 and schema >= 8:
+    if h2 and cap.h2_by_stream:
         parts.append(f"requests counted by stream on {_plural(h2, 'HTTP/2 connection')} "
                      f"({_plural(int(totals.get('h2_streams', 0)), 'stream')}), by exchange elsewhere")
     elif h2:
@@ -73,22 +74,35 @@ def _h2_note(cap: Capture) -> str | None:
         return None
     spoke = f"{_plural(connections, 'connection')} spoke HTTP/2 (cleartext, prior knowledge)"
     if not cap.h2_by_stream:
+        why = (f"the recording kernel {cap.kernel} lacks bpf_loop (Linux 5.17), which the frame walk needs"
+               if "http2_streams" in cap.left_out else f"capture schema {cap.schema}, an older collector")
         return (f"{spoke}: their streams are multiplexed, so a request here is an exchange (a read burst and the "
                 "writes after it) that may hold several HTTP requests, and every per-request figure is per "
-                f"exchange; streams are not counted (capture schema {cap.schema}, an older collector)")
+                f"exchange; streams are not counted ({why})")
     t = cap.totals
     note = (f"{spoke}: their requests are their streams ({_plural(int(t['h2_streams']), 'stream')} opened), "
             "read from the frame headers (a client HEADERS frame opens one, the server's END_STREAM or an "
             "RST_STREAM ends it); a request's writes are its connection's since the previous stream ended; "
             "other connections' requests are exchanges")
     if t["h2_lost"] or t["h2_lost_calls"]:
-        note += (f"; the frame walk lost its place {_plural(int(t['h2_lost']), 'time')}: "
-                 f"{_plural(int(t['h2_lost_calls']), 'call')} ({_plural(int(t['h2_lost_bytes']), 'byte')}) on "
-                 "those connections were not followed, and the streams in them are not counted")
+        bad = int(t["h2_bad_frames"])
+        note += (f"; the frame walk lost its place {_plural(int(t['h2_lost']), 'time')}"
+                 + (f" ({bad:,} at a frame header no conforming peer sends: a length above the largest frame its "
+                    "receiver accepts, an unregistered type, or a stream id or length its type forbids)" if bad else "")
+                 + f": {_plural(int(t['h2_lost_calls']), 'call')} ({_plural(int(t['h2_lost_bytes']), 'byte')}) on "
+                 "those connections were not followed after it, and the streams in them are not counted")
     if t["h2_streams_unfollowed"]:
         note += (f"; {_plural(int(t['h2_streams_unfollowed']), 'stream')} opened were not followed to their end "
-                 "(their connection closed first, or 64 newer streams were open): not counted as requests")
+                 "(their connection closed first, or a stream 64 ids on took their slot): not counted as requests")
     return note
+
+
+def _stacks_left_out_note(cap: Capture) -> str | None:
+    if "stacks" not in cap.left_out:
+        return None
+    return (f"--stacks was asked for, but the recording kernel {cap.kernel} cannot run the stack sampler (its "
+            "perf-event programs may not read a hash map that is not preallocated: Linux 6.1): this capture has "
+            "no stacks")
 
 
 def _tls_note(cap: Capture) -> str | None:

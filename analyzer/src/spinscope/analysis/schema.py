@@ -35,7 +35,7 @@ COUNTERS = (
     "write_spin_empty", "write_spin_empty_ns", "poll_dispatch", "poll_dispatch_cycle_ns",
     "clone_calls", "clone_ns", "thread_starts", "thread_start_wait_ns", "exit_oncpu_ns",
     "h2_streams", "h2_frames", "h2_lost", "h2_lost_calls", "h2_lost_bytes", "h2_streams_unfollowed",
-    "tls_connections", "nagle_held",
+    "tls_connections", "h2_bad_frames", "nagle_held",
 )
 # Schema 7 added what creating and ending a thread costs (a thread per request): 0 in older captures.
 SCHEMA7_COUNTERS = frozenset(("clone_calls", "clone_ns", "thread_starts", "thread_start_wait_ns", "exit_oncpu_ns"))
@@ -44,9 +44,10 @@ SCHEMA7_COUNTERS = frozenset(("clone_calls", "clone_ns", "thread_starts", "threa
 # ClientHello: 0 in older captures.
 SCHEMA8_COUNTERS = frozenset(("h2_streams", "h2_frames", "h2_lost", "h2_lost_calls", "h2_lost_bytes",
                               "h2_streams_unfollowed", "tls_connections"))
-# Schema 9 found the responses held by Nagle's algorithm (bpf/nagle.bpf.h): the writes that left bytes held, and
-# per request the holds a segment from the client ended and their time: 0 in older captures.
-SCHEMA9_COUNTERS = frozenset(("nagle_held",))
+# Schema 9 checked every HTTP/2 frame header and counted those no conforming peer sends, and found the responses
+# held by Nagle's algorithm (bpf/nagle.bpf.h): the writes that left bytes held, and per request the holds a
+# segment from the client ended and their time: 0 in older captures.
+SCHEMA9_COUNTERS = frozenset(("h2_bad_frames", "nagle_held"))
 SCHEMA9_REQUEST_SUMS = frozenset(("nagle_holds", "nagle_hold_ns"))
 # Schema 5 added the socket reads and writes on channels between the target's processes, which serve no
 # requests (before, their messages were counted as requests), the HTTP/2 connections, the accept counts,
@@ -86,7 +87,8 @@ DROP_KEYS = ("threads", "sockets", "wakeup_edges", "pids", "exited", "execs", "l
 SINCE = {**dict.fromkeys(SCHEMA2_COUNTERS | SCHEMA2_REQUEST_SUMS, 2), **dict.fromkeys(SCHEMA4_COUNTERS, 4),
          **dict.fromkeys(SCHEMA5_COUNTERS, 5), **dict.fromkeys(SCHEMA6_COUNTERS, 6),
          **dict.fromkeys(SCHEMA7_COUNTERS, 7), **dict.fromkeys(SCHEMA8_COUNTERS, 8),
-         **dict.fromkeys(SCHEMA9_COUNTERS | SCHEMA9_REQUEST_SUMS, 9), "nagle-write": 9, "execs": 3, "exited": 4, "listeners": 5}
+         **dict.fromkeys(SCHEMA9_COUNTERS | SCHEMA9_REQUEST_SUMS, 9), "nagle-write": 9, "execs": 3, "exited": 4,
+         "listeners": 5}
 # --stacks' record sources (enum stack_source in bpf/spinscope.h): CPU samples, then the event sources.
 STACK_SOURCES = ("cpu", "spin-write", "empty-poll", "futile-wakeup", "handoff", "nagle-write")
 STACK_EVENT_SOURCES = STACK_SOURCES[1:]
@@ -133,8 +135,10 @@ def _rows(path: str, keys: Iterable[str], since: int = 1, required: bool = False
 # folded by process (threads_folded) and the drops per interval. Schema 5 added the listening sockets,
 # schema 6 the dispatch wakeups (SCHEMA6_COUNTERS), schema 7 the threads' lives (SCHEMA7_COUNTERS), schema 8
 # HTTP/2 streams as requests (SCHEMA8_COUNTERS) and the requests' times and cross-thread answers per interval
-# (intervals[].request_ns, cross_thread), schema 9 the responses held by Nagle's algorithm (SCHEMA9_COUNTERS,
-# SCHEMA9_REQUEST_SUMS) and the stack source of their writes (nagle-write).
+# (intervals[].request_ns, cross_thread), schema 9 the kernel's BPF features the collector probed
+# (host.features), what they left out of the capture (settings.left_out), the frame headers refused, the
+# responses held by Nagle's algorithm (SCHEMA9_COUNTERS, SCHEMA9_REQUEST_SUMS) and the stack source of their
+# writes (nagle-write).
 KEYS: tuple[Key, ...] = (
     Key("", "schema", required=True), Key("", "format", TEXT, required=True), Key("", "tool", OBJECT),
     Key("", "target", OBJECT), Key("", "host", OBJECT), Key("", "start_time", TEXT),
@@ -160,10 +164,12 @@ KEYS: tuple[Key, ...] = (
     Key("target.execs[]", "calls_before", since=7),
 
     Key("host", "kernel", TEXT), Key("host", "hostname", TEXT_OR_NULL), Key("host", "ncpus"),
+    Key("host", "features", OBJECT, 9),
+    Key("host.features", "bpf_loop", BOOL, 9), Key("host.features", "perf_event_maps", BOOL, 9),
 
     Key("settings", "interval_s", SECONDS), Key("settings", "checkpoint_s", SECONDS, 3),
     Key("settings", "max_threads"), Key("settings", "max_sockets"), Key("settings", "time_sample", since=4),
-    Key("settings", "exited_rows", since=4),
+    Key("settings", "exited_rows", since=4), Key("settings", "left_out", TEXTS_OR_NULL, 9),
 
     Key("threads[]", "tid", required=True), Key("threads[]", "pid", required=True), Key("threads[]", "comm", TEXT),
     Key("threads[]", "alive", BOOL), Key("threads[]", "first_seen_s", SECONDS),

@@ -1,10 +1,12 @@
 """`spinscope doctor`: can the collector run on this host, and if not, what exactly to do about it.
 
 The checks are the collector's own (`spinscope-collector --check --json`: privileges, kernel BTF,
-tracefs, the tracepoints, loading and attaching the probes), so doctor and the collector cannot
+tracefs, the tracepoints, the kernel's release against the oldest the probes load on, the BPF features a
+part of the capture needs, loading and attaching the probes), so doctor and the collector cannot
 disagree; doctor adds only finding the collector (which one, and from where: $SPINSCOPE_COLLECTOR, the
-checkout's build, the one bundled with the package, or PATH), and renders each check as ok, missing or skipped
-with a remedy a user can act on. Exit code 0 when all pass, 1 otherwise.
+checkout's build, the one bundled with the package, or PATH), and renders each check as ok, missing, off (an
+optional check: what it names is left out of captures, which say so) or skipped, with a remedy a user can
+act on. Exit code 0 when all but the optional pass, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -35,10 +37,10 @@ def run(args) -> int:
         table.add_column(header, overflow="fold")
     for check in checks:  # the collector wrote the names, details and remedies: plain text
         status = (plain("ok", "green") if check.ok else plain("skipped", "yellow") if check.skipped
-                  else plain("missing", "red"))
+                  else plain("off", "yellow") if check.optional else plain("missing", "red"))
         table.add_row(plain(check.name), status, plain(check.detail), plain(check.remedy))
     console.print(table)
-    failed = [c.name for c in checks if not c.ok and not c.skipped]
+    failed = [c.name for c in checks if not c.ok and not c.skipped and not c.optional]
     if failed:
         console.print(plain("not ready:", "bold red"), plain(", ".join(failed)))
         return 1

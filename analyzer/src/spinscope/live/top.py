@@ -114,7 +114,7 @@ def rows(last, cumulative, by_role: bool) -> tuple:
                 "handoffs_per_s": handoffs(counters) / seconds if seconds else None}
 
     process = row(last.totals, last.name, None, "", len(threads), False, requests, summed_rows(list(threads.values())))
-    process["counted"] = request_counting(cumulative.totals, cumulative.schema)  # since the stream began
+    process["counted"] = request_counting(cumulative)  # since the stream began
     for key, total in (("writes_per_request", "write_calls"), ("eagain_per_request", "write_eagain"),
                        ("eagain_retries_per_request", "spin_eagain")):
         process[key] = last.requests[total] / requests if requests else None

@@ -84,7 +84,7 @@ def sampling_note(comparison: Comparison) -> str | None:
 def counting_note(comparison: Comparison) -> str | None:
     """When the two captures count requests differently (HTTP/2 connections by stream on one side only, or
     by exchange on both, or TLS connections): the per-request figures then compare unlike requests."""
-    sides = [(analysis.capture, request_counting(analysis.capture.totals, analysis.capture.schema))
+    sides = [(analysis.capture, request_counting(analysis.capture))
              for analysis in (comparison.before, comparison.after)]
     (before, b), (after, a) = sides
     if b is None and a is None:

@@ -21,7 +21,7 @@ def headline(analysis: Analysis) -> str:
     rate = per_second(analysis.requests, cap.duration_s)
     n, processes = len(cap.threads), len({thread["pid"] for thread in cap.threads.values()})
     who = f"{processes} processes, " if processes > 1 else ""
-    counted = request_counting(cap.totals, cap.schema)
+    counted = request_counting(cap)
     return (f"{cap.name}: {cap.duration_s:.1f} s, {who}{n} thread{'' if n == 1 else 's'}, "
             f"{analysis.requests:,} request{'' if analysis.requests == 1 else 's'}" + (f" ({rate})" if rate else "")
             + (f"; {counted}" if counted else ""))

@@ -18,6 +18,9 @@ def chosen(analysis: Analysis, pattern: str | None) -> tuple:
     """(the stack set, the stacks to write): every CPU sample, or a pattern's event stacks and the CPU samples
     in its window. Raises SpinscopeError for a capture recorded without --stacks."""
     stackset = stack_set(analysis)
+    if stackset is None and "stacks" in analysis.capture.left_out:
+        raise SpinscopeError(f"{analysis.capture.path}: no stacks in this capture: --stacks was asked for, but the "
+                             f"recording kernel {analysis.capture.kernel} could not run the sampler (Linux 6.1)")
     if stackset is None:
         raise SpinscopeError(f"{analysis.capture.path}: no stacks in this capture (record it with --stacks)")
     return stackset, S.selected(stackset, pattern, source=None) if pattern else S.selected(stackset)

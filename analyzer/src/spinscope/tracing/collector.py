@@ -168,6 +168,7 @@ class Check:
     detail: str
     remedy: str = ""
     skipped: bool = False
+    optional: bool = False  # not ok, a part of the capture is left out (said in it), but record still runs
 
 
 def run_checks(collector: Path, timeout: float) -> list[Check]:
@@ -178,8 +179,8 @@ def run_checks(collector: Path, timeout: float) -> list[Check]:
                             timeout=timeout)
     try:
         report = json.loads(result.stdout)
-        return [Check(c["name"], bool(c["ok"]), c["detail"], c.get("remedy", ""), bool(c.get("skipped")))
-                for c in report["checks"]]
+        return [Check(c["name"], bool(c["ok"]), c["detail"], c.get("remedy", ""), bool(c.get("skipped")),
+                      bool(c.get("optional"))) for c in report["checks"]]
     except (ValueError, KeyError, TypeError):
         lines = (result.stderr.strip() or result.stdout.strip()).splitlines()
         raise ValueError(lines[-1] if lines else f"{collector.name} --check exited {result.returncode}") from None
