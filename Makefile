@@ -124,6 +124,7 @@ demo: setup
 bench: setup
 	$(MAKE) all $(BUILD)/syscall_cost
 	$(PYTHON) bench/run.py
+	$(PYTHON) bench/server_cost.py
 
 $(BUILD)/syscall_cost: bench/syscall_cost.c
 	$(CC) -O2 $(WARN) $< -o $@

@@ -14,6 +14,8 @@
  *                                        read under trace, first; then each call reads or writes one
  *                                        17-byte PING frame, walked by the probes' frame walk)
  *                                  getppid (a syscall spinscope does not trace at all)
+ *                                  pingpong (a byte to a forked child over a pipe and back: per round trip
+ *                                        two wakeups, two switches on one CPU, four 1-byte calls)
  * The serve modes' client is another process: with --pid, its calls are a bystander's, so the traced
  * calls are the server's alone (a tracer's per-program runs and time divide by them).
  * Prints "ready PID" and waits for a line on stdin (so a tracer can attach), then prints the mean
@@ -101,6 +103,25 @@ static int serve_connection(int write_mode, int h2, long n, pid_t *client)
 	return conn;
 }
 
+/* A child that answers each byte on ping with one on pong, until ping's end; its pid, or -1. */
+static pid_t pingpong_child(int ping[2], int pong[2])
+{
+	pid_t child;
+	char b;
+
+	if (pipe(ping) || pipe(pong) || (child = fork()) < 0)
+		return -1;
+	if (child == 0) {
+		close(ping[1]);
+		while (read(ping[0], &b, 1) == 1 && write(pong[1], &b, 1) == 1)
+			;
+		_exit(0);
+	}
+	close(ping[0]);
+	close(pong[1]);
+	return child;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "epoll";
@@ -110,7 +131,7 @@ int main(int argc, char **argv)
 	char line[16], buf[4096];
 	double t0, t1;
 	pid_t client = 0;
-	int conn = -1;
+	int conn = -1, ping[2], pong[2];
 
 	if (socketpair(AF_UNIX, SOCK_DGRAM, 0, sv) || ep < 0 || socketpair(AF_UNIX, SOCK_STREAM, 0, drain))
 		return 3;
@@ -119,6 +140,8 @@ int main(int argc, char **argv)
 
 	if ((!strncmp(mode, "serve-", 6) || h2) &&
 	    (conn = serve_connection(!strcmp(mode, "serve-write") || !strcmp(mode, "h2-write"), h2, n, &client)) < 0)
+		return 3;
+	if (!strcmp(mode, "pingpong") && (client = pingpong_child(ping, pong)) < 0)
 		return 3;
 	printf("ready %d\n", getpid());
 	fflush(stdout);
@@ -155,6 +178,11 @@ int main(int argc, char **argv)
 		for (long i = 0; i < n; i++)
 			if (read(conn, buf, 1) != 1)
 				return 3;
+	} else if (!strcmp(mode, "pingpong")) {
+		for (long i = 0; i < n; i++)
+			if (write(ping[1], "x", 1) != 1 || read(pong[0], buf, 1) != 1)
+				return 3;
+		close(ping[1]); /* the child's read ends, and it exits */
 	} else if (h2) { /* the greeting (its first read decides the connection is HTTP/2), then a frame a call */
 		if (recv(conn, buf, H2_GREETING, MSG_WAITALL) != H2_GREETING)
 			return 3;
@@ -170,7 +198,8 @@ int main(int argc, char **argv)
 	printf("{\"mode\": \"%s\", \"calls\": %ld, \"ns_per_call\": %.1f}\n", mode, n, (t1 - t0) / n);
 	fflush(stdout);
 	if (client > 0) {
-		close(conn);
+		if (conn >= 0)
+			close(conn);
 		waitpid(client, NULL, 0);
 	}
 	while (fgets(line, sizeof(line), stdin))

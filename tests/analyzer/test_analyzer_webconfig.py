@@ -14,6 +14,7 @@ import shutil
 import socket
 import ssl
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -723,3 +724,11 @@ def test_basic_auth_without_tls_is_warned_once(pki, hashed, tmp_path):
         assert with_tls.said == []
     finally:
         with_tls.close()
+
+
+def test_the_exporter_without_a_file_does_not_load_yaml():
+    """PyYAML is imported when a file is read, not with the endpoint's modules (1.3 MiB of the exporter's
+    memory, bench/results/server_cost.md)."""
+    code = ("import sys, spinscope.live.exporter, spinscope.web.server, spinscope.web.config\n"
+            "assert 'yaml' not in sys.modules, 'yaml imported'\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -18,14 +18,13 @@ What else differs from exporter-toolkit, and why:
 from __future__ import annotations
 
 import collections.abc
+import functools
 import ipaddress
 import os
 import re
 import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import yaml
 
 from spinscope.errors import UsageError
 
@@ -128,8 +127,10 @@ def _parse(path: Path):
         raise _Refused(f"cannot read it: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise _Refused("not UTF-8 text") from None
+    import yaml  # here, not at the top: the exporter without --web-config does not hold PyYAML (1.3 MiB resident)
+
     try:
-        doc = yaml.load(text, Loader=_StrictLoader)
+        doc = yaml.load(text, Loader=_strict_loader(yaml))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -141,18 +142,23 @@ def _parse(path: Path):
     return doc if doc is not None else {}
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """A key given twice is refused (PyYAML keeps the last; exporter-toolkit's strict Go YAML refuses)."""
+@functools.cache
+def _strict_loader(yaml):
+    """PyYAML's safe loader, refusing a key given twice (PyYAML keeps the last; exporter-toolkit's strict Go
+    YAML refuses)."""
 
-    def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            if isinstance(key, collections.abc.Hashable) and key in seen:
-                raise yaml.constructor.ConstructorError(None, None, f"the key {key!r} is given twice",
-                                                        key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep)
+    class StrictLoader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            seen = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                if isinstance(key, collections.abc.Hashable) and key in seen:
+                    raise yaml.constructor.ConstructorError(None, None, f"the key {key!r} is given twice",
+                                                            key_node.start_mark)
+                seen.add(key)
+            return super().construct_mapping(node, deep)
+
+    return StrictLoader
 
 
 def _mapping(value, where: str) -> dict:
