@@ -19,7 +19,9 @@ capture, as a share of one CPU, and the extra on_sys_exit time with --stacks (ev
 
     flock /tmp/spinscope-load.lock python3 bench/stacks_cost.py [--pairs 3] [--seconds 5]
 
-(it takes the machine lock itself when no ancestor holds it).
+(it takes the machine lock itself when no ancestor holds it). `--baseline COLLECTOR` adds a mode
+`--stacks 99` run by another build of the collector (a change's before and after, side by side in one run:
+write those with --out elsewhere than the reference results).
 """
 
 from __future__ import annotations
@@ -54,8 +56,8 @@ class Mode:
     hz: int = 0  # --stacks HZ (0: no stacks)
 
 
-def spinscope(name: str, *extra: str, hz: int = 0) -> Mode:
-    return Mode(name, "spinscope", bench.Tracer(name, lambda pid, w: bench.spinscope_cmd(pid, w, None, *extra),
+def spinscope(name: str, *extra: str, hz: int = 0, collector: Path | None = None) -> Mode:
+    return Mode(name, "spinscope", bench.Tracer(name, lambda pid, w: bench.spinscope_cmd(pid, w, collector, *extra),
                                                 bench.SPINSCOPE_READY, "stdout"), hz)
 
 
@@ -429,6 +431,7 @@ def main() -> int:
     parser.add_argument("--servers", nargs="*", choices=list(SERVERS), default=list(SERVERS))
     parser.add_argument("--no-bpf-stats", action="store_true", help="leave kernel.bpf_stats_enabled alone")
     parser.add_argument("--out", type=Path, default=bench.RESULTS / "stacks_cost")
+    parser.add_argument("--baseline", type=Path, help="also --stacks 99 with this collector (the before)")
     parser.add_argument("--render-only", action="store_true",
                         help="measure nothing: rewrite the .md from the .json (and the .md's hand-written Reading)")
     args = parser.parse_args()
@@ -442,6 +445,11 @@ def main() -> int:
         if not (bench.BUILD / binary).exists():
             log(f"build/{binary} missing: make all")
             return 1
+    if args.baseline:
+        MODES["stacks99-baseline"] = spinscope(f"spinscope --stacks 99 (baseline {args.baseline})", "--stacks", "99",
+                                               hz=99, collector=args.baseline.resolve())
+        for arch in args.servers:
+            SERVERS[arch].insert(SERVERS[arch].index("stacks99"), "stacks99-baseline")
     perf_version = subprocess.run(["perf", "--version"], capture_output=True, text=True).stdout.strip()
     argv = " ".join(sys.argv[1:])
     results = {"settings": {"pairs": args.pairs, "seconds": args.seconds, "kernel": os.uname().release,

@@ -24,6 +24,13 @@ const volatile bool untrusted_loads = false;
 /* --stacks (stacks.bpf.h): the CPU samples' rate, and the event stacks' budget per thread and source
  * (0: stacks off, and all their code gone at load). */
 const volatile __u32 stack_hz = 0;
+/* --stacks: the event stacks the whole target may take in a second (--stacks-budget), and the share of
+ * it a thread takes of one source before its stride doubles: the budget over the (thread, source) pairs
+ * that took stacks in the previous second, written by the collector (0 until then: stack_hz). */
+const volatile __u32 stack_budget = 0;
+volatile __u32 stack_share = 0;
+/* The target's event stacks this second: (second << 32) | stacks taken in it (stack_budget_take). */
+__u64 stack_window = 0;
 /* The kernel has bpf_loop (Linux 5.17; the collector probes it): HTTP/2 connections' streams are walked
  * (h2.bpf.h). Off, they are counted by exchange, and the walk is pruned at load, never verified. */
 const volatile bool h2_walk_on = true;
@@ -92,7 +99,8 @@ struct {
  * Wakeup edges, preallocated: an edge is created inside sched_waking, with interrupts off, and a burst of
  * new edges (512 threads started at once) drained the allocator's per-CPU cache faster than it refills:
  * hundreds of edges dropped in 1 run of 4 without preallocation. Sized by the collector (--max-threads / 4,
- * at least 4096: ~0.3 MiB).
+ * at least 16384: ~1.4 MiB, all the pairs of a 128-thread pool; past that a wakeup of a new pair is dropped,
+ * and counted in drops.wakeup_edges).
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

@@ -234,15 +234,17 @@ enum stack_source {
 #define STACK_REGS 17
 
 /* A thread's event stacks of one source: 1 stack per `stride` events, the stride doubled when the thread
- * has taken stack_hz stacks of the source within a second, and again after each half as many more (so
- * at most 2 x stack_hz a second), halved after a second with fewer than a quarter of stack_hz
- * (stack_event in stacks.bpf.h). */
+ * has taken its share of the target's budget (stack_share) within a second, and again after each half as
+ * many more (so at most twice its share a second), halved after a second with fewer than a quarter of it;
+ * and none while the whole target has taken stack_budget this second (stack_event in stacks.bpf.h). */
 struct stack_event_budget {
 	__u64 window_ns; /* the current second began then */
 	__u32 skipped;   /* events since the thread's latest stack of this source (its tail at the end) */
 	__u32 stride;    /* events per stack (0: 1) */
 	__u32 taken;     /* stacks in the current second */
-	__u32 limit;     /* the stride doubles when taken reaches it (0: stack_hz, at a second's start) */
+	__u32 limit;     /* the stride doubles when taken reaches it (0: the share, at a second's start) */
+	__u32 deferred;  /* events due a stack when the target's budget was spent (they went to the next) */
+	__u32 pad;
 };
 
 /* --stacks with a runtime helper (stacks_helper.py): a thread's tags changed (STACK_TAG_*, all but
@@ -264,6 +266,8 @@ struct stack_sample {
 	__s32 syscall;   /* the syscall the thread was in, or -1 */
 	__u32 kstack_bytes; /* of kstack */
 	__u32 ustack_bytes; /* of ustack, copied from regs[7] (the user sp) up */
+	__u64 process_start_ns; /* its process's start and program (execs): which address space the */
+	__u64 exec_id;          /* addresses are of, as a pid alone cannot say (reused, or exec'd) */
 	__u64 regs[STACK_REGS];
 	__u64 kstack[STACK_KERNEL_DEPTH];
 	__u8 ustack[STACK_COPY_CHUNK * STACK_COPY_CHUNKS];

@@ -11,8 +11,9 @@
  *     wakeup cycle, in a hand-off, serving a request). They measure where the CPU goes.
  *   - Event stacks: at the sys_exit of a pattern's own event (a spin retry that returned EAGAIN, an empty
  *     poll, the poll that ends a futile wakeup, a call that woke another of the target's threads), 1 in
- *     every `stride` events of a thread and source, the stride adapted to keep ~stack_hz stacks a second,
- *     each weighted by the events it stands for: the call sites, weighted by count rather than time.
+ *     every `stride` events of a thread and source, the stride adapted to keep the thread to its share of
+ *     the target's budget (stack_budget stacks a second for all its threads), each weighted by the events
+ *     it stands for: the call sites, weighted by count rather than time.
  *
  * Everything here is behind stack_hz, a constant: without --stacks the verifier drops it all, and the
  * counting probes' cost is what it was. Records are submitted without a wakeup (a wakeup is an
@@ -122,6 +123,7 @@ static __always_inline struct stack_sample *stack_reserve(__u32 pid, __u32 tid, 
 							  __u32 tags)
 {
 	struct stack_sample *r = bpf_ringbuf_reserve(&stack_samples, sizeof(*r), 0);
+	struct task_struct *task;
 
 	if (!r) {
 		__sync_fetch_and_add(&globals.stack_samples_lost, 1);
@@ -135,6 +137,9 @@ static __always_inline struct stack_sample *stack_reserve(__u32 pid, __u32 tid, 
 	r->tags = tags;
 	r->syscall = -1;
 	r->kstack_bytes = 0;
+	task = bpf_get_current_task_btf();
+	r->exec_id = task->self_exec_id;
+	r->process_start_ns = task->group_leader->start_time;
 	return r;
 }
 
@@ -176,18 +181,40 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 	return 0;
 }
 
+/* One event stack of the target's budget for this second, if it has room: exact, whatever the CPUs (a
+ * compare-and-swap of the second and its count; a plain read first, so a spent budget costs no atomic). */
+static __always_inline bool stack_budget_take(__u64 now)
+{
+	__u64 second = now / 1000000000ULL, w, next;
+
+	for (int i = 0; i < 4; i++) {
+		w = *(volatile __u64 *)&stack_window;
+		if (w >> 32 == (second & 0xffffffffULL)) {
+			if ((__u32)w >= stack_budget)
+				return false;
+			next = w + 1;
+		} else {
+			next = (second << 32) | 1;
+		}
+		if (__sync_val_compare_and_swap(&stack_window, w, next) == w)
+			return true;
+	}
+	return false;
+}
+
 /*
  * An event of source (enum stack_source, not STACK_CPU) at the sys_exit of the call whose user registers
  * are regs. Systematic sampling with a stride: the event that completes `stride` events since the thread's
  * previous stack of this source gets a stack, weighted by those events, so the weights add up to the
  * events (but for the tail after the thread's last stack, which the collector reports) and a burst is
  * sampled across, not only at its first event. The stride starts at 1 (every event) and doubles each time
- * the thread takes stack_hz stacks of the source within a second: at most ~2 x stack_hz a second, per
- * thread and source, however fast the events come.
+ * the thread takes its share (stack_share) of the source within a second: at most ~2 x its share a
+ * second, per thread and source, however fast the events come. Over all threads, at most stack_budget a
+ * second: a stack due when the budget is spent is deferred (its events go to the thread's next one).
  */
 static __noinline void stack_event(struct thread_stats *t, struct pt_regs *regs, __u32 source, __u64 now)
 {
-	__u32 i = source - 1, weight;
+	__u32 i = source - 1, weight, share = stack_share ? stack_share : stack_hz;
 	struct stack_event_budget *b;
 	struct stack_sample *r;
 
@@ -195,7 +222,7 @@ static __noinline void stack_event(struct thread_stats *t, struct pt_regs *regs,
 		return;
 	b = &t->stack_events[i];
 	if (now - b->window_ns >= 1000000000ULL) { /* a new second: a quiet one lets the stride down again */
-		if (b->taken < stack_hz / 4 && b->stride > 1)
+		if (b->taken < share / 4 && b->stride > 1)
 			b->stride /= 2;
 		b->window_ns = now;
 		b->taken = 0;
@@ -204,15 +231,19 @@ static __noinline void stack_event(struct thread_stats *t, struct pt_regs *regs,
 	b->skipped++;
 	if (b->skipped < (b->stride ? b->stride : 1))
 		return;
+	if (!stack_budget_take(now)) {
+		b->deferred++;
+		return;
+	}
 	weight = b->skipped;
 	r = stack_reserve(t->pid, (__u32)bpf_get_current_pid_tgid(), source, weight, stack_tags(t));
 	if (!r)
 		return; /* counted as lost; the events stay in skipped, for the next stack */
 	b->skipped = 0;
-	/* stack_hz stacks, then half the room left to 2 x stack_hz, and so on: fewer than 2 x stack_hz (and the
-	 * 24 doublings the stride has) a second. */
-	if (++b->taken >= (b->limit ? b->limit : stack_hz) && b->stride < (1u << 24)) {
-		__u32 room = b->taken < 2 * stack_hz ? (2 * stack_hz - b->taken) / 2 : 0;
+	/* share stacks, then half the room left to 2 x share, and so on: fewer than 2 x share (and the 24
+	 * doublings the stride has) a second. */
+	if (++b->taken >= (b->limit ? b->limit : share) && b->stride < (1u << 24)) {
+		__u32 room = b->taken < 2 * share ? (2 * share - b->taken) / 2 : 0;
 
 		b->stride = b->stride ? 2 * b->stride : 2;
 		b->limit = b->taken + (room ? room : 1);

@@ -93,12 +93,16 @@ static int probes_open(struct session *s, const struct options *o, bool untruste
 		s->skel->rodata->kernel_stack_size *= 2;
 	bpf_map__set_max_entries(s->skel->maps.threads, o->max_threads);
 	bpf_map__set_max_entries(s->skel->maps.sockets, o->max_sockets);
-	/* Waker -> wakee pairs grow with threads (a pool's workers are each woken by one or two): a quarter
-	 * of --max-threads, at least 4096 (preallocated: ~0.3 MiB). */
-	bpf_map__set_max_entries(s->skel->maps.wakeups, o->max_threads / 4 > 4096 ? o->max_threads / 4 : 4096);
+	/* Waker -> wakee pairs grow with threads, up to the square of a pool's: its workers are woken by the
+	 * threads that hand them work, and wake each other on the queue's lock (a 200-thread pool made
+	 * 11,000 to 19,000 pairs in 2 s: tests/fixtures/pool.c). A quarter of --max-threads, at least 16384
+	 * (preallocated: ~1.4 MiB; every pair of a 128-thread pool); past it a wakeup is dropped, and said. */
+	bpf_map__set_max_entries(s->skel->maps.wakeups, o->max_threads / 4 > 16384 ? o->max_threads / 4 : 16384);
 	s->skel->rodata->h2_walk_on = s->meta.features.bpf_loop;
-	bpf_map__set_max_entries(s->skel->maps.stack_samples, stacks_ring_size(stacks_rate(s, o) > 0));
+	bpf_map__set_max_entries(s->skel->maps.stack_samples,
+				 stacks_ring_size(stacks_rate(s, o), o->stacks_budget, libbpf_num_possible_cpus()));
 	s->skel->rodata->stack_hz = stacks_rate(s, o);
+	s->skel->rodata->stack_budget = o->stacks_budget;
 	bpf_map__set_max_entries(s->skel->maps.tag_changes, timeline_ring_size(stacks_rate(s, o) && o->tag_timeline));
 	s->skel->rodata->tag_timeline = stacks_rate(s, o) && o->tag_timeline;
 	/* Without --stacks the sampler is neither loaded nor verified. */
@@ -169,7 +173,7 @@ int session_attach(struct session *s, const struct options *o)
 		return fail(s, ret, "%s", err);
 	if (stacks_rate(s, o)) {
 		s->stacks = stacks_start(s->skel->progs.on_cpu_sample, s->skel->maps.stack_samples, stacks_rate(s, o),
-					 &ret, err, sizeof(err));
+					 o->stacks_budget, &s->skel->bss->stack_share, &ret, err, sizeof(err));
 		if (!s->stacks)
 			return fail(s, ret, "%s", err);
 		s->meta.stacks = s->stacks;
@@ -179,6 +183,8 @@ int session_attach(struct session *s, const struct options *o)
 			if (!s->timeline)
 				return fail(s, ret, "%s", err);
 		}
+		if ((ret = stacks_run(s->stacks)))
+			return fail(s, ret, "--stacks: cannot start the unwinder's thread: %s", strerror(-ret));
 	}
 	return 0;
 }

@@ -88,8 +88,12 @@ static const struct option_row rows[] = {
 	  "also sample the target's user stacks (with the kernel's, in syscalls):\n"
 	  "HZ cpu-clock samples a second on each CPU, each tagged with what the\n"
 	  "probes know of its thread, and the call sites of the patterns' own\n"
-	  "events (at most HZ a second per thread and kind); unwound with DWARF\n"
-	  "CFI (elfutils libdw), no frame pointers needed (0: off, the default)" },
+	  "events (within --stacks-budget); unwound with DWARF CFI (elfutils\n"
+	  "libdw), no frame pointers needed (0: off, the default)" },
+	{ "stacks-budget", 0, "N", COUNT, FIELD(stacks_budget), 0, 1, 1000000,
+	  "with --stacks: event stacks a second for the whole target, shared by\n"
+	  "its threads (default: 4 x HZ); the events due a stack past it go to\n"
+	  "their thread's next stack, and the capture says how many" },
 	{ "tag-timeline", 0, "FILE", TEXT, FIELD(tag_timeline), 0, 0, 0,
 	  "with --stacks: write every change of a target thread's tags to FILE\n"
 	  "(binary, for `spinscope record` to tag a runtime helper's samples)" },
@@ -380,6 +384,10 @@ static void check_outputs(struct options *o)
 		usage_error("--tag-timeline must name a file, not ''");
 	if (o->tag_timeline && !o->stacks_hz)
 		usage_error("--tag-timeline needs --stacks HZ (it tags the stacks' threads)");
+	if (o->stacks_budget && !o->stacks_hz)
+		usage_error("--stacks-budget needs --stacks HZ");
+	if (!o->stacks_budget)
+		o->stacks_budget = 4 * o->stacks_hz;
 	if (o->stream_fd >= 0 && o->interval_s <= 0)
 		usage_error("--stream needs --interval SEC (a line per interval)");
 	if (o->stream_fd >= 0 && !o->output)

@@ -29,6 +29,7 @@ struct options {
 	__u32 exited_rows; /* threads gone kept as rows (--exited-rows) */
 	__u32 max_sockets;
 	__u32 stacks_hz; /* --stacks: CPU samples per second and CPU (0: no stacks) */
+	__u32 stacks_budget; /* --stacks-budget: event stacks a second, the whole target's (0: 4 x stacks_hz) */
 	const char *tag_timeline; /* --tag-timeline FILE: the threads' tag changes (timeline.h), or NULL */
 	bool exit_with_parent; /* --exit-with-parent */
 	pid_t parent;          /* the process that started us */

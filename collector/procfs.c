@@ -79,10 +79,11 @@ char *proc_cmdline(int pid, size_t *len)
 	return buf;
 }
 
-int proc_tgid(int tid)
+long long proc_status_value(int tid, const char *key)
 {
 	char path[64], line[256];
-	int tgid = -ENOENT;
+	long long value = -ENOENT;
+	size_t len = strlen(key);
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/%d/status", tid);
@@ -90,10 +91,15 @@ int proc_tgid(int tid)
 	if (!f)
 		return -errno;
 	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "Tgid: %d", &tgid) == 1)
+		if (!strncmp(line, key, len) && line[len] == ':' && sscanf(line + len + 1, "%lld", &value) == 1)
 			break;
 	fclose(f);
-	return tgid;
+	return value;
+}
+
+int proc_tgid(int tid)
+{
+	return (int)proc_status_value(tid, "Tgid");
 }
 
 int proc_exe(int pid, char *buf, size_t len)

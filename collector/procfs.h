@@ -9,6 +9,8 @@
 int proc_comm(int pid, char *buf, size_t len);
 int proc_thread_comm(int pid, int tid, char *buf, size_t len);
 
+/* The first number of the line "key:" of /proc/TID/status (Tgid, VmHWM in kB...); or -errno. */
+long long proc_status_value(int tid, const char *key);
 /* The process (thread group) of thread tid, from /proc/TID/status; or -errno. */
 int proc_tgid(int tid);
 

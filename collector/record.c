@@ -20,11 +20,9 @@
 #include "timeline.h"
 #include "spinscope.skel.h"
 
-/* How often the exited threads are drained into the capture: at 1,000 exits a second, ~100 a time. */
+/* How often the exited threads are drained into the capture: at 1,000 exits a second, ~100 a time. (--stacks'
+ * ring is drained by the unwinder's own thread: stacks.h.) */
 #define DRAIN_EVERY_NS 100000000ULL
-/* How often --stacks' ring buffer is drained (its records carry no wakeup): at 999 Hz on 2 CPUs, ~40
- * records of its ~900 a time. */
-#define STACKS_EVERY_NS 20000000ULL
 
 /* When the record loop does what next (CLOCK_MONOTONIC ns; 0: never). */
 struct record_clock {
@@ -32,7 +30,6 @@ struct record_clock {
 	__u64 tick, next_tick;             /* --interval */
 	__u64 every, next_checkpoint;      /* --checkpoint */
 	__u64 next_drain;                  /* DRAIN_EVERY_NS */
-	__u64 next_stacks;                 /* STACKS_EVERY_NS, with --stacks */
 };
 
 static struct record_clock record_clock(const struct session *s, const struct options *o)
@@ -45,8 +42,6 @@ static struct record_clock record_clock(const struct session *s, const struct op
 		c.deadline = start + (__u64)(o->duration_s * 1e9);
 	if (c.tick)
 		c.next_tick = start + c.tick;
-	if (s->stacks)
-		c.next_stacks = start + STACKS_EVERY_NS;
 	if (c.every)
 		c.next_checkpoint = start + c.every;
 	return c;
@@ -103,8 +98,6 @@ static int timeout_ms(const struct record_clock *c, __u64 now)
 		wake = c->next_checkpoint;
 	if (!wake || c->next_drain < wake)
 		wake = c->next_drain;
-	if (c->next_stacks && c->next_stacks < wake)
-		wake = c->next_stacks;
 	return wake ? (int)((wake - now + 999999) / 1000000) : -1;
 }
 
@@ -148,10 +141,6 @@ void session_record(struct session *s, const struct options *o)
 		if (now >= c.next_drain) {
 			drain_exited(s);
 			c.next_drain = now + DRAIN_EVERY_NS;
-		}
-		if (c.next_stacks && now >= c.next_stacks) {
-			stacks_drain(s->stacks);
-			c.next_stacks = now + STACKS_EVERY_NS;
 		}
 		if (c.next_checkpoint && now >= c.next_checkpoint && (!c.next_tick || now < c.next_tick)) {
 			checkpoint(s, o, now);

@@ -28,6 +28,7 @@ int fail(struct session *s, int err, const char *fmt, ...)
 
 void session_detach(struct session *s)
 {
+	stacks_stop(s->stacks); /* its unwinder's thread ended: it drains the timeline's ring too */
 	timeline_free(s->timeline); /* drained by the stacks' ring buffer manager: before it */
 	s->timeline = NULL;
 	stacks_free(s->stacks); /* its perf events' links and ring buffer first: they hold the object's */

@@ -11,6 +11,11 @@
  * module's load address (no ASLR base reaches the capture), its symbol and, where the module has line
  * information, its source file's name and line. Kernel frames are named from /proc/kallsyms, by symbol
  * and offset only (no kernel address reaches the capture either).
+ *
+ * The modules' files are opened as the target maps them, whatever its mount namespace, and shared between
+ * processes by build id (modules.c): an address of a library is named once for every process that maps
+ * it. Records are unwound on a thread of their own, so that naming a new library (tens of ms) delays
+ * neither the record loop's exited-thread drain nor its interval ticks.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -21,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <linux/openat2.h>
 #include <linux/perf_event.h>
 #include <sys/stat.h>
@@ -32,6 +38,7 @@
 #include <elfutils/version.h>
 
 #include "capture.h"
+#include "modules.h"
 #include "snapshot.h"
 #include "stacks.h"
 
@@ -109,9 +116,13 @@ struct jit_symbol {
 	char *name;
 };
 
-/* The Dwfl of one process, its modules reported from its maps. */
+/* The Dwfl of one process, its modules reported from its maps. A process is its pid, its start and its
+ * program: a pid reused, or a process that exec'd, is another address space, unwound and named afresh. */
 struct process {
 	int pid;
+	__u64 start_ns, exec_id; /* as the records say (stack_sample) */
+	__u32 id;                /* never reused: the key of its own addresses' names (outside any library) */
+	__u64 used;              /* the records' clock at its latest record: the least recent is ended first */
 	Dwfl *dwfl;
 	bool attached;
 	__u64 reported_ns; /* when its modules were last reported */
@@ -119,23 +130,31 @@ struct process {
 	size_t njit;
 	__u64 jit_checked_ns;   /* when the perf map was last looked for */
 	struct stat jit_stat;   /* the perf map as last read (a rewritten one is read again) */
+	__u32 jit_generation;   /* perf maps read: JIT code reused for another method is named anew */
 };
 #define PERF_MAP_MAX_SYMBOLS (1u << 20) /* a perf map is the target's file: bounded */
 
 static void jit_free(struct process *p);
 #define MAX_PROCESSES 64
 
-/* (pid, pc) -> frame: each address named once. */
+/* An address's name: (library, address from its load address), shared by every process that maps it; or
+ * (process, perf map read, pc) for an address in no library (JIT code, an anonymous mapping, the vDSO). */
 struct pc_entry {
-	int pid;
+	__u32 space;      /* a library's id (modules.h), or PROCESS_SPACE | a process's id */
+	__u32 generation; /* the process's jit_generation (0 in a library) */
 	__u64 pc;
 	__u32 frame;
 };
+#define PROCESS_SPACE 0x80000000u
+#define MAX_NAMED_ADDRESSES (1u << 20) /* kept names (24 B each, and their index): then named afresh */
 
 struct kernel_symbol {
 	__u64 address;
 	char *name;
 };
+
+#define STREAM_SET 4096 /* pairs counted a second, at most (the share is then budget / 2048 at least) */
+#define STACKS_DRAIN_NS 20000000L /* the ring is drained every 20 ms: its records carry no wakeup */
 
 struct stacks {
 	struct bpf_link **links;
@@ -146,6 +165,9 @@ struct stacks {
 
 	struct process processes[MAX_PROCESSES];
 	size_t nprocesses;
+	__u32 next_process_id;
+	__u64 clock; /* records unwound: the processes' use */
+	struct libraries *libraries;
 
 	struct frame *frames;
 	size_t nframes, frames_cap;
@@ -170,6 +192,21 @@ struct stacks {
 	__u64 unplaced[STACK_SOURCES]; /* events after a thread's last stack of their source: no stack's */
 	bool settled;
 	__u64 unwind_ns; /* the collector's CPU time in draining, unwinding and naming */
+
+	/* The target's budget of event stacks a second, and each (thread, source)'s share of it: written to
+	 * the BPF side (stack_share) each second, from the pairs that had event stacks in the second before. */
+	__u32 budget, ring_bytes;
+	volatile __u32 *share;
+	__u64 streams_second;            /* the records' second (time_ns / 1e9) the set below is of */
+	__u64 streams[STREAM_SET];       /* (tid << 3 | source) + 1 of this second's event stacks, 0 empty */
+	__u32 nstreams;
+	__u64 deferred; /* events due a stack when the budget was spent (they went to the thread's next stack) */
+
+	/* The unwinder's thread: it drains the ring every STACKS_DRAIN_NS; lock guards all of the above
+	 * against the capture's writers (stacks_json, stacks_settle) on the record loop's thread. */
+	pthread_t thread;
+	bool threaded, stopping;
+	pthread_mutex_t lock;
 
 	const struct stack_sample *current; /* the record being unwound (the thread callbacks' argument) */
 };
@@ -342,7 +379,7 @@ static __u32 kernel_frame(struct stacks *st, __u64 ip)
 /* ------------------------------------------------------------------ processes and unwinding */
 
 static const Dwfl_Callbacks proc_callbacks = {
-	.find_elf = dwfl_linux_proc_find_elf,
+	.find_elf = modules_find_elf,
 	.find_debuginfo = dwfl_standard_find_debuginfo,
 };
 
@@ -397,10 +434,11 @@ static const Dwfl_Thread_Callbacks thread_callbacks = {
 	.set_initial_registers = initial_registers,
 };
 
-/* Report pid's modules from its maps (again: a library loaded since). */
+/* Report pid's modules from its maps (again: a library loaded or unloaded since; a module reported as
+ * before keeps its file, one no longer mapped is dropped). */
 static bool process_report(struct process *p)
 {
-	dwfl_report_begin_add(p->dwfl);
+	dwfl_report_begin(p->dwfl);
 	if (dwfl_linux_proc_report(p->dwfl, p->pid) != 0) {
 		dwfl_report_end(p->dwfl, NULL, NULL);
 		return false;
@@ -409,36 +447,62 @@ static bool process_report(struct process *p)
 	return dwfl_report_end(p->dwfl, NULL, NULL) == 0;
 }
 
-/* The process pid's unwinder, made at its first record; the least recently made one is ended when
- * MAX_PROCESSES are held (a --children or --cgroup target with many short-lived processes). */
-static struct process *process_of(struct stacks *st, int pid)
+static void process_end(struct process *p)
 {
-	struct process *p;
+	dwfl_end(p->dwfl);
+	jit_free(p);
+	*p = (struct process){ 0 };
+}
 
-	for (size_t i = 0; i < st->nprocesses; i++)
-		if (st->processes[i].pid == pid)
-			return &st->processes[i];
-	if (st->nprocesses == MAX_PROCESSES) {
-		dwfl_end(st->processes[0].dwfl);
-		jit_free(&st->processes[0]);
-		memmove(st->processes, st->processes + 1, (MAX_PROCESSES - 1) * sizeof(*p));
-		st->nprocesses--;
+/* The unwinder of the record's process, made at its first record (again after an exec, or for a pid
+ * reused), its modules reported again each second it has records (libraries loaded or unloaded since).
+ * The least recently used is ended when MAX_PROCESSES are held (a --children or --cgroup target with
+ * many short-lived processes). NULL when out of memory. */
+static struct process *process_of(struct stacks *st, const struct stack_sample *s)
+{
+	struct process *p = NULL;
+
+	for (size_t i = 0; i < st->nprocesses && !p; i++)
+		if (st->processes[i].pid == (int)s->pid)
+			p = &st->processes[i];
+	if (p && (p->start_ns != s->process_start_ns || p->exec_id != s->exec_id))
+		process_end(p); /* another program in that pid: its slot reused */
+	if (!p && st->nprocesses < MAX_PROCESSES) {
+		p = &st->processes[st->nprocesses++];
+	} else if (!p) {
+		p = &st->processes[0];
+		for (size_t i = 1; i < st->nprocesses; i++)
+			if (st->processes[i].used < p->used)
+				p = &st->processes[i];
+		process_end(p);
 	}
-	p = &st->processes[st->nprocesses];
-	*p = (struct process){ .pid = pid, .dwfl = dwfl_begin(&proc_callbacks) };
+	p->used = ++st->clock;
+	modules_opening(st->libraries, s->pid);
+	if (p->dwfl) {
+		if (monotonic_ns() - p->reported_ns > 1000000000ULL)
+			process_report(p);
+		return p;
+	}
+	*p = (struct process){ .pid = s->pid, .start_ns = s->process_start_ns, .exec_id = s->exec_id,
+			       .id = ++st->next_process_id & ~PROCESS_SPACE, .used = st->clock,
+			       .dwfl = dwfl_begin(&proc_callbacks) };
 	if (!p->dwfl)
 		return NULL;
 	if (process_report(p))
-		p->attached = dwfl_attach_state(p->dwfl, NULL, pid, &thread_callbacks, st);
-	st->nprocesses++;
+		p->attached = dwfl_attach_state(p->dwfl, NULL, s->pid, &thread_callbacks, st);
 	return p;
+}
+
+static __u64 pc_hash(__u32 space, __u32 generation, __u64 pc)
+{
+	return mix64(pc ^ ((__u64)space << 40) ^ ((__u64)generation << 20));
 }
 
 static __u64 pc_hash_at(const void *ctx, __u32 i)
 {
 	const struct pc_entry *e = &((const struct stacks *)ctx)->pcs[i];
 
-	return mix64(e->pc ^ ((__u64)e->pid << 40));
+	return pc_hash(e->space, e->generation, e->pc);
 }
 
 static int jit_compare(const void *a, const void *b)
@@ -487,21 +551,14 @@ static int pid_in_namespace(int pid)
  */
 static int perf_map_open(int pid, const char *path, struct stat *st)
 {
-	struct open_how how = { .flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
-				.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
 	char dir[64];
 	struct stat owner;
-	int root, fd;
+	int fd;
 
 	snprintf(dir, sizeof(dir), "/proc/%d", pid);
 	if (stat(dir, &owner))
 		return -1;
-	snprintf(dir, sizeof(dir), "/proc/%d/root", pid);
-	root = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (root < 0)
-		return -1;
-	fd = syscall(SYS_openat2, root, path, &how, sizeof(how));
-	close(root);
+	fd = target_open(pid, path, RESOLVE_NO_SYMLINKS);
 	if (fd < 0)
 		return -1;
 	if (fstat(fd, st) || !S_ISREG(st->st_mode) || st->st_uid != owner.st_uid) {
@@ -533,6 +590,7 @@ static void jit_read(struct process *p)
 	}
 	jit_free(p);
 	p->jit_stat = now;
+	p->jit_generation++;
 	while (fgets(line, sizeof(line), f) && p->njit < PERF_MAP_MAX_SYMBOLS) {
 		unsigned long long start, size;
 		int used = 0;
@@ -643,19 +701,15 @@ static bool lines_wanted(const char *module)
 	return true;
 }
 
-static __u32 user_frame_named(struct stacks *st, struct process *p, __u64 pc)
+static __u32 user_frame_named(struct stacks *st, struct process *p, Dwfl_Module *mod, __u64 pc)
 {
 	struct frame f = { 0 };
-	Dwfl_Module *mod = dwfl_addrmodule(p->dwfl, pc);
 	const char *name, *file;
 	Dwarf_Addr start = 0;
 	GElf_Off offset = 0;
 	GElf_Sym sym;
 	Dwfl_Line *line;
 
-	/* A library loaded after the modules were reported: report them again (at most once a second). */
-	if (!mod && monotonic_ns() - p->reported_ns > 1000000000ULL && process_report(p))
-		mod = dwfl_addrmodule(p->dwfl, pc);
 	if (!mod) { /* JIT code, or a mapping with no file: named by the process's perf map, if it has one */
 		if (!jit_frame(p, pc, &f))
 			mapping_of(p->pid, pc, &f);
@@ -677,22 +731,42 @@ static __u32 user_frame_named(struct stacks *st, struct process *p, __u64 pc)
 	return frame_intern(st, &f);
 }
 
+/* pc of process p as a frame: named once for every process that maps its library. */
 static __u32 user_frame(struct stacks *st, struct process *p, __u64 pc)
 {
 	struct index_table *t = &st->pc_index;
-	__u64 h = mix64(pc ^ ((__u64)p->pid << 40));
-	__u32 frame;
+	Dwfl_Module *mod = dwfl_addrmodule(p->dwfl, pc);
+	__u32 space = 0, generation = 0, frame;
+	Dwarf_Addr start;
+	__u64 key = pc, h;
 	size_t j;
 
+	/* A library loaded after the modules were reported: report them again (at most once a second). */
+	if (!mod && monotonic_ns() - p->reported_ns > 1000000000ULL && process_report(p))
+		mod = dwfl_addrmodule(p->dwfl, pc);
+	if (mod && (space = module_library(mod))) {
+		dwfl_module_info(mod, NULL, &start, NULL, NULL, NULL, NULL, NULL);
+		key = pc - start;
+	} else {
+		jit_read(p); /* a perf map rewritten since: JIT code reused, its addresses named again */
+		space = PROCESS_SPACE | p->id;
+		generation = p->jit_generation;
+	}
+	if (st->npcs == MAX_NAMED_ADDRESSES) { /* bounded: the names are forgotten, and found again */
+		st->npcs = 0;
+		t->n = 0;
+		memset(t->slots, 0, t->size * sizeof(*t->slots));
+	}
 	if (!index_table_reserve(t, pc_hash_at, st))
 		return UINT32_MAX;
+	h = pc_hash(space, generation, key);
 	for (j = h & (t->size - 1); t->slots[j]; j = (j + 1) & (t->size - 1)) {
 		struct pc_entry *e = &st->pcs[t->slots[j] - 1];
 
-		if (e->pc == pc && e->pid == p->pid)
+		if (e->pc == key && e->space == space && e->generation == generation)
 			return e->frame;
 	}
-	frame = user_frame_named(st, p, pc);
+	frame = user_frame_named(st, p, mod, pc);
 	if (frame == UINT32_MAX)
 		return frame;
 	if (st->npcs == st->pcs_cap) {
@@ -704,7 +778,7 @@ static __u32 user_frame(struct stacks *st, struct process *p, __u64 pc)
 		st->pcs = more;
 		st->pcs_cap = cap;
 	}
-	st->pcs[st->npcs] = (struct pc_entry){ .pid = p->pid, .pc = pc, .frame = frame };
+	st->pcs[st->npcs] = (struct pc_entry){ .space = space, .generation = generation, .pc = key, .frame = frame };
 	t->slots[j] = ++st->npcs;
 	t->n++;
 	return frame;
@@ -804,11 +878,14 @@ static void stack_count(struct stacks *st, const struct stack_sample *s, const _
 	t->n++;
 }
 
-/* One thread's events after its last event stack of each source: no stack stands for them. */
+/* One thread's events after its last event stack of each source: no stack stands for them. And the stacks
+ * events at which a stack was due when the target's budget was spent. */
 static void settle_thread(struct stacks *st, const struct thread_stats *t)
 {
-	for (__u32 i = 0; i < STACK_EVENT_SOURCES; i++)
+	for (__u32 i = 0; i < STACK_EVENT_SOURCES; i++) {
 		st->unplaced[i + 1] += t->stack_events[i].skipped;
+		st->deferred += t->stack_events[i].deferred;
+	}
 }
 
 void stacks_settle(struct stacks *st, const struct snapshot *snap)
@@ -817,11 +894,42 @@ void stacks_settle(struct stacks *st, const struct snapshot *snap)
 
 	if (!st || st->settled)
 		return;
+	pthread_mutex_lock(&st->lock);
 	st->settled = true;
 	for (size_t i = 0; i < snap->nthreads; i++)
 		settle_thread(st, &snap->threads[i]);
 	for (size_t i = 0; gone && i < gone->n; i++)
 		settle_thread(st, &gone->threads[i]);
+	pthread_mutex_unlock(&st->lock);
+}
+
+/*
+ * An event stack of thread tid's source: counted in this second's (thread, source) pairs; at a new second,
+ * each pair's share of the budget for the next is the budget over the pairs of the last (at most hz: a
+ * thread alone keeps the stride it always had), written to the BPF side's stack_share.
+ */
+static void stream_count(struct stacks *st, const struct stack_sample *s)
+{
+	__u64 second = s->time_ns / 1000000000ULL, key = ((__u64)s->tid << 3 | s->source) + 1;
+	size_t j;
+
+	if (second != st->streams_second) {
+		__u32 share = st->budget / (st->nstreams ? st->nstreams : 1);
+
+		if (st->share && st->nstreams)
+			*st->share = share < 1 ? 1 : share > st->hz ? st->hz : share;
+		memset(st->streams, 0, sizeof(st->streams));
+		st->nstreams = 0;
+		st->streams_second = second;
+	}
+	if (2 * st->nstreams >= STREAM_SET)
+		return;
+	for (j = mix64(key) & (STREAM_SET - 1); st->streams[j] && st->streams[j] != key; j = (j + 1) & (STREAM_SET - 1))
+		;
+	if (!st->streams[j]) {
+		st->streams[j] = key;
+		st->nstreams++;
+	}
 }
 
 /* One record: its kernel frames named, its user frames unwound and named, the stack counted. */
@@ -835,6 +943,9 @@ static int on_record(void *ctx, void *data, size_t size)
 
 	if (size < sizeof(*s) || s->source >= STACK_SOURCES)
 		return 0;
+	pthread_mutex_lock(&st->lock);
+	if (s->source != STACK_CPU)
+		stream_count(st, s);
 	st->records[s->source]++;
 	st->weights[s->source] += s->weight;
 	for (__u32 i = 0; i < s->kstack_bytes / sizeof(__u64) && i < STACK_KERNEL_DEPTH && u.n < STACKS_MAX_DEPTH;
@@ -845,7 +956,7 @@ static int on_record(void *ctx, void *data, size_t size)
 			frames[u.n++] = f;
 	}
 	kernel = u.n;
-	u.process = process_of(st, s->pid);
+	u.process = process_of(st, s);
 	if (u.process && u.process->attached) {
 		st->current = s;
 		dwfl_getthread_frames(u.process->dwfl, s->tid, frame_visit, &u);
@@ -856,6 +967,7 @@ static int on_record(void *ctx, void *data, size_t size)
 	if (u.truncated)
 		st->truncated++;
 	stack_count(st, s, frames, u.n);
+	pthread_mutex_unlock(&st->lock);
 	return 0;
 }
 
@@ -880,18 +992,50 @@ void stacks_drain(struct stacks *st)
 		return;
 	start = thread_cpu_ns();
 	ring_buffer__consume(st->ring);
+	pthread_mutex_lock(&st->lock);
 	st->unwind_ns += thread_cpu_ns() - start;
+	pthread_mutex_unlock(&st->lock);
+}
+
+/* The unwinder's thread: the ring drained every STACKS_DRAIN_NS until stacks_stop. */
+static void *unwinder(void *arg)
+{
+	struct stacks *st = arg;
+	const struct timespec tick = { 0, STACKS_DRAIN_NS };
+
+	while (!__atomic_load_n(&st->stopping, __ATOMIC_ACQUIRE)) {
+		nanosleep(&tick, NULL);
+		stacks_drain(st);
+	}
+	return NULL;
+}
+
+int stacks_run(struct stacks *st)
+{
+	int err = pthread_create(&st->thread, NULL, unwinder, st);
+
+	st->threaded = !err;
+	return -err;
 }
 
 /* ------------------------------------------------------------------ sampling */
 
-__u32 stacks_ring_size(bool on)
+__u32 stacks_ring_size(__u32 hz, __u32 budget, int ncpus)
 {
-	return on ? STACKS_RING_BYTES : (__u32)sysconf(_SC_PAGESIZE);
+	/* What half a second brings at most (the unwinder may be that long naming a new library's addresses),
+	 * as a power of two (the ring's rule). */
+	__u64 want = ((__u64)hz * (ncpus > 0 ? ncpus : 1) + budget) * sizeof(struct stack_sample) / 2;
+	__u32 bytes = STACKS_RING_MIN;
+
+	if (!hz)
+		return (__u32)sysconf(_SC_PAGESIZE);
+	while (bytes < want && bytes < STACKS_RING_MAX)
+		bytes *= 2;
+	return bytes;
 }
 
-struct stacks *stacks_start(struct bpf_program *prog, struct bpf_map *ring, __u32 hz, int *err, char *msg,
-			    size_t msglen)
+struct stacks *stacks_start(struct bpf_program *prog, struct bpf_map *ring, __u32 hz, __u32 budget,
+			    volatile __u32 *share, int *err, char *msg, size_t msglen)
 {
 	struct perf_event_attr attr = { .size = sizeof(attr), .type = PERF_TYPE_SOFTWARE,
 					.config = PERF_COUNT_SW_CPU_CLOCK, .freq = 1, .sample_freq = hz };
@@ -910,6 +1054,16 @@ struct stacks *stacks_start(struct bpf_program *prog, struct bpf_map *ring, __u3
 	}
 	st->hz = hz;
 	st->ncpus = ncpus;
+	st->budget = budget;
+	st->share = share;
+	st->ring_bytes = bpf_map__max_entries(ring);
+	pthread_mutex_init(&st->lock, NULL);
+	if (!(st->libraries = libraries_new())) {
+		*err = -ENOMEM;
+		snprintf(msg, msglen, "--stacks: out of memory");
+		free(st);
+		return NULL;
+	}
 	st->links = calloc(ncpus, sizeof(*st->links));
 	st->fds = malloc(ncpus * sizeof(*st->fds));
 	for (int cpu = 0; st->fds && cpu < ncpus; cpu++)
@@ -945,6 +1099,11 @@ fail:
 
 void stacks_stop(struct stacks *st)
 {
+	if (st && st->threaded) { /* the unwinder's last drain done: the rest is the caller's */
+		__atomic_store_n(&st->stopping, true, __ATOMIC_RELEASE);
+		pthread_join(st->thread, NULL);
+		st->threaded = false;
+	}
 	if (!st || !st->links || !st->fds)
 		return;
 	for (int cpu = 0; cpu < st->ncpus; cpu++) {
@@ -964,10 +1123,9 @@ void stacks_free(struct stacks *st)
 	free(st->links);
 	free(st->fds);
 	ring_buffer__free(st->ring);
-	for (size_t i = 0; i < st->nprocesses; i++) {
-		dwfl_end(st->processes[i].dwfl);
-		jit_free(&st->processes[i]);
-	}
+	for (size_t i = 0; i < st->nprocesses; i++)
+		process_end(&st->processes[i]);
+	libraries_free(st->libraries); /* after the Dwfls: each held its own reference to the files */
 	for (size_t i = 0; i < st->nframes; i++)
 		free(st->frames[i].module), free(st->frames[i].symbol), free(st->frames[i].file);
 	for (size_t i = 0; i < st->nstacks; i++)
@@ -980,6 +1138,7 @@ void stacks_free(struct stacks *st)
 	free(st->pc_index.slots);
 	free(st->stacks);
 	free(st->stack_index.slots);
+	pthread_mutex_destroy(&st->lock);
 	free(st);
 }
 
@@ -1048,8 +1207,10 @@ json_object *stacks_json(const struct stacks *st, __u64 lost)
 
 	snprintf(unwinder, sizeof(unwinder), "elfutils libdw %d.%d", _ELFUTILS_VERSION / 1000,
 		 _ELFUTILS_VERSION % 1000);
+	pthread_mutex_lock((pthread_mutex_t *)&st->lock); /* the unwinder's thread goes on meanwhile */
 	json_object_object_add(o, "hz", json_object_new_uint64(st->hz));
-	json_object_object_add(o, "event_budget_per_s", json_object_new_uint64(st->hz));
+	json_object_object_add(o, "event_budget_per_s", json_object_new_uint64(st->budget));
+	json_object_object_add(o, "ring_bytes", json_object_new_uint64(st->ring_bytes));
 	json_object_object_add(o, "unwinder", json_object_new_string(unwinder));
 	for (int i = 0; i < STACK_SOURCES; i++) {
 		json_object_object_add(records, SOURCE_NAMES[i], json_object_new_uint64(st->records[i]));
@@ -1062,6 +1223,8 @@ json_object *stacks_json(const struct stacks *st, __u64 lost)
 	json_object_object_add(drops, "unique_stacks_cap", json_object_new_uint64(st->lost_unique_cap));
 	json_object_object_add(drops, "out_of_memory", json_object_new_uint64(st->lost_no_memory));
 	json_object_object_add(o, "lost", drops);
+	json_object_object_add(o, "deferred", json_object_new_uint64(st->deferred));
+	json_object_object_add(o, "modules", libraries_json(st->libraries));
 	json_object_object_add(o, "settled", json_object_new_boolean(st->settled));
 	for (int i = 1; i < STACK_SOURCES; i++)
 		json_object_object_add(unplaced, SOURCE_NAMES[i], json_object_new_uint64(st->unplaced[i]));
@@ -1074,6 +1237,7 @@ json_object *stacks_json(const struct stacks *st, __u64 lost)
 		json_object_array_add(frames, jframe(&st->frames[i]));
 	for (size_t i = 0; i < st->nstacks; i++)
 		json_object_array_add(stacks, jstack(&st->stacks[i]));
+	pthread_mutex_unlock((pthread_mutex_t *)&st->lock);
 	json_object_object_add(o, "frames", frames);
 	json_object_object_add(o, "stacks", stacks);
 	return o;

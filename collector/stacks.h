@@ -22,29 +22,36 @@ struct bpf_link;
 
 #define STACKS_MAX_DEPTH 128   /* frames kept per stack, innermost first (user and kernel together) */
 #define STACKS_MAX_UNIQUE 65536 /* unique stacks kept; samples of further ones are counted as lost */
-#define STACKS_RING_BYTES (8u << 20) /* the ring buffer: ~900 records, 0.45 s of 2 CPUs at 999 Hz */
+#define STACKS_RING_MIN (8u << 20)   /* the ring buffer: at least ~950 records */
+#define STACKS_RING_MAX (256u << 20) /* at most ~30,000 records: what more would bring is lost, and said */
 
 struct stacks;
 
-/* Sampling at hz on every online CPU through prog, records drained from ring. NULL and *err set (-errno)
- * with a message in msg when it cannot start. */
-struct stacks *stacks_start(struct bpf_program *prog, struct bpf_map *ring, __u32 hz, int *err, char *msg,
-			    size_t msglen);
+/* Sampling at hz on every online CPU through prog, records drained from ring; event stacks at most budget
+ * a second for the whole target, each thread's share of it written to *share (the BPF side's
+ * stack_share). NULL and *err set (-errno) with a message in msg when it cannot start. */
+struct stacks *stacks_start(struct bpf_program *prog, struct bpf_map *ring, __u32 hz, __u32 budget,
+			    volatile __u32 *share, int *err, char *msg, size_t msglen);
+/* The unwinder on a thread of its own, which drains the ring until stacks_stop (after every ring is added
+ * to stacks_ring's manager). 0 or -errno. */
+int stacks_run(struct stacks *st);
 /* The ring buffer manager its drains read (another ring added to it is drained with it: timeline.h). */
 struct ring_buffer *stacks_ring(struct stacks *st);
-/* Unwind and count what the ring holds now. */
+/* Unwind and count what the ring holds now (the unwinder's thread does, until stacks_stop). */
 void stacks_drain(struct stacks *st);
 struct snapshot;
 /* At the end: each thread's events after its last event stack of a source (the BPF side's
  * stack_event_budget.skipped), which no stack stands for: counted as events_without_stack. */
 void stacks_settle(struct stacks *st, const struct snapshot *snap);
-/* The perf events closed (no more CPU samples); what is in the ring stays to be drained. */
+/* The unwinder's thread ended and the perf events closed (no more CPU samples); what is in the ring
+ * stays to be drained. */
 void stacks_stop(struct stacks *st);
 /* The capture's `stacks` block; lost is the BPF side's count of records the ring had no room for. */
 json_object *stacks_json(const struct stacks *st, __u64 lost);
 void stacks_free(struct stacks *st);
 
-/* The ring buffer's size for max_entries: STACKS_RING_BYTES with --stacks, one page without. */
-__u32 stacks_ring_size(bool on);
+/* The ring buffer's size for max_entries: half a second of records at hz on ncpus and the budget's event
+ * stacks, between STACKS_RING_MIN and STACKS_RING_MAX; one page without --stacks (hz 0). */
+__u32 stacks_ring_size(__u32 hz, __u32 budget, int ncpus);
 
 #endif

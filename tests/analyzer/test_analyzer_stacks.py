@@ -227,6 +227,22 @@ def test_a_timeline_with_losses_is_said(capture_file):
     assert any("untagged (cannot read the tag timeline" in line for line in said), said
 
 
+def test_the_budgets_held_back_stacks_and_the_modules_not_opened_are_said(capture_file):
+    """Nothing silent (schema 9): the events due a stack when the target's budget was spent, and the modules the collector
+    could not open (the first 16 named, the rest counted)."""
+    from spinscope.analysis.stack_costs import notes
+    said_of = block([stack(7, [0, 2, 3, 4], 3)])
+    said_of.update(event_budget_per_s=396, deferred=1234, ring_bytes=8 << 20,
+                   modules={"opened": 3, "shared": 40, "evicted": 0, "unopened": 18,
+                            "unopened_names": [f"lib{i}.so" for i in range(16)]})
+    said = notes(analyze(load(capture_file({**captures.clean_event_loop(), "stacks": said_of}, "said.json"))))
+    assert [line for line in said if "budget" in line or "opened" in line] == [
+        "stacks: the target's budget of 396 event stacks a second was spent at 1,234 events due a stack: they weigh "
+        "in their thread's next stack, so the call sites' events stay exact, from fewer stacks",
+        "stacks: 18 modules of the target could not be opened (" + ", ".join(f"lib{i}.so" for i in range(16))
+        + " and 2 more): their frames are named module+offset, without function, file or line"]
+
+
 def test_a_jvm_hand_back_is_named_by_the_java_method_that_entered_the_runtimes_machinery():
     """A pool thread handing a connection back: libc's condition variable under libjvm's monitor (C++
     names with their parameters), under a JVM stub, under the selector's wakeup. The call site is the Java

@@ -82,22 +82,35 @@ class FixtureRun:
 EVERY_CALL_TIMED = ("--time-sample", "1")
 
 
+def host_pid(launched: int, pid: int) -> int:
+    """The host PID of the process that says it is pid (in its own PID namespace): launched, or one of its
+    children (`unshare --pid --fork` runs the command as its child)."""
+    children = Path(f"/proc/{launched}/task/{launched}/children").read_text().split()
+    for candidate in (launched, *map(int, children)):
+        status = Path(f"/proc/{candidate}/status").read_bytes()  # its Name: line is the target's bytes
+        nspid = next(line.split()[1:] for line in status.splitlines() if line.startswith(b"NSpid:"))
+        if int(nspid[-1]) == pid:
+            return candidate
+    raise AssertionError(f"no process of {launched}'s says it is PID {pid}")
+
+
 def run_fixture(name: str, *args: str, tmp_path: Path, collector_args: tuple[str, ...] = (),
-                program: Path = COLLECTOR, env: dict | None = None) -> FixtureRun:
+                program: Path = COLLECTOR, env: dict | None = None, wrapper: tuple[str, ...] = ()) -> FixtureRun:
     """Start fixture NAME, attach the collector (program, run with env), let the fixture run, and read
-    both accounts.
+    both accounts. wrapper, when given, is a command that runs the fixture (its path the last argument),
+    as a container would: the fixture is found by the PID it says it has in its own namespace.
 
     The collector stops by itself when the fixture exits, which also exercises that path. Every call is
     timed unless collector_args say --time-sample."""
     if "--time-sample" not in collector_args:
         collector_args = (*EVERY_CALL_TIMED, *collector_args)
     output = tmp_path / f"{name}.json"
-    fixture = subprocess.Popen([str(FIXTURES / name), *args], stdin=subprocess.PIPE,
+    fixture = subprocess.Popen([*wrapper, str(FIXTURES / name), *args], stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, text=True)
     collector = None
     try:
         out = LineReader(fixture.stdout)
-        pid = int(out.wait_for(lambda line: line.startswith("ready")).split()[1])
+        pid = host_pid(fixture.pid, int(out.wait_for(lambda line: line.startswith("ready")).split()[1]))
         collector, err = start_collector(pid, output, *collector_args, program=program, env=env)
         fixture.stdin.write("go\n")
         fixture.stdin.flush()

@@ -70,8 +70,8 @@ def test_reused_tids_are_new_threads(tmp_path):
     never a second write on a dead thread's row."""
     n = PID_MAX + 4000
     # Paced at 5,000 threads/s (7 s): each thread leaves about two wakeup edges, and the collector moves a
-    # gone thread's edges out of the map (at least 4,096 entries) every 0.1 s, so about 1,000 edges wait per
-    # drain, room for a drain 0.3 s late. Unpaced, a CI run with other loads on the machine once delayed
+    # gone thread's edges out of the map (at least 16,384 entries; 4,096 when this was measured) every 0.1 s,
+    # so about 1,000 edges wait per drain, room for a drain 0.3 s late (1.5 s now). Unpaced, a CI run with other loads on the machine once delayed
     # the drains enough to fill the map (drops.wakeup_edges 1,765: said in the capture, as it should be,
     # but not what this test is about).
     run = run_fixture("churn", str(n), "5000", tmp_path=tmp_path, collector_args=("--interval", "0.5"))

@@ -13,7 +13,7 @@ from spinscope.analysis import stacks as S
 from spinscope.analysis.patterns import HANDOFF_OVERHEAD, SPURIOUS_SELECT, WRITE_SPIN
 from spinscope.tracing import tag_timeline as T
 
-from collector_harness import run_fixture
+from collector_harness import COLLECTOR, run_fixture
 
 SPINS, EMPTIES, ITEMS = 5000, 150, 200
 HZ = "199"
@@ -26,8 +26,11 @@ def timeline_path(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, timeline_path):
+    # A budget for the whole target above what the fixture's threads take: this file holds each thread's
+    # own stride (test_stacks_budget.py holds the target's budget).
     return run_fixture("callsites", tmp_path=tmp_path_factory.mktemp("callsites"),
-                       collector_args=("--stacks", HZ, "--tag-timeline", str(timeline_path)))
+                       collector_args=("--stacks", HZ, "--stacks-budget", "100000", "--tag-timeline",
+                                       str(timeline_path)))
 
 
 def events(stackset, tid, source):
@@ -104,6 +107,56 @@ def test_the_caller_of_libc_is_on_the_stack_without_frame_pointers(run):
     assert "start_thread" in names, names
     own = stack.frames[1]
     assert own.module == "callsites" and own.file == "callsites.c" and own.line > 0
+
+
+def container(mount_point: Path, pid_namespace: bool) -> tuple[str, ...]:
+    """A wrapper that runs the fixture (its path, the last argument) from a file that exists only in a mount
+    namespace of its own, on a tmpfs mounted over mount_point (empty outside it), as a container runs its
+    image's binaries; and, with pid_namespace, as PID 1 of a PID namespace of its own."""
+    pid = ("--pid", "--fork", "--kill-child", "--mount-proc") if pid_namespace else ()
+    script = 'mount -t tmpfs tmpfs "$0" && cp "$1" "$0/callsites" && exec "$0/callsites"'
+    return ("unshare", "--mount", "--propagation", "private", *pid, "sh", "-c", script, str(mount_point))
+
+
+@pytest.mark.parametrize("pid_namespace", [False, True], ids=["mount-namespace", "and-pid-namespace"])
+def test_a_binary_only_in_the_targets_mount_namespace_names_its_call_site(tmp_path, pid_namespace):
+    """The collector opens the target's modules as the target maps them (/proc/PID/map_files), not by their
+    path in its own filesystem, where this one is not: function, file and line, and its callers."""
+    mount_point = tmp_path / "image"
+    mount_point.mkdir()
+    got = run_fixture("callsites", tmp_path=tmp_path, wrapper=container(mount_point, pid_namespace),
+                      collector_args=("--stacks", HZ))
+    assert list(mount_point.iterdir()) == []  # the binary is not on the collector's side
+    modules = got.capture["stacks"]["modules"]
+    assert modules["unopened"] == 0 and modules["unopened_names"] == []
+    site = S.pattern_stacks(S.load(got.capture), S.WRITE_SPIN).call_sites[0]
+    assert (site.frame.name, site.frame.module, site.frame.file) == ("spin_retry_site", "callsites", "callsites.c")
+    assert site.frame.line > 0
+    assert [f.name for f in site.context][:2] == ["spinner", "start_thread"]
+
+
+def test_a_module_that_cannot_be_opened_is_said(tmp_path):
+    """A module the collector cannot open (its file deleted once mapped, and no CAP_SYS_ADMIN or
+    CAP_CHECKPOINT_RESTORE for /proc/PID/map_files) is counted and named in the capture, and the report says
+    its frames are module+offset: never the host's file of that path, never silently."""
+    binary = tmp_path / "callsites-gone"
+    deleted = f'cp "$0" {binary} || exit 1; (while kill -0 $$ && ! grep -qs callsites-gone /proc/$$/maps; ' \
+              f'do sleep 0.01; done; rm {binary}) & exec {binary}'
+    collector = tmp_path / "collector"
+    collector.write_text(f"#!/bin/sh\nexec setpriv --bounding-set -sys_admin,-checkpoint_restore "
+                         f"--inh-caps -sys_admin,-checkpoint_restore {COLLECTOR} \"$@\"\n")
+    collector.chmod(0o755)
+    got = run_fixture("callsites", tmp_path=tmp_path, wrapper=("sh", "-c", deleted), program=collector,
+                      collector_args=("--stacks", HZ))
+    modules = got.capture["stacks"]["modules"]
+    assert (modules["unopened"], modules["unopened_names"]) == (1, ["callsites-gone (deleted)"])
+    site = S.pattern_stacks(S.load(got.capture), S.WRITE_SPIN).call_sites[0]
+    assert (site.frame.module, site.frame.symbol) == ("callsites-gone (deleted)", None)
+    from spinscope.analysis import capture, metrics, stack_costs
+    notes = stack_costs.notes(metrics.analyze(capture.loads(json.dumps(got.capture).encode())))
+    assert [n for n in notes if "could not be opened" in n] == [
+        "stacks: 1 module of the target could not be opened (callsites-gone (deleted)): its frames are named "
+        "module+offset, without function, file or line"]
 
 
 def test_per_pattern_call_sites(run):

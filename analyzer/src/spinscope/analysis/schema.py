@@ -138,7 +138,8 @@ def _rows(path: str, keys: Iterable[str], since: int = 1, required: bool = False
 # (intervals[].request_ns, cross_thread), schema 9 the kernel's BPF features the collector probed
 # (host.features), what they left out of the capture (settings.left_out), the frame headers refused, the
 # responses held by Nagle's algorithm (SCHEMA9_COUNTERS, SCHEMA9_REQUEST_SUMS) and the stack source of their
-# writes (nagle-write).
+# writes (nagle-write); and it made stacks.event_budget_per_s the whole target's budget and added how it was
+# spent (stacks.deferred), the ring's size and the modules' files (stacks.modules).
 KEYS: tuple[Key, ...] = (
     Key("", "schema", required=True), Key("", "format", TEXT, required=True), Key("", "tool", OBJECT),
     Key("", "target", OBJECT), Key("", "host", OBJECT), Key("", "start_time", TEXT),
@@ -218,6 +219,9 @@ KEYS: tuple[Key, ...] = (
     *_rows("stacks.records", STACK_SOURCES, 6), *_rows("stacks.events", STACK_EVENT_SOURCES, 6),
     *_rows("stacks.events_without_stack", STACK_EVENT_SOURCES, 6),
     *_rows("stacks.lost", ("ring_full", "unique_stacks_cap", "out_of_memory"), 6),
+    Key("stacks", "ring_bytes", since=9), Key("stacks", "deferred", since=9), Key("stacks", "modules", OBJECT, 9),
+    *_rows("stacks.modules", ("opened", "shared", "evicted", "unopened"), 9),
+    Key("stacks.modules", "unopened_names", TEXTS_OR_NULL, 9),
     Key("stacks.frames[]", "kind", TEXT, 6), Key("stacks.frames[]", "module", TEXT, 6),
     Key("stacks.frames[]", "address", since=6), Key("stacks.frames[]", "symbol", TEXT_OR_NULL, 6),
     Key("stacks.frames[]", "symbol_offset", since=6), Key("stacks.frames[]", "file", TEXT_OR_NULL, 6),

@@ -89,4 +89,16 @@ def notes(analysis: Analysis) -> list:
     if stackset.no_user_frames:
         out.append(f"stacks: {stackset.no_user_frames:,} records could not be unwound in user space (kept with "
                    "their kernel frames)")
+    if stackset.deferred:
+        out.append(f"stacks: the target's budget of {stackset.budget:,} event stacks a second was spent at "
+                   f"{stackset.deferred:,} events due a stack: they weigh in their thread's next stack, so the call "
+                   "sites' events stay exact, from fewer stacks")
+    unopened = int(stackset.modules.get("unopened", 0))
+    if unopened:
+        names = [str(n) for n in stackset.modules.get("unopened_names") or ()]
+        more = unopened - len(names)
+        listed = ", ".join(names) + (f" and {more:,} more" if more > 0 else "")
+        out.append(f"stacks: {unopened:,} module{'s' if unopened != 1 else ''} of the target could not be opened "
+                   f"({listed}): {'their' if unopened != 1 else 'its'} frames are named module+offset, without "
+                   "function, file or line")
     return out

@@ -154,6 +154,9 @@ class StackSet:
     unwinder: str
     tail: dict = field(default_factory=dict)  # events_without_stack, by source
     helper: dict | None = None  # the runtime helper's own account, when it ran
+    budget: int = 0    # event stacks a second for the whole target (schema 9; before, per thread and source)
+    deferred: int = 0  # events due a stack when the budget was spent (schema 9): they are in the next stack
+    modules: dict = field(default_factory=dict)  # the modules' files opened, shared, not opened (schema 9)
 
     @property
     def cpu_samples(self) -> list:
@@ -195,7 +198,9 @@ def load(capture: Mapping) -> StackSet | None:
                     dict(block.get("lost", {})), int(block.get("no_user_frames", 0)), int(block.get("truncated", 0)),
                     float(block.get("collector_cpu_s", 0.0)), str(block.get("unwinder", "")),
                     dict(block.get("events_without_stack", {})),
-                    block.get("helper") if isinstance(block.get("helper"), Mapping) else None)
+                    block.get("helper") if isinstance(block.get("helper"), Mapping) else None,
+                    int(block.get("event_budget_per_s", 0)), int(block.get("deferred", 0)),
+                    dict(block.get("modules") or {}))
 
 
 def _frame(f: Mapping) -> Frame:

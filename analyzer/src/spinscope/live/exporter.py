@@ -182,8 +182,7 @@ class Exporter:
         from spinscope.live import stream as live
 
         on = self.args.duty[0] if self.args.duty else None
-        stacks = ("--stacks", str(self.args.stacks)) if self.args.stacks else ()
-        stream = live.LiveCollector(target_args, duration=on, extra=("--quiet", *stacks))
+        stream = live.LiveCollector(target_args, duration=on, extra=("--quiet", *targets.stacks_args(self.args)))
         stream.wait_ready()
         return stream
 

@@ -96,6 +96,8 @@ def edge_rows(analysis: Analysis) -> list:
     threads, wakeups, requests = analysis.threads, analysis.capture.wakeups, analysis.requests
 
     def who(tid):
+        if tid == 0:  # a thread gone past the edges kept of exited threads (docs/capture-format.md)
+            return "(a thread not named)"
         if tid not in threads:
             return f"tid {tid}"
         return f"{ROLE_NOUNS[threads[tid]['role']]} {threads[tid]['comm']}/{tid}"

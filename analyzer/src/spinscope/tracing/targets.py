@@ -100,6 +100,11 @@ def add_options(parser: argparse.ArgumentParser, spec: Targets) -> None:
         help=f"also sample the target's call stacks, HZ times a second on each CPU (default {STACKS_HZ}), tagged with "
         "what each thread was doing, and the call sites of each pattern's events; adds each label's call sites and "
         "the hand-off's user-space cost. No frame pointers or restart needed; off by default")
+    parser.add_argument_group("stacks").add_argument(
+        "--stacks-budget", type=int, default=0, metavar="N",
+        help="with --stacks: the pattern events' stacks a second for the whole target, shared by its threads "
+        "(default 4 x HZ); the events due a stack past it weigh in their thread's next stack, and the report says "
+        "how many")
 
 
 def _cgroup_help(spec: Targets) -> str:
@@ -139,6 +144,8 @@ def check(args: argparse.Namespace, spec: Targets) -> None:
         _check_map_sizes(args)
     if not 0 <= args.stacks <= STACKS_HZ_MAX:
         raise UsageError(f"--stacks takes a rate from 1 to {STACKS_HZ_MAX} samples a second, not {args.stacks}")
+    if args.stacks_budget and (args.stacks_budget < 0 or not args.stacks):
+        raise UsageError("--stacks-budget takes a number of stacks a second, with --stacks")
     if spec.pid_ns:
         _check_pid_ns(args)
     for name in getattr(args, "comm", ()):
@@ -147,10 +154,18 @@ def check(args: argparse.Namespace, spec: Targets) -> None:
     _resolve_cgroups(args, spec)
 
 
+def stacks_args(args: argparse.Namespace) -> list:
+    """--stacks and its budget on the collector's command line, as the verb was given them (or nothing)."""
+    if not getattr(args, "stacks", 0):
+        return []
+    budget = getattr(args, "stacks_budget", 0)
+    return ["--stacks", str(args.stacks), *(["--stacks-budget", str(budget)] if budget else [])]
+
+
 def collector_target(args: argparse.Namespace) -> list:
     """What selects a one-target verb's target (record, top) on the collector's command line, once checked:
     nothing for a command (the collector runs it, after its options, and follows its children itself)."""
-    stacks = ["--stacks", str(args.stacks)] if getattr(args, "stacks", 0) else []
+    stacks = stacks_args(args)
     if getattr(args, "command", None):
         return stacks
     if args.cgroup is not None:
