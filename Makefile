@@ -23,6 +23,10 @@ BPF_SRC    := bpf/spinscope.bpf.c
 BPF_HDRS   := $(wildcard bpf/*.h)
 COLLECTOR_SRCS := $(wildcard collector/*.c)
 COLLECTOR_HDRS := $(wildcard collector/*.h)
+# Rust's demangler for the collector's stack frames (collector/rustc-demangle/: the rustc-demangle crate behind
+# one C function), a static library built with cargo at the versions of its Cargo.lock.
+RUST_DEMANGLE := $(BUILD)/rustc-demangle/release/libspinscope_rustc_demangle.a
+CARGO ?= $(shell command -v cargo || echo $(HOME)/.cargo/bin/cargo)
 FIXTURE_SRCS := $(wildcard tests/fixtures/*.c)
 FIXTURES   := $(patsubst tests/fixtures/%.c,$(BUILD)/fixtures/%,$(FIXTURE_SRCS))
 
@@ -47,9 +51,14 @@ $(BUILD)/spinscope.bpf.o: $(BPF_SRC) $(BPF_HDRS) $(BUILD)/vmlinux.h
 $(BUILD)/spinscope.skel.h: $(BUILD)/spinscope.bpf.o
 	$(BPFTOOL) gen skeleton $< name spinscope_bpf > $@.tmp && mv $@.tmp $@
 
-$(BUILD)/spinscope-collector: $(COLLECTOR_SRCS) $(COLLECTOR_HDRS) $(BPF_HDRS) $(BUILD)/spinscope.skel.h $(VERSION_SRC)
+$(BUILD)/spinscope-collector: $(COLLECTOR_SRCS) $(COLLECTOR_HDRS) $(BPF_HDRS) $(BUILD)/spinscope.skel.h $(VERSION_SRC) $(RUST_DEMANGLE)
 	$(CC) $(CFLAGS) $(WARN) $(COLLECTOR_CPPFLAGS) $(COLLECTOR_SRCS) -o $@ \
-		$(shell pkg-config --libs libbpf json-c) -ldw -lelf -lz -lstdc++
+		$(shell pkg-config --libs libbpf json-c) -ldw -lelf -lz -lstdc++ $(RUST_DEMANGLE)
+
+$(RUST_DEMANGLE): collector/rustc-demangle/Cargo.toml collector/rustc-demangle/Cargo.lock collector/rustc-demangle/lib.rs
+	CARGO_TARGET_DIR=$(BUILD)/rustc-demangle $(CARGO) build --release --locked --quiet \
+		--manifest-path collector/rustc-demangle/Cargo.toml
+	touch $@
 
 # The collector's C units tested on their own (tests/c/*_test.c, run by tests/collector/test_c_units.py):
 # each links with the collector's sources but its own main().
@@ -57,10 +66,10 @@ CTEST_SRCS := $(wildcard tests/c/*_test.c)
 CTESTS     := $(patsubst tests/c/%.c,$(BUILD)/ctests/%,$(CTEST_SRCS))
 ctests: $(CTESTS)
 
-$(BUILD)/ctests/%: tests/c/%.c $(wildcard tests/c/*.h) $(filter-out collector/main.c,$(COLLECTOR_SRCS)) $(COLLECTOR_HDRS) $(BPF_HDRS) $(BUILD)/spinscope.skel.h
+$(BUILD)/ctests/%: tests/c/%.c $(wildcard tests/c/*.h) $(filter-out collector/main.c,$(COLLECTOR_SRCS)) $(COLLECTOR_HDRS) $(BPF_HDRS) $(BUILD)/spinscope.skel.h $(RUST_DEMANGLE)
 	mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(WARN) $(COLLECTOR_CPPFLAGS) $< $(filter-out collector/main.c,$(COLLECTOR_SRCS)) -o $@ \
-		$(shell pkg-config --libs libbpf json-c) -ldw -lelf -lz -lstdc++
+		$(shell pkg-config --libs libbpf json-c) -ldw -lelf -lz -lstdc++ $(RUST_DEMANGLE)
 
 # `make dist`: build/dist/spinscope-collector, a collector that runs on any x86-64 Linux with a BTF kernel and
 # nothing installed (copy it to a host where Python is not wanted: record there, analyse elsewhere), and
@@ -69,7 +78,9 @@ $(BUILD)/ctests/%: tests/c/%.c $(wildcard tests/c/*.h) $(filter-out collector/ma
 # The collector is linked fully static: libbpf, libelf, libdw (--stacks' unwinder, with its bzip2 and xz
 # decompressors), libstdc++'s demangler, zlib, json-c and glibc too (libelf here needs no zstd), `ldd` says
 # "not a dynamic executable". The linker warns that libdw's debuginfod client uses dlopen: that path runs
-# only with DEBUGINFOD_URLS set, which the collector unsets (collector/stacks.c), so it never runs. The
+# only with DEBUGINFOD_URLS set, which the collector unsets (collector/stacks.c), so it never runs; and that
+# Rust's standard library (in the demangler's static library, collector/rustc-demangle/) holds getpwuid_r and
+# getaddrinfo: its home directory and name lookups, which the demangler never calls. The
 # BPF object is inside it (the skeleton), as in every build. Building the wheel fetches setuptools from
 # PyPI (pip's build isolation).
 DIST  := $(BUILD)/dist
@@ -78,10 +89,10 @@ PY_SRCS := $(shell find analyzer/src/spinscope -name '*.py')
 
 dist: $(DIST)/spinscope-collector $(WHEEL)
 
-$(DIST)/spinscope-collector: $(COLLECTOR_SRCS) $(COLLECTOR_HDRS) $(BPF_HDRS) $(BUILD)/spinscope.skel.h $(VERSION_SRC)
+$(DIST)/spinscope-collector: $(COLLECTOR_SRCS) $(COLLECTOR_HDRS) $(BPF_HDRS) $(BUILD)/spinscope.skel.h $(VERSION_SRC) $(RUST_DEMANGLE)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(WARN) $(COLLECTOR_CPPFLAGS) $(COLLECTOR_SRCS) -o $@.tmp -static -s \
-		$(shell pkg-config --static --libs libbpf json-c) -ldw -lbz2 -llzma -lelf -lz -lstdc++
+		$(shell pkg-config --static --libs libbpf json-c) -ldw -lbz2 -llzma -lelf -lz -lstdc++ $(RUST_DEMANGLE)
 	mv $@.tmp $@
 
 $(WHEEL): $(DIST)/spinscope-collector $(PY_SRCS) pyproject.toml setup.py
@@ -114,8 +125,10 @@ test: setup
 # bundled captures. No root, no apt, no build; runs as any user, one worker per CPU (pytest-xdist: about
 # 2 minutes on 2 CPUs, 4 in one process). Needs the package installed once (`make setup`, or
 # `pip install -e .[test]`).
+# PYTHONPATH: this checkout's analyzer first, whichever checkout the editable install points at (a git
+# worktree's `make unit` would otherwise test the main tree's code).
 unit:
-	$(PYTHON) -m pytest -q -n auto -m "not root" tests
+	PYTHONPATH=$(abspath analyzer/src) $(PYTHON) -m pytest -q -n auto -m "not root" tests
 
 demo: setup
 	$(MAKE) all

@@ -113,6 +113,10 @@ static __always_inline void poll_exit(struct thread_stats *t, __u32 cls, struct 
 	else
 		nowait = t->inflight.flags & CALL_NOWAIT;
 	t->in_request = 0; /* it went back to its loop */
+	/* ...and out of a hand-off's window, unless this poll slept and a hand-back woke it (the switch-in
+	 * opened the window anew): the cycle that begins now is the hand-back's. */
+	if (stack_hz && !call->waits)
+		t->handoff_window = 0;
 	t->c.poll_calls++;
 	t->c.poll_ns += call->wall;
 	t->c.poll_oncpu_ns += call->oncpu;

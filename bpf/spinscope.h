@@ -221,7 +221,7 @@ enum stack_source {
 #define STACK_TAG_WRITE_STALL 0x01  /* after a stalled socket write, before the thread's next wait */
 #define STACK_TAG_EMPTY_CYCLE 0x02  /* in a wakeup cycle that began with an empty poll, no work found yet */
 #define STACK_TAG_READY_CYCLE 0x04  /* in a cycle that began with ready fds, no work found yet */
-#define STACK_TAG_HANDOFF 0x08      /* in a call that handed off, or woken by a hand-off and not blocked since */
+#define STACK_TAG_HANDOFF 0x08      /* in a call that handed off, or woken by a hand-off and not blocked or polled since */
 #define STACK_TAG_REQUEST 0x10      /* read a request, has not written or polled since */
 #define STACK_TAG_KERNEL 0x20       /* the sample interrupted the kernel (a syscall): kstack holds its frames */
 #define STACK_TAG_NO_THREAD 0x40    /* the thread had no entry (a full threads map): nothing else known */
@@ -317,7 +317,7 @@ struct thread_stats {
 	__u32 cycle_productive;   /* the thread found work since (see poll_cycle_end) */
 	__u32 cycle_dispatch;     /* ...or deregistered or re-armed a socket in an epoll set since */
 	/* --stacks (stacks.bpf.h): what a stack sample is tagged with, and the event stacks' budget. */
-	__u32 handoff_window;     /* woken by another of the target's threads, not blocked since */
+	__u32 handoff_window;     /* woken by another of the target's threads, not blocked or polled since */
 	__u32 stall_open;         /* its latest socket write stalled, and it has not waited since... */
 	__u32 stall_waits;        /* ...(thread_waits() right after that write) */
 	struct stack_event_budget stack_events[STACK_EVENT_SOURCES]; /* per event source (stacks.bpf.h) */

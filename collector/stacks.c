@@ -34,6 +34,7 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <dwarf.h>
 #include <elfutils/libdwfl.h>
 #include <elfutils/version.h>
 
@@ -98,6 +99,9 @@ struct frame {
 	__u64 symbol_offset;
 	char *file;     /* the source file's name (no directory), or NULL */
 	int line;
+	bool rust;      /* symbol is a Rust name, demangled by Rust's demangler: its kind is "rust" */
+	__u32 inlined_into; /* a function inlined at this address: the frame of the one it is inlined into;
+			     * UINT32_MAX for the function the address is in (its symbol) */
 };
 
 struct stack {
@@ -228,7 +232,7 @@ static __u64 frame_hash(const struct frame *f)
 		h = (h ^ (unsigned char)*p) * 0x100000001B3ULL;
 	for (const char *p = f->symbol ? f->symbol : ""; *p; p++)
 		h = (h ^ (unsigned char)*p) * 0x100000001B3ULL;
-	return mix64(h + f->symbol_offset);
+	return mix64(h + f->symbol_offset + f->inlined_into);
 }
 
 static __u64 frame_hash_at(const void *ctx, __u32 i)
@@ -254,7 +258,7 @@ static __u32 frame_intern(struct stacks *st, struct frame *f)
 		struct frame *g = &st->frames[t->slots[j] - 1];
 
 		if (g->address == f->address && g->symbol_offset == f->symbol_offset && !strcmp(g->module, f->module) &&
-		    same_text(g->symbol, f->symbol)) {
+		    same_text(g->symbol, f->symbol) && g->inlined_into == f->inlined_into) {
 			free(f->module), free(f->symbol), free(f->file);
 			return t->slots[j] - 1;
 		}
@@ -355,7 +359,7 @@ out:
 
 static __u32 kernel_frame(struct stacks *st, __u64 ip)
 {
-	struct frame f = { .module = strdup("[kernel]") };
+	struct frame f = { .module = strdup("[kernel]"), .inlined_into = UINT32_MAX };
 	size_t lo = 0, hi;
 
 	if (!st->ksyms_read)
@@ -658,15 +662,26 @@ static void mapping_of(int pid, __u64 pc, struct frame *f)
 		f->module = strdup("[unknown]");
 }
 
-/* C++'s demangler (libstdc++'s, as perf and eu-stack use): a C++ or Rust-legacy symbol as a person reads
- * it, `JavaCalls::call_helper(JavaValue*, ...)`; anything else as it is. */
+/* C++'s demangler (libstdc++'s, as perf and eu-stack use): a C++ symbol as a person reads it,
+ * `JavaCalls::call_helper(JavaValue*, ...)`. Rust's (the rustc-demangle crate, collector/rustc-demangle/),
+ * first: a Rust symbol, legacy or v0, as Rust writes it, `<F as axum::handler::Handler<(M, T1), S>>::call`,
+ * without its hash (C++'s demangler reads a legacy Rust name as C++ and leaves `$LT$` and the hash in it).
+ * Anything else as it is. */
 char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
+int spinscope_rust_demangle(const char *symbol, char *out, size_t size);
 
-static char *symbol_dup(const char *name)
+static char *symbol_dup(const char *name, bool *rust)
 {
+	char rust_name[1024];
 	int status = -1;
-	char *plain = name[0] == '_' && name[1] == 'Z' ? __cxa_demangle(name, NULL, NULL, &status) : NULL;
+	char *plain;
 
+	if (name[0] == '_' && (name[1] == 'R' || name[1] == 'Z') &&
+	    spinscope_rust_demangle(name, rust_name, sizeof(rust_name))) {
+		*rust = true;
+		return strdup(rust_name);
+	}
+	plain = name[0] == '_' && name[1] == 'Z' ? __cxa_demangle(name, NULL, NULL, &status) : NULL;
 	return plain && status == 0 ? plain : strdup(name);
 }
 
@@ -701,9 +716,101 @@ static bool lines_wanted(const char *module)
 	return true;
 }
 
+/*
+ * An inlined function's name as a person reads it, from its DIE (its abstract origin's, where the name is):
+ * its linkage name demangled where it has one; else its name qualified by the namespaces, types and
+ * functions that hold it (`axumbytes::bytes::{async_fn#0}`: Rust's DWARF names an inlined function by its
+ * last segment, `{async_fn#0}`, and gives no linkage name). rust: the compile unit is Rust's.
+ */
+static char *die_name(Dwarf_Die *cu, Dwarf_Die *die, bool *rust)
+{
+	Dwarf_Attribute attr;
+	Dwarf_Die origin, *parents = NULL;
+	const char *name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &attr));
+	char qualified[1024] = "";
+	size_t used = 0;
+	int n;
+
+	if (name)
+		return symbol_dup(name, rust);
+	if (!dwarf_formref_die(dwarf_attr(die, DW_AT_abstract_origin, &attr), &origin))
+		origin = *die;
+	n = dwarf_getscopes_die(&origin, &parents); /* origin itself first, then what holds it, the unit last */
+	for (int i = n - 1; i >= 0; i--) {
+		const char *part = dwarf_diename(&parents[i]);
+
+		if (!part || dwarf_tag(&parents[i]) == DW_TAG_compile_unit)
+			continue;
+		used += snprintf(qualified + used, used < sizeof(qualified) ? sizeof(qualified) - used : 0, "%s%s",
+				 used ? "::" : "", part);
+	}
+	free(parents);
+	if (!used)
+		return NULL;
+	*rust = dwarf_srclang(cu) == DW_LANG_Rust;
+	return strndup(qualified, sizeof(qualified) - 1);
+}
+
+/* The source line of the call an inlined function's scope stands for (its caller's line): file and line. */
+static void call_line(Dwarf_Die *scope, Dwarf_Files *files, struct frame *f)
+{
+	Dwarf_Attribute attr;
+	Dwarf_Word file = 0, line = 0;
+	const char *path;
+
+	if (files && dwarf_formudata(dwarf_attr(scope, DW_AT_call_file, &attr), &file) == 0 &&
+	    dwarf_formudata(dwarf_attr(scope, DW_AT_call_line, &attr), &line) == 0 &&
+	    (path = dwarf_filesrc(files, file, NULL, NULL))) {
+		f->file = basename_dup(path);
+		f->line = (int)line;
+	}
+}
+
+/*
+ * pc's frame f (its function's symbol and pc's line) with the functions inlined at pc, from libdw's scopes
+ * (DW_TAG_inlined_subroutine, innermost first): each a frame at the same address, inlined into the next one
+ * out (inlined_into), each but the innermost at the line of the call inlined in it, so that a handler
+ * inlined into a library's closure is named with its line. Returns the innermost frame (f's own when nothing
+ * is inlined there, or the module has no DWARF), UINT32_MAX when out of memory. f's strings are taken over.
+ */
+static __u32 frame_with_inlined(struct stacks *st, Dwfl_Module *mod, __u64 pc, struct frame *f)
+{
+	Dwarf_Addr bias = 0;
+	Dwarf_Die *cu = dwfl_module_addrdie(mod, pc, &bias), *scopes = NULL;
+	int n = cu ? dwarf_getscopes(cu, pc - bias, &scopes) : 0, inlined[STACKS_MAX_DEPTH], k = 0;
+	char *pc_file = f->file ? strdup(f->file) : NULL;
+	Dwarf_Files *files = NULL;
+	__u32 frame;
+
+	for (int i = 0; i < n && k < STACKS_MAX_DEPTH; i++)
+		if (dwarf_tag(&scopes[i]) == DW_TAG_inlined_subroutine)
+			inlined[k++] = i;
+	if (k && dwarf_getsrcfiles(cu, &files, NULL) == 0) {
+		free(f->file);
+		f->file = NULL;
+		call_line(&scopes[inlined[k - 1]], files, f); /* the function of pc's symbol: its inlined call's line */
+	}
+	frame = frame_intern(st, f);
+	for (int j = k - 1; j >= 0 && frame != UINT32_MAX && files; j--) {
+		struct frame g = { .module = strdup(f->module), .address = f->address, .inlined_into = frame };
+
+		if (!g.module)
+			break;
+		g.symbol = die_name(cu, &scopes[inlined[j]], &g.rust);
+		if (j)
+			call_line(&scopes[inlined[j - 1]], files, &g);
+		else if (pc_file) /* the innermost: pc's own line */
+			g.file = strdup(pc_file), g.line = f->line;
+		frame = frame_intern(st, &g);
+	}
+	free(pc_file);
+	free(scopes);
+	return frame;
+}
+
 static __u32 user_frame_named(struct stacks *st, struct process *p, Dwfl_Module *mod, __u64 pc)
 {
-	struct frame f = { 0 };
+	struct frame f = { .inlined_into = UINT32_MAX };
 	const char *name, *file;
 	Dwarf_Addr start = 0;
 	GElf_Off offset = 0;
@@ -720,7 +827,7 @@ static __u32 user_frame_named(struct stacks *st, struct process *p, Dwfl_Module 
 	if (!name && jit_frame(p, pc, &f))
 		return frame_intern(st, &f);
 	if (name) {
-		f.symbol = symbol_dup(name);
+		f.symbol = symbol_dup(name, &f.rust);
 		f.symbol_offset = offset;
 	}
 	f.module = basename_dup(dwfl_module_info(mod, NULL, &start, NULL, NULL, NULL, NULL, NULL)); /* the maps' path */
@@ -728,7 +835,9 @@ static __u32 user_frame_named(struct stacks *st, struct process *p, Dwfl_Module 
 	line = lines_wanted(f.module) ? dwfl_module_getsrc(mod, pc) : NULL;
 	if (line && (file = dwfl_lineinfo(line, NULL, &f.line, NULL, NULL, NULL)))
 		f.file = basename_dup(file);
-	return frame_intern(st, &f);
+	if (!line) /* no line tables (or none wanted: the C library's): no inline information read either */
+		return frame_intern(st, &f);
+	return frame_with_inlined(st, mod, pc, &f);
 }
 
 /* pc of process p as a frame: named once for every process that maps its library. */
@@ -809,9 +918,14 @@ static int frame_visit(Dwfl_Frame *state, void *arg)
 		pc--;
 	if (!pc)
 		return DWARF_CB_ABORT;
-	frame = user_frame(u->st, u->process, pc);
-	if (frame != UINT32_MAX)
+	/* pc's frame and, out from the innermost function inlined there, the functions it is inlined into */
+	for (frame = user_frame(u->st, u->process, pc); frame != UINT32_MAX; frame = u->st->frames[frame].inlined_into) {
+		if (u->n == STACKS_MAX_DEPTH) {
+			u->truncated = true;
+			return DWARF_CB_ABORT;
+		}
 		u->frames[u->n++] = frame;
+	}
 	return DWARF_CB_OK;
 }
 
@@ -1169,6 +1283,7 @@ static json_object *jframe(const struct frame *f)
 
 	json_object_object_add(o, "kind", json_object_new_string(!strcmp(f->module, "[kernel]") ? "kernel"
 								 : !strcmp(f->module, "[jit]")  ? "jit"
+								 : f->rust			? "rust"
 												: "native"));
 	json_object_object_add(o, "module", capture_text(f->module));
 	json_object_object_add(o, "address", json_object_new_uint64(f->address));

@@ -12,6 +12,9 @@ APT_PACKAGES=(
     iproute2 procps strace memcached
     chromium  # tests/analyzer/test_analyzer_pages_browser.py: the HTML pages laid out in a real browser
 )
+# Rust's demangler, linked into the collector (collector/rustc-demangle/): Debian's cargo unless one is
+# installed already (rustup's).
+command -v cargo >/dev/null || [[ -x "$HOME/.cargo/bin/cargo" ]] || APT_PACKAGES+=(cargo)
 # Extra tools: the tracers `make bench` compares with, the servers it, the reference benchmark and
 # tests/realservers run (with redis-benchmark).
 if [[ "${SPINSCOPE_SETUP_EXTRAS:-1}" == 1 ]]; then

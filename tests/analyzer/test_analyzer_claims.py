@@ -102,8 +102,9 @@ def test_a_rare_handoff_says_what_was_measured_not_a_mechanism(build, mechanism,
     text = " ".join([label.summary, *label.fixes])
     assert "selector" not in text and "each request" not in text and "every request" not in text, text
     rate = label.evidence["handoffs_per_request"]
-    assert f"{rate:.2f} handoffs between threads per request (about one request in {1 / rate:.0f})" in label.summary
-    assert label.fixes[0].startswith("few requests are handed over: the wait is for a CPU")
+    assert f"{rate:.2f} wakeups between threads per request (one in about {1 / rate:.0f} requests woke another " \
+           "thread; a hand-over to a thread already awake wakes none)" in label.summary
+    assert label.fixes[0].startswith("few requests woke another thread: the wait is for a CPU")
 
 
 def test_the_mechanisms_words_are_kept_at_their_rate(capture_file):

@@ -89,8 +89,8 @@ def test_call_site_is_the_innermost_own_frame_and_a_machinery_entry_its_outermos
     spin = S.Stack(1, "spin-write", frozenset(), 1, 7, chain(10, 11, 12))
     site, context = S.call_site(spin)
     assert site.where == "spin_retry_site (server.c:42)" and [f.name for f in context] == ["main"]
-    entry, context = S.machinery_entry(S.Stack(1, "runtime", frozenset(), 1, 1, chain(13, 6, 7, 8)))
-    assert entry.name == "run_in_threadpool" and context[0].name == "run_endpoint_function"
+    entry, context, through = S.machinery_entry(S.Stack(1, "runtime", frozenset(), 1, 1, chain(13, 6, 7, 8)))
+    assert entry.name == "run_in_threadpool" and context[0].name == "run_endpoint_function" and through is None
 
 
 def fastapi_like(user_machinery: int, other: int) -> dict:
@@ -260,3 +260,96 @@ def test_a_jvm_hand_back_is_named_by_the_java_method_that_entered_the_runtimes_m
     site = found.call_sites[0]
     assert site.frame.symbol.endswith("EPollSelectorImpl.wakeup()") and site.samples == 5
     assert site.context[0].symbol.endswith("ServerImpl.addEvent(sun.net.httpserver.Event)")
+
+
+# A Node server handing its file reads to libuv's pool, and a Rust one handing work to tokio's blocking pool:
+# runtimes and pool libraries that no machinery table names (issue 39).
+UNNAMED = [
+    frame("uv__work_done", module="node"),                                                      # 0
+    frame("uv__io_poll", module="node"),                                                        # 1
+    frame("readFileAfterStat", "node", "[node]", "node:fs"),                                    # 2
+    frame("V8::ExitFrame", "node", "[node]"),                                                   # 3
+    frame("serveFile", "node", "[node]", "server.js", 25),                                      # 4
+    frame("route", "node", "[node]", "node_modules/express/lib/router.js", 9),                  # 5
+    frame("pthread_cond_signal@@GLIBC_2.3.2", module="libc.so.6"),                              # 6
+    frame("uv_fs_open", module="node"),                                                         # 7
+    frame("tokio::runtime::task::harness::Harness<T,S>::complete", "rust", "my-server"),         # 8
+    frame("<F as axum::handler::Handler<(M, T1), S>>::call::{{closure}}", "rust", "my-server"),  # 9
+    frame("my_server::bytes::{{closure}}", "rust", "my-server", "main.rs", 30),                 # 10
+    frame("<my_server::Sum as core::ops::FnOnce<()>>::call_once", "rust", "my-server"),          # 11
+    frame("futex_wake", "kernel", "[kernel]"),                                                  # 12
+]
+
+
+def unnamed(*indices):
+    return tuple(S._frame(UNNAMED[i]) for i in indices)
+
+
+def test_own_code_on_runtimes_no_table_names():
+    """JavaScript in the application's script is its own, Node's own modules and installed packages are not;
+    in a Rust binary the crate named after it is its own, the crates linked into it are not (an impl's method
+    by its type's crate where the type has a path, else its trait's)."""
+    own = [S.is_own_code(S._frame(f)) for f in UNNAMED]
+    assert [i for i, mine in enumerate(own) if mine] == [4, 10, 11]
+    assert S.rust_crate("<F as axum::handler::Handler<(M, T1), S>>::call") == "axum"
+    assert S.rust_crate("<&mut my_server::Reader as std::io::Read>::read") == "my_server"
+    assert S.rust_crate("std::sys::sync::condvar::futex::Condvar::wait") == "std"
+    # V8's own frames are no JavaScript function: never a call site.
+    assert not S._language_method(S._frame(UNNAMED[3])) and S._language_method(S._frame(UNNAMED[2]))
+
+
+def test_the_handoffs_window_without_own_code_is_its_machinery_whatever_the_names():
+    """No table names libuv's completion or tokio's task harness: a sample in the hand-off's window (tagged),
+    on a thread of its request path, whose stack holds none of the target's own code, is the hand-off's; with
+    the user's code on it, untagged, or on a thread off the path (a JIT compiler's), it is not."""
+    window = frozenset({"handoff"})
+    completion = S.Stack(1, "runtime", window, 1, 1, unnamed(2, 3, 0, 1))
+    assert S.machinery_of(completion, on_path=True) == S.WINDOW
+    assert S.machinery_of(completion, on_path=False) is None
+    assert S.machinery_of(S.Stack(1, "runtime", frozenset(), 1, 1, unnamed(2, 3, 0, 1)), on_path=True) is None
+    assert S.machinery_of(S.Stack(1, "runtime", window, 1, 1, unnamed(5, 4, 0, 1)), on_path=True) is None
+    assert S.machinery_of(S.Stack(2, "cpu", window, 1, 1, unnamed(8, 9)), on_path=True) == S.WINDOW
+    assert S.machinery_of(S.Stack(2, "cpu", window, 1, 1, unnamed(11, 8)), on_path=True) is None
+    stackset = S.load({"stacks": block([stack(1, [2, 3, 0, 1], 6, "cpu", ["handoff"]),
+                                        stack(1, [4, 0, 1], 10, "cpu", ["handoff"]),
+                                        stack(3, [2, 3, 0, 1], 4, "cpu", ["handoff"])], UNNAMED)})
+    found = S.pattern_stacks(stackset, S.HANDOFF_OVERHEAD, tids=[1, 3], path_tids=[1])
+    assert (found.samples, found.machinery_user, found.machinery_runtimes) == (20, 6, {S.WINDOW: 6})
+    # Its cost, not where it is: the window makes no call site (the machinery and the events say where).
+    assert found.call_sites == []
+    # A stack the helper could not unwind cannot say it holds none of the target's code.
+    broken = S.Stack(1, "runtime", window, 1, 1, (S.Frame(S.ERROR, "[error]", "[unwind error 4012 in unknown]"),))
+    assert S.machinery_of(broken, on_path=True) is None
+
+
+def test_a_handoff_is_placed_at_the_users_code_that_entered_the_machinery():
+    """The call site of a hand-over is the user's function that made it, the machinery's entry beside it:
+    `serveFile (server.js:25)`, through what it called (`readFile`, not V8's frame between them); the JSON
+    says both."""
+    stackset = S.load({"stacks": block([stack(1, [12, 6, 7, 3, 2, 3, 4, 5], 3, "runtime", ["handoff", "kernel"])],
+                                       UNNAMED)})
+    site = S.pattern_stacks(stackset, S.HANDOFF_OVERHEAD).call_sites[0]
+    assert (site.frame.where, site.through.name, site.samples) == ("serveFile (server.js:25)", "readFileAfterStat", 3)
+    assert site.to_dict()["through"] == "readFileAfterStat" and site.to_dict()["callers"] == ["route (node_modules/express/lib/router.js:9)"]
+
+
+def test_the_shares_sum_is_at_most_the_whole():
+    from spinscope.analysis.patterns.handoff import whole_share
+
+    assert whole_share(0.95, 0.3) == 1.0 and whole_share(0.2, 0.1) == pytest.approx(0.3)
+    assert whole_share(0.2, None) == 0.2 and whole_share(None, 0.1) == pytest.approx(0.1)
+
+
+def test_a_capture_without_the_runtime_helper_says_so(capture_file):
+    """Nothing silent: a runtime target recorded with --stacks but without the helper (not built, not started,
+    or a -- COMMAND target) is read from native frames, and the report says what that means for the share."""
+    from spinscope.analysis.stack_costs import notes
+    skipped = block([stack(7, [13, 12], 5, "cpu", ["handoff"])])
+    skipped["helper"] = {"runtime": "cpython", "skipped": "cpython target: spinscope-stacks-helper not found"}
+    said = notes(analyze(load(capture_file({**captures.clean_event_loop(), "stacks": skipped}, "skipped.json"))))
+    assert any(line.startswith("stacks: recorded without the runtime helper (cpython target: spinscope-stacks-helper "
+                               "not found): the hand-off's user-space part is read from native frames") for line in said), said
+    skipped["helper"] = {"helper": "otel-ebpf-profiler", "samples": 0, "pids_sampled": None, "runtime": "node"}
+    said = notes(analyze(load(capture_file({**captures.clean_event_loop(), "stacks": skipped}, "none.json"))))
+    assert "stacks: the runtime helper ran but took no sample of the target: its runtime's frames are unnamed (read " \
+           "from native frames, as without the helper)" in said, said

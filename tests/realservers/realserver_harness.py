@@ -73,6 +73,8 @@ NETTY_BUILD = BUILD / "netty"  # netty-all's jars (lib/) and NettyBytes compiled
 GRPC_BUILD = BUILD / "grpc"  # grpc-netty-shaded's and grpc-stub's jars (lib/) and GrpcBytes compiled (classes/)
 GO = "/usr/local/go/bin/go"  # the Go toolchain (or `go` on PATH)
 GO_BUILD = BUILD / "gobytes"   # apps/gobytes built (gobytes) and Go's build cache (cache/)
+AXUM_BUILD = BUILD / "axumbytes"  # apps/axumbytes built by cargo (target/release/axumbytes)
+CARGO = Path.home() / ".cargo" / "bin" / "cargo"  # rustup's (scripts/setup.sh), or `cargo` on PATH
 APACHE_MODULES = Path("/usr/lib/apache2/modules")
 SETTLE_S = 0.5  # after the load, for the server to read its clients' closes before the probes go
 SIZES = (100, 102400)
@@ -291,7 +293,8 @@ def ensure_java(build: Path, source: Path, pom: Path | None = None, jar: str | N
                         f"-DoutputDirectory={lib}"], check=True, capture_output=True, timeout=600)
     compiled = classes / source.with_suffix(".class").name
     if not compiled.exists() or compiled.stat().st_mtime < source.stat().st_mtime:
-        subprocess.run(["javac", "-d", str(classes), *(["-cp", f"{lib}/*"] if pom else []), str(source)],
+        subprocess.run(["javac", "-d", str(classes), "-sourcepath", str(source.parent),
+                        *(["-cp", f"{lib}/*"] if pom else []), str(source)],
                        check=True, capture_output=True, timeout=300)
     return build
 
@@ -325,6 +328,20 @@ def _jdkhttp(workdir: Path, port: int, docroot: Path, pool: bool = False, nodela
     nagle-stall pair)."""
     return [binary("java"), "-XX:TieredStopAtLevel=1", f"-Dsun.net.httpserver.nodelay={str(nodelay).lower()}",
             "-cp", str(ensure_jdkhttp()), "JdkHttpBytes", str(port), "pool" if pool else "direct"]
+
+
+def ensure_jboss() -> Path:
+    """jboss-threads (and the jars it depends on) in build/jboss/lib, apps/JbossPoolBytes.java (and the
+    JdkHttpBytes handler it serves with) compiled into build/jboss/classes; returns build/jboss."""
+    return ensure_java(BUILD / "jboss", APPS / "JbossPoolBytes.java", APPS / "jboss" / "pom.xml", "jboss-threads-*.jar")
+
+
+def _jboss(workdir: Path, port: int, docroot: Path) -> list[str]:
+    """apps/JbossPoolBytes.java: the JDK's HTTP server, each exchange handed to a jboss-threads pool of 4. C1
+    only and TCP_NODELAY, as _jdkhttp."""
+    build = ensure_jboss()
+    return [binary("java"), "-XX:TieredStopAtLevel=1", "-Dsun.net.httpserver.nodelay=true",
+            "-cp", f"{build / 'classes'}:{build / 'lib'}/*", "JbossPoolBytes", str(port)]
 
 
 def ensure_grpc() -> Path:
@@ -370,6 +387,36 @@ def _go(workdir: Path, port: int, docroot: Path, gomaxprocs: int | None = None) 
     return ["/usr/bin/env", *env, str(ensure_gobytes()), str(port)]
 
 
+def cargo_toolchain() -> str | None:
+    return str(CARGO) if CARGO.exists() else binary("cargo")
+
+
+def ensure_axumbytes() -> Path:
+    """apps/axumbytes (axum 0.8 on tokio, its crates from crates.io at the versions of its Cargo.lock) built
+    in release mode with line tables into build/axumbytes once (again when a source changes); returns the
+    binary."""
+    source, target = APPS / "axumbytes", AXUM_BUILD / "target"
+    out = target / "release" / "axumbytes"
+    newest = max(f.stat().st_mtime for f in [*source.iterdir(), *(source / "src").iterdir()] if f.is_file())
+    if not out.exists() or out.stat().st_mtime < newest:
+        subprocess.run([cargo_toolchain(), "build", "--release", "--locked"], cwd=source,
+                       env={**os.environ, "CARGO_TARGET_DIR": str(target)}, check=True, capture_output=True,
+                       timeout=1200)
+    return out
+
+
+def _axum(workdir: Path, port: int, docroot: Path, mode: str = "inline") -> list[str]:
+    """apps/axumbytes: each request's 1 KiB checksum computed inline on the runtime's worker, handed to
+    tokio's blocking pool (MODE blocking: spawn_blocking) or to a thread of its own over a channel (channel)."""
+    return [str(ensure_axumbytes()), str(port), mode]
+
+
+def _node_file(workdir: Path, port: int, docroot: Path, mode: str = "readfile") -> list[str]:
+    """apps/node_file_bytes.js: each request's file read with fs.readFile (MODE readfile: libuv's thread
+    pool), kept in memory after its first read (memory), or asked of a worker thread that keeps it (worker)."""
+    return [binary("node"), str(APPS / "node_file_bytes.js"), str(port), str(docroot), mode]
+
+
 def _tornado(workdir: Path, port: int, docroot: Path, processes: int = 4, mode: str = "shared") -> list[str]:
     """apps/tornado_bytes.py: PROCESSES forked by tornado.process.fork_processes, on one listener bound
     before the fork (MODE shared: all wait on it) or each on its own with reuse_port=True (reuseport)."""
@@ -402,7 +449,10 @@ SERVER_KINDS = {
     "netty": ServerKind(_netty, ("java", "javac", "mvn")),
     "grpc": ServerKind(_grpc, ("java", "javac", "mvn")),
     "go": ServerKind(_go, ("go",)),
+    "axum": ServerKind(_axum, ("cargo",)),
+    "node-file": ServerKind(_node_file, ("node",)),
     "jdkhttp": ServerKind(_jdkhttp, ("java", "javac")),
+    "jboss": ServerKind(_jboss, ("java", "javac", "mvn")),
     "tornado": ServerKind(_tornado, (DEBIAN_PYTHON,), children=True, files=(DIST_PACKAGES / "tornado",)),
 }
 
@@ -410,7 +460,7 @@ SERVER_KINDS = {
 def missing_binaries(kind: str) -> list[str]:
     """What is not installed of what server KIND needs (scripts/setup.sh installs all of it)."""
     need = SERVER_KINDS[kind]
-    found = {"go": go_toolchain}
+    found = {"go": go_toolchain, "cargo": cargo_toolchain}
     return [b for b in need.binaries if (found[b]() if b in found else binary(b)) is None] + \
         [str(f) for f in need.files if not f.exists()]
 
@@ -724,6 +774,10 @@ CONFIGS = _configs(
 # connection wakes them all (at 4 clients they are mostly busy serving and the herd barely shows: 0.06
 # futile wakeups per request, against 0.56 at one client).
 HERD_LOAD = HttpLoad("/bytes/100", concurrency=1, keepalive=False)
+NODE_MODES = {"readfile": "fs.readFile per request (libuv's pool)", "memory": "the file kept in memory",
+              "worker": "the file asked of a worker thread (worker_threads) per request"}
+AXUM_MODES = {"blocking": "per request through spawn_blocking", "inline": "inline",
+              "channel": "per request to a thread of its own over std's mpsc, back over a tokio oneshot"}
 VERDICT_CONFIGS = _configs(
     Config("gunicorn-w4", "gunicorn", HERD_LOAD, {"workers": 4},
            "gunicorn, 4 sync workers on 2 CPUs, a new connection per request"),
@@ -763,6 +817,18 @@ VERDICT_CONFIGS = _configs(
     # all return events, the loop is busy, not busy-polling.
     Config("go-cpu0-c16", "go", HttpLoad("/bytes/100", concurrency=16), {"cpus": "0"},
            "Go net/http under taskset -c 0 (GOMAXPROCS 1, Go's default there), 16 keep-alive clients"),
+    # The runtimes and pool libraries no code of the analyzer names (issue 39): libuv's thread pool under
+    # Node's fs.readFile, tokio's blocking pool under axum. 1 and 16 keep-alive clients.
+    *(Config(f"node-{mode}-c{clients}", "node-file", HttpLoad("/bytes/100", concurrency=clients), {"mode": mode},
+             f"Node, {NODE_MODES[mode]}, {clients} clients", warmup_s=4.0)
+      for mode in NODE_MODES for clients in (1, 16)),
+    *(Config(f"axum-{mode}-c{clients}", "axum", HttpLoad("/bytes/100", concurrency=clients), {"mode": mode},
+             f"axum/tokio, a 1 KiB checksum {AXUM_MODES[mode]}, {clients} clients", warmup_s=1.0)
+      for mode in AXUM_MODES for clients in (1, 16)),
+    # Held out (issue 39): recorded only once the rule was fixed, as they came out (test_verdict_pairs.py).
+    Config("jboss-pool", "jboss", HttpLoad("/bytes/100", concurrency=1), {},
+           "the JDK's HTTP server, each exchange on a jboss-threads EnhancedQueueExecutor of 4, 1 client",
+           warmup_s=4.0),
     Config("tornado-shared", "tornado", HERD_LOAD, {"mode": "shared"},
            "Tornado, 4 processes forked on one listener (fork_processes), a new connection per request"),
     Config("tornado-reuseport", "tornado", HERD_LOAD, {"mode": "reuseport"},

@@ -17,7 +17,7 @@ import subprocess
 
 import pytest
 
-from realserver_harness import ensure_netty, ensure_ready
+from realserver_harness import ensure_axumbytes, ensure_jboss, ensure_netty, ensure_ready
 from realserver_harness import www  # noqa: F401  (fixture)
 from spinscope.analysis.claims import unsupported
 from spinscope.analysis.verdicts import WARNING_SHARE
@@ -27,7 +27,22 @@ from verdict_pairs import (BUSY_POLLING, FINDING_NAMES, MAX_STEAL, NAGLE_STALL, 
 SERIOUS = ("warning", "critical")
 COUNT_TOLERANCE = 0.01
 ROUNDS = {"gunicorn-herd": 3, "fastapi-threadpool-c1": 3, "fastapi-threadpool-c16": 3, "tornado-herd": 3,
-          "jdkhttp-pool": 2}  # else 1
+          "jdkhttp-pool": 2, "node-readfile-c1": 2, "axum-blocking-c1": 2,
+          "axum-channel-c1": 1, "jboss-pool": 1, "node-worker-c1": 1}  # else 1
+# Pairs on runtimes and pool libraries that no code of the analyzer names (issue 39), kept out of the rule's
+# making: recorded for the first time once the rule (stacks.WINDOW, the hand-off's window without own code)
+# was fixed, held to the factor of 2 as they came out, never tuned on. As they came out (2026-11-28, their
+# first recording, 2 rounds each, tests/realservers/verdict_pairs.py, the rule of 3f76ca0):
+# - axum-channel-c1 (std::sync::mpsc to a thread, tokio::sync::oneshot back): handoff-overhead critical, shares
+#   0.32 and 0.29 against 0.53 and 0.53 saved: 0.61 and 0.55 of it;
+# - jboss-pool (jboss-threads' EnhancedQueueExecutor): critical, 0.19 and 0.40 against 0.22 and 0.34: 0.91, 1.16;
+# - node-worker-c1 (worker_threads over a message port): critical; its first round did not show the bug (the
+#   good side ran at 528 requests/s beside other load, the fix "saved" -0.19), its second measured 0.33 against
+#   0.80: 0.42 of it, outside the factor 2 (HELD_OUT_MISSED); its good side (the file in memory) was graded
+#   warning, then info, on 0.06 and 0.02 wakeups per request (the latency share of the waits after them).
+HELD_OUT = ("axum-channel-c1", "jboss-pool", "node-worker-c1")
+HELD_OUT_MISSED = {"node-worker-c1": "held out, missed as it came out: 0.42 of what the fix saves (0.33 against 0.80 "
+                                     "in its one round that showed the bug, from 37 stack samples); not looked into"}
 MAX_ROUNDS_FACTOR = 2  # rounds recorded at most, per round wanted, while the hypervisor steals
 # A label must never claim more than the fix saves: its cpu_share at most this factor above the
 # independent share.
@@ -73,7 +88,8 @@ VERDICTS = [name for name, pair in PAIRS.items() if pair.sides == ("bad", "good"
 COSTS = list(ROUNDS)
 # The hand-off's call path on the bad side, from the runtime helper's frames: the pool the detour goes
 # through (anyio's thread pool under Starlette; Netty's executor; the JDK's ThreadPoolExecutor).
-HANDOFF_PATHS = {"fastapi-threadpool-c1": ("site-packages/anyio/", "site-packages/starlette/"),
+HANDOFF_PATHS = {"node-readfile-c1": ("node:fs", "uv_fs_", "uv__work"), "axum-blocking-c1": ("tokio::",),
+                 "fastapi-threadpool-c1": ("site-packages/anyio/", "site-packages/starlette/"),
                  "fastapi-threadpool-c16": ("site-packages/anyio/", "site-packages/starlette/"),
                  "netty-executor": ("io.netty.util.concurrent.", "java.util.concurrent."),
                  # both ways: to the pool (ThreadPoolExecutor), and back, a pool thread waking the dispatcher's
@@ -95,8 +111,8 @@ def recorded(tmp_path_factory, www):  # noqa: F811
             try:
                 if absent := missing(pair):
                     pytest.skip(f"{name}: {', '.join(absent)} not installed (scripts/setup.sh installs it)")
-                if any(config.server == "netty" for config in pair.configs().values()):
-                    build_netty()
+                for server in sorted({config.server for config in pair.configs().values()} & set(BUILDS)):
+                    build(server)
                 wanted = ROUNDS.get(name, 1)
                 work = tmp_path_factory.mktemp(name)
                 runs[name] = record_pair(pair, work, www, work, rounds=wanted,
@@ -112,14 +128,20 @@ def recorded(tmp_path_factory, www):  # noqa: F811
     return get
 
 
-def build_netty() -> None:
-    """netty-all from Maven Central and the server compiled (cached in build/netty); a skip when Maven
-    cannot fetch it here."""
+# The servers built on first use (cached in build/): how, and what a failure most likely means here.
+BUILDS = {"netty": (ensure_netty, "no Maven Central?"), "jboss": (ensure_jboss, "no Maven Central?"),
+          "axum": (ensure_axumbytes, "no crates.io, or a Rust toolchain older than axum 0.8's 1.75?")}
+
+
+def build(server: str) -> None:
+    """SERVER's build (its dependencies fetched, compiled, cached in build/); a skip that says why when it
+    cannot be built here."""
+    ensure, likely = BUILDS[server]
     try:
-        ensure_netty()
+        ensure()
     except subprocess.CalledProcessError as e:
         tail = (e.stderr or b"").decode(errors="replace").strip().splitlines()[-5:]
-        pytest.skip(f"netty: {' '.join(map(str, e.cmd[:2]))} failed (no Maven Central?): {' | '.join(tail)}")
+        pytest.skip(f"{server}: {' '.join(map(str, e.cmd[:2]))} failed ({likely}): {' | '.join(tail)}")
 
 
 def labels(run, severities=("info", *SERIOUS)) -> dict:
@@ -188,7 +210,16 @@ def _near_warning(run, label: str) -> bool:
     return share is not None and share >= WARNING_SHARE / 2
 
 
-@pytest.mark.parametrize("name", VERDICTS)
+# Good sides graded a label they should not get, found by these pairs and not fixed (issue 39's closing note):
+# Node with the file in memory, graded info or warning on the waits after its 0.02-0.06 wakeups per request
+# (V8's platform threads waking the event loop, not a request handed over), in 3 of 4 runs on 2026-11-28
+# beside other load (cpu_share 0.004-0.008): the latency share grades a hand-off below any per-request rate.
+GOOD_SIDE_KNOWN = {"node-readfile-c1": "Node in memory: the waits after V8's wakeups (0.02-0.06 a request) graded",
+                   "node-worker-c1": "Node in memory: the waits after V8's wakeups (0.02-0.06 a request) graded"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.xfail(reason=GOOD_SIDE_KNOWN[name], strict=False))
+                                  if name in GOOD_SIDE_KNOWN else name for name in VERDICTS])
 def test_good_side_gets_no_label(recorded, name):
     pair, rounds = PAIRS[name], recorded(name)
     for r in rounds:
@@ -203,7 +234,8 @@ def test_good_side_gets_no_label(recorded, name):
                 f"{name}: the good side must not get {pair.label}\n{described(rounds)}"
 
 
-@pytest.mark.parametrize("name", COSTS)
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.xfail(reason=HELD_OUT_MISSED[name], strict=False))
+                                  if name in HELD_OUT_MISSED else name for name in COSTS])
 def test_label_share_agrees_with_the_cpu_the_fix_saves(recorded, name):
     """The label's share against what the fix saves, compared within each round (both sides of a round are
     recorded back to back, so a busy machine weighs on both alike; the independent figure itself moves up
@@ -275,16 +307,39 @@ def test_pinned_and_unpinned_get_the_same_labels(recorded):
 
 @pytest.mark.parametrize("name", list(HANDOFF_PATHS))
 def test_the_top_handoff_call_site_is_the_pools(recorded, name):
-    """With --stacks the hand-off names where it happens: its top call site is the pool's own frame (anyio's
-    run_sync or worker thread; Netty's executor), found in the runtime helper's samples."""
+    """With --stacks the hand-off names where it happens: its top call site, or what it called into, is the
+    pool's own frame (anyio's run_sync or worker thread; Netty's executor; libuv's pool under Node's fs;
+    tokio's blocking pool), found in the runtime helper's samples or the collector's."""
     pair, rounds = PAIRS[name], recorded(name)
     for r in rounds:
         label = next((label for label in r.sides["bad"].assessment().labels if label.name == pair.label), None)
         assert label is not None and label.call_sites, f"{name}: no call site\n{described(rounds)}"
         top = label.call_sites[0]
-        where = f"{top['file'] or ''} {top['function']}"
+        where = f"{top['file'] or ''} {top['function']} {top['through'] or ''} {' '.join(top['callers'])}"
         assert any(marker in where for marker in HANDOFF_PATHS[name]), (name, label.call_sites)
         assert label.user_share is not None and label.user_share > 0, label.to_dict()
+
+
+# The user's own code that hands over, named among the hand-off's call sites in the user's terms: Node's
+# JavaScript from the runtime helper's samples; Rust's handler through Rust's demangler and the functions
+# inlined at an address (DWARF; with line tables only, rustc names an inlined function by its last segment
+# and generic arguments: `spawn_blocking_inner<axumbytes::bytes::{async_fn#0}::{closure_env#0}, u64>`);
+# never a mangled name.
+USER_SITES = {"node-readfile-c1": "serveFile (node_file_bytes.js:", "axum-blocking-c1": "axumbytes::bytes"}
+
+
+@pytest.mark.parametrize("name", list(USER_SITES))
+def test_a_handoff_call_site_is_the_users_code(recorded, name):
+    pair, rounds = PAIRS[name], recorded(name)
+    for r in rounds:
+        helper = r.sides["bad"].capture["stacks"].get("helper")
+        if helper is not None:  # Node's JavaScript is named by the runtime helper's samples only
+            assert helper.get("samples"), f"the runtime helper took no sample: {helper}"
+        label = next(label for label in r.sides["bad"].assessment().labels if label.name == pair.label)
+        wheres = [site["where"] for site in label.call_sites]
+        assert any(USER_SITES[name] in " ".join([where, *site["callers"]]) for where, site in
+                   zip(wheres, label.call_sites)), (name, label.call_sites)
+        assert not any(where.startswith(("_Z", "_R")) or "$LT$" in where for where in wheres), label.call_sites
 
 
 def test_the_herds_top_call_site_is_the_workers_accept_path(recorded):

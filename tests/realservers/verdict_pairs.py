@@ -101,6 +101,27 @@ PAIRS = {pair.name: pair for pair in (
          "the JDK's HTTP server writes a response's headers and body in two calls; without "
          "-Dsun.net.httpserver.nodelay=true Nagle's algorithm holds the body until the client's delayed ACK of the "
          "headers (40 ms). 1 client.", stacks=99, min_requests=50),
+    # Runtimes and pool libraries that no code of the analyzer names (issue 39): the hand-off's cost must be
+    # found without a table of their frames.
+    # (At 16 clients, node-readfile-c16 and axum-blocking-c16 in VERDICT_CONFIGS, for manual runs: Node's good
+    # side was graded a warning on 0.01 wakeups per request whose waits were 10% of its short request time.)
+    Pair("node-readfile-c1", "node-readfile-c1", "node-memory-c1", HANDOFF_OVERHEAD,
+         "Node's fs.readFile per request: libuv hands each of its calls (open, fstat, read, close) to its thread "
+         "pool and the result back to the event loop; kept in memory, nothing is handed over. 1 client.", stacks=99),
+    Pair("axum-blocking-c1", "axum-blocking-c1", "axum-inline-c1", HANDOFF_OVERHEAD,
+         "axum/tokio with a 1 KiB checksum per request through spawn_blocking: each request goes worker -> "
+         "blocking pool thread -> worker; inline, it does not. Release build. 1 client.", stacks=99),
+    # Held out (issue 39): pool libraries and runtimes' hand-overs no code of the analyzer names, recorded only
+    # after the rule was fixed and kept as they came out (test_verdict_pairs.py, HELD_OUT).
+    Pair("axum-channel-c1", "axum-channel-c1", "axum-inline-c1", HANDOFF_OVERHEAD,
+         "axum/tokio handing each request's checksum to a thread of its own over std::sync::mpsc and back over "
+         "tokio::sync::oneshot; inline, it does not. 1 client.", stacks=99),
+    Pair("jboss-pool", "jboss-pool", "jdkhttp-direct", HANDOFF_OVERHEAD,
+         "the JDK's HTTP server handing each exchange to a jboss-threads EnhancedQueueExecutor; without an "
+         "executor its dispatcher thread answers. 1 client.", stacks=99),
+    Pair("node-worker-c1", "node-worker-c1", "node-memory-c1", HANDOFF_OVERHEAD,
+         "Node asking a worker thread (worker_threads) for the file per request over its message port; kept in "
+         "memory on the event loop, nothing is handed over. 1 client.", stacks=99),
     # The reactor + executor server of the issue ("CRITICAL when pinned to one CPU and unlabelled when not",
     # under the old count gate). Not the herd: on one CPU select() re-checks the listener before it returns
     # and the woken workers go back to sleep inside the kernel, so pinned, the herd costs less (measured:

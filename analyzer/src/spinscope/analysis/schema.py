@@ -136,10 +136,13 @@ def _rows(path: str, keys: Iterable[str], since: int = 1, required: bool = False
 # schema 6 the dispatch wakeups (SCHEMA6_COUNTERS), schema 7 the threads' lives (SCHEMA7_COUNTERS), schema 8
 # HTTP/2 streams as requests (SCHEMA8_COUNTERS) and the requests' times and cross-thread answers per interval
 # (intervals[].request_ns, cross_thread), schema 9 the kernel's BPF features the collector probed
-# (host.features), what they left out of the capture (settings.left_out), the frame headers refused, the
+# (host.features), what they left out of the capture (settings.left_out) and the frame headers refused, the
 # responses held by Nagle's algorithm (SCHEMA9_COUNTERS, SCHEMA9_REQUEST_SUMS) and the stack source of their
-# writes (nagle-write); and it made stacks.event_budget_per_s the whole target's budget and added how it was
-# spent (stacks.deferred), the ring's size and the modules' files (stacks.modules).
+# writes (nagle-write); and
+# it made stacks.event_budget_per_s the whole target's budget and added how it was spent (stacks.deferred),
+# the ring's size and the modules' files (stacks.modules); it names Rust's frames with Rust's demangler
+# (stacks.frames[] kind `rust`), the functions inlined at an address as frames of their own, and ends the
+# stacks' `handoff` tag at a poll that did not sleep (docs/stacks.md).
 KEYS: tuple[Key, ...] = (
     Key("", "schema", required=True), Key("", "format", TEXT, required=True), Key("", "tool", OBJECT),
     Key("", "target", OBJECT), Key("", "host", OBJECT), Key("", "start_time", TEXT),

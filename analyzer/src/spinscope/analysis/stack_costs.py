@@ -26,12 +26,13 @@ def stack_set(analysis: Analysis) -> S.StackSet | None:
     return cache["set"]
 
 
-def where(analysis: Analysis, pattern: str, tids) -> S.PatternStacks | None:
-    """What the stacks say of `pattern` on the threads `tids`; None without stacks."""
+def where(analysis: Analysis, pattern: str, tids, path_tids=()) -> S.PatternStacks | None:
+    """What the stacks say of `pattern` on the threads `tids` (for the hand-off, its window read on
+    `path_tids`: stacks.pattern_stacks); None without stacks."""
     stackset = stack_set(analysis)
     if stackset is None:
         return None
-    return S.pattern_stacks(stackset, pattern, tids)
+    return S.pattern_stacks(stackset, pattern, tids, path_tids)
 
 
 def attach(label, found: S.PatternStacks | None, syscall_share: float | None, events: str,
@@ -60,7 +61,8 @@ def where_lines(f: S.PatternStacks, events: str) -> list:
         callers = " ← ".join(frame.where for frame in site.context)
         share = (f"{site.event_share:.0%} of {f.events:,} {events}" if site.events else
                  f"{site.sample_share:.0%} of its {f.window_samples:,} CPU samples")
-        lines.append(f"where: {site.frame.where}" + (f" ← {callers}" if callers else "") + f": {share}")
+        through = f" (through {site.through.name})" if site.through else ""
+        lines.append(f"where: {site.frame.where}{through}" + (f" ← {callers}" if callers else "") + f": {share}")
     return lines
 
 
@@ -77,7 +79,15 @@ def notes(analysis: Analysis) -> list:
     if tail:
         out.append(f"stacks: {tail:,} events came after their thread's last stack of their kind and are in no "
                    "call site's count (event stacks are 1 in a stride, docs/stacks.md)")
-    tags = (stackset.helper or {}).get("tags")
+    helper = stackset.helper or {}
+    if helper.get("skipped") or helper.get("error"):
+        out.append(f"stacks: recorded without the runtime helper ({helper.get('skipped') or helper.get('error')}): "
+                   "the hand-off's user-space part is read from native frames, where the runtime's code and the "
+                   "user's look alike: its window's samples count whole, the user's work in them too")
+    elif helper.get("helper") and not helper.get("samples"):
+        out.append("stacks: the runtime helper ran but took no sample of the target: its runtime's frames are "
+                   "unnamed (read from native frames, as without the helper)")
+    tags = helper.get("tags")
     if isinstance(tags, dict) and tags.get("error"):
         out.append(f"stacks: the runtime helper's samples are untagged ({tags['error']}): they name the hand-off's "
                    "machinery but no pattern's window")

@@ -48,8 +48,16 @@ PATTERN_TAGS = {WRITE_SPIN: (TAG_WRITE_STALL,), SPURIOUS_SELECT: (TAG_EMPTY_CYCL
 TOP_CALL_SITES = 5
 CONTEXT_FRAMES = 3
 
-# Frame kinds.
-KERNEL, NATIVE, JIT, PYTHON, JVM = "kernel", "native", "jit", "python", "jvm"
+# Frame kinds (RUST: native code the collector named with Rust's demangler; NODE: a runtime helper's V8 frame,
+# a JavaScript function or one of V8's own; ERROR: where the helper's unwinding stopped).
+KERNEL, NATIVE, JIT, PYTHON, JVM, NODE, RUST, ERROR = ("kernel", "native", "jit", "python", "jvm", "node", "rust",
+                                                       "error")
+LANGUAGE_KINDS = (PYTHON, JVM, JIT, NODE)
+# The hand-off's machinery that no table names: a sample of a thread on the hand-off's request path, in the
+# hand-off's window (tagged TAG_HANDOFF: in a call that hands over, or woken by another of the target's
+# threads and not blocked or polled since), whose stack holds none of the target's own code: the runtime's
+# and libraries' code between a hand-over and the user's code it was for (machinery_of).
+WINDOW = "window"
 
 # The hand-off's machinery, per runtime: a CPU sample whose innermost classified frame is one of these
 # spends its time passing work between threads (docs/stacks.md has the table and why each is there).
@@ -105,6 +113,8 @@ _RUNTIME_MODULES = re.compile(r"(libc|libpthread|ld-linux[-\w.]*|libm|libdl|libr
                               r"libpython[\d.]+|python[\d.]*|libjvm|libjli|java|libnio|libnet|node|libuv|"
                               r"libssl|libcrypto|libz|libffi|libev|libevent[\w-]*)(\.so[\d.]*)?(\+.*)?")
 _PYTHON_LIBRARY = re.compile(r"(/lib/python[\d.]+/|site-packages/|dist-packages/|<frozen |<stdlib>/)")
+# A JavaScript file of the application: a script (not one of Node's own, `node:fs`), not an installed package.
+_SCRIPT = re.compile(r"(?!node:|node_modules/).*\.[cm]?[jt]sx?")
 
 
 @dataclass(frozen=True)
@@ -252,23 +262,44 @@ def is_own_code(frame: Frame) -> bool:
     if frame.kind in (JVM, JIT):
         method = _jvm_method(frame.symbol or "")
         return not method.startswith(("java.", "javax.", "jdk.", "sun.", "com.sun.", "io.netty.", "kotlin."))
+    if frame.kind == NODE:
+        return bool(frame.file and _SCRIPT.fullmatch(frame.file))
     module = frame.module or ""
     if module.startswith("[") or _RUNTIME_MODULES.fullmatch(module):
         return False
+    if frame.kind == RUST:  # a Rust binary holds its crates' code too: its own crate is the one named after it
+        return rust_crate(frame.symbol or "") == module.replace("-", "_")
     return not (frame.symbol or "").startswith(("runtime.", "internal/", "syscall.", "sync.", "net.", "net/http."))
 
 
-def machinery_of(stack: Stack) -> str | None:
+def rust_crate(symbol: str) -> str:
+    """The crate of a demangled Rust path, `crate::module::item`; of an impl's method, `<Type as Trait>::method`,
+    the type's crate when the type has a path (`<axumbytes::Handler as tower::Service>::call`), else the
+    trait's (`<F as axum::handler::Handler<(M,T1),S>>::call`)."""
+    path = symbol
+    if path.startswith("<"):
+        self_type, _, trait = path[1:].partition(" as ")
+        self_type = self_type.lstrip("&*[(").removeprefix("mut ").removeprefix("const ").removeprefix("dyn ")
+        path = self_type if "::" in self_type.split("<", 1)[0] else trait
+    return path.split("::", 1)[0]
+
+
+def machinery_of(stack: Stack, on_path: bool = False) -> str | None:
     """The runtime of the hand-off machinery this sample is in: walking from the innermost frame out, the
     first frame that is either machinery (its runtime) or the target's own code (None: the sample is the
-    code's own work, even if a pool's frames run it further out, as a pool runs every task)."""
+    code's own work, even if a pool's frames run it further out, as a pool runs every task). With none of
+    either on a sample of a thread on the hand-off's request path (ON_PATH) in the hand-off's window: WINDOW,
+    the runtime's and libraries' code between a hand-over and the user's code it was for, whatever their
+    names (libuv's completion and Node's callback into JavaScript, tokio's task harness)."""
     for frame in stack.frames:
         runtime = machinery_runtime(frame)
         if runtime:
             return runtime
         if is_own_code(frame):
             return None
-    return None
+    # A stack cut short by an unwinding error cannot say it holds none of the target's code.
+    unwound = not any(frame.kind == ERROR for frame in stack.frames)
+    return WINDOW if on_path and unwound and TAG_HANDOFF in stack.tags else None
 
 
 def call_site(stack: Stack) -> tuple:
@@ -281,7 +312,7 @@ def call_site(stack: Stack) -> tuple:
         if is_own_code(frame):
             return frame, frames[i + 1:i + 1 + CONTEXT_FRAMES]
     language = [i for i, f in enumerate(frames) if _language_method(f)]
-    user = language or [i for i, f in enumerate(frames) if f.kind != KERNEL]
+    user = language or [i for i, f in enumerate(frames) if f.kind not in (KERNEL, ERROR)]
     i = user[0] if user else 0
     return (frames[i], frames[i + 1:i + 1 + CONTEXT_FRAMES]) if frames else (None, ())
 
@@ -293,6 +324,7 @@ def call_site(stack: Stack) -> tuple:
 class CallSite:
     frame: Frame
     context: tuple
+    through: Frame | None = None  # the hand-off's machinery the site called into, when the site is own code
     events: int = 0    # events (event stacks' weights) here
     samples: int = 0   # CPU samples in the pattern's window here
     event_share: float = 0.0
@@ -301,7 +333,8 @@ class CallSite:
     def to_dict(self) -> dict:
         return {"function": self.frame.name, "module": self.frame.module, "file": self.frame.file,
                 "line": self.frame.line, "kind": self.frame.kind, "where": self.frame.where,
-                "callers": [f.where for f in self.context], "events": self.events, "samples": self.samples,
+                "callers": [f.where for f in self.context], "through": self.through.name if self.through else None,
+                "events": self.events, "samples": self.samples,
                 "event_share": round(self.event_share, 4), "sample_share": round(self.sample_share, 4)}
 
 
@@ -339,11 +372,14 @@ def _round(v: float | None) -> float | None:
     return None if v is None else round(v, 4)
 
 
-def pattern_stacks(stacks: StackSet, pattern: str, tids: Iterable[int] | None = None) -> PatternStacks:
+def pattern_stacks(stacks: StackSet, pattern: str, tids: Iterable[int] | None = None,
+                   path_tids: Iterable[int] = ()) -> PatternStacks:
     """What the stacks say of `pattern` on the threads `tids` (all when None). The hand-off's machinery is
     read from the runtime helper's samples where it sampled those threads (they name the runtime's own
-    frames), else from the collector's CPU samples."""
+    frames), else from the collector's CPU samples; on the threads `path_tids` (those on the hand-off's
+    request path), its window's samples without the target's own code too (machinery_of)."""
     keep = None if tids is None else set(tids)
+    on_path = set(path_tids)
     sources, tags = PATTERN_SOURCES[pattern], set(PATTERN_TAGS[pattern])
     mine = [s for s in stacks.stacks if keep is None or s.tid in keep]
     sampled = sampler(mine, pattern, stacks.runtime_tagged)
@@ -358,7 +394,7 @@ def pattern_stacks(stacks: StackSet, pattern: str, tids: Iterable[int] | None = 
         if s.source != sampled:
             continue
         samples += s.count
-        runtime = machinery_of(s) if pattern == HANDOFF_OVERHEAD else None
+        runtime = machinery_of(s, s.tid in on_path) if pattern == HANDOFF_OVERHEAD else None
         if runtime:
             runtimes[runtime] += s.count
             if s.in_kernel or (s.frames and s.frames[0].kind == KERNEL):
@@ -366,7 +402,8 @@ def pattern_stacks(stacks: StackSet, pattern: str, tids: Iterable[int] | None = 
             else:
                 mach_user += s.count
             window += s.count
-            _site(sites, *machinery_entry(s)).samples += s.count
+            if runtime != WINDOW:  # the window's samples are its cost; where it happens, its machinery says
+                _site(sites, *machinery_entry(s)).samples += s.count
         elif tags & s.tags:
             window += s.count
             # A hand-off's window runs on into the work the thread was handed (a pool thread's endpoint):
@@ -393,28 +430,39 @@ def sampler(stacks: Iterable[Stack], pattern: str, runtime_tagged: bool) -> str:
 
 
 def machinery_entry(stack: Stack) -> tuple:
-    """Where a sample in the hand-off's machinery entered it: the outermost machinery frame (the call that
-    hands off, `run_in_threadpool`, or the pool's loop, `WorkerThread.run`) and CONTEXT_FRAMES of its
-    callers. When that frame is native (libc's condition variable, libjvm's monitor) under frames of the
-    runtime's language, the language frame that called into it instead (`EPollSelectorImpl.wakeup`, not
+    """Where a sample in the hand-off's machinery entered it: (site, CONTEXT_FRAMES of its callers, the
+    machinery's entry or None). The site is the target's own code that called into the machinery where
+    there is some (`serveFile (server.js:25)`, the entry `uv_fs_open` beside it); else the outermost
+    machinery frame (the call that hands off, `run_in_threadpool`, or the pool's loop, `WorkerThread.run`),
+    or, when that frame is native (libc's condition variable, libjvm's monitor) under frames of the
+    runtime's language, the language frame that called into it (`EPollSelectorImpl.wakeup`, not
     `pthread_cond_signal ← ObjectMonitor::ExitEpilog`): the call site is said in the target's terms."""
     frames = stack.frames
     outer = max(i for i, f in enumerate(frames) if machinery_runtime(f))
-    if frames[outer].kind not in (PYTHON, JVM, JIT):
+    if frames[outer].kind not in LANGUAGE_KINDS:
         outer = next((i for i in range(outer + 1, len(frames)) if _language_method(frames[i])), outer)
-    return frames[outer], frames[outer + 1:outer + 1 + CONTEXT_FRAMES]
+    own = next((i for i in range(outer, len(frames)) if is_own_code(frames[i])), None)
+    if own is not None:  # through: what the user's code called, in its terms (not a JVM stub, not V8's frames)
+        through = next((frames[i] for i in range(own - 1, -1, -1)
+                        if frames[i].kind not in LANGUAGE_KINDS or _language_method(frames[i])), None)
+        return frames[own], frames[own + 1:own + 1 + CONTEXT_FRAMES], through
+    return frames[outer], frames[outer + 1:outer + 1 + CONTEXT_FRAMES], None
 
 
 def _language_method(frame: Frame) -> bool:
-    """A Python function or a Java method (not one of the JVM's stubs: `monitorexit_nofpu Runtime1 stub`)."""
+    """A Python function, a Java method (not one of the JVM's stubs: `monitorexit_nofpu Runtime1 stub`) or a
+    JavaScript function (one with a source file: V8's own frames, `V8::ExitFrame`, have none)."""
     symbol = frame.symbol or ""
+    if frame.kind == NODE:
+        return bool(frame.file)
     return frame.kind in (PYTHON, JVM, JIT) and not (symbol.endswith(" stub") or symbol.startswith("StubRoutines"))
 
 
-def _site(sites: dict, frame: Frame, context: tuple) -> CallSite:
-    key = (frame.where if frame else None, tuple(f.where for f in context))  # a line, not an instruction
+def _site(sites: dict, frame: Frame, context: tuple, through: Frame | None = None) -> CallSite:
+    key = (frame.where if frame else None, tuple(f.where for f in context),  # a line, not an instruction
+           through.name if through else None)
     if key not in sites:
-        sites[key] = CallSite(frame, context)
+        sites[key] = CallSite(frame, context, through)
     return sites[key]
 
 

@@ -223,13 +223,15 @@ def _frame(f: dict) -> dict:
 
 def _source_file(kind: str, path) -> str | None:
     """A frame's source file without the directories that say where things are installed: a file name, or for
-    Python the part that tells the application from its libraries (`site-packages/anyio/to_thread.py`,
-    `<stdlib>/queue.py`), which is what analysis/stacks.py reads."""
+    Python and JavaScript the part that tells the application from its libraries (`site-packages/anyio/to_thread.py`,
+    `<stdlib>/queue.py`, `node_modules/express/lib/router.js`), which is what analysis/stacks.py reads."""
     if not path:
         return None
     path = str(path)
     if kind == "python" and "/" not in path and path.removesuffix(".py") in FROZEN_STDLIB:
         return f"<frozen {path.removesuffix('.py')}>"  # the profiler names a frozen module by its file name
+    if kind == "node" and "node_modules/" in path:  # an installed package, not the application's script
+        return "node_modules/" + path.rsplit("node_modules/", 1)[1]
     if kind == "python":
         for marker in ("site-packages/", "dist-packages/"):
             if marker in path:

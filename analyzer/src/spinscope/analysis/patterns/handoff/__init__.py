@@ -9,8 +9,9 @@ saves.
 
 A label's share is a claim about what its fix saves. Without stacks the share counts the calls that hand
 off and wait only, a lower bound, and the label says so; with them it adds the samples in the machinery's
-frames outside the kernel (stacks.py, MACHINERY), where requests are handed over at
-USER_SHARE_MIN_HANDOFFS a request or more.
+frames outside the kernel (stacks.py, MACHINERY), and the samples in the hand-off's window on its request
+path that hold none of the target's own code, whatever the runtime's frames are called (stacks.WINDOW),
+where requests are handed over at USER_SHARE_MIN_HANDOFFS a request or more.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from spinscope.analysis.metrics import Analysis, role_edges
 from spinscope.analysis.patterns import HANDOFF_OVERHEAD
 from spinscope.analysis.patterns.handoff import words
 from spinscope.analysis.patterns.handoff.measure import SHARED_MEMORY, measure_handoff
+from spinscope.analysis.roles import IDLE
 from spinscope.analysis.runtime import runtime_of
 from spinscope.analysis.verdicts import SEVERITIES, Label, severity
 
@@ -30,6 +32,8 @@ from spinscope.analysis.verdicts import SEVERITIES, Label, severity
 # requests, measured), and those samples are not a hand-off's.
 USER_SHARE_MIN_HANDOFFS = 0.1  # hand-overs per request
 STACK_EVENTS = "calls that woke another thread"  # what its event stacks stand for, in its call sites' lines
+# The machinery's samples by where they are (stacks.MACHINERY's runtimes, and the window no table names).
+RUNTIME_NOUNS = {S.WINDOW: "the runtime's code in the hand-off's window (no table)"}
 LOWER_BOUND = ("its CPU share counts the calls that hand off and wait: a lower bound (the runtime's pool, queue "
                "and lock code in user space is not timed; record with --stacks to sample it)")
 
@@ -45,9 +49,11 @@ def handoff_overhead(analysis: Analysis) -> Label | None:
         return None
     # its user-space part, with --stacks (a shared-memory hand-over's estimate has user space in it already)
     rate = None if m.mechanism == SHARED_MEMORY else max(m.per_request, m.lives.per_request if m.lives else 0.0)
-    found = stack_costs.where(analysis, HANDOFF_OVERHEAD, m.involved)
+    # its window is read on the involved threads on the request path, not idle ones (a runtime's helpers)
+    path = [tid for tid in m.involved if analysis.threads[tid]["role"] != IDLE]
+    found = stack_costs.where(analysis, HANDOFF_OVERHEAD, m.involved, path)
     user = user_share(found, rate)
-    cpu = m.cpu_share if user is None else (m.cpu_share or 0.0) + user
+    cpu = whole_share(m.cpu_share, user)
     shares = [s for s in (cpu, m.latency_share) if s is not None]
     cost = max(shares) if shares else None
     level = severity(cost)
@@ -67,6 +73,12 @@ def handoff_overhead(analysis: Analysis) -> Label | None:
         label.summary += f"; {user:.0%} more of their CPU in the hand-off's machinery in user space (stack samples)"
     return savings.apply(label, savings.of_cpu(analysis, cpu, m.cpu_ns), savings.of_time(m.latency_share),
                          tier=severity, order=SEVERITIES)
+
+
+def whole_share(syscall_share: float | None, user: float | None) -> float | None:
+    """The label's CPU share: the syscall-measured part plus the user-space part the stacks add, at most the
+    whole (both are shares of the same threads' CPU, each estimated: their sum can pass 1)."""
+    return syscall_share if user is None else min(1.0, (syscall_share or 0.0) + user)
 
 
 def counted(handoffs_per_request: float | None) -> bool:
@@ -92,7 +104,7 @@ def _stack_lines(found: S.PatternStacks | None, rate: float | None, user: float 
                      f"frames, not counted as the hand-off's: {rate or 0:.2f} hand-overs per request (fewer than "
                      f"{USER_SHARE_MIN_HANDOFFS}), so those frames serve other work")
     if user is not None:
-        runtimes = ", ".join(f"{name} {n}" for name, n in sorted(found.machinery_runtimes.items()))
+        runtimes = ", ".join(f"{RUNTIME_NOUNS.get(name, name)} {n}" for name, n in sorted(found.machinery_runtimes.items()))
         lines.append(f"stack samples: {user:.1%} of their CPU in the hand-off's machinery in user space "
                      f"({found.machinery_user} of {found.samples} samples; by runtime: {runtimes or 'none'}), beside "
                      f"{syscall_share or 0:.1%} in the calls that hand off and wait: "

@@ -139,8 +139,8 @@ HANDOFF_FIXES = {
 
 # Fewer handoffs than the mechanism's words need (claims.py): the wait measured, not a hand-over per request.
 FEW_HANDOFFS_FIXES = {
-    NATIVE: ["few requests are handed over: the wait is for a CPU once a thread is woken, not for a hand-over per "
-             "request; keep the server's busy threads to the CPUs free for them (a smaller pool, the load and "
+    NATIVE: ["few requests woke another thread: the wait is for a CPU once a thread is woken, not for a hand-over "
+             "per request; keep the server's busy threads to the CPUs free for them (a smaller pool, the load and "
              "other work elsewhere)"],
     GO: GO_FIXES,
 }
@@ -213,8 +213,11 @@ def summary(analysis: Analysis, m: HandoffMeasure, edges: dict, runtime: str) ->
                                        m.per_request < ROUND_TRIP_MIN_HANDOFFS else m.mechanism) + ": "
     else:  # fewer hand-overs than the mechanism's words need: what was measured, no more
         phrase = f"{handoff_phrase(runtime, m.mechanism)}: " if runtime == "go" else ""
-        rate = f"{m.per_request:.2f} handoffs between threads per request" + (
-            f" (about one request in {1 / m.per_request:,.0f})" if m.per_request else "")
+        # A wakeup, not a hand-over: work handed to a thread already awake wakes no one (a pool busy at 16
+        # clients), so the rate says what woke, never that few requests were handed over.
+        rate = f"{m.per_request:.2f} wakeups between threads per request" + (
+            f" (one in about {1 / m.per_request:,.0f} requests woke another thread; a hand-over to a thread "
+            "already awake wakes none)" if m.per_request else "")
     return (f"handoff overhead: {phrase}{lives}{rate}" + (f" ({path})" if path else "") + f"{moved}; {waits}{cpu}")
 
 
