@@ -87,7 +87,18 @@ DIST  := $(BUILD)/dist
 WHEEL := $(DIST)/spinscope-$(VERSION)-py3-none-linux_$(MACHINE).whl
 PY_SRCS := $(shell find analyzer/src/spinscope -name '*.py')
 
-dist: $(DIST)/spinscope-collector $(WHEEL)
+dist: $(DIST)/spinscope-collector $(WHEEL) $(DIST)/spinscope-stacks-helper
+
+# The runtime stacks helper (stacks-helper/README.md), beside the wheel: one static Go executable, 20 MB,
+# which `--stacks` runs on CPython, JVM and Node targets when it is on PATH (install it as
+# /usr/local/bin/spinscope-stacks-helper). Built by scripts/build-stacks-helper.sh into build/ (Go >= 1.25:
+# `make setup` installs it where missing).
+HELPER_SRCS := $(wildcard stacks-helper/*.go stacks-helper/go.mod stacks-helper/go.sum stacks-helper/patches/*.patch)
+$(DIST)/spinscope-stacks-helper: $(HELPER_SRCS) scripts/build-stacks-helper.sh scripts/go-toolchain.sh
+	bash scripts/build-stacks-helper.sh
+	@mkdir -p $(dir $@)
+	cp build/spinscope-stacks-helper $@.tmp
+	mv $@.tmp $@
 
 $(DIST)/spinscope-collector: $(COLLECTOR_SRCS) $(COLLECTOR_HDRS) $(BPF_HDRS) $(BUILD)/spinscope.skel.h $(VERSION_SRC) $(RUST_DEMANGLE)
 	@mkdir -p $(dir $@)

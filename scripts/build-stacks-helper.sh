@@ -32,9 +32,12 @@ fail() {
     exit 1
 }
 
+# The Go toolchain (scripts/go-toolchain.sh: Go >= 1.25; `make setup` installs one where there is none).
+GO=$(bash scripts/go-toolchain.sh 2>>"$LOG") || fail "go toolchain"
+
 # Up to date?
 stamp_inputs() {
-    { echo "$PROFILER_VERSION"; go version 2>/dev/null || true
+    { echo "$PROFILER_VERSION"; "$GO" version 2>/dev/null || true
       sha256sum "$0" "$SRC"/go.mod "$SRC"/go.sum "$SRC"/*.go "$SRC"/patches/*.patch; } | sha256sum | cut -d' ' -f1
 }
 STAMP=$(stamp_inputs)
@@ -43,12 +46,11 @@ if [[ -x "$OUT" && -f "$OUT.stamp" && "$(cat "$OUT.stamp")" == "$STAMP" ]]; then
     exit 0
 fi
 
-command -v go >/dev/null 2>&1 || { echo "go: not found (Go >= 1.25 is needed)" > "$LOG"; fail "go toolchain"; }
 command -v patch >/dev/null 2>&1 || { echo "patch: not found (apt-get install patch)" > "$LOG"; fail "patch tool"; }
 export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false CGO_ENABLED=0
 
 # 1. The pinned profiler module, from the module proxy (or the module cache).
-MODDIR=$(timeout "$STEP_TIMEOUT" go mod download -json "$PROFILER_MODULE@$PROFILER_VERSION" 2>>"$LOG" \
+MODDIR=$(timeout "$STEP_TIMEOUT" "$GO" mod download -json "$PROFILER_MODULE@$PROFILER_VERSION" 2>>"$LOG" \
          | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p') || true
 [[ -n "$MODDIR" && -d "$MODDIR" ]] || fail "download $PROFILER_MODULE@$PROFILER_VERSION"
 
@@ -79,7 +81,7 @@ export GOWORK=$PWD/$WORK/go.work
 # 4. Build.
 t0=$(date +%s)
 rc=0
-timeout "$STEP_TIMEOUT" go build -trimpath -ldflags "-s -w" -o "$OUT.tmp" ./"$SRC" >>"$LOG" 2>&1 || rc=$?
+timeout "$STEP_TIMEOUT" "$GO" build -trimpath -ldflags "-s -w" -o "$OUT.tmp" ./"$SRC" >>"$LOG" 2>&1 || rc=$?
 [[ $rc == 124 ]] && fail "go build timed out after ${STEP_TIMEOUT}s; STACKS_HELPER_BUILD_TIMEOUT raises it"
 [[ $rc == 0 ]] || fail "go build"
 mv "$OUT.tmp" "$OUT"

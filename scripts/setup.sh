@@ -71,11 +71,12 @@ fi
 python3 -m pip install "${pip_flags[@]}" -e ".[test]"
 
 # The runtime stacks helper (`--stacks` on CPython, JVM and Node targets: stacks-helper/README.md), built
-# with Go from the Go module proxy (about a minute the first time, nothing when it is up to date). Without
-# it `--stacks` still unwinds native code, and says that the runtime's frames are not named.
-[[ -x /usr/local/go/bin/go ]] && export PATH="$PATH:/usr/local/go/bin"
-if command -v go >/dev/null; then
-    bash scripts/build-stacks-helper.sh || echo "setup: warning: the runtime stacks helper was not built (above)" >&2
+# with Go >= 1.25 from the Go module proxy (about a minute the first time, nothing when it is up to date).
+# scripts/go-toolchain.sh finds that Go, or installs the pinned one from the module proxy (Debian 12's
+# golang-go is 1.19). Without the helper `--stacks` still unwinds native code, and says that the runtime's
+# frames are not named.
+if go=$(bash scripts/go-toolchain.sh --install); then
+    GO=$go bash scripts/build-stacks-helper.sh || echo "setup: warning: the runtime stacks helper was not built (above)" >&2
 else
-    echo "setup: warning: no Go toolchain: the runtime stacks helper (stacks-helper/) is not built" >&2
+    echo "setup: warning: no Go toolchain (above): the runtime stacks helper (stacks-helper/) is not built" >&2
 fi

@@ -97,14 +97,20 @@ func main() {
 	maxStacks := flag.Int("max-stacks", 20000, "cap on unique (tid, stack) entries; samples beyond it are counted, not kept")
 	timestamps := flag.Bool("timestamps", false, "add \"ts\" and \"kt\": sample times (unix ns, and CLOCK_MONOTONIC ns) to each stack line")
 	minAge := flag.String("min-process-age", "auto", "skip (in BPF, before any unwinding or process sync) "+
-		"samples of processes younger than this: 'auto' = the youngest target's age minus 1s, or a "+
-		"duration such as 30s, or 0 for every process")
+		"samples of processes younger than this: 'auto' = 0 with --children (a child forked during the "+
+		"capture is sampled from its start), else the youngest target's age minus 1s; or a duration such "+
+		"as 30s, or 0 for every process")
+	exitWithParent := flag.Bool("exit-with-parent", false, "exit at once (SIGKILL, PR_SET_PDEATHSIG) when the "+
+		"process that started the helper dies, as when `spinscope record` is killed")
 	unwind := flag.String("runtime", "all", "the interpreter unwinders to load: python, hotspot, v8 or all "+
 		"(one is cheaper to load and to match against each process's mappings)")
 	cpuProfile := flag.String("cpuprofile", "", "write the helper's own Go CPU profile here (for measuring the helper)")
 	verbose := flag.Bool("verbose", false, "log the profiler's info messages to stderr")
 	debugLog := flag.Bool("debug", false, "log the profiler's debug messages to stderr")
 	flag.Parse()
+	if *exitWithParent {
+		exitWithParentProcess()
+	}
 
 	pidSet, pidList, err := parsePIDs(*pidArg)
 	if err != nil {
@@ -177,11 +183,7 @@ func main() {
 	if cfg.Interpreters, err = interpreters(*unwind); err != nil {
 		die("%v", err)
 	}
-	aged := pidList
-	if *children {
-		aged = append(aged, descendants(pidSet)...)
-	}
-	age, err := minProcessAge(*minAge, aged)
+	age, err := minProcessAge(*minAge, pidList, *children)
 	if err != nil {
 		die("%v", err)
 	}
@@ -294,38 +296,33 @@ func interpreters(name string) (interpreterconfig.Config, error) {
 	return cfg, nil
 }
 
-// descendants: the processes now running under one of roots (gunicorn's
-// workers, forked after their master: with 'auto' they must pass the age
-// filter too, or a master that took more than a second to fork them is
-// sampled alone).
-func descendants(roots map[int64]bool) []int64 {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
+// exitWithParentProcess: the helper is killed when the process that started
+// it dies (a SIGKILLed `spinscope record` leaves no root profiler running).
+// If that process died before the prctl, we are someone else's child already.
+func exitWithParentProcess() {
+	parent := os.Getppid()
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0); errno != 0 {
+		die("prctl(PR_SET_PDEATHSIG): %v", errno)
 	}
-	t := newTargets(roots, true)
-	var out []int64
-	for _, e := range entries {
-		pid, err := strconv.ParseInt(e.Name(), 10, 64)
-		if err != nil || roots[pid] {
-			continue
-		}
-		if t.match(pid) {
-			out = append(out, pid)
-		}
+	if os.Getppid() != parent || parent == 1 {
+		die("the process that started the helper has exited")
 	}
-	return out
 }
 
 // minProcessAge: the profiler samples every process and, the first time it
 // sees one, reads its mappings and parses the .eh_frame of every executable it
-// maps. On a busy machine, processes that come and go (builds, tests) make
-// that the helper's main cost. Its BPF filter_min_process_age skips samples
-// of processes younger than the given age before any of that happens. 'auto'
-// picks the youngest target's age less a second, so the targets pass and
-// processes started after them are skipped until they are as old (and so
-// are the targets' own children forked after the helper started).
-func minProcessAge(arg string, pids []int64) (time.Duration, error) {
+// maps. Its BPF filter_min_process_age skips samples of processes younger than
+// the given age before any of that happens. Our synchronize filter
+// (patches/ebpf-profiler-synchronize-filter.patch) already keeps every process
+// but the targets and their descendants from being synchronized or unwound, so
+// the age filter only spares non-targets a PID event each (rate-limited in
+// BPF, decided once). 'auto' is 0 with children (a worker the target forks
+// during the capture is sampled from its start, not skipped until it is as
+// old as the target); without, the youngest target's age less a second.
+func minProcessAge(arg string, pids []int64, children bool) (time.Duration, error) {
+	if arg == "auto" && children {
+		return 0, nil
+	}
 	if arg != "auto" {
 		d, err := time.ParseDuration(arg)
 		if err != nil && arg == "0" {

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -136,6 +137,29 @@ def test_top_screen_shows_labels_and_rows(spin):
     assert "CRITICAL write-spin" in text
     assert re.search(r"\b%d\s+event-loop\s+refserver" % rows[0]["tid"], text)
     assert "process" in text and "q quit" in text
+
+
+def test_top_says_in_its_title_when_a_runtimes_frames_are_not_named_live(spin):
+    """`top --stacks` on CPython (this interpreter) says why its call sites are native frames; on a process
+    without a runtime the helper unwinds (sleep) it says nothing."""
+    from rich.console import Console
+
+    from spinscope.tracing import stacks_helper
+
+    note = stacks_helper.not_live(os.getpid())
+    assert note.startswith("cpython target: its runtime's frames are not named live")
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        time.sleep(0.1)
+        assert stacks_helper.not_live(sleeper.pid) is None
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    process, rows = top.rows(spin, spin, by_role=False)
+    console = Console(width=400, record=True, file=open("/dev/null", "w"))
+    console.print(top.render(top.ViewState(stacks_note=note), {"name": spin.name, "elapsed": 3.0, "window": 3.0,
+                                                                "stacks_note": note}, process, rows, [], [], 40))
+    assert note in console.export_text()
 
 
 def test_top_keys_change_the_view_in_order_and_q_quits():
@@ -426,14 +450,42 @@ print(json.dumps({"judged": judged, "families": len(families),
                                 capture_output=True, text=True, timeout=120)
         assert report.returncode == 0, report.stderr
         doc = json.loads(report.stdout)
-        sites = [[[site["function"], site["module"] or "", site["event_share"] if site["events"] else
-                   site["sample_share"]] for site in label["call_sites"][:3]] for label in doc["labels"]]
+        sites = [exported_sites(label["call_sites"]) for label in doc["labels"]]
         expected = ([[label["name"], label["severity"], label["cost_share"], label_sites]
                      for label, label_sites in zip(doc["labels"], sites)]
                     + [[finding["name"], None, finding["cpu_share"], []] for finding in doc["findings"]])
         assert out["judged"][str(path)] == expected, path.name
         seen |= {name for name, *_ in expected}
     assert seen == set(LABEL_NAMES) | set(FINDING_NAMES)  # every label and finding was judged both ways
+
+
+def exported_sites(call_sites: list) -> list:
+    """The exporter's top 3 call sites of report's: one per function and module, shares of one kind."""
+    kind = "event_share" if any(site["events"] for site in call_sites) else "sample_share"
+    shares: dict = {}
+    for site in call_sites:
+        key = (site["function"], site["module"] or "")
+        shares[key] = shares.get(key, 0) + site[kind]
+    return [[f, m, share] for share, (f, m) in sorted(((round(v, 4), k) for k, v in shares.items()),
+                                                      key=lambda r: (-r[0], r[1]))][:3]
+
+
+def test_the_exporters_call_sites_are_one_series_per_site_ranked_the_same_for_the_same_data():
+    """Two call sites of one function (its other callers) are one series, their shares summed; a site without
+    events of a label with events is 0 of them, not its share of samples; equal shares rank by name, whatever
+    order the sites came in."""
+    def site(function, events, event_share, sample_share, module="libc.so.6"):
+        return {"function": function, "module": module, "events": events, "event_share": event_share,
+                "sample_share": sample_share}
+    sites = [site("pthread_cond_signal@@GLIBC_2.3.2", 40, 0.4, 0.1), site("queue_push", 20, 0.2, 0.0, "server"),
+             site("pthread_cond_signal@@GLIBC_2.3.2", 20, 0.2, 0.3), site("eventfd_write", 20, 0.2, 0.0),
+             site("run_in_threadpool", 0, 0.0, 0.6, None)]
+    expected = [("pthread_cond_signal@@GLIBC_2.3.2", "libc.so.6", 0.6), ("eventfd_write", "libc.so.6", 0.2),
+                ("queue_push", "server", 0.2)]
+    for order in (sites, sites[::-1], sites[1:] + sites[:1]):
+        label = SimpleNamespace(call_sites=order)
+        assert exposition._top_sites(label) == expected
+    assert [tuple(s) for s in exported_sites(sites)] == expected
 
 
 def open_fds() -> set:

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -36,6 +39,23 @@ def test_no_such_pid_in_the_namespace():
     assert raised.value.exit_code == 1
     assert re.fullmatch(rf"no process has PID {free} in the PID namespace of --pid-ns /proc/self/ns/pid "
                         rf"\({re.escape(own_namespace())}\), which holds \d+ process(es)?", str(raised.value))
+
+
+def test_a_process_named_in_bytes_that_are_not_utf8_is_read_past():
+    """Scanning /proc reads every process's status, whose Name line is whatever the process set: a name that
+    is no UTF-8 (the hostile fixture's, run by another test at the same time) must not end the scan."""
+    named = subprocess.Popen([sys.executable, "-c",
+                              "import ctypes, sys; ctypes.CDLL(None).prctl(15, b'bad\\xff\\x1b[1m', 0, 0, 0); "
+                              "print(flush=True); sys.stdin.read()"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        named.stdout.readline()  # renamed
+        assert b"\xff" in Path(f"/proc/{named.pid}/status").read_bytes().split(b"\n")[0]
+        test_no_such_pid_in_the_namespace()
+        assert pidns.translate(named.pid, "/proc/self/ns/pid").host_pid == named.pid
+    finally:
+        named.kill()
+        named.wait()
 
 
 @pytest.mark.parametrize("value, message", [

@@ -18,6 +18,7 @@ from spinscope.analysis.metrics import analyze
 from spinscope.analysis.patterns import HANDOFF_OVERHEAD, SPURIOUS_SELECT, WRITE_SPIN
 from spinscope.analysis.schema import layout_differences
 from spinscope.analysis.verdicts import severity
+from spinscope.output import stack_files
 
 
 def frame(symbol, kind="native", module="server", file=None, line=0):
@@ -145,11 +146,80 @@ def test_a_capture_with_stacks_has_exactly_the_layout():
 def test_folded_and_pprof():
     stackset = S.load({"stacks": block([stack(7, [10, 11, 12], 3), stack(7, [10, 11, 12], 2, "spin-write",
                                                                                 weight=90)])})
-    text = S.folded(stackset.stacks, {7: "loop (7)"})
-    assert text == ("loop (7);main (server.c:90);spin_retry_site (server.c:42);__write (write.c:26) 93\n")
-    profile = gzip.decompress(S.pprof(stackset.stacks, 99, 2.0, {7: "loop (7)"}))
+    samples, events = ([s for s in stackset.stacks if S.is_sample(s) == kind] for kind in (True, False))
+    assert stack_files.folded(samples, {7: "loop (7)"}) == "loop (7);main (server.c:90);spin_retry_site (server.c:42);__write (write.c:26) 3\n"
+    assert stack_files.folded(events, {7: "loop (7)"}) == "loop (7);main (server.c:90);spin_retry_site (server.c:42);__write (write.c:26) 90\n"
+    with pytest.raises(ValueError):
+        stack_files.folded(stackset.stacks)  # samples and events are never added up
+    profile = gzip.decompress(stack_files.pprof(stackset.stacks, 99, 2.0, {7: "loop (7)"}))
     for text in (b"spin_retry_site", b"server.c", b"loop (7)", b"spin-write", b"events", b"nanoseconds"):
         assert text in profile
+
+
+def decode(data: bytes) -> dict:
+    """profile.proto's fields, read with the protobuf wire format: {field: [value or bytes, ...]}."""
+    fields: dict = {}
+    i = 0
+
+    def varint():
+        nonlocal i
+        n = shift = 0
+        while True:
+            byte = data[i]
+            i += 1
+            n |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                return n
+    while i < len(data):
+        key = varint()
+        if key & 7 == 0:
+            value = varint()
+        else:
+            size = varint()
+            value, i = data[i:i + size], i + size
+        fields.setdefault(key >> 3, []).append(value)
+    return fields
+
+
+def packed(data: bytes) -> list:
+    out, n, shift = [], 0, 0
+    for byte in data:
+        n |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            out.append(n)
+            n = shift = 0
+    return out
+
+
+def test_an_export_reads_the_runtime_helpers_samples_without_the_interpreters_frames():
+    """A Python thread sampled by both samplers (the same time), and its event stacks: the exports read the
+    helper's samples (they name the Python functions), never the collector's as well, with the interpreter's
+    frames between Python functions left out (as py-spy shows Python) and its native leaf kept; a pprof
+    profile's CPU samples are of type cpu, its default, and its events of type events, never in one value."""
+    py = [0, 10, 5, 13, 6, 13, 4, 13]  # futex, __write, endpoint, _PyEval.., run_sync, _PyEval.., _bootstrap, _PyEval..
+    stackset = S.load({"stacks": block([stack(7, py, 4, "runtime"), stack(7, [10, 13, 13], 4),
+                                        stack(7, [10, 13], 1, "handoff", weight=30)])})
+    chosen = S.selected(stackset)
+    assert [(s.source, s.count) for s in chosen] == [("runtime", 4), ("handoff", 1)]
+    assert stack_files.folded([chosen[0]], {7: "py (7)"}) == (
+        "py (7);Thread._bootstrap_inner (<stdlib>/threading.py:1038);run_sync (site-packages/anyio/to_thread.py:33);"
+        "endpoint (app.py:12);__write (write.c:26);futex_wait 4\n")
+    assert "_PyEval_EvalFrameDefault" in stack_files.folded([chosen[0]], all_frames=True)
+    assert stack_files.folded([stackset.stacks[1]]).count("_PyEval_EvalFrameDefault") == 2  # no language frame: as it was
+
+    profile = decode(gzip.decompress(stack_files.pprof(chosen, 99, 2.0, {7: "py (7)"})))
+    strings = [b.decode() for b in profile[6]]
+    types = [tuple(strings[v] for v in decode(t).values() for v in v) for t in profile[1]]
+    assert types == [("samples", "count"), ("cpu", "nanoseconds"), ("events", "count")]
+    assert strings[profile[14][0]] == "cpu"  # what go tool pprof shows first
+    functions = {decode(f)[1][0]: strings[decode(f)[2][0]] for f in profile[5]}
+    locations = {decode(loc)[1][0]: functions[decode(decode(loc)[4][0])[1][0]] for loc in profile[4]}
+    samples = [(packed(decode(s)[2][0]), [locations[i] for i in packed(decode(s)[1][0])]) for s in profile[2]]
+    period = int(1e9 / 99)
+    assert samples == [([4, 4 * period, 0], ["futex_wait", "__write", "endpoint", "run_sync", "Thread._bootstrap_inner"]),
+                       ([0, 0, 30], ["__write", "_PyEval_EvalFrameDefault"])]
 
 
 def test_diff_says_the_top_call_site_moved(capture_file):
@@ -198,7 +268,7 @@ def test_tagged_runtime_samples_say_where_a_wakeup_for_nothing_is():
     assert found.sampled == S.RUNTIME and (found.samples, found.window_samples) == (7, 3)
     assert found.call_sites[0].frame.name == "Queue.get"  # the innermost Python frame, not libc's (no own code)
     assert [f.name for f in found.call_sites[0].context] == ["WorkerThread.run", "Thread._bootstrap_inner"]
-    exported = S.selected(S.load({"stacks": tagged_helper(stacks)}), SPURIOUS_SELECT, source=None)
+    exported = S.selected(S.load({"stacks": tagged_helper(stacks)}), SPURIOUS_SELECT)
     assert [(s.source, s.count) for s in exported] == [("runtime", 3)]
     untagged = block(stacks)
     untagged["helper"] = {"helper": "otel-ebpf-profiler"}  # no tags: the collector's samples are read

@@ -11,6 +11,7 @@ import pytest
 
 from spinscope.analysis import stacks as S
 from spinscope.analysis.patterns import HANDOFF_OVERHEAD, SPURIOUS_SELECT, WRITE_SPIN
+from spinscope.output import stack_files
 from spinscope.tracing import tag_timeline as T
 
 from collector_harness import COLLECTOR, run_fixture
@@ -171,12 +172,12 @@ def test_per_pattern_call_sites(run):
 
 def test_exports_open_in_the_usual_tools(run, tmp_path):
     stackset = S.load(run.capture)
-    text = S.folded(s for s in S.selected(stackset, WRITE_SPIN, source=None) if s.source == S.SPIN_WRITE)
+    text = stack_files.folded(s for s in S.selected(stackset, WRITE_SPIN) if s.source == S.SPIN_WRITE)
     lines = text.splitlines()
     assert lines and all(line.rsplit(" ", 1)[1].isdigit() for line in lines)
     assert sum(int(line.rsplit(" ", 1)[1]) for line in lines if "spin_retry_site" in line) \
         == SPINS - tail(run, S.SPIN_WRITE)
-    blob = S.pprof(stackset.stacks, stackset.hz, run.capture["duration_s"])
+    blob = stack_files.pprof(stackset.stacks, stackset.hz, run.capture["duration_s"])
     assert blob[:2] == b"\x1f\x8b"  # gzip, as pprof reads it
 
 

@@ -76,9 +76,10 @@ def test_the_handoff_share_adds_the_user_space_part(recorded):
 
 def test_report_json_and_exports(recorded, tmp_path):
     output = recorded(WRITE_SPIN)
-    folded, pprof = tmp_path / "spin.folded", tmp_path / "spin.pb.gz"
-    run = subprocess.run([sys.executable, "-m", "spinscope", "report", str(output), "--json", "--folded", str(folded),
-                          "--pprof", str(pprof), "--pattern", WRITE_SPIN], capture_output=True, text=True, timeout=120)
+    folded, pprof = tmp_path / "spin.events.folded", tmp_path / "spin.pb.gz"
+    run = subprocess.run([sys.executable, "-m", "spinscope", "report", str(output), "--json", "--folded-events",
+                          str(folded), "--pprof", str(pprof), "--pattern", WRITE_SPIN], capture_output=True, text=True,
+                         timeout=120)
     assert run.returncode == 0, run.stderr
     doc = json.loads(run.stdout)
     spin = next(label for label in doc["labels"] if label["name"] == WRITE_SPIN)

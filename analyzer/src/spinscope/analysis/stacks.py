@@ -15,15 +15,14 @@ What this module makes of them, per pattern:
 - its sampled CPU share, split into the kernel part (samples inside a syscall) and the user part, from
   the samples whose stack passes through the pattern's machinery (the runtime's thread-pool, queue, future
   and lock frames: MACHINERY, one table per runtime) or whose tags put them in the pattern's window;
-- folded stacks (FlameGraph, speedscope) and pprof (`go tool pprof`, Grafana Pyroscope) of any of them.
+- what an export shows (selected, language_view); output/stack_files.py writes folded stacks and pprof.
 Nothing here reads the capture's other blocks: each pattern's home joins the two (stack_costs.py).
 """
 
 from __future__ import annotations
 
-import gzip
 import re
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
@@ -421,11 +420,12 @@ def pattern_stacks(stacks: StackSet, pattern: str, tids: Iterable[int] | None = 
                          ranked[:TOP_CALL_SITES], sampled)
 
 
-def sampler(stacks: Iterable[Stack], pattern: str, runtime_tagged: bool) -> str:
+def sampler(stacks: Iterable[Stack], pattern: str | None, runtime_tagged: bool) -> str:
     """Whose CPU samples say where a pattern's time goes (both samplers sample the same time: one is read):
-    the runtime helper's where it sampled these threads, for the hand-off always (its samples name the
-    runtime's machinery) and for the others when its samples carry tags; else the collector's."""
-    by_helper = pattern == HANDOFF_OVERHEAD or runtime_tagged
+    the runtime helper's where it sampled these threads, for the hand-off and for no pattern (all the
+    samples: an export) always (its samples name the runtime's frames) and for the others when its samples
+    carry tags; else the collector's."""
+    by_helper = pattern in (None, HANDOFF_OVERHEAD) or runtime_tagged
     return RUNTIME if by_helper and any(s.source == RUNTIME for s in stacks) else CPU
 
 
@@ -469,124 +469,35 @@ def _site(sites: dict, frame: Frame, context: tuple, through: Frame | None = Non
 # ------------------------------------------------------------------ exports
 
 
-def selected(stacks: StackSet, pattern: str | None = None, source: str | None = CPU) -> list:
-    """The stacks of one source (CPU samples by default; None: every source), or of one pattern: its event
-    stacks and the CPU samples in its window or machinery, from the sampler that pattern_stacks reads."""
+def is_sample(stack: Stack) -> bool:
+    """A CPU sample (the collector's or the runtime helper's: its weight is time), not an event stack (its
+    weight is events): the two are never added up in one value."""
+    return stack.source in (CPU, RUNTIME)
+
+
+def selected(stacks: StackSet, pattern: str | None = None) -> list:
+    """What an export or a flame graph shows: the CPU samples of one sampler (the runtime helper's where it
+    ran, as it names the runtime's frames; the two sample the same time, so never both) and the event
+    stacks; or of one pattern, its event stacks and the samples in its window or machinery, from the sampler
+    that pattern_stacks reads."""
+    timed = sampler(stacks.stacks, pattern, stacks.runtime_tagged)
     out = []
-    timed = sampler(stacks.stacks, pattern, stacks.runtime_tagged) if pattern else None
     for s in stacks.stacks:
-        if pattern:
-            if s.source in PATTERN_SOURCES[pattern]:
+        if not is_sample(s):
+            if pattern is None or s.source in PATTERN_SOURCES[pattern]:
                 out.append(s)
-                continue
-            if s.source != timed or not (s.tags & set(PATTERN_TAGS[pattern])
-                                         or (pattern == HANDOFF_OVERHEAD and machinery_of(s))):
-                continue
-            if source not in (None, timed):
-                continue
-        elif source is not None and s.source != source:
-            continue
-        out.append(s)
+        elif s.source == timed and (pattern is None or s.tags & set(PATTERN_TAGS[pattern])
+                                    or (pattern == HANDOFF_OVERHEAD and machinery_of(s))):
+            out.append(s)
     return out
 
 
-def _folded_name(frame: Frame) -> str:
-    return frame.where.replace(";", ":").replace("\n", " ")
-
-
-def folded(stacks: Iterable[Stack], thread_names: Mapping | None = None) -> str:
-    """Folded stacks (Brendan Gregg's format: `root;...;leaf count` a line), rooted at the thread's name;
-    each stack counted by its events (event stacks) or samples (CPU samples)."""
-    counts: dict = defaultdict(int)
-    for s in stacks:
-        thread = (thread_names or {}).get(s.tid, f"tid {s.tid}")
-        path = ";".join([str(thread).replace(";", ":"), *(_folded_name(f) for f in reversed(s.frames))])
-        counts[path] += s.weight if s.source != CPU else s.count
-    return "".join(f"{path} {n}\n" for path, n in sorted(counts.items()))
-
-
-def pprof(stacks: Iterable[Stack], hz: int, duration_s: float, thread_names: Mapping | None = None) -> bytes:
-    """A gzipped pprof profile (profile.proto) of the stacks: sample types `samples`/count and `cpu`/
-    nanoseconds for CPU samples, `events`/count for event stacks; each sample labelled with its thread,
-    source and tags. For `go tool pprof`, Grafana Pyroscope, speedscope."""
-    return gzip.compress(_Profile(hz, duration_s, thread_names or {}).encode(list(stacks)), mtime=0)
-
-
-class _Profile:
-    """profile.proto written with the protobuf wire format (github.com/google/pprof/proto/profile.proto):
-    the handful of messages a profile needs, so no generated code is carried for them."""
-
-    def __init__(self, hz: int, duration_s: float, thread_names: Mapping):
-        self.hz, self.duration_s, self.names = hz, duration_s, thread_names
-        self.strings: dict = {"": 0}
-        self.functions: dict = {}
-        self.locations: dict = {}
-
-    def s(self, text: str) -> int:
-        return self.strings.setdefault(text, len(self.strings))
-
-    def location(self, frame: Frame) -> int:
-        if frame not in self.locations:
-            key = (frame.name, frame.file or frame.module or "")
-            if key not in self.functions:
-                self.functions[key] = len(self.functions) + 1
-            self.locations[frame] = (len(self.locations) + 1, self.functions[key])
-        return self.locations[frame][0]
-
-    def encode(self, stacks: list) -> bytes:
-        period = int(1e9 / self.hz) if self.hz else 0
-        out = bytearray()
-        types = [(self.s("samples"), self.s("count")), (self.s("cpu"), self.s("nanoseconds")),
-                 (self.s("events"), self.s("count"))]
-        for t, u in types:
-            out += _field_msg(1, _field_int(1, t) + _field_int(2, u))
-        for st in stacks:
-            ids = [self.location(f) for f in st.frames]
-            cpu = st.source == CPU
-            values = [st.count if cpu else 0, st.count * period if cpu else 0, 0 if cpu else st.weight]
-            labels = [_field_msg(3, _field_int(1, self.s("thread")) + _field_int(2, self.s(str(self.names.get(
-                          st.tid, st.tid))))),
-                      _field_msg(3, _field_int(1, self.s("source")) + _field_int(2, self.s(st.source)))]
-            for tag in sorted(st.tags):
-                labels.append(_field_msg(3, _field_int(1, self.s("tag")) + _field_int(2, self.s(tag))))
-            out += _field_msg(2, _packed(1, ids) + _packed(2, values) + b"".join(labels))
-        for frame, (loc_id, fn_id) in self.locations.items():
-            line = _field_int(1, fn_id) + (_field_int(2, frame.line) if frame.line else b"")
-            out += _field_msg(4, _field_int(1, loc_id) + _field_msg(4, line))
-        for (name, filename), fn_id in self.functions.items():
-            out += _field_msg(5, _field_int(1, fn_id) + _field_int(2, self.s(name)) + _field_int(3, self.s(name))
-                              + _field_int(4, self.s(filename)))
-        strings = sorted(self.strings.items(), key=lambda kv: kv[1])
-        for text, _ in strings:
-            out += _field_bytes(6, text.encode())
-        out += _field_int(10, int(self.duration_s * 1e9))
-        out += _field_msg(11, _field_int(1, self.s("cpu")) + _field_int(2, self.s("nanoseconds")))
-        out += _field_int(12, period)
-        return bytes(out)
-
-
-def _varint(n: int) -> bytes:
-    n &= (1 << 64) - 1
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def _field_int(number: int, value: int) -> bytes:
-    return _varint(number << 3) + _varint(value) if value else b""
-
-
-def _field_bytes(number: int, value: bytes) -> bytes:
-    return _varint(number << 3 | 2) + _varint(len(value)) + value
-
-
-def _field_msg(number: int, body: bytes) -> bytes:
-    return _field_bytes(number, body)
-
-
-def _packed(number: int, values: list) -> bytes:
-    return _field_bytes(number, b"".join(_varint(v) for v in values)) if values else b""
+def language_view(frames: tuple) -> tuple:
+    """The frames as py-spy shows Python: in a stack with frames of the runtime's language, the runtime's own
+    frames outward of the innermost one left out (_PyEval_EvalFrameDefault, `python3.11+0x584b23`, the
+    JVM's stubs and call stubs, the thread's start), the native and kernel frames it called into kept (libc's
+    write, the futex the sample waited in). A stack without language frames is as it was."""
+    innermost = next((i for i, f in enumerate(frames) if _language_method(f)), None)
+    if innermost is None:
+        return frames
+    return frames[:innermost] + tuple(f for f in frames[innermost:] if _language_method(f))

@@ -25,33 +25,42 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--html", metavar="OUT", help="also write a self-contained HTML report to OUT")
     parser.add_argument("--json", action="store_true", help="print the metrics and labels as JSON instead")
     stacks = parser.add_argument_group("stacks", "a capture recorded with --stacks (docs/stacks.md)")
-    stacks.add_argument("--folded", metavar="OUT", help="also write its stacks as folded lines (FlameGraph, "
-                        "speedscope) to OUT")
+    stacks.add_argument("--folded", metavar="OUT", help="also write its CPU samples as folded lines (FlameGraph, "
+                        "speedscope) to OUT: the runtime helper's where it ran, else the collector's")
+    stacks.add_argument("--folded-events", metavar="OUT", help="also write its event stacks as folded lines, "
+                        "weighted by the events each stands for, to OUT")
     stacks.add_argument("--pprof", metavar="OUT", help="also write its stacks as a gzipped pprof profile (go tool "
-                        "pprof, Grafana Pyroscope, speedscope) to OUT")
-    stacks.add_argument("--pattern", choices=stack_files.PATTERNS, help="with --folded or --pprof: only that "
-                        "pattern's event stacks and the CPU samples in its window (default: every CPU sample)")
+                        "pprof, Grafana Pyroscope, speedscope) to OUT: sample types cpu (the default) and events")
+    stacks.add_argument("--pattern", choices=stack_files.PATTERNS, help="with the above: only that pattern's event "
+                        "stacks and the CPU samples in its window (default: all of them)")
+    stacks.add_argument("--all-frames", action="store_true", help="with the above: keep the runtime's own frames "
+                        "between Python or Java frames (_PyEval_EvalFrameDefault, JVM stubs), left out by default")
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
-    if args.pattern and not (args.folded or args.pprof):
-        raise UsageError("--pattern goes with --folded or --pprof")
+    exports = args.folded or args.folded_events or args.pprof
+    if (args.pattern or args.all_frames) and not exports:
+        raise UsageError(f"{'--pattern' if args.pattern else '--all-frames'} goes with --folded, --folded-events "
+                         "or --pprof")
     analysis = analyze(load(args.capture))
-    if args.folded or args.pprof:  # before anything is printed: a capture without stacks is refused first
+    if exports:  # before anything is printed: a capture without stacks is refused first
         stack_files.chosen(analysis, args.pattern)
     assessment = assess(analysis)
     if args.json:
         print_json(to_json(analysis, assessment))
     else:
         render_terminal(analysis, assessment, terminal())
+    said = sys.stderr if args.json else sys.stdout
     if args.html:
         write_text(args.html, render_html(analysis, assessment))
-        print(f"wrote {args.html}", file=sys.stderr if args.json else sys.stdout)
-    if args.folded:
-        lines = stack_files.write_folded(analysis, args.folded, args.pattern)
-        print(f"wrote {args.folded} ({lines:,} stacks, folded)", file=sys.stderr if args.json else sys.stdout)
+        print(f"wrote {args.html}", file=said)
+    hidden = "" if args.all_frames else "; the runtime's own frames between Python or Java frames left out (--all-frames)"
+    for out, events in ((args.folded, False), (args.folded_events, True)):
+        if out:
+            what = stack_files.write_folded(analysis, out, args.pattern, events, args.all_frames)
+            print(f"wrote {out} (folded, {what}{hidden})", file=said)
     if args.pprof:
-        n = stack_files.write_pprof(analysis, args.pprof, args.pattern)
-        print(f"wrote {args.pprof} ({n:,} stacks, pprof)", file=sys.stderr if args.json else sys.stdout)
+        what = stack_files.write_pprof(analysis, args.pprof, args.pattern, args.all_frames)
+        print(f"wrote {args.pprof} (pprof, {what}{hidden})", file=said)
     return 0

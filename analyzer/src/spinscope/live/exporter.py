@@ -34,7 +34,7 @@ from pathlib import Path
 
 from spinscope.errors import SpinscopeError, UsageError
 from spinscope.live.exposition import JUDGE_EVERY_S, View, ViewsCollector, auth_failures, judge, scaled, view_of
-from spinscope.tracing import targets
+from spinscope.tracing import stacks_helper, targets
 
 DEFAULT_PORT = targets.EXPORTER_PORT
 DEFAULT_WINDOW_S = targets.EXPORTER_WINDOW_S
@@ -198,6 +198,9 @@ class Exporter:
             return
         duty = f", {self.args.duty[0]:g} s every {self.args.duty[1]:g} s" if self.args.duty else ""
         self.say(f"{selector.text}: tracing {what}{detail}{duty}")
+        note = stacks_helper.not_live(key) if self.args.stacks and selector.kind != "cgroup" else None
+        if note:
+            self.say(f"{selector.text}: {what}: {note}")
         self.attached.add(selector.text)
         self.tracked[key] = Tracked(selector, key, what, target_args, stream, live.History(self.args.window),
                                     next_start=time.monotonic() + (self.args.duty[1] if self.args.duty else 0))

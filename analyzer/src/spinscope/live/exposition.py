@@ -48,8 +48,9 @@ METRICS = (
     Family("spinscope_label_cost_ratio", "gauge",
            "A verdict's measured cost: share of the involved threads' CPU (or of request time).", (*PROCESS, "label")),
     Family("spinscope_label_call_site_ratio", "gauge",
-           "With --stacks: a verdict's top call sites (rank 1 to 3): the share of its events there (of its CPU "
-           "samples, for a pattern without events in the window).", (*PROCESS, "label", "rank", "function", "module"),
+           "With --stacks: a verdict's top call sites (rank 1 to 3, one per function and module): the share of its "
+           "events there (of its CPU samples, for a pattern without events in the window).",
+           (*PROCESS, "label", "rank", "function", "module"),
            when="--stacks"),
     Family("spinscope_finding", "gauge",
            "A finding over the last window (busy-polling, write-wait, nagle-stall: a cost with no severity): 1 while it holds.",
@@ -200,8 +201,17 @@ CALL_SITES_EXPORTED = 3  # per label: the exporter's cardinality stays bounded
 
 
 def _top_sites(label) -> list:
-    return [(site["function"], site["module"] or "", site["event_share"] if site["events"] else site["sample_share"])
-            for site in label.call_sites[:CALL_SITES_EXPORTED]]
+    """[(function, module, share)] of the label's top call sites, one per function and module (the sites of one
+    function at other lines or under other callers summed: one series per site), shares of one kind (of its
+    events where it has events, else of its CPU samples), ranked by share, then by name: the same data, the
+    same ranks."""
+    by_events = any(site["events"] for site in label.call_sites)
+    shares: dict = {}
+    for site in label.call_sites:
+        key = (site["function"], site["module"] or "")
+        shares[key] = shares.get(key, 0.0) + (site["event_share"] if by_events else site["sample_share"])
+    ranked = sorted(((round(share, 4), key) for key, share in shares.items()), key=lambda r: (-r[0], r[1]))
+    return [(function, module, share) for share, (function, module) in ranked[:CALL_SITES_EXPORTED]]
 
 
 def _log2_buckets(hist: list, ks, scale: float = 1.0) -> list:

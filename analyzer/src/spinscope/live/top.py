@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spinscope.errors import SpinscopeError, UsageError
-from spinscope.tracing import targets
+from spinscope.tracing import stacks_helper, targets
 
 DEFAULT_WINDOW_S = targets.TOP_WINDOW_S
 ROLE_VIEW_THREADS = 64  # more threads than this: start in the role view
@@ -178,6 +178,7 @@ class ViewState:
     by_role: bool = False
     ended: str = ""  # why the stream ended, once it has
     saved: str = ""
+    stacks_note: str | None = None  # with --stacks, why the runtime's frames are not named (stacks_helper.not_live)
 
 
 def _cell(value, fmt: str) -> str:
@@ -220,6 +221,8 @@ def _title(header: dict, process: dict):
                  f"{_cell(process['requests_per_s'], ',.0f')} req/s  CPU {_cell(process['cpu_percent'], '.0f')}%")
     if process.get("counted"):
         title.append(f"  ({process['counted']})", style="dim")
+    if header.get("stacks_note"):
+        title.append(f"  ({header['stacks_note']})", style="dim")
     return title
 
 
@@ -324,7 +327,8 @@ def run(args: argparse.Namespace) -> int:
             raise SpinscopeError(str(exc), exit_code=stream.proc.returncode) from None
         raise
     history = live.History(args.window)
-    state = ViewState(by_role=args.roles)
+    state = ViewState(by_role=args.roles,
+                      stacks_note=stacks_helper.not_live(args.pid) if args.stacks and not args.command else None)
     status = 0
     try:
         if args.batch:
@@ -356,7 +360,8 @@ def _frame(args, history, state, height):
     newest = history.newest.capture
     process, table = rows(last, newest, state.by_role)
     labels, notes = judge(span)
-    header = {"name": newest.name, "elapsed": newest.duration_s, "window": span.duration_s}
+    header = {"name": newest.name, "elapsed": newest.duration_s, "window": span.duration_s,
+              "stacks_note": state.stacks_note}
     return render(state, header, process, table, labels, notes, height)
 
 

@@ -267,8 +267,8 @@ def flame_graph(analysis: Analysis, pattern: str) -> str | None:
     stackset = stack_set(analysis)
     if stackset is None:
         return None
-    chosen = [s for s in S.selected(stackset, pattern, source=None)]
-    timed = [s for s in chosen if s.source in (S.CPU, S.RUNTIME)]
+    chosen = S.selected(stackset, pattern)
+    timed = [s for s in chosen if S.is_sample(s)]
     weighted = [(s, s.count) for s in timed] if timed else [(s, s.weight) for s in chosen]
     total = sum(w for _, w in weighted)
     if not total:
@@ -276,7 +276,7 @@ def flame_graph(analysis: Analysis, pattern: str) -> str | None:
     tree: dict = {}
     for stack, weight in weighted:  # a trie of frames, root first, each node its weight
         node = tree
-        for frame in list(reversed(stack.frames))[:FLAME_MAX_DEPTH]:
+        for frame in list(reversed(S.language_view(stack.frames)))[:FLAME_MAX_DEPTH]:
             child = node.setdefault(frame.where, {"w": 0, "frame": frame, "kids": {}})
             child["w"] += weight
             node = child["kids"]

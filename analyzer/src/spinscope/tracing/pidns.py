@@ -89,7 +89,8 @@ def translate(pid: int, value: str) -> Translation:
             st = os.stat(entry / "ns" / "pid")
             if (st.st_dev, st.st_ino) != (dev, ino):
                 continue
-            levels = nspid((entry / "status").read_text())
+            # bytes: the Name line is the process's own choice, not necessarily UTF-8 (untrusted.py)
+            levels = nspid((entry / "status").read_bytes().decode("utf-8", "replace"))
         except (FileNotFoundError, ProcessLookupError, PermissionError):
             continue  # exited while we looked, or not ours to see (then it is not ours to trace either)
         members += 1

@@ -18,13 +18,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import select
 import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from pathlib import Path
 
 from spinscope.tracing import tag_timeline
@@ -34,6 +34,7 @@ HELPER_ENV = "SPINSCOPE_STACKS_HELPER"
 HELPER_NAME = "spinscope-stacks-helper"
 READY_TIMEOUT_S = 30.0  # measured 1.6-2.6 s to load and attach here
 STOP_TIMEOUT_S = 20.0
+STDERR_LINES_KEPT = 20
 RUNTIME_SOURCE = "runtime"
 # The profiler's interpreter unwinder for each runtime runtime_of() names (its --runtime): loading one, not
 # all ten, is what the helper needs for one target.
@@ -65,6 +66,17 @@ def runtime_of(pid: int, root: Path = Path("/proc")) -> str | None:
     return None
 
 
+def not_live(pid: int | None) -> str | None:
+    """Why a live view (`top --stacks`, `exporter --stacks`) names none of pid's runtime frames, or None when the
+    collector names them all (native code, Go). The helper writes its samples once, when it stops: it cannot
+    feed a view each second."""
+    runtime = runtime_of(pid) if pid else None
+    if runtime is None:
+        return None
+    return (f"{runtime} target: its runtime's frames are not named live (the runtime stacks helper writes its "
+            "samples only when it stops; `spinscope record --stacks` runs it): call sites in native frames")
+
+
 def find() -> Path | None:
     override = os.environ.get(HELPER_ENV)
     if override:
@@ -78,14 +90,24 @@ def find() -> Path | None:
 
 class Helper:
     """The helper sampling `pid` (and its children) at `hz` into `out`, started and stopped around the
-    collector's recording."""
+    collector's recording.
+
+    It runs in a session of its own, so a terminal's Ctrl-C or a signal to our process group does not reach
+    it: stop() sends the one SIGTERM that ends its sampling and lets it drain the samples in flight (a second
+    signal would cut that short). It dies with the thread that started it (--exit-with-parent: a SIGKILLed
+    `record` leaves no profiler running), so start it from the thread that stops it. Its stderr is read to
+    the end by a thread of ours (it would block at a pipe's 64 KiB), its last lines kept for the error."""
 
     def __init__(self, binary: Path, pid: int, hz: int, out: Path, children: bool, runtime: str | None = None):
         self.out = out
         self.argv = [str(binary), "--pid", str(pid), "--hz", str(hz), "--out", str(out), "--timestamps",
-                     f"--children={'true' if children else 'false'}", "--runtime", UNWINDERS.get(runtime, "all")]
+                     f"--children={'true' if children else 'false'}", "--runtime", UNWINDERS.get(runtime, "all"),
+                     "--exit-with-parent"]
         self.proc: subprocess.Popen | None = None
         self.error: str | None = None
+        self.said: deque = deque(maxlen=STDERR_LINES_KEPT)  # its last lines on stderr
+        self._sampling = threading.Event()
+        self._reader: threading.Thread | None = None
         # Where the collector writes its tag timeline for these samples: a directory of our own, so no
         # other user can put a link where the collector (root) writes.
         self.private = Path(tempfile.mkdtemp(prefix="spinscope-tags-"))
@@ -98,36 +120,46 @@ class Helper:
         """Started and sampling (its `sampling` line seen), or False with self.error set."""
         try:
             self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                         stderr=subprocess.PIPE, text=True, errors="replace")
+                                         stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True)
         except OSError as exc:
             self.error = f"cannot start {self.argv[0]}: {exc.strerror or exc}"
             return False
-        deadline, seen = time.monotonic() + READY_TIMEOUT_S, []
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([self.proc.stderr], [], [], 0.2)
-            if ready:
-                line = self.proc.stderr.readline()
-                if not line:
-                    break
-                seen.append(line.strip())
-                if ": sampling " in line:
-                    return True
-            elif self.proc.poll() is not None:
-                break
-        self.error = next((line for line in reversed(seen) if line), "did not start sampling in time")
+        self._reader = threading.Thread(target=self._read_stderr, name="stacks-helper-stderr", daemon=True)
+        self._reader.start()
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline and not self._sampling.wait(0.2) and self.proc.poll() is None:
+            pass
+        if self._sampling.is_set():
+            return True
         self.stop()
+        self.error = self._last_words() if self.proc.returncode else "did not start sampling in time"
         return False
 
+    def _read_stderr(self) -> None:
+        for line in self.proc.stderr:
+            self.said.append(line.strip())
+            if ": sampling " in line:
+                self._sampling.set()
+
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
+        """Ended with one SIGTERM (its drain is 0.7 s) and waited for; self.error says what went wrong."""
+        if self.proc is None:
             return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            self.error = self.error or "did not stop in time: killed, its samples lost"
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                self.error = self.error or "did not stop in time: killed, its samples lost"
+        if self.proc.returncode and self._sampling.is_set():
+            self.error = self.error or self._last_words()
+
+    def _last_words(self) -> str:
+        """Its last line on stderr (read to its end), or its exit status."""
+        self._reader.join(timeout=1)
+        return next((line for line in reversed(self.said) if line), f"exited with status {self.proc.returncode}")
 
 
 def fold_into(capture_path: Path, helper_out: Path | None, account: dict, timeline: Path | None = None) -> None:

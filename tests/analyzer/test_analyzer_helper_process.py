@@ -1,0 +1,70 @@
+"""The runtime stacks helper as a process (tracing/stacks_helper.Helper), on a stand-in that behaves as the
+helper does at its edges: one `sampling` line on stderr, then warnings, and its output written on SIGTERM.
+Its stderr is read to the end (a helper that writes more than a pipe holds is not blocked), it runs in a
+session of its own (a signal to our process group does not cut its drain short), it is told to exit with
+its parent, and its last words are the error when it fails."""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+import time
+
+from spinscope.tracing import stacks_helper
+
+STAND_IN = textwrap.dedent("""\
+    import signal, sys, time
+    argv = sys.argv[1:]
+    out = argv[argv.index("--out") + 1]
+    mode = argv[argv.index("--pid") + 1]
+    if mode == "fail":
+        sys.stderr.write("spinscope-stacks-helper: profiler failed to start: no BTF\\n")
+        sys.exit(1)
+    stopped = []
+    signal.signal(signal.SIGTERM, lambda *_: stopped.append(1))
+    sys.stderr.write("spinscope-stacks-helper: sampling pid 1 at 99 Hz\\n")
+    sys.stderr.flush()
+    for i in range(4096):  # 256 KiB of warnings: four times what a pipe holds
+        sys.stderr.write(f"warning {i:05d} " + "x" * 49 + "\\n")
+    sys.stderr.flush()
+    while not stopped:
+        time.sleep(0.01)
+    with open(out, "w") as f:
+        f.write(" ".join(argv) + "\\n")
+""")
+
+
+def stand_in(tmp_path):
+    path = tmp_path / "helper"
+    path.write_text(f"#!{sys.executable}\n" + STAND_IN)
+    path.chmod(0o755)
+    return path
+
+
+def test_a_helper_that_writes_more_than_a_pipe_holds_is_drained_and_stops_cleanly(tmp_path):
+    out = tmp_path / "out"
+    helper = stacks_helper.Helper(stand_in(tmp_path), 1, 99, out, children=True, runtime="cpython")
+    try:
+        assert helper.start(), helper.error
+        time.sleep(0.5)  # it writes its 256 KiB of warnings
+        assert os.getsid(helper.proc.pid) == helper.proc.pid  # a session of its own: no group signal reaches it
+        started = time.monotonic()
+        helper.stop()
+        assert time.monotonic() - started < 5
+        assert helper.proc.returncode == 0 and helper.error is None
+        assert out.read_text().split() == ["--pid", "1", "--hz", "99", "--out", str(out), "--timestamps",
+                                           "--children=true", "--runtime", "python", "--exit-with-parent"]
+        assert helper.said[-1].startswith("warning 04095 ")  # read to its end, the last lines kept
+        assert len(helper.said) == stacks_helper.STDERR_LINES_KEPT
+    finally:
+        helper.cleanup()
+
+
+def test_a_helper_that_fails_says_why(tmp_path):
+    helper = stacks_helper.Helper(stand_in(tmp_path), "fail", 99, tmp_path / "out", children=False)
+    try:
+        assert not helper.start()
+        assert helper.error == "spinscope-stacks-helper: profiler failed to start: no BTF"
+    finally:
+        helper.cleanup()
