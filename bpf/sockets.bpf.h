@@ -208,6 +208,8 @@ static __noinline __u32 first_read_kind(struct pt_regs *regs, long ret)
 
 #include "h2.bpf.h"
 
+#include "nagle.bpf.h"
+
 /* ---------------------------------------------------------------------------------------- */
 /* Requests                                                                                   */
 
@@ -354,6 +356,8 @@ static __always_inline __u32 request_on_write(struct thread_stats *t, __u32 tid,
 	} else if (what & WRITE_WAITED)
 		s->write_waited++;
 	s->write_bytes += bytes;
+	if (s->phase == REQ_WRITING && ret > 0 && !(what & WRITE_RESPONSE)) /* a response's later write */
+		nagle_on_write(t, s, sock, call);
 	return what;
 }
 
@@ -401,12 +405,10 @@ static __always_inline void write_copy_count(struct thread_stats *t, long ret, b
  */
 static __noinline void stall_sample(struct thread_stats *t, __u64 sock)
 {
-	struct socket *s = bpf_rdonly_cast((void *)sock, bpf_core_type_id_kernel(struct socket));
-	struct sock *sk = s->sk;
+	struct sock *sk = socket_tcp_sk(sock);
 	struct tcp_sock *tp;
 
-	if (!sk || sk->sk_protocol != IPPROTO_TCP ||
-	    (sk->__sk_common.skc_family != AF_INET && sk->__sk_common.skc_family != AF_INET6))
+	if (!sk)
 		return;
 	tp = bpf_rdonly_cast(sk, bpf_core_type_id_kernel(struct tcp_sock));
 	t->c.stalls_sampled++;

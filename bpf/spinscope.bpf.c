@@ -6,6 +6,7 @@
  * Attach points are tracepoints only (this kernel has no kprobes and refuses fentry):
  *   - tp_btf/sys_enter, tp_btf/sys_exit   (raw_syscalls) the write, read, poll and futex families
  *   - tp_btf/sched_*                       switch, waking, process_fork, process_exit
+ *   - tp_btf/tcp_probe                     a segment arriving on a TCP socket: ends a hold by Nagle (nagle.bpf.h)
  *
  * Why the two raw syscall tracepoints rather than one syscalls/sys_enter_<name> tracepoint per
  * call: the per-call tracepoints go through perf's buffer machinery before BPF even runs, which

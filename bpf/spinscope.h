@@ -128,7 +128,8 @@
 	X(h2_lost_bytes)       /* ...the bytes of those calls not walked */                       \
 	X(h2_streams_unfollowed) /* streams opened whose end was not waited for (a stream 64 ids on took its slot, or the connection closed) */ \
 	X(tls_connections)     /* serving sockets whose first read began with a TLS ClientHello: counted by exchange */ \
-	X(h2_bad_frames)       /* HTTP/2 frame headers no conforming peer sends (length, type, stream): the walk lost its place there */
+	X(h2_bad_frames)       /* HTTP/2 frame headers no conforming peer sends (length, type, stream): the walk lost its place there */ \
+	X(nagle_held)          /* a response's later socket writes that left bytes held by Nagle's algorithm (nagle.bpf.h) */
 
 struct thread_counters {
 #define X(name) __u64 name;
@@ -211,6 +212,7 @@ enum stack_source {
 	STACK_EMPTY_POLL,       /* a poll call that returned no event */
 	STACK_FUTILE_WAKEUP,    /* the poll call that ended a futile wakeup cycle (ready fds that gave nothing) */
 	STACK_HANDOFF,          /* a call that woke another of the target's threads (futex, pipe, eventfd...) */
+	STACK_NAGLE_WRITE,      /* a response's later socket write that left bytes held by Nagle (nagle.bpf.h) */
 	STACK_SOURCES,
 };
 #define STACK_EVENT_SOURCES (STACK_SOURCES - 1) /* the event sources: a source's index there is source - 1 */
@@ -418,6 +420,9 @@ struct socket_state {
 	__u32 stall_tid; /* the thread whose latest write here stalled (EAGAIN, partial); 0: none */
 	__u32 stall_waits; /* that thread's thread_waits() right after it */
 	__u32 stall_eagain; /* that write returned EAGAIN (else it was partial) */
+	__u32 nagle_holds;  /* holds of this response by Nagle's algorithm that a segment from the peer ended */
+	__u64 nagle_hold_ns; /* ...their time: from the write that left bytes held to that segment */
+	__u64 held_ns;       /* the write that left bytes held, while no segment has come since; 0: none */
 };
 
 /* The per-request sums, in capture order (requests and each response-size class). X(name) */
@@ -431,7 +436,9 @@ struct socket_state {
 	X(write_waited)                                                                            \
 	X(write_bytes)                                                                             \
 	X(duration_ns)                                                                             \
-	X(cross_thread)
+	X(cross_thread)                                                                            \
+	X(nagle_holds)   /* schema 9: holds by Nagle's algorithm ended by the client's next segment */ \
+	X(nagle_hold_ns) /* schema 9: their time, after the request's last write (not in duration_ns) */
 
 struct response_class {
 #define X(name) __u64 name;
@@ -445,7 +452,8 @@ struct response_class {
 	X(write_calls)                                                                             \
 	X(write_eagain)                                                                            \
 	X(write_bytes)                                                                             \
-	X(duration_ns)
+	X(duration_ns)                                                                             \
+	X(nagle_hold_ns) /* schema 9: 0 for the responses not held */
 
 /* Finished requests, aggregated per CPU (one entry of a per-CPU array). */
 struct request_stats {
@@ -594,6 +602,8 @@ static __always_inline __u32 log2_bucket(__u64 v, __u32 max)
 #define REQUEST_write_bytes(s)   ((s)->write_bytes)
 #define REQUEST_duration_ns(s)   ((s)->end_ns - (s)->start_ns)
 #define REQUEST_cross_thread(s)  ((s)->reader_tid != (s)->writer_tid)
+#define REQUEST_nagle_holds(s)   ((s)->nagle_holds)
+#define REQUEST_nagle_hold_ns(s) ((s)->nagle_hold_ns)
 
 static __always_inline void response_class_add(struct response_class *r, const struct socket_state *s)
 {

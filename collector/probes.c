@@ -31,6 +31,7 @@ static const struct probe PROBES[] = {
 	{ "on_sched_process_fork", "sched", "sched_process_fork" },
 	{ "on_sched_process_exit", "sched", "sched_process_exit" },
 	{ "on_sched_process_exec", "sched", "sched_process_exec" },
+	{ "on_tcp_probe", "tcp", "tcp_probe" },
 };
 
 /*

@@ -1262,6 +1262,7 @@ static const char *const SOURCE_NAMES[STACK_SOURCES] = {
 	[STACK_EMPTY_POLL] = "empty-poll",
 	[STACK_FUTILE_WAKEUP] = "futile-wakeup",
 	[STACK_HANDOFF] = "handoff",
+	[STACK_NAGLE_WRITE] = "nagle-write",
 };
 
 static const struct {

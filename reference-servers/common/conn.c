@@ -30,6 +30,7 @@ struct rs_conn *conn_new(int fd)
 }
 
 const char *rs_docroot;
+bool rs_split_writes;
 
 static void file_close(struct rs_conn *c)
 {
@@ -242,9 +243,13 @@ enum rs_io conn_write(struct rs_conn *c)
 			return RS_IO_ERROR;
 		return c->file_off == c->file_len ? RS_IO_DONE : RS_IO_PARTIAL;
 	}
+	size_t header_len = c->out_len - c->body_len, end = c->out_len;
+
+	if (rs_split_writes && c->file_fd < 0 && c->out_off < header_len)
+		end = header_len; /* the header alone first: the body in the next call */
 	do {
 		c->write_calls++;
-		n = write(c->fd, c->out + c->out_off, c->out_len - c->out_off);
+		n = write(c->fd, c->out + c->out_off, end - c->out_off);
 	} while (n < 0 && errno == EINTR);
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
 		c->saw_eagain = true;

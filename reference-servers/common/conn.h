@@ -75,6 +75,9 @@ static inline bool conn_pending_output(const struct rs_conn *c)
 
 /* The directory /file/NAME is served from (--docroot); NULL: /file/ answers 404. */
 extern const char *rs_docroot;
+/* --split-writes: conn_write writes a response's header and its body in separate calls (as the JDK's HTTP
+ * server and many frameworks do): with Nagle on, the body waits for the client's ACK of the header. */
+extern bool rs_split_writes;
 
 /* Exactly one write() of the unsent part of the response (retried only on EINTR); for a file
  * response, the header by write() and then the body by sendfile(2), one call each time. */

@@ -34,6 +34,7 @@ static void usage(FILE *f)
 	fputs("usage: refserver --arch NAME [--port P] [--host H] [--workers N] [--sndbuf BYTES]\n"
 	      "                 [--write-policy spin|epollout] [--poller epoll|poll|select]\n"
 	      "                 [--backlog N] [--docroot DIR]  (GET /file/NAME: DIR/NAME by sendfile)\n"
+	      "                 [--split-writes] (header and body in two writes) [--nagle] (no TCP_NODELAY)\n"
 	      "       fanout-*: --shards host:port,... [--pool-max N] [--pool-idle-ms MS]\n"
 	      "                 [--backend-loops K] [--shard-conns N] [--shard-timeout-ms MS]\n"
 	      "                 [--priority fifo|fanout]\n"
@@ -73,6 +74,8 @@ int main(int argc, char **argv)
 		{ "shard-timeout-ms", required_argument, NULL, 'T' },
 		{ "priority", required_argument, NULL, 'R' },
 		{ "docroot", required_argument, NULL, 'D' },
+		{ "split-writes", no_argument, NULL, 'x' },
+		{ "nagle", no_argument, NULL, 'n' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -99,6 +102,8 @@ int main(int argc, char **argv)
 		case 'C': ok = parse_int(optarg, 1, &o->shard_conns); break;
 		case 'T': ok = parse_int(optarg, 1, &o->shard_timeout_ms); break;
 		case 'D': rs_docroot = optarg; break;
+		case 'x': o->split_writes = rs_split_writes = true; break;
+		case 'n': o->nagle = true; break;
 		case 'R':
 			ok = !strcmp(optarg, "fifo") || !strcmp(optarg, "fanout");
 			o->priority_fanout = !strcmp(optarg, "fanout");

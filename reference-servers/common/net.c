@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 static int sndbuf_request; /* --sndbuf, applied to every accepted socket; 0 = leave alone */
+static bool nagle;         /* --nagle: accepted sockets keep Nagle's algorithm (no TCP_NODELAY) */
 
 void rs_log(bool with_errno, const char *fmt, ...)
 {
@@ -146,6 +147,7 @@ int rs_listen(const struct rs_options *opt, int *bound_port, int *effective_sndb
 	*bound_port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
 						    : ((struct sockaddr_in *)&ss)->sin_port);
 	*effective_sndbuf = 0;
+	nagle = opt->nagle;
 	if (opt->sndbuf > 0) {
 		len = sizeof *effective_sndbuf;
 		getsockopt(fd, SOL_SOCKET, SO_SNDBUF, effective_sndbuf, &len);
@@ -170,8 +172,9 @@ int rs_accept(int listen_fd, bool nonblock)
 	if (fd < 0)
 		return -1;
 	/* Responses go out in one write when they fit; Nagle would only add latency to the
-	 * tail of a partial write on a keep-alive connection. */
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	 * tail of a partial write on a keep-alive connection (--nagle shows how much). */
+	if (!nagle)
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 	if (sndbuf_request > 0)
 		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf_request, sizeof sndbuf_request);
 	return fd;

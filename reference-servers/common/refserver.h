@@ -29,6 +29,8 @@ struct rs_options {
 	int backlog;
 	enum rs_poller_kind poller;
 	enum rs_write_policy write_policy;
+	bool nagle;                /* --nagle: leave Nagle's algorithm on (no TCP_NODELAY on accepted sockets) */
+	bool split_writes;         /* --split-writes: a response's header and body in two write calls */
 
 	/* fanout-* architectures (docs/architectures.md, "Fanout tier") */
 	const char *shards;        /* --shards host:port,... */

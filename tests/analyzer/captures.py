@@ -63,13 +63,13 @@ def capture(threads: list, wakeups: list = (), requests: int = 0, response_bytes
             "write_eagain": round(eagain_per_request * requests), "write_partial": round(partial_per_request * requests),
             "spin_retries": round(spin_per_request * requests), "spin_eagain": round(futile_per_request * requests),
             "write_waited": round(waits_per_request * requests), "write_bytes": response_bytes * requests,
-            "duration_ns": request_ns * requests, "cross_thread": cross_thread}
+            "duration_ns": request_ns * requests, "cross_thread": cross_thread, "nagle_holds": 0, "nagle_hold_ns": 0}
     request_block = {
         **sums, "unattributed_writes": 0,
         "hist": {"write_calls": _single(writes_per_request, requests),
                  "write_eagain": _single(eagain_per_request, requests),
                  "write_bytes": _single(response_bytes, requests),
-                 "duration_ns": _single(request_ns, requests)},
+                 "duration_ns": _single(request_ns, requests), "nagle_hold_ns": _single(0, requests)},
         "by_size": [],
     }
     if requests:

@@ -25,6 +25,9 @@ RUNS = {  # name: (arch, server args, load args, seconds recorded)
     "reactor-split.json": ("reactor-split", ["--workers", "4"], ["--path", "/bytes/100", "--concurrency", 1], 3.0),
     "reactor-worker.json": ("reactor-worker", ["--workers", "4"], ["--path", "/bytes/100", "--concurrency", 1], 3.0),
     "poller-dispatch.json": ("poller-dispatch", [], ["--path", "/bytes/100", "--concurrency", 16], 3.0),
+    # Nagle's algorithm holds each body for the client's delayed ACK: 20-25 requests a second
+    "event-loop-nagle.json": ("event-loop", ["--split-writes", "--nagle"], ["--path", "/bytes/100", "--concurrency", 1],
+                              6.0),
 }
 
 

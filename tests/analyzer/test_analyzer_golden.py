@@ -11,6 +11,7 @@ import pytest
 from spinscope.analysis.capture import load
 from spinscope.analysis.labels import assess
 from spinscope.analysis.metrics import analyze
+from spinscope.analysis.patterns import NAGLE_STALL
 from paths import CAPTURES
 
 
@@ -112,3 +113,17 @@ def test_diff_of_spin_to_epollout_shows_fewer_writes():
     assert futile["before"] > 100 and futile["after"] == 0
     assert futile["noise"] == "significant"
     assert "write-spin disappeared" in data["verdict"]
+
+
+def test_nagle_stall_on_the_split_writes_with_nagle_and_nowhere_else():
+    """refserver --split-writes --nagle, one client: every response held for the client's delayed ACK (125 of
+    125, each hold timed), the finding says so; no other bundled capture has it (the older schemas have no hold
+    to show)."""
+    for path in sorted(CAPTURES.glob("**/*.json")):
+        found = {f.name: f for f in assess(analyze(load(path))).findings}
+        assert (NAGLE_STALL in found) == (path.name == "event-loop-nagle.json"), path
+    finding = {f.name: f for f in assess(analyze(load(CAPTURES / "event-loop-nagle.json"))).findings}[NAGLE_STALL]
+    assert (finding.evidence["requests"], finding.evidence["responses_held"], finding.evidence["held_writes"]) == \
+        (125, 125, 125)
+    assert finding.saving_of == "request time" and finding.saving > 0.99
+    assert finding.fixes[0].startswith("set TCP_NODELAY on each accepted socket")

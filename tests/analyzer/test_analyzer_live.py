@@ -399,7 +399,7 @@ def part_of(doc: dict, fraction: float) -> dict:
 
 
 JUDGED = ["event-loop-spin-100k.json", "event-loop-epollout-100k.json", "reactor-split.json", "reactor-worker.json",
-          "thread-per-conn.json", "fanout-pool-20k.json"]
+          "thread-per-conn.json", "fanout-pool-20k.json", "event-loop-nagle.json"]
 
 
 def test_the_exporter_judges_a_window_as_report_does_and_without_pandas(tmp_path):

@@ -145,7 +145,8 @@ def test_requests_and_writes_per_request_exact(tmp_path):
     assert size_class == {"bytes_min": 256, "bytes_max": 511, "count": requests,
                           "write_calls": requests * writes, "write_eagain": 0, "write_partial": 0,
                           "spin_retries": 0, "spin_eagain": 0, "write_waited": 0, "write_bytes": requests * writes * 100,
-                          "cross_thread": 0, "duration_ns": size_class["duration_ns"]}
+                          "cross_thread": 0, "duration_ns": size_class["duration_ns"], "nagle_holds": 0,
+                          "nagle_hold_ns": 0}
     assert size_class["duration_ns"] == req["duration_ns"] > 0
     # The thread that read every request also wrote every response.
     assert server["requests_read"] == server["responses_written"] == requests

@@ -79,7 +79,7 @@ def fake_tracefs(tmp_path: Path, without: str) -> Path:
     """A copy of tracefs' event directory names, without one tracepoint."""
     real = Path("/sys/kernel/tracing/events")
     fake = tmp_path / "tracefs"
-    for category in ("raw_syscalls", "sched"):
+    for category in ("raw_syscalls", "sched", "tcp"):
         for event in (real / category).iterdir():
             if event.name != without:
                 (fake / "events" / category / event.name).mkdir(parents=True)
@@ -137,8 +137,8 @@ def test_check_json_on_a_ready_host():
     assert rc == 0 and list(checks) == CHECKS
     assert all(c["ok"] and not c["skipped"] for c in checks.values())
     assert [name for name, c in checks.items() if c["optional"]] == OPTIONAL
-    assert checks["tracepoints"]["detail"] == "7 of 7 present"
-    assert checks["probes attach"]["detail"].startswith("7 probes live in ")
+    assert checks["tracepoints"]["detail"] == "8 of 8 present"
+    assert checks["probes attach"]["detail"].startswith("8 probes live in ")
 
 
 def test_check_json_names_missing_tracepoints_and_skips_loading(tmp_path):
@@ -147,7 +147,7 @@ def test_check_json_names_missing_tracepoints_and_skips_loading(tmp_path):
     assert rc == 1
     assert checks["tracepoints"] == {
         "name": "tracepoints", "ok": False, "skipped": False, "optional": False,
-        "detail": "tracepoint sched/sched_waking is missing from this kernel (6 of 7 present)",
+        "detail": "tracepoint sched/sched_waking is missing from this kernel (7 of 8 present)",
         "remedy": "a kernel built with CONFIG_FTRACE_SYSCALLS and CONFIG_TRACEPOINTS"}
     assert checks["probes load"]["skipped"] and checks["probes attach"]["skipped"]
     assert checks["privileges"]["ok"] and checks["kernel BTF"]["ok"]
@@ -185,7 +185,7 @@ def test_ready_fd_says_when_the_probes_are_live(sleeper, tmp_path):
     with os.fdopen(read_fd) as ready:
         line = json.loads(ready.readline())
         assert ready.read() == ""  # one line, then closed
-    assert line["ready"] is True and line["pid"] == sleeper.pid and line["probes"] == 7
+    assert line["ready"] is True and line["pid"] == sleeper.pid and line["probes"] == 8
     assert 0 < line["attach_s"] < 30
     assert proc.wait(timeout=10) == 0
 

@@ -44,7 +44,7 @@ def test_the_block_says_how_it_was_made(run):
     assert block["unwinder"].startswith("elfutils libdw ")
     assert block["settled"] is True
     assert block["lost"] == {"ring_full": 0, "unique_stacks_cap": 0, "out_of_memory": 0}
-    assert set(block["events_without_stack"]) == {"spin-write", "empty-poll", "futile-wakeup", "handoff"}
+    assert set(block["events_without_stack"]) == {"spin-write", "empty-poll", "futile-wakeup", "handoff", "nagle-write"}
 
 
 def tail(run, source):

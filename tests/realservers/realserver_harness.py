@@ -320,13 +320,14 @@ def ensure_jdkhttp() -> Path:
     return ensure_java(BUILD / "jdkhttp", APPS / "JdkHttpBytes.java") / "classes"
 
 
-def _jdkhttp(workdir: Path, port: int, docroot: Path, pool: bool = False) -> list[str]:
+def _jdkhttp(workdir: Path, port: int, docroot: Path, pool: bool = False, nodelay: bool = True) -> list[str]:
     """apps/JdkHttpBytes.java: the JDK's HTTP server, each exchange handed to a 4-thread executor (POOL) or
-    answered on its dispatcher thread. C1 only, as for Netty. With TCP_NODELAY (the JDK's property for it):
-    the server writes a response's headers and body apart, and Nagle's algorithm held the body for the
-    client's delayed ACK, 40 ms a request (22 requests a second, measured)."""
-    return [binary("java"), "-XX:TieredStopAtLevel=1", "-Dsun.net.httpserver.nodelay=true", "-cp", str(ensure_jdkhttp()), "JdkHttpBytes", str(port),
-            "pool" if pool else "direct"]
+    answered on its dispatcher thread. C1 only, as for Netty. With TCP_NODELAY (NODELAY: the JDK's property
+    for it) unless told otherwise: the server writes a response's headers and body apart, and without it
+    Nagle's algorithm holds the body for the client's delayed ACK, 40 ms a request (22 requests a second, the
+    nagle-stall pair)."""
+    return [binary("java"), "-XX:TieredStopAtLevel=1", f"-Dsun.net.httpserver.nodelay={str(nodelay).lower()}",
+            "-cp", str(ensure_jdkhttp()), "JdkHttpBytes", str(port), "pool" if pool else "direct"]
 
 
 def ensure_jboss() -> Path:
@@ -802,6 +803,12 @@ VERDICT_CONFIGS = _configs(
            warmup_s=4.0),
     Config("jdkhttp-direct", "jdkhttp", HttpLoad("/bytes/100", concurrency=1), {"pool": False},
            "the JDK's HTTP server, each exchange answered on its dispatcher thread, 1 client", warmup_s=4.0),
+    # Nagle's algorithm holds each body for the client's delayed ACK: 12-25 requests a second, so 6 s of load
+    # for the 50 requests a finding is judged from.
+    Config("jdkhttp-nagle", "jdkhttp", HttpLoad("/bytes/100", concurrency=1, duration=6.0),
+           {"pool": False, "nodelay": False},
+           "the JDK's HTTP server without -Dsun.net.httpserver.nodelay=true, answering on its dispatcher thread, "
+           "1 client", warmup_s=4.0),
     # Go's net/http: a goroutine per connection, multiplexed on GOMAXPROCS threads by Go's scheduler, which
     # parks and wakes threads itself (its netpoller): no selector role, no dispatch the user wrote.
     *(Config(f"go-p{procs}-c16", "go", HttpLoad("/bytes/100", concurrency=16), {"gomaxprocs": procs},

@@ -50,7 +50,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from realserver_harness import (VERDICT_CONFIGS, Config, RealServer, Run, docroot, ensure_ready,  # noqa: E402
                                 load_lock, missing_binaries, recording, start_server, warm_up)
 
-from spinscope.analysis.patterns import BUSY_POLLING, HANDOFF_OVERHEAD, SPURIOUS_SELECT  # noqa: E402
+from spinscope.analysis.patterns import (BUSY_POLLING, FINDING_NAMES, HANDOFF_OVERHEAD, NAGLE_STALL,  # noqa: E402
+                                         SPURIOUS_SELECT)
 # CPU times are clock deltas, and time the hypervisor steals from the VM counts in them (at 10-31% steal
 # test_label_costs.py saw an independent share fall from 0.55 to 0.05-0.5): only rounds recorded with
 # less steal than this make the medians.
@@ -67,6 +68,7 @@ class Pair:
     about: str
     sides: tuple = ("bad", "good")  # what the two configurations are called in file names and the summary
     stacks: int = 0  # record both sides with --stacks at this rate (and the runtime stacks helper)
+    min_requests: int = 200  # requests the load must complete on each side for its verdicts to mean anything
 
     def configs(self) -> dict:
         return dict(zip(self.sides, (VERDICT_CONFIGS[self.bad], VERDICT_CONFIGS[self.good])))
@@ -95,6 +97,10 @@ PAIRS = {pair.name: pair for pair in (
          "the JDK's HTTP server with an executor: its dispatcher thread hands each exchange to a pool thread "
          "(Executors.newFixedThreadPool(4)); without one it answers on the dispatcher thread. 1 client.",
          stacks=99),
+    Pair("jdkhttp-nagle", "jdkhttp-nagle", "jdkhttp-direct", NAGLE_STALL,
+         "the JDK's HTTP server writes a response's headers and body in two calls; without "
+         "-Dsun.net.httpserver.nodelay=true Nagle's algorithm holds the body until the client's delayed ACK of the "
+         "headers (40 ms). 1 client.", stacks=99, min_requests=50),
     # Runtimes and pool libraries that no code of the analyzer names (issue 39): the hand-off's cost must be
     # found without a table of their frames.
     # (At 16 clients, node-readfile-c16 and axum-blocking-c16 in VERDICT_CONFIGS, for manual runs: Node's good

@@ -35,7 +35,7 @@ COUNTERS = (
     "write_spin_empty", "write_spin_empty_ns", "poll_dispatch", "poll_dispatch_cycle_ns",
     "clone_calls", "clone_ns", "thread_starts", "thread_start_wait_ns", "exit_oncpu_ns",
     "h2_streams", "h2_frames", "h2_lost", "h2_lost_calls", "h2_lost_bytes", "h2_streams_unfollowed",
-    "tls_connections", "h2_bad_frames",
+    "tls_connections", "h2_bad_frames", "nagle_held",
 )
 # Schema 7 added what creating and ending a thread costs (a thread per request): 0 in older captures.
 SCHEMA7_COUNTERS = frozenset(("clone_calls", "clone_ns", "thread_starts", "thread_start_wait_ns", "exit_oncpu_ns"))
@@ -44,8 +44,11 @@ SCHEMA7_COUNTERS = frozenset(("clone_calls", "clone_ns", "thread_starts", "threa
 # ClientHello: 0 in older captures.
 SCHEMA8_COUNTERS = frozenset(("h2_streams", "h2_frames", "h2_lost", "h2_lost_calls", "h2_lost_bytes",
                               "h2_streams_unfollowed", "tls_connections"))
-# Schema 9 checked every HTTP/2 frame header and counted those no conforming peer sends: 0 in older captures.
-SCHEMA9_COUNTERS = frozenset(("h2_bad_frames",))
+# Schema 9 checked every HTTP/2 frame header and counted those no conforming peer sends, and found the responses
+# held by Nagle's algorithm (bpf/nagle.bpf.h): the writes that left bytes held, and per request the holds a
+# segment from the client ended and their time: 0 in older captures.
+SCHEMA9_COUNTERS = frozenset(("h2_bad_frames", "nagle_held"))
+SCHEMA9_REQUEST_SUMS = frozenset(("nagle_holds", "nagle_hold_ns"))
 # Schema 5 added the socket reads and writes on channels between the target's processes, which serve no
 # requests (before, their messages were counted as requests), the HTTP/2 connections, the accept counts,
 # the poll wakeup cycles and the copy rate: 0 in older captures.
@@ -72,10 +75,10 @@ SCHEMA2_COUNTERS = frozenset((
 ))
 # The sums of `requests` and of each `requests.by_size` class: SPINSCOPE_REQUEST_SUMS.
 REQUEST_SUMS = ("count", "write_calls", "write_eagain", "write_partial", "spin_retries", "spin_eagain",
-                "write_waited", "write_bytes", "duration_ns", "cross_thread")
+                "write_waited", "write_bytes", "duration_ns", "cross_thread", "nagle_holds", "nagle_hold_ns")
 SCHEMA2_REQUEST_SUMS = frozenset(("spin_retries", "spin_eagain", "write_waited", "duration_ns", "cross_thread"))
 # requests.hist: SPINSCOPE_REQUEST_HISTS.
-REQUEST_HISTS = ("write_calls", "write_eagain", "write_bytes", "duration_ns")
+REQUEST_HISTS = ("write_calls", "write_eagain", "write_bytes", "duration_ns", "nagle_hold_ns")
 # drops: SPINSCOPE_DROPS.
 DROP_KEYS = ("threads", "sockets", "wakeup_edges", "pids", "exited", "execs", "listeners")
 # The schema that added each key of those lists that schema 1 lacked (the others: 1), by name: a name in
@@ -84,9 +87,10 @@ DROP_KEYS = ("threads", "sockets", "wakeup_edges", "pids", "exited", "execs", "l
 SINCE = {**dict.fromkeys(SCHEMA2_COUNTERS | SCHEMA2_REQUEST_SUMS, 2), **dict.fromkeys(SCHEMA4_COUNTERS, 4),
          **dict.fromkeys(SCHEMA5_COUNTERS, 5), **dict.fromkeys(SCHEMA6_COUNTERS, 6),
          **dict.fromkeys(SCHEMA7_COUNTERS, 7), **dict.fromkeys(SCHEMA8_COUNTERS, 8),
-         **dict.fromkeys(SCHEMA9_COUNTERS, 9), "execs": 3, "exited": 4, "listeners": 5}
+         **dict.fromkeys(SCHEMA9_COUNTERS | SCHEMA9_REQUEST_SUMS, 9), "nagle-write": 9, "execs": 3, "exited": 4,
+         "listeners": 5}
 # --stacks' record sources (enum stack_source in bpf/spinscope.h): CPU samples, then the event sources.
-STACK_SOURCES = ("cpu", "spin-write", "empty-poll", "futile-wakeup", "handoff")
+STACK_SOURCES = ("cpu", "spin-write", "empty-poll", "futile-wakeup", "handoff", "nagle-write")
 STACK_EVENT_SOURCES = STACK_SOURCES[1:]
 # What a waker was doing (wakeups[].mechanism); "unknown" in schema 1 captures.
 MECHANISMS = ("futex", "io", "mm", "exit", "other")
@@ -132,7 +136,9 @@ def _rows(path: str, keys: Iterable[str], since: int = 1, required: bool = False
 # schema 6 the dispatch wakeups (SCHEMA6_COUNTERS), schema 7 the threads' lives (SCHEMA7_COUNTERS), schema 8
 # HTTP/2 streams as requests (SCHEMA8_COUNTERS) and the requests' times and cross-thread answers per interval
 # (intervals[].request_ns, cross_thread), schema 9 the kernel's BPF features the collector probed
-# (host.features), what they left out of the capture (settings.left_out) and the frame headers refused; and
+# (host.features), what they left out of the capture (settings.left_out) and the frame headers refused, the
+# responses held by Nagle's algorithm (SCHEMA9_COUNTERS, SCHEMA9_REQUEST_SUMS) and the stack source of their
+# writes (nagle-write); and
 # it made stacks.event_budget_per_s the whole target's budget and added how it was spent (stacks.deferred),
 # the ring's size and the modules' files (stacks.modules); it names Rust's frames with Rust's demangler
 # (stacks.frames[] kind `rust`), the functions inlined at an address as frames of their own, and ends the
@@ -188,7 +194,7 @@ KEYS: tuple[Key, ...] = (
 
     *_rows("requests", REQUEST_SUMS, required=True), Key("requests", "unattributed_writes"),
     Key("requests", "open_at_end"), Key("requests", "hist", OBJECT), Key("requests", "by_size", LIST),
-    *(Key("requests.hist", key, HISTOGRAM) for key in REQUEST_HISTS),
+    *(Key("requests.hist", key, HISTOGRAM, SINCE.get(key, 1)) for key in REQUEST_HISTS),
     *_rows("requests.by_size[]", ("bytes_min", "bytes_max", *REQUEST_SUMS), required=True),
 
     # The listening sockets the target called accept on.

@@ -45,11 +45,12 @@ def attach(label, found: S.PatternStacks | None, syscall_share: float | None, ev
     if found is None:
         return label
     label.call_sites = [site.to_dict() for site in found.call_sites]
-    label.details.extend([*lines, *_where_lines(found, events)])
+    label.details.extend([*lines, *where_lines(found, events)])
     return label
 
 
-def _where_lines(f: S.PatternStacks, events: str) -> list:
+def where_lines(f: S.PatternStacks, events: str) -> list:
+    """`where: FUNCTION (FILE:LINE) ← callers: N% of its EVENTS`, for the first call sites."""
     lines = []
     if not f.call_sites:
         lines.append(f"where: no stack of this pattern was sampled on its threads ({f.samples} CPU samples, "

@@ -26,22 +26,24 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from spinscope.analysis.patterns import HANDOFF_OVERHEAD, SPURIOUS_SELECT, WRITE_SPIN
+from spinscope.analysis.patterns import HANDOFF_OVERHEAD, NAGLE_STALL, SPURIOUS_SELECT, WRITE_SPIN
 
 # Sources and tags, as the collector names them (collector/stacks.c).
 CPU = "cpu"
 RUNTIME = "runtime"  # a runtime helper's sample (tracing/stacks_helper.py): the runtime's own frames, untagged
 SPIN_WRITE, EMPTY_POLL, FUTILE_WAKEUP, HANDOFF = "spin-write", "empty-poll", "futile-wakeup", "handoff"
-EVENT_SOURCES = (SPIN_WRITE, EMPTY_POLL, FUTILE_WAKEUP, HANDOFF)
+NAGLE_WRITE = "nagle-write"  # schema 9: a response's later write that left bytes held by Nagle's algorithm
+EVENT_SOURCES = (SPIN_WRITE, EMPTY_POLL, FUTILE_WAKEUP, HANDOFF, NAGLE_WRITE)
 TAG_WRITE_STALL, TAG_EMPTY_CYCLE, TAG_READY_CYCLE = "write-stall", "empty-cycle", "ready-cycle"
 TAG_HANDOFF, TAG_REQUEST, TAG_KERNEL = "handoff", "request", "kernel"
 
 # The patterns (analysis/patterns/: their names) and what of the stacks belongs to each: the event sources
 # whose stacks are its call sites, and the tags that put a CPU sample in its window.
+# (nagle-stall costs no CPU: its call sites are its held writes', no sample is in its window)
 PATTERN_SOURCES = {WRITE_SPIN: (SPIN_WRITE,), SPURIOUS_SELECT: (FUTILE_WAKEUP, EMPTY_POLL),
-                   HANDOFF_OVERHEAD: (HANDOFF,)}
+                   HANDOFF_OVERHEAD: (HANDOFF,), NAGLE_STALL: (NAGLE_WRITE,)}
 PATTERN_TAGS = {WRITE_SPIN: (TAG_WRITE_STALL,), SPURIOUS_SELECT: (TAG_EMPTY_CYCLE, TAG_READY_CYCLE),
-                HANDOFF_OVERHEAD: (TAG_HANDOFF,)}
+                HANDOFF_OVERHEAD: (TAG_HANDOFF,), NAGLE_STALL: ()}
 TOP_CALL_SITES = 5
 CONTEXT_FRAMES = 3
 

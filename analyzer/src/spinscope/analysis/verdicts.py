@@ -61,17 +61,23 @@ class Label(_Verdict):
 
 @dataclass
 class Finding(_Verdict):
-    """Something a server does by design that costs something but is not a problem by itself: no severity,
-    its measured cost and what to weigh it against."""
+    """Something a server does that costs request time or CPU, with no severity: by design, not a problem by
+    itself (write-wait, busy-polling: its measured cost and what to weigh it against), or by a setting whose
+    fix is known (nagle-stall: its fixes)."""
 
     name: str
     summary: str
     evidence: dict
     cpu_share: float | None
-    advice: list
+    advice: list  # what to weigh it against (`weigh: ...`)
     saving: float | None = None  # what acting on it saves, on the labels' scale (savings.py), of and in CPUs:
     saving_of: str | None = None
     saving_cpus: float | None = None
+    # A finding that comes of a setting rather than a trade (nagle-stall): how to remove it, the lines that say
+    # its numbers, and with --stacks where (as a label's).
+    fixes: list = field(default_factory=list)
+    details: list = field(default_factory=list)
+    call_sites: list = field(default_factory=list)
 
 
 def severity(share: float | None) -> str | None:

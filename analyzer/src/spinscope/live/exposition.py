@@ -53,7 +53,7 @@ METRICS = (
            (*PROCESS, "label", "rank", "function", "module"),
            when="--stacks"),
     Family("spinscope_finding", "gauge",
-           "A finding over the last window (not a problem by itself: busy-polling, write-wait): 1 while it holds.",
+           "A finding over the last window (busy-polling, write-wait, nagle-stall: a cost with no severity): 1 while it holds.",
            (*PROCESS, "finding")),
     Family("spinscope_threads", "gauge", "Live threads in the group.", GROUP),
     Family("spinscope_responses", "counter", "Requests whose first response write the group made (on an HTTP/2 "

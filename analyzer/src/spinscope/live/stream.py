@@ -244,16 +244,19 @@ def _wakeups_minus(new: list, old: list) -> list:
 
 
 def _requests_minus(new: dict, old: dict) -> dict:
-    """The requests block of new less old's: sums, histograms, and the size classes with a response left."""
+    """The requests block of new less old's: sums, histograms, and the size classes with a response left (the
+    keys new has: an older schema's stream lacks the newer ones, and its window keeps its layout)."""
     requests = dict(new)
     for key in (*REQUEST_SUMS, "unattributed_writes"):
-        requests[key] = _minus(new[key], old[key])
-    requests["hist"] = {key: _hist_minus(new["hist"][key], old["hist"].get(key, [])) for key in REQUEST_HISTS}
+        if key in new:
+            requests[key] = _minus(new[key], old.get(key, 0))
+    requests["hist"] = {key: _hist_minus(new["hist"][key], old["hist"].get(key, [])) for key in REQUEST_HISTS
+                        if key in new["hist"]}
     classes = {row["bytes_min"]: row for row in old["by_size"]}
     by_size = []
     for row in new["by_size"]:
         prev = classes.get(row["bytes_min"], {})
-        row = dict(row, **{key: _minus(row[key], prev.get(key, 0)) for key in REQUEST_SUMS})
+        row = dict(row, **{key: _minus(row[key], prev.get(key, 0)) for key in REQUEST_SUMS if key in row})
         if row["count"]:
             by_size.append(row)
     requests["by_size"] = by_size

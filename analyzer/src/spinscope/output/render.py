@@ -39,9 +39,8 @@ def detail_lines(verdict) -> list:
     """What a label's fix saves, its details and fixes (`fix: ...`); a finding's saving and advice
     (`weigh: ...`): the lines written under its summary, in the terminal and on the pages alike."""
     saves = [saving_line(verdict)] if saving_line(verdict) else []
-    if isinstance(verdict, Finding):
-        return [*saves, *(f"weigh: {a}" for a in verdict.advice)]
-    return [*saves, *verdict.details, *(f"fix: {fix}" for fix in verdict.fixes)]
+    weigh = verdict.advice if isinstance(verdict, Finding) else []
+    return [*saves, *verdict.details, *(f"fix: {fix}" for fix in verdict.fixes), *(f"weigh: {a}" for a in weigh)]
 
 
 def print_label_details(console: Console, label) -> None:

@@ -26,7 +26,7 @@ class Pattern(NamedTuple):
 
 
 WRITE_SPIN, SPURIOUS_SELECT, HANDOFF_OVERHEAD = "write-spin", "spurious-select", "handoff-overhead"
-WRITE_WAIT, BUSY_POLLING = "write-wait", "busy-polling"
+WRITE_WAIT, BUSY_POLLING, NAGLE_STALL = "write-wait", "busy-polling", "nagle-stall"
 
 PATTERNS = (
     Pattern(WRITE_SPIN, "write-spin", True, "write_spin"),
@@ -34,6 +34,7 @@ PATTERNS = (
     Pattern(HANDOFF_OVERHEAD, "handoff overhead", True, "handoff"),
     Pattern(WRITE_WAIT, "waits for writability", False, "write_spin"),
     Pattern(BUSY_POLLING, "busy polling", False, "spurious_select"),
+    Pattern(NAGLE_STALL, "responses held by Nagle's algorithm", False, "nagle_stall"),
 )
 LABEL_NAMES = tuple(p.name for p in PATTERNS if p.label)
 FINDING_NAMES = tuple(p.name for p in PATTERNS if not p.label)
