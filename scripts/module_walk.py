@@ -82,11 +82,11 @@ def main() -> int:
     from spinscope.analysis.capture import load
     from spinscope.analysis.metrics import analyze
     from spinscope.analysis.patterns import PATTERNS
+    from spinscope.cli import build_parser
     from spinscope.commands import report
 
-    if args.what == "run":
-        fn, arg = report.run, argparse.Namespace(capture=args.capture, html=None, json=False, folded=None, pprof=None,
-                                                 pattern=None)
+    if args.what == "run":  # the arguments as `spinscope report CAPTURE` parses them
+        fn, arg = report.run, build_parser("report").parse_args(["report", str(args.capture)])
     else:
         arg = analyze(load(args.capture))
         fn = labels.assess if args.what == "assess" else labels.detector(
