@@ -18,69 +18,11 @@
 #include "cgroup.h"
 #include "procfs.h"
 #include "stacks.h"
+#include "text.h"
 
 static json_object *jint(__u64 v)
 {
 	return json_object_new_uint64(v);
-}
-
-/* The length of the well-formed UTF-8 sequence at p (RFC 3629: no overlongs, surrogates or code points
- * above U+10FFFF), or 0 if the byte at p does not start one. */
-static size_t utf8_sequence(const unsigned char *p, size_t left)
-{
-	unsigned char lo = 0x80, hi = 0xBF; /* the range of the second byte */
-	size_t n;
-
-	if (p[0] < 0x80)
-		return 1;
-	if (p[0] >= 0xC2 && p[0] <= 0xDF)
-		n = 2;
-	else if (p[0] >= 0xE0 && p[0] <= 0xEF)
-		n = 3, lo = p[0] == 0xE0 ? 0xA0 : 0x80, hi = p[0] == 0xED ? 0x9F : 0xBF;
-	else if (p[0] >= 0xF0 && p[0] <= 0xF4)
-		n = 4, lo = p[0] == 0xF0 ? 0x90 : 0x80, hi = p[0] == 0xF4 ? 0x8F : 0xBF;
-	else
-		return 0;
-	if (left < n || p[1] < lo || p[1] > hi)
-		return 0;
-	for (size_t i = 2; i < n; i++)
-		if ((p[i] & 0xC0) != 0x80)
-			return 0;
-	return n;
-}
-
-/*
- * A string the target chose (a thread name, an argument, a path) as JSON text: whatever bytes it holds,
- * the capture stays valid UTF-8. Each byte that does not start a well-formed sequence becomes U+FFFD;
- * control characters are escaped by json-c (\u001b). docs/capture-format.md says so.
- */
-json_object *capture_text(const char *s)
-{
-	const unsigned char *p = (const unsigned char *)s;
-	size_t left = strlen(s), used = 0;
-	char *clean = malloc(3 * left + 1);
-	json_object *o;
-
-	if (!clean)
-		return json_object_new_string("\xEF\xBF\xBD");
-	while (left) {
-		size_t n = utf8_sequence(p, left);
-
-		if (n) {
-			memcpy(clean + used, p, n);
-			used += n;
-		} else {
-			memcpy(clean + used, "\xEF\xBF\xBD", 3); /* U+FFFD REPLACEMENT CHARACTER */
-			used += 3;
-			n = 1;
-		}
-		p += n;
-		left -= n;
-	}
-	clean[used] = '\0';
-	o = json_object_new_string(clean);
-	free(clean);
-	return o;
 }
 
 /* Doubles printed with a fixed precision rather than json-c's 17 significant digits. */
@@ -168,7 +110,7 @@ static json_object *jthread(const struct capture_meta *meta, __u32 tid, const st
 
 	json_object_object_add(o, "tid", jint(tid));
 	json_object_object_add(o, "pid", jint(s->pid));
-	json_object_object_add(o, "comm", capture_text(comm));
+	json_object_object_add(o, "comm", text_json(comm));
 	json_object_object_add(o, "alive", json_object_new_boolean(alive));
 	json_object_object_add(o, "first_seen_s", jseconds(since_start(meta, s->first_seen_ns)));
 	json_object_object_add(o, "exit_s", alive ? NULL : jseconds(since_start(meta, s->exit_ns)));
@@ -223,7 +165,7 @@ static json_object *jfolded(const struct capture_meta *meta, const struct folded
 
 	memcpy(comm, g->comm, SPINSCOPE_COMM_LEN);
 	json_object_object_add(o, "pid", jint(g->pid));
-	json_object_object_add(o, "comm", capture_text(comm));
+	json_object_object_add(o, "comm", text_json(comm));
 	json_object_object_add(o, "threads", jint(g->threads));
 	json_object_object_add(o, "first_seen_s", jseconds(since_start(meta, g->sum.first_seen_ns)));
 	json_object_object_add(o, "last_exit_s", jseconds(since_start(meta, g->sum.exit_ns)));
@@ -322,8 +264,8 @@ static json_object *jexecs(const struct capture_meta *meta, const struct snapsho
 		json_object_object_add(o, "t_s", jseconds(since_start(meta, e->last_ns)));
 		json_object_object_add(o, "count", jint(count));
 		json_object_object_add(o, "calls_before", jint(e->calls_before));
-		json_object_object_add(o, "comm", capture_text(comm));
-		json_object_object_add(o, "filename", capture_text(filename));
+		json_object_object_add(o, "comm", text_json(comm));
+		json_object_object_add(o, "filename", text_json(filename));
 		json_object_array_add(list, o);
 	}
 	return list;
@@ -354,7 +296,7 @@ static json_object *jlisteners(const struct snapshot *snap)
 		char family[16];
 
 		json_object_object_add(o, "inode", jint(snap->listener_keys[i].ino));
-		json_object_object_add(o, "family", capture_text(family_name(l->family, family, sizeof(family))));
+		json_object_object_add(o, "family", text_json(family_name(l->family, family, sizeof(family))));
 		json_object_object_add(o, "port", jint(l->port));
 		json_object_object_add(o, "accept_calls", jint(l->accept_calls));
 		json_object_object_add(o, "accept_ok", jint(l->accept_ok));
@@ -375,14 +317,14 @@ static void jcmdline(json_object *target, const struct capture_meta *meta)
 	for (size_t off = 0; meta->cmdline && off < meta->cmdline_len; off += strlen(meta->cmdline + off) + 1) {
 		argc++;
 		if (argv)
-			json_object_array_add(argv, capture_text(meta->cmdline + off));
+			json_object_array_add(argv, text_json(meta->cmdline + off));
 	}
 	json_object_object_add(target, "argc", jint(argc));
 	json_object_object_add(target, "cmdline", argv);
 }
 
 /* target.runtime: {name, version, from}, null when it was never read (a cgroup, a target gone first). */
-static json_object *jruntime(const struct target_runtime *rt)
+json_object *capture_runtime(const struct target_runtime *rt)
 {
 	json_object *o;
 
@@ -390,8 +332,8 @@ static json_object *jruntime(const struct target_runtime *rt)
 		return NULL;
 	o = json_object_new_object();
 	json_object_object_add(o, "name", json_object_new_string(rt->name));
-	json_object_object_add(o, "version", rt->version[0] ? capture_text(rt->version) : NULL);
-	json_object_object_add(o, "from", rt->from[0] ? capture_text(rt->from) : NULL);
+	json_object_object_add(o, "version", rt->version[0] ? text_json(rt->version) : NULL);
+	json_object_object_add(o, "from", rt->from[0] ? text_json(rt->from) : NULL);
 	return o;
 }
 
@@ -412,16 +354,16 @@ static json_object *jtarget(const struct capture_meta *meta, const struct snapsh
 	if (meta->cgroup) {
 		json_object *cgroup = json_object_new_object();
 
-		json_object_object_add(cgroup, "path", capture_text(meta->cgroup->path));
+		json_object_object_add(cgroup, "path", text_json(meta->cgroup->path));
 		json_object_object_add(cgroup, "id", jint(meta->cgroup->id));
 		json_object_object_add(o, "cgroup", cgroup);
 	} else {
 		json_object_object_add(o, "cgroup", NULL);
 	}
-	json_object_object_add(o, "comm", capture_text(meta->comm));
-	json_object_object_add(o, "exe", meta->exe[0] ? capture_text(meta->exe) : NULL);
+	json_object_object_add(o, "comm", text_json(meta->comm));
+	json_object_object_add(o, "exe", meta->exe[0] ? text_json(meta->exe) : NULL);
 	jcmdline(o, meta);
-	json_object_object_add(o, "runtime", jruntime(&meta->runtime));
+	json_object_object_add(o, "runtime", capture_runtime(&meta->runtime));
 	json_object_object_add(o, "follow_children", json_object_new_boolean(meta->follow_children));
 	json_object_object_add(o, "pids", pids);
 	json_object_object_add(o, "execs", jexecs(meta, snap));
@@ -435,8 +377,8 @@ static json_object *jhost(const struct capture_meta *meta)
 	struct utsname u;
 
 	if (uname(&u) == 0) {
-		json_object_object_add(o, "kernel", capture_text(u.release));
-		json_object_object_add(o, "hostname", meta->keep_hostname ? capture_text(u.nodename) : NULL);
+		json_object_object_add(o, "kernel", text_json(u.release));
+		json_object_object_add(o, "hostname", meta->keep_hostname ? text_json(u.nodename) : NULL);
 	}
 	json_object_object_add(o, "ncpus", jint(sysconf(_SC_NPROCESSORS_ONLN)));
 	json_object_object_add(o, "features", features);

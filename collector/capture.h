@@ -50,8 +50,8 @@ struct capture_meta {
 	struct target_runtime runtime; /* the target's runtime (runtime.c); name "" until read: null */
 };
 
-/* A string the target chose (a thread name, an argument, a path, a symbol) as JSON text, valid UTF-8. */
-json_object *capture_text(const char *s);
+/* target.runtime: {name, version, from}, or NULL when it was never read (name ""). */
+json_object *capture_runtime(const struct target_runtime *rt);
 
 /* Write the capture as JSON to fd. 0 or -errno. */
 int capture_write(int fd, const struct capture_meta *meta, const struct snapshot *snap,

@@ -13,9 +13,10 @@
  * what a session holds session.c/session.h, and the command's part (started first, released at go,
  * ended after the capture) command.c.
  *
- * Exit status: 0 capture written (or --check passed), 1 capture could not be made, 2 usage error. With
- * a COMMAND, once it ran: its exit status (128+N if signal N killed it), like time(1) and perf record; 1
- * if the capture could not be made; 127 and 126 if it could not run (not found, not executable).
+ * Exit status: 0 capture written (or --check passed, or --runtime printed), 1 capture could not be made (or
+ * the runtime could not be read), 2 usage error. With a COMMAND, once it ran: its exit status (128+N if
+ * signal N killed it), like time(1) and perf record; 1 if the capture could not be made; 127 and 126 if it
+ * could not run (not found, not executable).
  */
 #include <errno.h>
 #include <limits.h>
@@ -397,6 +398,25 @@ static int session_go(struct session *s, const struct options *o, struct command
 	return 0;
 }
 
+/* --runtime: the runtime PID runs on (runtime.c), as the capture's target.runtime says it, one JSON line on
+ * stdout: the one reading of it, which the runtime stacks helper's caller takes too (tracing/stacks_helper.py).
+ * 0, or 1 when the process's maps cannot be read. */
+static int print_runtime(const struct options *o)
+{
+	struct target_runtime rt = { 0 };
+	int ret = runtime_detect("/proc", o->pid, &rt);
+	json_object *doc;
+
+	if (ret) {
+		fprintf(stderr, PROG ": error: cannot read the runtime of PID %d: %s\n", o->pid, strerror(-ret));
+		return 1;
+	}
+	doc = capture_runtime(&rt);
+	printf("%s\n", json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN));
+	json_object_put(doc);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	__u64 launched = monotonic_ns();
@@ -411,6 +431,8 @@ int main(int argc, char **argv)
 	libbpf_set_print(libbpf_print);
 	if (o.check)
 		return run_check(&o);
+	if (o.runtime)
+		return print_runtime(&o);
 	if (o.command) /* first, before this process's signal dispositions, mask and stderr change */
 		ret = command_begin(&command, &o);
 	log_to(o.log_fd);

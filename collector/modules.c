@@ -31,8 +31,8 @@
 
 #include <elfutils/libdwelf.h>
 
-#include "capture.h"
 #include "modules.h"
+#include "text.h"
 
 #define LIBRARY_KEY_MAX 64 /* a build id's bytes (20 for GNU ld's sha1), or a file's identity */
 
@@ -259,7 +259,7 @@ json_object *libraries_json(const struct libraries *l)
 	json_object *o = json_object_new_object(), *names = json_object_new_array();
 
 	for (size_t i = 0; i < l->nunopened_names; i++)
-		json_object_array_add(names, capture_text(l->unopened_names[i]));
+		json_object_array_add(names, text_json(l->unopened_names[i]));
 	json_object_object_add(o, "opened", json_object_new_uint64(l->opened));
 	json_object_object_add(o, "shared", json_object_new_uint64(l->shared));
 	json_object_object_add(o, "evicted", json_object_new_uint64(l->evicted));

@@ -112,6 +112,9 @@ static const struct option_row rows[] = {
 	  "attach the probes (to this process); exit 0 if all pass" },
 	{ "json", 0, NULL, FLAG, FIELD(json), 0, 0, 0,
 	  "with --check: print the checks as JSON on stdout" },
+	{ "runtime", 0, NULL, FLAG, FIELD(runtime), 0, 0, 0,
+	  "with --pid: print the runtime PID runs on as JSON (the capture's\n"
+	  "target.runtime) and exit, attaching nothing" },
 	{ "quiet", 'q', NULL, FLAG, FIELD(quiet), 0, 0, 0,
 	  "only print errors" },
 	{ "verbose", 'v', NULL, FLAG, FIELD(verbose), 0, 0, 0,
@@ -327,13 +330,15 @@ static void usage_error(const char *fmt, ...)
 
 /* The rules between options, once all are read, as a few steps; each says its first broken rule. */
 
-/* --check and --json: a check of this host, not a capture. */
+/* --check and --json, --runtime: a check of this host, or of a process's runtime, not a capture. */
 static void check_host_mode(const struct options *o)
 {
 	if (o->json && !o->check)
 		usage_error("--json goes with --check");
 	if (o->cgroup_arg && o->check)
 		usage_error("--check checks this host and takes no --cgroup");
+	if (o->runtime && (!o->pid || o->cgroup_arg || o->check || o->command))
+		usage_error("--runtime goes with --pid alone");
 }
 
 /* -- COMMAND: a target of its own (what it forks is its work too, as with perf record -- COMMAND). */

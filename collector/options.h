@@ -37,6 +37,7 @@ struct options {
 	bool keep_hostname; /* --hostname */
 	bool check;
 	bool json;    /* --check: the checks as JSON on stdout */
+	bool runtime; /* --runtime: the target's runtime as JSON on stdout, no capture */
 	int ready_fd; /* -1, or where to say "ready" once the probes are live */
 	int stream_fd; /* -1, or where to write the capture so far as a line after each interval (--stream) */
 	int log_fd;    /* -1, or where the collector's messages go instead of stderr (--log-fd) */

@@ -38,10 +38,10 @@
 #include <elfutils/libdwfl.h>
 #include <elfutils/version.h>
 
-#include "capture.h"
 #include "modules.h"
 #include "snapshot.h"
 #include "stacks.h"
+#include "text.h"
 
 /* ------------------------------------------------------------------ small tables */
 
@@ -59,6 +59,22 @@ static __u64 mix64(__u64 h)
 	h ^= h >> 33;
 	h *= 0xc4ceb9fe1a85ec53ULL;
 	return h ^ (h >> 33);
+}
+
+/* The array `items` (n used of *cap, each `size` bytes) with room for one more: itself while there is room,
+ * else grown to twice its capacity (`first` when empty) and *cap updated. NULL when out of memory: items is
+ * unchanged and still the caller's. Every growing array here is grown through this. */
+static void *grown(void *items, size_t *cap, size_t n, size_t size, size_t first)
+{
+	size_t want = *cap ? 2 * *cap : first;
+	void *more;
+
+	if (n < *cap)
+		return items;
+	more = realloc(items, want * size);
+	if (more)
+		*cap = want;
+	return more;
 }
 
 /* Grow the table to hold one more, rehashing with hash_of(index). false when out of memory. */
@@ -250,6 +266,7 @@ static __u32 frame_intern(struct stacks *st, struct frame *f)
 {
 	__u64 h = frame_hash(f);
 	struct index_table *t = &st->frame_index;
+	struct frame *frames;
 	size_t j;
 
 	if (!index_table_reserve(t, frame_hash_at, st))
@@ -263,15 +280,10 @@ static __u32 frame_intern(struct stacks *st, struct frame *f)
 			return t->slots[j] - 1;
 		}
 	}
-	if (st->nframes == st->frames_cap) {
-		size_t cap = st->frames_cap ? 2 * st->frames_cap : 1024;
-		struct frame *more = realloc(st->frames, cap * sizeof(*more));
-
-		if (!more)
-			goto fail;
-		st->frames = more;
-		st->frames_cap = cap;
-	}
+	frames = grown(st->frames, &st->frames_cap, st->nframes, sizeof(*frames), 1024);
+	if (!frames)
+		goto fail;
+	st->frames = frames;
 	st->frames[st->nframes] = *f;
 	t->slots[j] = ++st->nframes;
 	t->n++;
@@ -332,14 +344,11 @@ static void ksyms_read(struct stacks *st)
 				;
 			*name_end = '\0';
 			if (type == 't' || type == 'T' || type == 'w' || type == 'W') {
-				if (n == ncap) {
-					struct kernel_symbol *more = realloc(st->ksyms, (ncap = ncap ? 2 * ncap : 65536) *
-											     sizeof(*more));
+				struct kernel_symbol *ksyms = grown(st->ksyms, &ncap, n, sizeof(*ksyms), 65536);
 
-					if (!more)
-						break;
-					st->ksyms = more;
-				}
+				if (!ksyms)
+					break;
+				st->ksyms = ksyms;
 				sorted = sorted && (n == 0 || st->ksyms[n - 1].address <= address);
 				st->ksyms[n].address = address;
 				st->ksyms[n++].name = name;
@@ -602,13 +611,11 @@ static void jit_read(struct process *p)
 		line[strcspn(line, "\n")] = '\0';
 		if (sscanf(line, "%llx %llx %n", &start, &size, &used) < 2 || !used || !line[used])
 			continue;
-		if (p->njit == cap) {
-			struct jit_symbol *more = realloc(p->jit, (cap = cap ? 2 * cap : 4096) * sizeof(*more));
+		struct jit_symbol *jit = grown(p->jit, &cap, p->njit, sizeof(*jit), 4096);
 
-			if (!more)
-				break;
-			p->jit = more;
-		}
+		if (!jit)
+			break;
+		p->jit = jit;
 		p->jit[p->njit++] = (struct jit_symbol){ start, size, strdup(line + used) };
 	}
 	fclose(f);
@@ -846,6 +853,7 @@ static __u32 user_frame(struct stacks *st, struct process *p, __u64 pc)
 	struct index_table *t = &st->pc_index;
 	Dwfl_Module *mod = dwfl_addrmodule(p->dwfl, pc);
 	__u32 space = 0, generation = 0, frame;
+	struct pc_entry *pcs;
 	Dwarf_Addr start;
 	__u64 key = pc, h;
 	size_t j;
@@ -878,15 +886,10 @@ static __u32 user_frame(struct stacks *st, struct process *p, __u64 pc)
 	frame = user_frame_named(st, p, mod, pc);
 	if (frame == UINT32_MAX)
 		return frame;
-	if (st->npcs == st->pcs_cap) {
-		size_t cap = st->pcs_cap ? 2 * st->pcs_cap : 1024;
-		struct pc_entry *more = realloc(st->pcs, cap * sizeof(*more));
-
-		if (!more)
-			return frame;
-		st->pcs = more;
-		st->pcs_cap = cap;
-	}
+	pcs = grown(st->pcs, &st->pcs_cap, st->npcs, sizeof(*pcs), 1024);
+	if (!pcs)
+		return frame;
+	st->pcs = pcs;
 	st->pcs[st->npcs] = (struct pc_entry){ .space = space, .generation = generation, .pc = key, .frame = frame };
 	t->slots[j] = ++st->npcs;
 	t->n++;
@@ -969,17 +972,12 @@ static void stack_count(struct stacks *st, const struct stack_sample *s, const _
 		st->lost_unique_cap++;
 		return;
 	}
-	if (st->nstacks == st->stacks_cap) {
-		size_t cap = st->stacks_cap ? 2 * st->stacks_cap : 1024;
-		struct stack *more = realloc(st->stacks, cap * sizeof(*more));
-
-		if (!more) {
-			st->lost_no_memory++;
-			return;
-		}
-		st->stacks = more;
-		st->stacks_cap = cap;
+	k = grown(st->stacks, &st->stacks_cap, st->nstacks, sizeof(*k), 1024);
+	if (!k) {
+		st->lost_no_memory++;
+		return;
 	}
+	st->stacks = k;
 	k = &st->stacks[st->nstacks];
 	*k = (struct stack){ .tid = s->tid, .source = s->source, .tags = s->tags, .nframes = n,
 			     .frames = malloc(n ? n * sizeof(*frames) : 1), .count = 1, .weight = s->weight, .hash = h };
@@ -1285,11 +1283,11 @@ static json_object *jframe(const struct frame *f)
 								 : !strcmp(f->module, "[jit]")  ? "jit"
 								 : f->rust			? "rust"
 												: "native"));
-	json_object_object_add(o, "module", capture_text(f->module));
+	json_object_object_add(o, "module", text_json(f->module));
 	json_object_object_add(o, "address", json_object_new_uint64(f->address));
-	json_object_object_add(o, "symbol", f->symbol ? capture_text(f->symbol) : NULL);
+	json_object_object_add(o, "symbol", f->symbol ? text_json(f->symbol) : NULL);
 	json_object_object_add(o, "symbol_offset", json_object_new_uint64(f->symbol_offset));
-	json_object_object_add(o, "file", f->file ? capture_text(f->file) : NULL);
+	json_object_object_add(o, "file", f->file ? text_json(f->file) : NULL);
 	json_object_object_add(o, "line", json_object_new_int(f->file ? f->line : 0));
 	return o;
 }

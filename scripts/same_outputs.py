@@ -146,6 +146,13 @@ def run_all(tree: Path, outdir: Path, todo: list) -> None:
         list(pool.map(one, todo))
 
 
+def emptied(directory: Path) -> Path:
+    """directory, with nothing left in it from an earlier run."""
+    for old in directory.glob("*") if directory.exists() else ():
+        old.unlink()
+    return directory
+
+
 def compare(a: Path, b: Path) -> list:
     """The names of the outputs that differ (or exist in one directory only), with a few lines of each."""
     differ = []
@@ -170,7 +177,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("base", nargs="?", default="main", help="the commit to compare with (default: main)")
     parser.add_argument("--keep", metavar="DIR", help="write the outputs to DIR/base-COMMIT and DIR/here and keep "
-                        "them; a later run with the same DIR reuses DIR/base-COMMIT (the base's outputs)")
+                        "them; a later run with the same DIR reuses DIR/base-COMMIT (the base's outputs) when it "
+                        "was made for the same outputs")
     args = parser.parse_args()
     commit = subprocess.run(["git", "rev-parse", "--verify", f"{args.base}^{{commit}}"], cwd=ROOT, check=True,
                             capture_output=True, text=True).stdout.strip()
@@ -179,21 +187,19 @@ def main() -> int:
         inputs = work / "inputs"
         inputs.mkdir(parents=True, exist_ok=True)
         todo = jobs(inputs, stacked_captures(inputs))
-        base = work / f"base-{commit}"
-        if not (base / "complete").exists():
+        base, complete = work / f"base-{commit}", work / f"base-{commit}.complete"
+        made = json.dumps([name for name, _, _ in todo])  # a base made for other outputs is made again
+        if not complete.exists() or complete.read_text() != made:
             base_tree = Path(tmp) / "base-tree"
             subprocess.run(["git", "worktree", "add", "--detach", "--quiet", str(base_tree), commit], cwd=ROOT,
                            check=True)
             try:
-                run_all(base_tree, base, todo)
+                run_all(base_tree, emptied(base), todo)
             finally:
                 subprocess.run(["git", "worktree", "remove", "--force", str(base_tree)], cwd=ROOT, check=True)
-            (base / "complete").write_text(commit)
-        here = work / "here"
-        for old in here.glob("*") if here.exists() else ():
-            old.unlink()
+            complete.write_text(made)
+        here = emptied(work / "here")
         run_all(ROOT, here, todo)
-        (here / "complete").write_text(commit)
         differ = compare(base, here)
     print(f"{len(todo)} outputs, base {commit[:10]} against {ROOT}: "
           + ("all equal" if not differ else f"{len(differ)} differ"))

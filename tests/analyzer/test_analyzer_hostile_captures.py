@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import captures
 from spinscope.analysis.capture import load
 from spinscope.analysis.schema import MAX_HISTOGRAM_BUCKETS
-from spinscope.commands.cli import main
+from spinscope.cli import main
 from spinscope.errors import SpinscopeError
 
 GOOD = captures.reactor_split()
@@ -80,7 +80,7 @@ HOSTILE = {  # name: (document text, what the one error line says)
 
 @pytest.mark.parametrize("case", sorted(HOSTILE))
 def test_hostile_capture_is_one_line_error(case, tmp_path, capsys):
-    """In process (spinscope.commands.cli.main, as `python -m spinscope` runs it): an exception other than the
+    """In process (spinscope.cli.main, as `python -m spinscope` runs it): an exception other than the
     one-line error would fail the test with its traceback."""
     text, expected = HOSTILE[case]
     path = tmp_path / "capture.json"

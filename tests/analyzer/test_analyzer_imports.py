@@ -14,7 +14,7 @@ import tomllib
 import pytest
 
 import spinscope
-from spinscope.commands.cli import VERBS, build_parser
+from spinscope.cli import VERBS, build_parser
 from paths import PYPROJECT
 
 MODULES = sorted(m.name for m in pkgutil.walk_packages(spinscope.__path__, "spinscope.")
@@ -56,20 +56,20 @@ def heavy(loaded: set, prefixes) -> list:
 
 @pytest.mark.parametrize("argv", [["--version"], ["--help"], ["nope"]])
 def test_top_level_imports_no_verb(argv):
-    loaded = modules_loaded(f"from spinscope.commands.cli import main; main({argv!r})")
+    loaded = modules_loaded(f"from spinscope.cli import main; main({argv!r})")
     assert not heavy(loaded, ("rich", *ANALYSIS)), "imported at start-up"
     assert not {module for module, _ in VERBS.values()} & loaded
 
 
 def test_record_imports_no_analysis():
-    loaded = modules_loaded("from spinscope.commands.cli import main; main(['record', '--help'])")
+    loaded = modules_loaded("from spinscope.cli import main; main(['record', '--help'])")
     assert "spinscope.commands.record" in loaded
     assert not heavy(loaded, ANALYSIS)
 
 
 @pytest.mark.parametrize("verb", ["report", "diff"])
 def test_report_and_diff_load_matplotlib_only_to_draw(verb):
-    loaded = modules_loaded(f"from spinscope.commands.cli import main; main([{verb!r}, '--help'])")
+    loaded = modules_loaded(f"from spinscope.cli import main; main([{verb!r}, '--help'])")
     assert f"spinscope.commands.{verb}" in loaded and "spinscope.analysis.labels" in loaded
     assert not heavy(loaded, ("matplotlib", "spinscope.output.figures"))
     # The analysis is pure Python (the exporter judges with it every scrape); diff's noise test uses pandas.

@@ -3,13 +3,16 @@ label's severity follows its measured cost, never its counts alone."""
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 
 import captures
+from spinscope.analysis import patterns
 from spinscope.analysis.capture import load
-from spinscope.analysis.labels import assess
+from spinscope.analysis.labels import assess, detector
 from spinscope.analysis.metrics import analyze
-from spinscope.analysis.patterns import HANDOFF_OVERHEAD, SPURIOUS_SELECT, WRITE_SPIN, WRITE_WAIT
+from spinscope.analysis.patterns import HANDOFF_OVERHEAD, PATTERNS, SPURIOUS_SELECT, WRITE_SPIN, WRITE_WAIT
 from spinscope.analysis.roles import ACCEPTOR, DISPATCHER, EVENT_LOOP, HANDLER, IDLE, WORKER
 from spinscope.analysis.verdicts import CRITICAL, INFO, MIN_REQUESTS, WARNING
 from spinscope.fmt import size_class
@@ -323,3 +326,16 @@ def test_captures_before_schema_7_know_no_thread_lives(capture_file):
     label = labels_of(doc, capture_file).get(HANDOFF_OVERHEAD)
     assert label is None or "threads_created_per_request" not in label.evidence
     assert label is None or label.evidence["mechanism"] != "thread-per-request"
+
+
+def test_the_list_of_patterns_and_their_homes_agree():
+    """patterns/__init__.py is the one list: each row's home (a module or package of analysis/patterns/)
+    detects exactly the names whose rows name it, labels first, then findings, as a report says them."""
+    homes: dict = {}
+    for pattern in PATTERNS:
+        assert detector(pattern).__module__.startswith(f"{patterns.__name__}.{pattern.home}")
+        homes.setdefault(pattern.home, set()).add(pattern.name)
+    for home, names in homes.items():
+        assert set(importlib.import_module(f"{patterns.__name__}.{home}").DETECT) == names
+    assert [p.label for p in PATTERNS] == sorted((p.label for p in PATTERNS), reverse=True)
+    assert len({p.name for p in PATTERNS}) == len(PATTERNS) == len(patterns.TITLES)

@@ -1,9 +1,13 @@
 """The package's layering, as docs/architecture-of-the-code.md draws it: each subpackage of spinscope/ imports
 only the packages ALLOWED names for it (the base modules, spinscope/*.py, import only each other), and no
 module imports itself back through others (no circle, lazy imports inside functions included: a circle
-that only closes at run time is still a circle). Each subpackage's __init__.py says the same in its
-docstring ("May import: ...") and imports nothing. Checked on the sources' syntax trees: nothing is
-imported or run."""
+that only closes at run time is still a circle). An import made by name is an import too: a module that
+hands a string to importlib.import_module or __import__ imports the module it names (a constant), every
+module below a constant prefix (an f-string or a sum: "spinscope.analysis.patterns." + name), and, when
+the name is computed, every module of the package a string of its own names exactly (a table of module
+paths). Each subpackage's __init__.py says the same in its docstring ("May import: ...") and imports
+nothing. The program (spinscope/cli.py, the verb table, and __main__.py) is above every package. Checked
+on the sources' syntax trees: nothing is imported or run."""
 import ast
 import re
 from pathlib import Path
@@ -14,7 +18,7 @@ import spinscope
 
 PACKAGE = Path(spinscope.__file__).resolve().parent
 BASE = "base"  # spinscope/*.py: errors, fmt, untrusted (and the version)
-ENTRY = "spinscope.__main__"  # `python -m spinscope`: runs the CLI, above everything
+ENTRY = ("spinscope.__main__", "spinscope.cli")  # the program (`spinscope`, `python -m spinscope`): above everything
 
 # package: the packages its modules may import (besides their own). Lower layers first.
 ALLOWED = {
@@ -42,13 +46,39 @@ def modules(root: Path = PACKAGE) -> dict:
     return {module_name(p, root): p for p in sorted(root.rglob("*.py"))}
 
 
+def by_name(node: ast.AST) -> ast.expr | None:
+    """The argument of an import made by name (`importlib.import_module(x)`, `import_module(x)`,
+    `__import__(x)`), or None."""
+    if not isinstance(node, ast.Call) or not node.args:
+        return None
+    func = node.func
+    called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+    return node.args[0] if called in ("import_module", "__import__") else None
+
+
+def named(arg: ast.expr, tree: ast.AST, known: set) -> list:
+    """The modules an import by name can import: the one a constant names, those below a constant prefix
+    (f"spinscope.x.{name}", "spinscope.x." + name), else every module a string constant of the file names."""
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return [arg.value]
+    first = arg.values[0] if isinstance(arg, ast.JoinedStr) and arg.values else \
+        arg.left if isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Add) else None
+    if isinstance(first, ast.Constant) and isinstance(first.value, str) and first.value:
+        return sorted(m for m in known if m.startswith(first.value))
+    return sorted({n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and n.value in known})
+
+
 def imports(path: Path, name: str, known: set) -> list:
     """(line, the module of the package it imports) for every import in the file, anywhere in it: an
-    `from X import y` names X.y when that is a module, else X (a name defined in X)."""
+    `from X import y` names X.y when that is a module, else X (a name defined in X); an import by name
+    (by_name) the modules `named` finds."""
     is_package = path.name == "__init__.py"
     found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
-        if isinstance(node, ast.Import):
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node in ast.walk(tree):
+        if (arg := by_name(node)) is not None:
+            targets = named(arg, tree, known)
+        elif isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             if node.level:
@@ -90,7 +120,7 @@ def upward(edges: dict) -> list:
     """`module:line -> target` for every import ALLOWED does not permit."""
     wrong = []
     for module, targets in edges.items():
-        if module == ENTRY:
+        if module in ENTRY:
             continue
         for target, line in targets.items():
             if layer(target) != layer(module) and layer(target) not in ALLOWED[layer(module)]:
@@ -130,7 +160,7 @@ def circles(edges: dict) -> list:
 
 
 def test_every_module_is_in_a_known_layer():
-    assert {layer(m) for m in modules() if m != ENTRY} <= set(ALLOWED)
+    assert {layer(m) for m in modules() if m not in ENTRY} <= set(ALLOWED)
     assert {"analysis", "output", "live", "web", "commands", "lab", "tracing"} <= {layer(m) for m in modules()}
     assert layer("spinscope.errors") == BASE and layer("spinscope.analysis.capture") == "analysis"
 
@@ -194,6 +224,22 @@ def test_the_check_finds_a_circle_and_an_upward_import(tmp_path):
     assert circles(edges) == [["spinscope.analysis.a", "spinscope.analysis.b"],
                               ["spinscope.analysis.c", "spinscope.output.figures"]]
     assert upward(edges) == ["spinscope.analysis.c:1 -> spinscope.output.figures"]
+
+
+@pytest.mark.parametrize("form, imported", [
+    ('importlib.import_module("spinscope.live.exporter")', ["spinscope.live.exporter"]),
+    ('__import__("spinscope.live.exporter")', ["spinscope.live.exporter"]),
+    ('import_module(f"spinscope.live.{verb}")', ["spinscope.live.exporter", "spinscope.live.top"]),
+    ('importlib.import_module("spinscope.live." + verb)', ["spinscope.live.exporter", "spinscope.live.top"]),
+    ('importlib.import_module(TABLE[verb])', ["spinscope.live.top"])])
+def test_the_check_sees_an_import_by_name(tmp_path, form, imported):
+    """cli.py imports the verb asked for by a string from its table: the layering holds for those too."""
+    root = fake_package(tmp_path, {"live/__init__.py": "", "live/exporter.py": "", "live/top.py": "",
+                                   "web/__init__.py": "",
+                                   "web/guard.py": f"import importlib\nTABLE = {{'top': 'spinscope.live.top', 'x': 'top'}}\n"
+                                                   f"def f(verb):\n    return {form}\n"})
+    assert sorted(graph(root)["spinscope.web.guard"]) == imported
+    assert upward(graph(root)) == [f"spinscope.web.guard:4 -> {m}" for m in imported]
 
 
 def test_the_lab_is_above_the_core():

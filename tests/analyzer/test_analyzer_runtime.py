@@ -1,7 +1,7 @@
 """The runtime (analysis/runtime.py) and the advice worded for it (in each pattern's home,
-analysis/patterns/): target.runtime as the collector wrote it, else what an older capture shows (a JVM's
-thread names, the executable's name), else "unknown"; said in the report's header, HTML and --json; the same counts get Go's, a JVM's or CPython's
-fixes; spurious select's fixes ordered by what each kind cost; a saturated loop noted, not busy polling."""
+analysis/patterns/): target.runtime as the collector wrote it, else "unknown" (no guess of the analyzer's
+own); said in the report's header, HTML and --json; the same counts get Go's, a JVM's or CPython's fixes;
+spurious select's fixes ordered by what each kind cost; a saturated loop noted, not busy polling."""
 
 from __future__ import annotations
 
@@ -41,20 +41,20 @@ def label(doc, capture_file, name):
 @pytest.mark.parametrize("doc,want", [
     (on(dispatch(1.0), "go", "1.22.3"), ("go", "1.22.3", "capture", "Go 1.22.3")),
     (on(dispatch(1.0), "native", None, "/usr/sbin/nginx"), ("native", None, "capture", "native")),
-    (on(dispatch(1.0), None, exe="/usr/bin/python3.11"), ("cpython", "3.11", "executable",
-                                                           "CPython 3.11 (from its executable)")),
-    (on(dispatch(1.0), None, exe="/usr/bin/node"), ("node", None, "executable", "Node.js (from its executable)")),
+    (on(dispatch(1.0), "jvm", "17", "/usr/lib/jvm/java-17/bin/java"), ("jvm", "17", "capture", "JVM 17")),
     (dispatch(1.0), ("unknown", None, "", "unknown (the capture does not say: recorded by an older collector)")),
 ])
-def test_the_runtime_from_the_capture_or_what_it_shows(doc, want, capture_file):
+def test_the_runtime_is_the_captures(doc, want, capture_file):
     runtime = runtime_of(load(capture_file(doc)))
     assert (runtime.name, runtime.version, runtime.source, runtime.describe()) == want
 
 
-def test_a_jvm_is_known_by_its_thread_names(capture_file):
-    doc = dispatch(1.0)
+def test_without_target_runtime_nothing_is_guessed(capture_file):
+    """The collector's reading is the one rule (collector/runtime.c): a capture without it is unknown, whatever
+    its executable is called or its threads are named."""
+    doc = on(dispatch(1.0), None, exe="/usr/bin/python3.11")
     doc["threads"][1]["comm"] = "C2 CompilerThre"
-    assert runtime_of(load(capture_file(doc))).describe() == "JVM (from its thread names)"
+    assert runtime_of(load(capture_file(doc))).name == "unknown"
 
 
 def test_the_report_says_the_runtime(capture_file, cli):

@@ -383,7 +383,7 @@ def test_the_handoffs_window_without_own_code_is_its_machinery_whatever_the_name
     stackset = S.load({"stacks": block([stack(1, [2, 3, 0, 1], 6, "cpu", ["handoff"]),
                                         stack(1, [4, 0, 1], 10, "cpu", ["handoff"]),
                                         stack(3, [2, 3, 0, 1], 4, "cpu", ["handoff"])], UNNAMED)})
-    found = S.pattern_stacks(stackset, S.HANDOFF_OVERHEAD, tids=[1, 3], path_tids=[1])
+    found = S.pattern_stacks(stackset, HANDOFF_OVERHEAD, tids=[1, 3], path_tids=[1])
     assert (found.samples, found.machinery_user, found.machinery_runtimes) == (20, 6, {S.WINDOW: 6})
     # Its cost, not where it is: the window makes no call site (the machinery and the events say where).
     assert found.call_sites == []
@@ -398,7 +398,7 @@ def test_a_handoff_is_placed_at_the_users_code_that_entered_the_machinery():
     says both."""
     stackset = S.load({"stacks": block([stack(1, [12, 6, 7, 3, 2, 3, 4, 5], 3, "runtime", ["handoff", "kernel"])],
                                        UNNAMED)})
-    site = S.pattern_stacks(stackset, S.HANDOFF_OVERHEAD).call_sites[0]
+    site = S.pattern_stacks(stackset, HANDOFF_OVERHEAD).call_sites[0]
     assert (site.frame.where, site.through.name, site.samples) == ("serveFile (server.js:25)", "readFileAfterStat", 3)
     assert site.to_dict()["through"] == "readFileAfterStat" and site.to_dict()["callers"] == ["route (node_modules/express/lib/router.js:9)"]
 

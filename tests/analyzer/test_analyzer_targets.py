@@ -14,7 +14,7 @@ from rich.console import Console
 
 from spinscope.commands import record
 
-from spinscope.commands.cli import DESCRIPTIONS, VERBS, build_parser
+from spinscope.cli import DESCRIPTIONS, VERBS, build_parser
 from spinscope.errors import SpinscopeError, UsageError
 from spinscope.tracing import targets
 from spinscope.tracing.collector import COLLECTOR_ENV
@@ -102,7 +102,7 @@ def test_cli_splits_the_command_off_at_the_first_dash_dash(monkeypatch):
     none (argparse refuses a stray word)."""
     seen = []
     monkeypatch.setattr(record, "run", lambda args: seen.append(args) or 0)
-    from spinscope.commands import cli
+    from spinscope import cli
 
     assert cli.main(["record", "-o", "x.json", "--", "server", "-p", "5", "--", "-o"]) == 0
     assert seen[0].command == ["server", "-p", "5", "--", "-o"] and seen[0].output == "x.json"

@@ -26,7 +26,7 @@ import pytest
 from prometheus_client import CollectorRegistry, Gauge
 
 from certs import Authority
-from spinscope.commands.cli import main
+from spinscope.cli import main
 from spinscope.errors import UsageError
 from spinscope.live import exposition
 from spinscope.web import config as webconfig, guard as webguard, protocol as webprotocol, server as webserver

@@ -105,7 +105,8 @@ def test_unwritable_output(sleeper):
 
 @pytest.mark.parametrize("args", [["--duration", "abc"], ["--pid", "-3"], ["--pid", "1", "extra"],
                                   [], ["--interval", "0.001", "--pid", "1"],
-                                  ["--pid", "1", "--time-sample", "12"], ["--pid", "1", "--time-sample", "0"]])
+                                  ["--pid", "1", "--time-sample", "12"], ["--pid", "1", "--time-sample", "0"],
+                                  ["--runtime"], ["--check", "--runtime"], ["--pid", "1", "--cgroup", "/", "--runtime"]])
 def test_usage_errors(args):
     rc, lines = run_collector(*args)
     assert rc == 2

@@ -2,7 +2,9 @@
 kernel shows: a Go binary's build info (with the version `go version` reads from the same file), a JVM's
 libjvm.so (the major version of its JDK), CPython by its library or its executable's name (the version
 the interpreter reports), and a C program as native. Each process is started here, recorded for a moment,
-and stopped by its PID. The parsing on hand-made /proc layouts is tests/c/runtime_test.c."""
+and stopped by its PID; `--runtime` says the same without recording, and the runtime stacks helper is chosen
+by it (tracing/stacks_helper.py: one reading of the runtime, the collector's). The parsing on hand-made /proc
+layouts is tests/c/runtime_test.c."""
 
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from spinscope.tracing import stacks_helper
+
 from collector_harness import COLLECTOR, FIXTURES, start_collector
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "realservers"))
@@ -24,15 +28,22 @@ SLEEP_JAVA = 'public class Sleep { public static void main(String[] a) throws Ex
 
 
 def runtime_of(proc: subprocess.Popen, tmp_path: Path) -> dict:
-    """target.runtime of a capture of PROC (1 s), then PROC stopped."""
+    """target.runtime of a capture of PROC (1 s), then PROC stopped; what `--runtime` said of PROC before is
+    the same, and the stacks helper is run for it exactly when it unwinds that runtime."""
     output = tmp_path / "capture.json"
     try:
+        said = subprocess.run([str(COLLECTOR), "--pid", str(proc.pid), "--runtime"], capture_output=True, text=True,
+                              timeout=30)
+        helper = stacks_helper.runtime_of(proc.pid)
         collector, err = start_collector(proc.pid, output, "--duration", "1")
         assert collector.wait(timeout=30) == 0, err.drain()
     finally:
         proc.kill()
         proc.wait()
-    return json.loads(output.read_text())["target"]["runtime"]
+    runtime = json.loads(output.read_text())["target"]["runtime"]
+    assert said.returncode == 0 and json.loads(said.stdout) == runtime, said
+    assert helper == (runtime["name"] if runtime["name"] in stacks_helper.UNWINDERS else None)
+    return runtime
 
 
 def started(argv: list, ready: str | None = None, **kw) -> subprocess.Popen:

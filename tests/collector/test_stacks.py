@@ -130,7 +130,7 @@ def test_a_binary_only_in_the_targets_mount_namespace_names_its_call_site(tmp_pa
     assert list(mount_point.iterdir()) == []  # the binary is not on the collector's side
     modules = got.capture["stacks"]["modules"]
     assert modules["unopened"] == 0 and modules["unopened_names"] == []
-    site = S.pattern_stacks(S.load(got.capture), S.WRITE_SPIN).call_sites[0]
+    site = S.pattern_stacks(S.load(got.capture), WRITE_SPIN).call_sites[0]
     assert (site.frame.name, site.frame.module, site.frame.file) == ("spin_retry_site", "callsites", "callsites.c")
     assert site.frame.line > 0
     assert [f.name for f in site.context][:2] == ["spinner", "start_thread"]
@@ -151,7 +151,7 @@ def test_a_module_that_cannot_be_opened_is_said(tmp_path):
                       collector_args=("--stacks", HZ))
     modules = got.capture["stacks"]["modules"]
     assert (modules["unopened"], modules["unopened_names"]) == (1, ["callsites-gone (deleted)"])
-    site = S.pattern_stacks(S.load(got.capture), S.WRITE_SPIN).call_sites[0]
+    site = S.pattern_stacks(S.load(got.capture), WRITE_SPIN).call_sites[0]
     assert (site.frame.module, site.frame.symbol) == ("callsites-gone (deleted)", None)
     from spinscope.analysis import capture, metrics, stack_costs
     notes = stack_costs.notes(metrics.analyze(capture.loads(json.dumps(got.capture).encode())))

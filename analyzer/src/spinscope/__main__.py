@@ -1,3 +1,3 @@
-from spinscope.commands.cli import main
+from spinscope.cli import main
 
 raise SystemExit(main())

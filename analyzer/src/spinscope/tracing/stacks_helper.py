@@ -27,8 +27,7 @@ import time
 from collections import defaultdict, deque
 from pathlib import Path
 
-from spinscope.tracing import tag_timeline
-from spinscope.tracing.collector import checkout_root, why_not_runnable
+from spinscope.tracing import collector, tag_timeline
 
 HELPER_ENV = "SPINSCOPE_STACKS_HELPER"
 HELPER_NAME = "spinscope-stacks-helper"
@@ -36,7 +35,8 @@ READY_TIMEOUT_S = 30.0  # measured 1.6-2.6 s to load and attach here
 STOP_TIMEOUT_S = 20.0
 STDERR_LINES_KEPT = 20
 RUNTIME_SOURCE = "runtime"
-# The profiler's interpreter unwinder for each runtime runtime_of() names (its --runtime): loading one, not
+# The profiler's interpreter unwinder for each runtime it unwinds (its --runtime), by the collector's name
+# of the runtime (runtime_of): loading one, not
 # all ten, is what the helper needs for one target.
 UNWINDERS = {"cpython": "python", "jvm": "hotspot", "node": "v8"}
 # The standard library modules CPython 3.11+ freezes into its binary (Python/frozen.c's "stdlib - startup"
@@ -46,24 +46,24 @@ FROZEN_STDLIB = frozenset(("abc", "codecs", "io", "_collections_abc", "_sitebuil
                            "posixpath", "os", "site", "stat", "runpy", "zipimport", "_bootstrap",
                            "_bootstrap_external", "__hello__", "__phello__"))
 
-# What in a process's maps (or executable's name) says it runs a runtime the helper unwinds.
-_RUNTIMES = (("cpython", re.compile(r"/libpython3\.\d+\S*\.so|/python3(\.\d+)?$")),
-             ("jvm", re.compile(r"/libjvm\.so$")),
-             ("node", re.compile(r"/node$|/libnode\.so")))
+RUNTIME_TIMEOUT_S = 10.0
 
 
-def runtime_of(pid: int, root: Path = Path("/proc")) -> str | None:
-    """`cpython`, `jvm` or `node` when the process maps that runtime, else None (native code, Go: the
-    collector names those frames itself)."""
-    try:
-        maps = (root / str(pid) / "maps").read_text(errors="replace")
-    except OSError:
+def runtime_of(pid: int) -> str | None:
+    """`cpython`, `jvm` or `node` when the process runs that runtime, else None (native code, Go: the
+    collector names those frames itself; a process gone, or no collector). The runtime is the collector's
+    reading (`spinscope-collector --pid PID --runtime`: what the capture's target.runtime says), the one
+    rule there is for it."""
+    binary = collector.find()
+    if binary is None:
         return None
-    paths = {line.split(None, 5)[5].strip() for line in maps.splitlines() if len(line.split(None, 5)) == 6}
-    for name, pattern in _RUNTIMES:
-        if any(pattern.search(path) for path in paths):
-            return name
-    return None
+    try:
+        done = subprocess.run([str(binary), "--pid", str(pid), "--runtime"], capture_output=True, text=True,
+                              timeout=RUNTIME_TIMEOUT_S)
+        name = json.loads(done.stdout)["name"] if done.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError, KeyError, TypeError):
+        return None
+    return name if name in UNWINDERS else None
 
 
 def not_live(pid: int | None) -> str | None:
@@ -80,12 +80,12 @@ def not_live(pid: int | None) -> str | None:
 def find() -> Path | None:
     override = os.environ.get(HELPER_ENV)
     if override:
-        return Path(override) if why_not_runnable(Path(override)) is None else None
-    checkout = checkout_root()
+        return Path(override) if collector.why_not_runnable(Path(override)) is None else None
+    checkout = collector.checkout_root()
     places = [checkout / "build" / HELPER_NAME] if checkout else []
     on_path = shutil.which(HELPER_NAME)
     places += [Path(on_path)] if on_path else []
-    return next((p for p in places if why_not_runnable(p) is None), None)
+    return next((p for p in places if collector.why_not_runnable(p) is None), None)
 
 
 class Helper:

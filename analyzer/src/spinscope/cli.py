@@ -1,4 +1,6 @@
 """`spinscope` command line: one sub-command per verb, each in its own module, imported only when chosen.
+The program, above every package (the console script and `python -m spinscope` run main): it alone names
+the verbs of commands/, live/ and lab/, so that no package below imports the lab.
 
 VERBS maps each verb to its module and the one line `spinscope --help` shows for it, DESCRIPTIONS to the
 paragraph its own --help starts with: the only place either is written. The chosen verb's module exposes
