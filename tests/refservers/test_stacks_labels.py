@@ -56,13 +56,17 @@ def test_the_top_call_site_is_the_servers_own_function(recorded, name):
     assert name in labels, [label.name for label in assessment.labels]
     label = labels[name]
     expected = RUNS[name][4]
+    # A function inlined into the expected one is named as a frame of its own (DWARF inline scopes), with the
+    # function it was inlined into as its first caller: either names the site.
+    def names(site: dict) -> set:
+        return {site["function"], *(caller.split(" (", 1)[0] for caller in site["callers"][:1])}
     top = label.call_sites[0]
-    assert top["function"] in expected, label.call_sites
-    assert set(expected) <= {site["function"] for site in label.call_sites}, label.call_sites
+    assert names(top) & set(expected), label.call_sites
+    assert set(expected) <= set().union(*map(names, label.call_sites)), label.call_sites
     assert top["module"] == "refserver" and top["file"].endswith(".c") and top["line"] > 0
     # The sites named carry most of the label's events between them (the rest, measured 10-11%: the queue's
     # lock, contended, handed over as a pop or push unlocks it).
-    assert sum(site["event_share"] for site in label.call_sites if site["function"] in expected) > 0.75
+    assert sum(site["event_share"] for site in label.call_sites if names(site) & set(expected)) > 0.75
     assert any(line.startswith(f"where: {top['function']} (") for line in label.details), label.details
 
 

@@ -259,6 +259,8 @@ def is_own_code(frame: Frame) -> bool:
     if frame.kind == PYTHON:
         return not (frame.file and _PYTHON_LIBRARY.search(frame.file))
     if frame.kind in (JVM, JIT):
+        if not _language_method(frame):  # the JVM's stubs (`StubRoutines (1)`) are the JVM's, never a site
+            return False
         method = _jvm_method(frame.symbol or "")
         return not method.startswith(("java.", "javax.", "jdk.", "sun.", "com.sun.", "io.netty.", "kotlin."))
     if frame.kind == NODE:
@@ -269,6 +271,16 @@ def is_own_code(frame: Frame) -> bool:
     if frame.kind == RUST:  # a Rust binary holds its crates' code too: its own crate is the one named after it
         return rust_crate(frame.symbol or "") == module.replace("-", "_")
     return not (frame.symbol or "").startswith(("runtime.", "internal/", "syscall.", "sync.", "net.", "net/http."))
+
+
+def _own_in(frame: Frame, frames: tuple) -> bool:
+    """Whether the frame is the target's own code on this stack: on a stack with frames of a runtime's
+    language (Python, Java, JavaScript) the user's code is that language's, and a native frame there is the
+    runtime's or an extension's (`_asyncio.cpython-311-x86_64-linux-gnu.so+0x7e21`, a JVM's libnio), whatever
+    its module's name."""
+    if frame.kind not in LANGUAGE_KINDS and any(f.kind in LANGUAGE_KINDS for f in frames):
+        return False
+    return is_own_code(frame)
 
 
 def rust_crate(symbol: str) -> str:
@@ -308,7 +320,7 @@ def call_site(stack: Stack) -> tuple:
     innermost user-space frame (or the innermost frame), and callers."""
     frames = stack.frames
     for i, frame in enumerate(frames):
-        if is_own_code(frame):
+        if _own_in(frame, frames):
             return frame, frames[i + 1:i + 1 + CONTEXT_FRAMES]
     language = [i for i, f in enumerate(frames) if _language_method(f)]
     user = language or [i for i, f in enumerate(frames) if f.kind not in (KERNEL, ERROR)]
@@ -441,7 +453,7 @@ def machinery_entry(stack: Stack) -> tuple:
     outer = max(i for i, f in enumerate(frames) if machinery_runtime(f))
     if frames[outer].kind not in LANGUAGE_KINDS:
         outer = next((i for i in range(outer + 1, len(frames)) if _language_method(frames[i])), outer)
-    own = next((i for i in range(outer, len(frames)) if is_own_code(frames[i])), None)
+    own = next((i for i in range(outer, len(frames)) if _own_in(frames[i], frames)), None)
     if own is not None:  # through: what the user's code called, in its terms (not a JVM stub, not V8's frames)
         through = next((frames[i] for i in range(own - 1, -1, -1)
                         if frames[i].kind not in LANGUAGE_KINDS or _language_method(frames[i])), None)
