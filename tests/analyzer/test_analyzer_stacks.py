@@ -423,3 +423,21 @@ def test_a_capture_without_the_runtime_helper_says_so(capture_file):
     said = notes(analyze(load(capture_file({**captures.clean_event_loop(), "stacks": skipped}, "none.json"))))
     assert "stacks: the runtime helper ran but took no sample of the target: its runtime's frames are unnamed (read " \
            "from native frames, as without the helper)" in said, said
+
+
+def test_on_a_language_stack_a_native_frame_or_a_jvm_stub_is_never_the_site():
+    """The clean-clone run of session 11: FastAPI's hand-off site was `_asyncio.cpython-311-x86_64-linux-gnu.so
+    +0x7e21` (an extension module, whose name is in no runtime table) and the JDK pool's `StubRoutines (1)`.
+    On a stack with frames of the runtime's language the user's code is that language's; a JVM stub is the
+    JVM's. Without language frames a native module's code is still the target's own (a C server)."""
+    asyncio_so = S.Frame(S.NATIVE, "_asyncio.cpython-311-x86_64-linux-gnu.so", None, 0x7e21)
+    pool = S.Frame(S.PYTHON, None, "run_in_threadpool", file="site-packages/starlette/concurrency.py", line=41)
+    endpoint = S.Frame(S.PYTHON, None, "root", file="orders.py", line=41)
+    site, context = S.call_site(S.Stack(1, "handoff", frozenset(), 1, 1, (asyncio_so, pool, endpoint)))
+    assert site is endpoint and context == ()
+    assert S.is_own_code(asyncio_so)  # alone, as in a C server's stack
+    stub = S.Frame(S.JVM, None, "StubRoutines (1) [call_stub_return_address]")
+    handle = S.Frame(S.JVM, None, "void JdkHttpBytes.handle(com.sun.net.httpserver.HttpExchange)")
+    assert not S.is_own_code(stub) and S.is_own_code(handle)
+    site, _ = S.call_site(S.Stack(1, "handoff", frozenset(), 1, 1, (stub, handle)))
+    assert site is handle
