@@ -182,6 +182,7 @@ int session_attach(struct session *s, const struct options *o)
 						     &ret, err, sizeof(err));
 			if (!s->timeline)
 				return fail(s, ret, "%s", err);
+			stacks_after_drain(s->stacks, timeline_flush, s->timeline);
 		}
 		if ((ret = stacks_run(s->stacks)))
 			return fail(s, ret, "--stacks: cannot start the unwinder's thread: %s", strerror(-ret));

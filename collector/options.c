@@ -96,7 +96,8 @@ static const struct option_row rows[] = {
 	  "their thread's next stack, and the capture says how many" },
 	{ "tag-timeline", 0, "FILE", TEXT, FIELD(tag_timeline), 0, 0, 0,
 	  "with --stacks: write every change of a target thread's tags to FILE\n"
-	  "(binary, for `spinscope record` to tag a runtime helper's samples)" },
+	  "(binary, for `spinscope record` to tag a runtime helper's samples;\n"
+	  "a FIFO is written as the changes come: top and the exporter read one)" },
 	{ "ready-fd", 0, "N", FD, FIELD(ready_fd), -1, 0, 0,
 	  "once the probes are live, write one JSON line to file descriptor N\n"
 	  "({\"ready\": true, ...}) and close it; closed without it on failure" },

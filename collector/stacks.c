@@ -212,6 +212,8 @@ struct stacks {
 	__u64 unplaced[STACK_SOURCES]; /* events after a thread's last stack of their source: no stack's */
 	bool settled;
 	__u64 unwind_ns; /* the collector's CPU time in draining, unwinding and naming */
+	void (*after_drain)(void *); /* stacks_after_drain */
+	void *after_drain_arg;
 
 	/* The target's budget of event stacks a second, and each (thread, source)'s share of it: written to
 	 * the BPF side (stack_share) each second, from the pairs that had event stacks in the second before. */
@@ -1104,9 +1106,17 @@ void stacks_drain(struct stacks *st)
 		return;
 	start = thread_cpu_ns();
 	ring_buffer__consume(st->ring);
+	if (st->after_drain)
+		st->after_drain(st->after_drain_arg);
 	pthread_mutex_lock(&st->lock);
 	st->unwind_ns += thread_cpu_ns() - start;
 	pthread_mutex_unlock(&st->lock);
+}
+
+void stacks_after_drain(struct stacks *st, void (*fn)(void *), void *arg)
+{
+	st->after_drain = fn;
+	st->after_drain_arg = arg;
 }
 
 /* The unwinder's thread: the ring drained every STACKS_DRAIN_NS until stacks_stop. */

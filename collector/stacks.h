@@ -39,6 +39,8 @@ int stacks_run(struct stacks *st);
 struct ring_buffer *stacks_ring(struct stacks *st);
 /* Unwind and count what the ring holds now (the unwinder's thread does, until stacks_stop). */
 void stacks_drain(struct stacks *st);
+/* fn(arg) after each drain, on the drain's thread (another ring's reader that buffers: timeline.h). */
+void stacks_after_drain(struct stacks *st, void (*fn)(void *), void *arg);
 struct snapshot;
 /* At the end: each thread's events after its last event stack of a source (the BPF side's
  * stack_event_budget.skipped), which no stack stands for: counted as events_without_stack. */

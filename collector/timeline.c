@@ -65,6 +65,14 @@ struct timeline *timeline_start(struct ring_buffer *rb, struct bpf_map *changes,
 	return tl;
 }
 
+void timeline_flush(void *arg)
+{
+	struct timeline *tl = arg;
+
+	if (tl->out && !tl->error && fflush(tl->out) != 0)
+		tl->error = errno ? errno : EIO;
+}
+
 void timeline_end(struct timeline *tl, __u64 lost)
 {
 	struct tag_change end = { .time_ns = UINT64_MAX };

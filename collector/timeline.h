@@ -3,7 +3,8 @@
  * --tag-timeline FILE (with --stacks): every change of a target thread's tags (bpf/stacks.bpf.h,
  * tag_note), from the tag_changes ring buffer to FILE, for `spinscope record` to tag the samples of a
  * runtime helper that samples on its own timer (analyzer tracing/stacks_helper.py). Not part of the
- * capture: FILE is read once and deleted by whoever asked for it.
+ * capture: FILE is read once and deleted by whoever asked for it, or is a FIFO that `top --stacks` and
+ * `exporter --stacks` read as it is written (flushed after each drain: timeline_flush).
  *
  * FILE: TIMELINE_MAGIC (16 bytes), then struct tag_change records (16 bytes, host order: u64 time_ns on
  * CLOCK_MONOTONIC, u32 tid, u32 tags as STACK_TAG_* bits), in the order each CPU wrote them (sorted per
@@ -28,6 +29,10 @@ struct timeline;
  * NULL and *err set (-errno) with a message when it cannot. */
 struct timeline *timeline_start(struct ring_buffer *rb, struct bpf_map *changes, const char *path, int *err,
 				char *msg, size_t msglen);
+/* What the drain wrote, handed on (stacks_after_drain): a reader that follows FILE while the collector runs
+ * (a FIFO: `top --stacks`, `exporter --stacks`) has each change within a drain (20 ms), not a stdio buffer
+ * later. */
+void timeline_flush(void *tl);
 /* The end marker and the account written, the file closed (after the ring's last drain). */
 void timeline_end(struct timeline *tl, __u64 lost);
 void timeline_free(struct timeline *tl);

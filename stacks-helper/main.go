@@ -44,6 +44,11 @@ import (
 
 const helperName = "otel-ebpf-profiler"
 
+// drain: traces reach the reporter up to ~250 ms (the profiler's poll
+// interval) after they were taken; the samples of a window (or of a live
+// interval) are written this long after it ends.
+const drain = 700 * time.Millisecond
+
 // The profiler module's version, from the build info (the pinned version the
 // build script asked for; the replace directive keeps the version string).
 func profilerVersion() string {
@@ -92,6 +97,8 @@ func main() {
 	hz := flag.Int("hz", 99, "samples per second per CPU (cpu-clock)")
 	duration := flag.Float64("duration", 0, "seconds to sample after the profiler is attached (0: until SIGINT/SIGTERM)")
 	out := flag.String("out", "", "output file (JSON lines); '-' for stdout")
+	every := flag.Float64("every", 0, "live: write the samples of each interval of this many seconds as a batch "+
+		"(a header, then its stacks) while sampling, each 0.7 s after its interval ends (0: once, at the end)")
 	children := flag.Bool("children", true, "also profile the targets' descendant processes")
 	allProcs := flag.Bool("all-processes", false, "let the profiler unwind every process (the upstream default; costs more), still keeping only the targets' samples")
 	maxStacks := flag.Int("max-stacks", 20000, "cap on unique (tid, stack) entries; samples beyond it are counted, not kept")
@@ -125,6 +132,9 @@ func main() {
 	if *duration < 0 {
 		die("--duration must be >= 0")
 	}
+	if *every != 0 && (*every < 0.1 || *every > 3600) {
+		die("--every must be within 0.1..3600 seconds")
+	}
 	for _, p := range pidList {
 		if _, err := os.Stat(fmt.Sprintf("/proc/%d", p)); err != nil {
 			die("no process %d", p)
@@ -154,7 +164,7 @@ func main() {
 		// the targets; other processes are dropped in BPF before unwinding.
 		tracer.SynchronizeFilter = func(pid libpf.PID) bool { return tg.match(int64(pid)) }
 	}
-	s := newSink(tg, pidList, *maxStacks, *timestamps)
+	s := newSink(tg, pidList, *maxStacks, *timestamps, time.Duration(*every*float64(time.Second)))
 
 	level := zapcore.WarnLevel
 	if *verbose {
@@ -231,21 +241,34 @@ func main() {
 	s.begin()
 	// The one line a caller may wait for: sampling has begun (no payload).
 	fmt.Fprintf(os.Stderr, "spinscope-stacks-helper: sampling pid %s at %d Hz\n", *pidArg, *hz)
-	var timer <-chan time.Time
+	var timer, tick <-chan time.Time
 	if *duration > 0 {
 		timer = time.After(time.Duration(*duration * float64(time.Second)))
 	}
-	select {
-	case <-timer:
-	case <-sigs:
+	if *every > 0 {
+		ticker := time.NewTicker(100 * time.Millisecond)
+		defer ticker.Stop()
+		tick = ticker.C
+	}
+sampling:
+	for {
+		select {
+		case <-timer:
+			break sampling
+		case <-sigs:
+			break sampling
+		case <-tick:
+			if err := s.writeDue(outFile, helperName, profilerVersion(), *hz, drain, false); err != nil {
+				die("writing output: %v", err)
+			}
+		}
 	}
 	s.end()
 
-	// Traces reach the reporter up to ~250 ms (the profiler's poll interval)
-	// after they were taken; samples stamped after end() are ignored. A second
-	// signal cuts the drain short.
+	// Samples stamped after end() are ignored; those before it are waited
+	// for. A second signal cuts the drain short.
 	select {
-	case <-time.After(700 * time.Millisecond):
+	case <-time.After(drain):
 	case <-sigs:
 	}
 	metrics.AddSlice(nil) // flush the profiler's buffered counters (lost events)
@@ -264,8 +287,16 @@ func main() {
 	os.Exit(0)
 }
 
+// finish: the output written (one-shot: the whole window; live: the
+// intervals not written yet, the last one marked final) and closed.
 func finish(s *sink, f *os.File, hz int) {
-	if err := s.write(f, helperName, profilerVersion(), hz); err != nil {
+	var err error
+	if s.every > 0 {
+		err = s.writeDue(f, helperName, profilerVersion(), hz, drain, true)
+	} else {
+		err = s.write(f, helperName, profilerVersion(), hz)
+	}
+	if err != nil {
 		die("writing output: %v", err)
 	}
 	if f != os.Stdout {

@@ -34,34 +34,55 @@ type stackEntry struct {
 	kt     []int64 // the same moments on CLOCK_MONOTONIC (bpf_ktime_get_ns), for spinscope's tag timeline
 }
 
+// batch holds the unique (tid, stack) entries of one interval: the whole
+// sampling window in one-shot mode, one --every interval in live mode.
+type batch struct {
+	stacks  map[stackKey]*stackEntry
+	order   []stackKey
+	samples int64 // target samples kept
+	capped  int64 // target samples not kept: unique-stack cap reached
+}
+
+func newBatch() *batch { return &batch{stacks: map[stackKey]*stackEntry{}} }
+
+// tally is what the sink counted over its life; a batch's header says what
+// changed since the one before.
+type tally struct {
+	other int64 // samples of other processes in the window
+	early int64 // target samples before begin(), after end(), or of an interval already written
+	lost  int64
+}
+
 // sink is the profiler's reporter: it receives every unwound trace of every
-// process and keeps those of the target PIDs, between begin() and end().
+// process and keeps those of the target PIDs, between begin() and end(). With
+// every > 0 it keeps one batch per interval of that length (since begin()),
+// each written and dropped once its samples are in (live mode); else one
+// batch for the whole window.
 type sink struct {
 	targets   *targets
 	pidList   []int64
 	maxStacks int
 	withTS    bool
+	every     int64 // ns; 0: one batch
 	sym       *symbolizer
 	meters    *countingMeterProvider
 	minAge    time.Duration
 
 	mu        sync.Mutex
-	startedNs int64 // 0 until begin(): traces before it are ignored
-	endedNs   int64 // 0 until end(): traces stamped after it are ignored
-	stacks    map[stackKey]*stackEntry
-	order     []stackKey
-	samples   int64 // target samples kept
-	capped    int64 // target samples not kept: unique-stack cap reached
-	other     int64 // samples of other processes in the window
-	early     int64 // target samples before begin() or after end()
+	startedNs int64            // 0 until begin(): traces before it are ignored
+	endedNs   int64            // 0 until end(): traces stamped after it are ignored
+	batches   map[int64]*batch // interval index -> its batch (at most two at a time in live mode)
+	written   int64            // live mode: intervals before this one have been written
+	counted   tally            // since begin()
+	reported  tally            // as of the last batch written
 }
 
-func newSink(tg *targets, list []int64, maxStacks int, withTS bool) *sink {
+func newSink(tg *targets, list []int64, maxStacks int, withTS bool, every time.Duration) *sink {
 	return &sink{
-		targets: tg, pidList: list, maxStacks: maxStacks, withTS: withTS,
-		sym:    newSymbolizer(),
-		meters: newCountingMeterProvider(),
-		stacks: map[stackKey]*stackEntry{},
+		targets: tg, pidList: list, maxStacks: maxStacks, withTS: withTS, every: int64(every),
+		sym:     newSymbolizer(),
+		meters:  newCountingMeterProvider(),
+		batches: map[int64]*batch{},
 	}
 }
 
@@ -85,6 +106,14 @@ func (s *sink) end() {
 	s.mu.Unlock()
 }
 
+// interval: the index of the interval a sample stamped ts belongs to.
+func (s *sink) interval(ts int64) int64 {
+	if s.every == 0 {
+		return 0
+	}
+	return (ts - s.startedNs) / s.every
+}
+
 func (s *sink) ReportTraceEvent(trace *libpf.Trace, meta *samples.TraceEventMeta) error {
 	pid := int64(meta.PID)
 	ts := int64(meta.Timestamp)
@@ -93,24 +122,30 @@ func (s *sink) ReportTraceEvent(trace *libpf.Trace, meta *samples.TraceEventMeta
 	inWindow := s.startedNs != 0 && ts >= s.startedNs && (s.endedNs == 0 || ts <= s.endedNs)
 	if !s.targets.match(pid) {
 		if inWindow {
-			s.other++
+			s.counted.other++
 		}
 		return nil
 	}
-	if !inWindow {
-		s.early++
+	k := s.interval(ts)
+	if !inWindow || k < s.written { // an interval already written: too late for it
+		s.counted.early++
 		return nil
 	}
+	b := s.batches[k]
+	if b == nil {
+		b = newBatch()
+		s.batches[k] = b
+	}
 	key := stackKey{pid: pid, tid: int64(meta.TID), hash: traceutil.HashTrace(trace)}
-	e := s.stacks[key]
+	e := b.stacks[key]
 	if e == nil {
-		if len(s.stacks) >= s.maxStacks {
-			s.capped++
+		if len(b.stacks) >= s.maxStacks {
+			b.capped++
 			return nil
 		}
 		e = &stackEntry{frames: trace.Frames}
-		s.stacks[key] = e
-		s.order = append(s.order, key)
+		b.stacks[key] = e
+		b.order = append(b.order, key)
 	}
 	e.comm = meta.Comm.String()
 	e.count++
@@ -120,7 +155,7 @@ func (s *sink) ReportTraceEvent(trace *libpf.Trace, meta *samples.TraceEventMeta
 		// UnixNano): the same offset taken back gives the kernel's clock, which spinscope's probes stamp.
 		e.kt = append(e.kt, ts-times.KTime(0).UnixNano())
 	}
-	s.samples++
+	b.samples++
 	return nil
 }
 
@@ -143,6 +178,12 @@ type header struct {
 	SamplesOutside int64            `json:"samples_outside_window"`
 	LostDetail     map[string]int64 `json:"lost_detail"`
 	MinAgeS        float64          `json:"min_process_age_s"`
+	// Live mode (--every) only: which interval this batch is, its bounds on
+	// CLOCK_MONOTONIC (the "kt" clock), and whether it is the last one.
+	Interval    *int64 `json:"interval,omitempty"`
+	KtStartedNs *int64 `json:"kt_started_ns,omitempty"`
+	KtEndedNs   *int64 `json:"kt_ended_ns,omitempty"`
+	Final       *bool  `json:"final,omitempty"`
 }
 
 type frameOut struct {
@@ -164,21 +205,78 @@ type stackOut struct {
 	KT     []int64    `json:"kt,omitempty"`
 }
 
+// write: the one-shot output, the whole window's batch (README.md, Output).
 func (s *sink) write(w io.Writer, helper, version string, hz int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	b := s.batches[0]
+	if b == nil {
+		b = newBatch()
+	}
 	lost, detail := s.meters.lost()
+	h := header{Helper: helper, Version: version, Hz: hz, Lost: lost, LostDetail: detail,
+		StartedNs: s.startedNs, EndedNs: s.endedNs,
+		SamplesOther: s.counted.other, SamplesOutside: s.counted.early}
+	return s.writeBatch(w, b, h)
+}
+
+// writeDue (live mode): the batches of every interval that ended at least
+// drain before now (all of them when final: the last one ends at end()),
+// each written with its header and dropped. A batch is written for every
+// interval, empty or not, so that a reader sees time pass.
+func (s *sink) writeDue(w io.Writer, helper, version string, hz int, drain time.Duration, final bool) error {
+	type due struct {
+		b *batch
+		h header
+	}
+	var out []due
+	s.mu.Lock()
+	upTo := s.interval(time.Now().UnixNano() - int64(drain)) // intervals before this one are complete
+	if final {
+		upTo = s.interval(s.endedNs) + 1
+	}
+	offset := times.KTime(0).UnixNano()
+	for ; s.written < upTo; s.written++ {
+		k := s.written
+		b := s.batches[k]
+		if b == nil {
+			b = newBatch()
+		}
+		delete(s.batches, k)
+		lost, detail := s.meters.lost()
+		start, end := s.startedNs+k*s.every, s.startedNs+(k+1)*s.every
+		last := final && k == upTo-1
+		if last || (s.endedNs != 0 && end > s.endedNs) {
+			end = s.endedNs
+		}
+		idx, ktStart, ktEnd := k, start-offset, end-offset
+		out = append(out, due{b, header{Helper: helper, Version: version, Hz: hz, Lost: lost - s.reported.lost,
+			LostDetail: detail, StartedNs: start, EndedNs: end, SamplesOther: s.counted.other - s.reported.other,
+			SamplesOutside: s.counted.early - s.reported.early,
+			Interval:       &idx, KtStartedNs: &ktStart, KtEndedNs: &ktEnd, Final: &last}})
+		s.reported = tally{other: s.counted.other, early: s.counted.early, lost: lost}
+	}
+	s.mu.Unlock()
+	// Written outside the lock: a slow reader holds back this writer only, not the profiler's traces.
+	for _, d := range out {
+		if err := s.writeBatch(w, d.b, d.h); err != nil {
+			return err
+		}
+	}
+	s.targets.prune()
+	s.sym.prune(s.pidList)
+	return nil
+}
+
+// writeBatch: the header (h completed from b) and one line per unique (tid, stack), most samples first.
+func (s *sink) writeBatch(w io.Writer, b *batch, h header) error {
 	bw := bufio.NewWriterSize(w, 1<<20)
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
-	h := header{
-		Helper: helper, Version: version, Hz: hz,
-		Samples: s.samples, Lost: lost, LostDetail: detail,
-		StartedNs: s.startedNs, EndedNs: s.endedNs, Clock: "realtime",
-		PIDs: s.pidList, Stacks: len(s.stacks), SamplesCapped: s.capped, SamplesOther: s.other, SamplesOutside: s.early, MinAgeS: s.minAge.Seconds(),
-	}
+	h.Samples, h.Clock, h.PIDs, h.Stacks, h.SamplesCapped, h.MinAgeS =
+		b.samples, "realtime", s.pidList, len(b.stacks), b.capped, s.minAge.Seconds()
 	seen := map[int64]bool{}
-	for _, k := range s.order {
+	for _, k := range b.order {
 		if !seen[k.pid] {
 			seen[k.pid] = true
 			h.PIDsSampled = append(h.PIDsSampled, k.pid)
@@ -188,10 +286,10 @@ func (s *sink) write(w io.Writer, helper, version string, hz int) error {
 	if err := enc.Encode(h); err != nil {
 		return err
 	}
-	keys := append([]stackKey(nil), s.order...)
-	sort.SliceStable(keys, func(i, j int) bool { return s.stacks[keys[i]].count > s.stacks[keys[j]].count })
+	keys := append([]stackKey(nil), b.order...)
+	sort.SliceStable(keys, func(i, j int) bool { return b.stacks[keys[i]].count > b.stacks[keys[j]].count })
 	for _, k := range keys {
-		e := s.stacks[k]
+		e := b.stacks[k]
 		so := stackOut{PID: k.pid, TID: k.tid, Comm: e.comm, Count: e.count, TS: e.ts, KT: e.kt,
 			Frames: make([]frameOut, 0, len(e.frames))}
 		for _, fh := range e.frames {

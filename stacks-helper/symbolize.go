@@ -65,6 +65,22 @@ func (s *symbolizer) refresh(pid int64) {
 	s.mu.Unlock()
 }
 
+// prune forgets the mappings of processes gone (the targets' children come
+// and go for as long as a live helper runs); the targets' own are kept.
+func (s *symbolizer) prune(keep []int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kept := map[int64]bool{}
+	for _, p := range keep {
+		kept[p] = true
+	}
+	for pid := range s.paths {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil && !kept[pid] {
+			delete(s.paths, pid)
+		}
+	}
+}
+
 func (s *symbolizer) lookup(pid int64, module, buildID string, addr uint64) string {
 	s.mu.Lock()
 	path, ok := s.paths[pid][module]

@@ -63,3 +63,16 @@ func parentOf(pid int64) int64 {
 	pp, _ := strconv.ParseInt(f[1], 10, 64)
 	return pp
 }
+
+// prune forgets the decided PIDs of processes gone (a live helper runs for
+// hours on hosts that start processes all the time): a PID reused later is
+// decided again. One stat per process the profiler met, once an interval.
+func (t *targets) prune() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for pid := range t.decided {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+			delete(t.decided, pid)
+		}
+	}
+}
