@@ -180,8 +180,8 @@ def _runtime_helper(args: argparse.Namespace, output: Path, console):
         return None
     binary = stacks_helper.find()
     if binary is None:
-        reason = (f"{runtime} target: {stacks_helper.HELPER_NAME} not found (scripts/build-stacks-helper.sh builds "
-                  "it): its runtime's frames are not named, and the hand-off's user-space cost not measured")
+        reason = (f"{runtime} target: {stacks_helper.NOT_FOUND}: its runtime's frames are not named, and the "
+                  "hand-off's user-space cost not measured")
         say(console, f"spinscope record: warning: {reason}")
         return None, None, {"runtime": runtime, "skipped": reason}
     out = output.with_name(output.name + ".runtime-stacks")

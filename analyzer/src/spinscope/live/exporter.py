@@ -88,6 +88,8 @@ class Tracked:
     base: View | None = None  # --duty: the finished cycles, scaled
     last: View | None = None  # --duty: the running cycle's latest view, unscaled
     next_start: float = 0.0  # --duty: when the next cycle starts (live is None until then)
+    runtime: object = None  # --stacks on a CPython, JVM or Node target: its stacks helper (stacks_helper.LiveStacks)
+    runtime_state: str = ""  # the helper's state last said
 
 
 class Exporter:
@@ -178,11 +180,12 @@ class Exporter:
             seen += 1
         return False
 
-    def _start(self, target_args: list):
+    def _start(self, target_args: list, runtime=None):
         from spinscope.live import stream as live
 
         on = self.args.duty[0] if self.args.duty else None
-        stream = live.LiveCollector(target_args, duration=on, extra=("--quiet", *targets.stacks_args(self.args)))
+        stream = live.LiveCollector(target_args, duration=on, extra=("--quiet", *targets.stacks_args(self.args),
+                                                                     *(runtime.collector_args() if runtime else ())))
         stream.wait_ready()
         return stream
 
@@ -190,20 +193,28 @@ class Exporter:
         from spinscope.live import stream as live
 
         target_args = selector.collector_args(key if selector.kind != "cgroup" else None)
+        # The runtime stacks helper loads (about 2 s) while the collector attaches; it is stopped after the collector.
+        runtime = (stacks_helper.LiveStacks.start(key, self.args.stacks, self.args.children, self.args.window,
+                                                  duty=bool(self.args.duty))
+                   if self.args.stacks and selector.kind != "cgroup" else None)
         try:
-            stream = self._start(target_args)
+            stream = self._start(target_args, runtime)
         except SpinscopeError as exc:
+            if runtime:
+                runtime.close()
             self.say(f"{selector.text}: {what} not traced: {exc}")
             self.done.add(key)
             return
+        if runtime:
+            runtime.wait()
         duty = f", {self.args.duty[0]:g} s every {self.args.duty[1]:g} s" if self.args.duty else ""
         self.say(f"{selector.text}: tracing {what}{detail}{duty}")
-        note = stacks_helper.not_live(key) if self.args.stacks and selector.kind != "cgroup" else None
-        if note:
-            self.say(f"{selector.text}: {what}: {note}")
+        if runtime:
+            self.say(f"{selector.text}: {what}: {runtime.note()}")
         self.attached.add(selector.text)
         self.tracked[key] = Tracked(selector, key, what, target_args, stream, live.History(self.args.window),
-                                    next_start=time.monotonic() + (self.args.duty[1] if self.args.duty else 0))
+                                    next_start=time.monotonic() + (self.args.duty[1] if self.args.duty else 0),
+                                    runtime=runtime, runtime_state=runtime.state if runtime else "")
 
     def cycle(self) -> None:
         """--duty: start the next cycle of the targets whose probes are off, once it is time."""
@@ -239,7 +250,8 @@ class Exporter:
                     t.live = None
                     on, period = self.args.duty
                     if latest is not None:  # the cycle's final line
-                        t.last = view_of(latest.capture, t.selector.text, t.labels, sampled=on / period)
+                        t.last = view_of(latest.capture, t.selector.text, t.labels, sampled=on / period,
+                                         stacks_helper=self._runtime(t))
                         latest = None
                     if t.last is not None:
                         t.base = scaled(t.base, t.last, period / on)
@@ -255,12 +267,13 @@ class Exporter:
                 latest = item
             if latest is None:
                 continue
+            helper = self._runtime(t)
             now = time.monotonic()
             if now - t.judged >= JUDGE_EVERY_S:
-                span = t.history.span()
+                span = t.history.span(t.runtime)
                 t.labels = judge(span) if span is not None else []
                 t.judged = now
-            view = view_of(latest.capture, t.selector.text, t.labels)
+            view = view_of(latest.capture, t.selector.text, t.labels, stacks_helper=helper)
             if self.args.duty:
                 on, period = self.args.duty
                 view.sampled = on / period
@@ -269,6 +282,16 @@ class Exporter:
             with self.lock:
                 self.views[key] = view
 
+    def _runtime(self, t: Tracked) -> tuple | None:
+        """The target's stacks helper's batches taken; (runtime, why not or "") for its metric, a change said."""
+        if t.runtime is None:
+            return None
+        t.runtime.take()
+        if t.runtime.state != t.runtime_state:
+            t.runtime_state = t.runtime.state
+            self.say(f"{t.selector.text}: {t.what}: {t.runtime.note()}")
+        return t.runtime.runtime, t.runtime.state
+
     def drop(self, t: Tracked, ended) -> None:
         reason = {"target-exited": "was removed" if t.selector.kind == "cgroup" else "exited"}.get(
             ended.end_reason or "", f"ended ({ended.end_reason or 'collector failed'})")
@@ -276,6 +299,8 @@ class Exporter:
         self.say(f"{t.selector.text}: {t.what} {reason}{': ' + error if error else ''}; its series are dropped")
         if t.live is not None:
             t.live.close()
+        if t.runtime is not None:
+            t.runtime.close()
         with self.lock:
             self.tracked.pop(t.key, None)
             self.views.pop(t.key, None)
@@ -285,6 +310,8 @@ class Exporter:
         for t in list(self.tracked.values()):
             if t.live is not None:
                 t.live.close()
+            if t.runtime is not None:
+                t.runtime.close()
         self.tracked.clear()
 
 

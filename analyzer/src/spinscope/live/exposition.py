@@ -52,6 +52,10 @@ METRICS = (
            "events there (of its CPU samples, for a pattern without events in the window).",
            (*PROCESS, "label", "rank", "function", "module"),
            when="--stacks"),
+    Family("spinscope_stacks_helper_up", "gauge",
+           "With --stacks on a CPython, JVM or Node target: 1 while the runtime stacks helper names the runtime's "
+           "frames in its call sites; 0 when it does not, and why (reason: not-found, failed, exited, duty-cycled).",
+           (*PROCESS, "runtime", "reason"), when="--stacks"),
     Family("spinscope_finding", "gauge",
            "A finding over the last window (busy-polling, write-wait, nagle-stall: a cost with no severity): 1 while it holds.",
            (*PROCESS, "finding")),
@@ -144,9 +148,10 @@ class View:
     groups: list  # [(thread name, role, live threads, {counter: value})]
     # [(name, severity, cost share or None, [(function, module, share)] top call sites)]; findings: severity None
     labels: list = field(default_factory=list)
+    stacks_helper: tuple | None = None  # with --stacks on a managed runtime: (runtime, why not or "")
 
 
-def view_of(cap, selector: str, labels: list, sampled: float = 1.0) -> View:
+def view_of(cap, selector: str, labels: list, sampled: float = 1.0, stacks_helper: tuple | None = None) -> View:
     """The View of a capture (the stream's latest line): threads summed by name and role."""
     from spinscope.analysis.roles import infer_roles
     from spinscope.analysis.schema import COUNTERS
@@ -162,7 +167,7 @@ def view_of(cap, selector: str, labels: list, sampled: float = 1.0) -> View:
     return View(pid=cap.target_pid, process=cap.target_comm, exe=cap.target_exe,
                 selector=selector, traced_s=cap.duration_s, sampled=sampled,
                 requests={**cap.requests, "hist": cap.request_hists}, drops=cap.drops, groups=groups,
-                labels=labels)
+                labels=labels, stacks_helper=stacks_helper)
 
 
 def scaled(base: View | None, cur: View, factor: float) -> View:
@@ -184,7 +189,7 @@ def scaled(base: View | None, cur: View, factor: float) -> View:
                 requests=add(base.requests if base else {}, cur.requests),
                 drops=add(base.drops if base else {}, cur.drops),
                 groups=[(comm, role, alive, counters) for (comm, role), (alive, counters) in sorted(groups.items())],
-                labels=cur.labels)
+                labels=cur.labels, stacks_helper=cur.stacks_helper)
 
 
 def judge(span) -> list:
@@ -273,6 +278,9 @@ def _process_samples(made: dict, add, v, proc: tuple) -> None:
         sum_value=v.requests["duration_ns"] / 1e9)
     for kind, count in v.drops.items():
         add("spinscope_drops", (*proc, kind), count)
+    if v.stacks_helper:
+        runtime, reason = v.stacks_helper
+        add("spinscope_stacks_helper_up", (*proc, runtime, reason), 0 if reason else 1)
     for name, severity, share, *sites in v.labels:
         if severity is None:
             add("spinscope_finding", (*proc, name), 1)

@@ -26,7 +26,7 @@ from pathlib import Path
 from spinscope.analysis.capture import Capture, from_document, loads
 from spinscope.analysis.schema import COUNTERS, DROP_KEYS, MAX_CAPTURE_BYTES, REQUEST_HISTS, REQUEST_SUMS
 from spinscope.errors import SpinscopeError
-from spinscope.tracing import collector
+from spinscope.tracing import collector, stacks_helper
 
 STREAM_INTERVAL_S = 1.0
 STOP_TIMEOUT_S = 10.0
@@ -298,9 +298,22 @@ class History:
                 start = before
         return window(start.capture, newest.capture)
 
-    def span(self) -> Capture | None:
-        """What happened over about `seconds` (less until the stream is that old)."""
-        return window(self.lines[0].capture, self.lines[-1].capture) if len(self.lines) >= 2 else None
+    def span(self, runtime=None) -> Capture | None:
+        """What happened over about `seconds` (less until the stream is that old). With `runtime` (a running
+        tracing.stacks_helper.LiveStacks), the runtime helper's samples of that time (its batches, by the
+        times our lines came: the stacks of the newest second or two are not in yet) added to the stacks as
+        `record` adds its samples (source `runtime`, tagged; stacks.helper its account)."""
+        if len(self.lines) < 2:
+            return None
+        span = window(self.lines[0].capture, self.lines[-1].capture)
+        if runtime is None or runtime.helper is None or not isinstance(span.raw.get("stacks"), dict):
+            return span
+        rows, account = runtime.between(int(self.lines[0].received * 1e9), int(self.lines[-1].received * 1e9))
+        block = dict(span.raw["stacks"], frames=list(span.raw["stacks"].get("frames") or []),
+                     stacks=list(span.raw["stacks"].get("stacks") or []))
+        stacks_helper.add_rows(block, rows)
+        block["helper"] = account
+        return from_document(dict(span.raw, stacks=block), "window")
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -178,7 +178,7 @@ class ViewState:
     by_role: bool = False
     ended: str = ""  # why the stream ended, once it has
     saved: str = ""
-    stacks_note: str | None = None  # with --stacks, why the runtime's frames are not named (stacks_helper.not_live)
+    runtime: object = None  # with --stacks on a CPython, JVM or Node target: its stacks helper (stacks_helper.LiveStacks)
 
 
 def _cell(value, fmt: str) -> str:
@@ -316,19 +316,31 @@ def run(args: argparse.Namespace) -> int:
 
     from spinscope.live import stream as live
 
-    stream = live.LiveCollector(targets.collector_target(args), output=Path(args.output) if args.output else None, interval=args.interval,
-                                command=args.command)
+    # The runtime stacks helper loads (about 2 s) while the collector attaches; it is stopped after the collector.
+    runtime = (stacks_helper.LiveStacks.start(args.pid, args.stacks, args.children, args.window)
+               if args.stacks and args.pid else None)
+    try:
+        stream = live.LiveCollector(targets.collector_target(args), output=Path(args.output) if args.output else None,
+                                    interval=args.interval, command=args.command,
+                                    extra=runtime.collector_args() if runtime else ())
+    except BaseException:
+        if runtime:
+            runtime.close()
+        raise
     err = Console(stderr=True)
     try:
         stream.wait_ready()
+        if runtime:
+            runtime.wait()
     except SpinscopeError as exc:
         stream.close()
+        if runtime:
+            runtime.close()
         if args.command and stream.proc.returncode in (126, 127):  # a shell's: not executable, not found
             raise SpinscopeError(str(exc), exit_code=stream.proc.returncode) from None
         raise
     history = live.History(args.window)
-    state = ViewState(by_role=args.roles,
-                      stacks_note=stacks_helper.not_live(args.pid) if args.stacks and not args.command else None)
+    state = ViewState(by_role=args.roles, runtime=runtime)
     status = 0
     try:
         if args.batch:
@@ -339,6 +351,8 @@ def run(args: argparse.Namespace) -> int:
         # With a command, the collector passes our SIGTERM on to it and waits for it (STOP_TIMEOUT_S).
         returncode = stream.stop()
         stream.close()
+        if runtime:
+            runtime.close()
         # With a command, the exit status is the command's: the collector's error line says it failed.
         written = returncode == 0 if not args.command else returncode >= 0 and not stream.error()
         if args.output:
@@ -354,14 +368,17 @@ def run(args: argparse.Namespace) -> int:
 
 def _frame(args, history, state, height):
     """The renderable for the latest lines, or None before two lines."""
-    last, span = history.last(), history.span()
+    last = history.last()
     if last is None:
         return None
+    if state.runtime:
+        state.runtime.take()
+    span = history.span(state.runtime)
     newest = history.newest.capture
     process, table = rows(last, newest, state.by_role)
     labels, notes = judge(span)
     header = {"name": newest.name, "elapsed": newest.duration_s, "window": span.duration_s,
-              "stacks_note": state.stacks_note}
+              "stacks_note": state.runtime.note() if state.runtime else None}
     return render(state, header, process, table, labels, notes, height)
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import re
 import shutil
 import signal
@@ -47,6 +48,7 @@ FROZEN_STDLIB = frozenset(("abc", "codecs", "io", "_collections_abc", "_sitebuil
                            "_bootstrap_external", "__hello__", "__phello__"))
 
 RUNTIME_TIMEOUT_S = 10.0
+NOT_FOUND = f"{HELPER_NAME} not found (scripts/build-stacks-helper.sh builds it)"  # record's and the live views' words
 
 
 def runtime_of(pid: int) -> str | None:
@@ -64,17 +66,6 @@ def runtime_of(pid: int) -> str | None:
     except (OSError, subprocess.TimeoutExpired, ValueError, KeyError, TypeError):
         return None
     return name if name in UNWINDERS else None
-
-
-def not_live(pid: int | None) -> str | None:
-    """Why a live view (`top --stacks`, `exporter --stacks`) names none of pid's runtime frames, or None when the
-    collector names them all (native code, Go). The helper writes its samples once, when it stops: it cannot
-    feed a view each second."""
-    runtime = runtime_of(pid) if pid else None
-    if runtime is None:
-        return None
-    return (f"{runtime} target: its runtime's frames are not named live (the runtime stacks helper writes its "
-            "samples only when it stops; `spinscope record --stacks` runs it): call sites in native frames")
 
 
 def find() -> Path | None:
@@ -98,11 +89,15 @@ class Helper:
     `record` leaves no profiler running), so start it from the thread that stops it. Its stderr is read to
     the end by a thread of ours (it would block at a pipe's 64 KiB), its last lines kept for the error."""
 
-    def __init__(self, binary: Path, pid: int, hz: int, out: Path, children: bool, runtime: str | None = None):
+    def __init__(self, binary: Path, pid: int, hz: int, out: Path | None, children: bool, runtime: str | None = None,
+                 every: float = 0):
+        """out: the file it writes when it stops; or, with `every` (live), None: a batch of each interval of that
+        many seconds arrives on `batches` while it samples, as (header, rows) (stacks-helper/README.md)."""
         self.out = out
-        self.argv = [str(binary), "--pid", str(pid), "--hz", str(hz), "--out", str(out), "--timestamps",
-                     f"--children={'true' if children else 'false'}", "--runtime", UNWINDERS.get(runtime, "all"),
-                     "--exit-with-parent"]
+        self.argv = [str(binary), "--pid", str(pid), "--hz", str(hz), "--out", str(out) if out else "-",
+                     "--timestamps", f"--children={'true' if children else 'false'}", "--runtime",
+                     UNWINDERS.get(runtime, "all"), "--exit-with-parent", *(["--every", f"{every:g}"] if every else [])]
+        self.batches: queue.Queue = queue.Queue()
         self.proc: subprocess.Popen | None = None
         self.error: str | None = None
         self.said: deque = deque(maxlen=STDERR_LINES_KEPT)  # its last lines on stderr
@@ -118,14 +113,25 @@ class Helper:
 
     def start(self) -> bool:
         """Started and sampling (its `sampling` line seen), or False with self.error set."""
+        return self.launch() and self.wait_sampling()
+
+    def launch(self) -> bool:
+        """Started (it loads for 1.6-2.6 s: wait_sampling() waits for that), or False with self.error set."""
         try:
-            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL if self.out else subprocess.PIPE,
                                          stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True)
         except OSError as exc:
             self.error = f"cannot start {self.argv[0]}: {exc.strerror or exc}"
             return False
         self._reader = threading.Thread(target=self._read_stderr, name="stacks-helper-stderr", daemon=True)
         self._reader.start()
+        if not self.out:
+            threading.Thread(target=self._read_batches, name="stacks-helper-batches", daemon=True).start()
+        return True
+
+    def wait_sampling(self) -> bool:
+        """Sampling (its `sampling` line seen), or False with self.error set (and it stopped)."""
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline and not self._sampling.wait(0.2) and self.proc.poll() is None:
             pass
@@ -134,6 +140,23 @@ class Helper:
         self.stop()
         self.error = self._last_words() if self.proc.returncode else "did not start sampling in time"
         return False
+
+    def _read_batches(self) -> None:
+        """Live: its batches, each a header that says how many stack lines follow, put on `batches`."""
+        lines = iter(self.proc.stdout)
+        for line in lines:
+            header = _header(line)
+            if header is None:
+                continue
+            rows = []
+            for _ in range(max(0, int(header.get("stacks", 0)))):
+                try:
+                    row = json.loads(next(lines))
+                except (StopIteration, ValueError):
+                    return
+                if isinstance(row, dict):
+                    rows.append(row)
+            self.batches.put((header, rows))
 
     def _read_stderr(self) -> None:
         for line in self.proc.stderr:
@@ -172,7 +195,17 @@ def fold_into(capture_path: Path, helper_out: Path | None, account: dict, timeli
     if not isinstance(block, dict):
         return
     header, rows = _read(helper_out) if helper_out else ({}, [])
-    rows, account = _tagged(rows, timeline, {**account})
+    rows, account = tagged(rows, tag_timeline.read(timeline) if timeline else None, {**account})
+    add_rows(block, rows)
+    block["helper"] = {**header, **account}
+    tmp = capture_path.with_name(capture_path.name + ".helper.tmp")
+    tmp.write_text(json.dumps(doc, indent=1) + "\n")
+    os.replace(tmp, capture_path)
+
+
+def add_rows(block: dict, rows: list) -> None:
+    """The helper's rows (tagged) appended to a capture's stacks block as source `runtime`, their frames
+    added to its frame table (each frame once)."""
     frames, index = block.setdefault("frames", []), {}
     for i, frame in enumerate(frames):
         index[_frame_key(frame)] = i
@@ -189,19 +222,15 @@ def fold_into(capture_path: Path, helper_out: Path | None, account: dict, timeli
                                                "tags": list(row.get("tags", ())),
                                                "count": int(row.get("count", 0)), "weight": int(row.get("count", 0)),
                                                "frames": chain})
-    block["helper"] = {**header, **account}
-    tmp = capture_path.with_name(capture_path.name + ".helper.tmp")
-    tmp.write_text(json.dumps(doc, indent=1) + "\n")
-    os.replace(tmp, capture_path)
 
 
-def _tagged(rows: list, timeline: Path | None, account: dict) -> tuple:
+def tagged(rows: list, tl: tag_timeline.Timeline | None, account: dict) -> tuple:
     """The helper's rows split by the tags each sample's thread had at its time (rows with "kt", the
-    samples' CLOCK_MONOTONIC times), and the account with how that went (`tags`): the timeline's changes,
-    those lost, and samples left untagged. Without a timeline the rows stay as they are, untagged."""
-    if timeline is None:
+    samples' CLOCK_MONOTONIC times) in the collector's tag timeline, and the account with how that went
+    (`tags`): the timeline's changes, those lost, and samples left untagged. Without a timeline the rows
+    stay as they are, untagged."""
+    if tl is None:
         return rows, account
-    tl = tag_timeline.read(timeline)
     if tl.error:
         account["tags"] = {"error": tl.error}
         return rows, account
@@ -217,10 +246,26 @@ def _tagged(rows: list, timeline: Path | None, account: dict) -> tuple:
         for time_ns in times:
             by_tags[tag_timeline.tag_names(tl.tags_at(tid, int(time_ns)))] += 1
         for names, count in by_tags.items():
-            out.append({**row, "count": count, "tags": names})
+            out.append({**{k: v for k, v in row.items() if k not in ("ts", "kt")}, "count": count, "tags": names})
     account["tags"] = {"from": "the collector's tag timeline", "changes": tl.changes, "changes_lost": tl.lost,
                        "complete": tl.complete, "samples_untagged": untagged}
     return out, account
+
+
+HEADER_KEYS = ("helper", "version", "hz", "samples", "lost", "samples_capped", "samples_outside_window",
+               "pids_sampled")
+BATCH_KEYS = ("stacks", "interval", "kt_started_ns", "kt_ended_ns", "final")  # a live batch's header has these too
+
+
+def _header(line: str) -> dict | None:
+    """A header line's keys that spinscope keeps, or None when the line is not a header."""
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(row, dict) or "helper" not in row:
+        return None
+    return {key: row[key] for key in (*HEADER_KEYS, *BATCH_KEYS) if key in row}
 
 
 def _read(path: Path) -> tuple:
@@ -231,14 +276,14 @@ def _read(path: Path) -> tuple:
     rows = []
     header: dict = {}
     for i, line in enumerate(lines):
+        if i == 0 and (first := _header(line)) is not None:
+            header = {key: first[key] for key in HEADER_KEYS if key in first}
+            continue
         try:
             row = json.loads(line)
         except ValueError:
             continue
-        if i == 0 and "helper" in row:
-            header = {key: row[key] for key in ("helper", "version", "hz", "samples", "lost", "samples_capped",
-                                                "samples_outside_window", "pids_sampled") if key in row}
-        elif isinstance(row, dict):
+        if isinstance(row, dict):
             rows.append(row)
     return header, rows
 
@@ -277,3 +322,130 @@ def _source_file(kind: str, path) -> str | None:
 def _frame_key(frame: dict) -> tuple:
     return (frame.get("kind"), frame.get("module"), frame.get("address"), frame.get("symbol"),
             frame.get("symbol_offset"), frame.get("file"), frame.get("line"))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Live: the helper beside `top --stacks` and `exporter --stacks`
+
+LIVE_EVERY_S = 1.0  # the helper's batches: a second each, as the collector's stream lines
+LIVE_SLACK_S = 5.0  # batches kept beyond a view's window: they come a second or two after their samples
+TAGS_IDLE_S = 600.0  # a followed tag timeline forgets a thread this long without a change (Timeline.forget)
+# LiveStacks.state: what the exporter's spinscope_stacks_helper_up says in its `reason` label
+RUNNING, MISSING, FAILED, EXITED, DUTY = "", "not-found", "failed", "exited", "duty-cycled"
+
+
+class LiveStacks:
+    """The runtime stacks helper beside a live view's collector, for a CPython, JVM or Node target: it writes a
+    batch of each second's samples while it runs (`--every 1`), which take() tags with the tags their threads
+    had then, from the collector's tag timeline followed through a FIFO (`collector_args()`), as fold_into
+    tags a recording's; between() hands a view the samples of its window. It keeps the batches of the view's
+    window (and LIVE_SLACK_S): bounded for as long as the view runs. `state` (RUNNING or why not) and `note()` say whether the
+    view's call sites name the runtime's frames.
+
+    Order: start() (the helper loads while the collector attaches), the collector started with
+    collector_args(), wait(); at the end close() once the collector has exited (the FIFO is read to its end)."""
+
+    def __init__(self, runtime: str, window_s: float):
+        self.runtime = runtime
+        self.keep_ns = int((window_s + LIVE_SLACK_S) * 1e9)
+        self.helper: Helper | None = None
+        self.follower: tag_timeline.Follower | None = None
+        self.state = RUNNING
+        self.error: str | None = None
+        self.batches: deque = deque()  # (header, tagged rows, tags account), oldest first
+
+    @classmethod
+    def start(cls, pid: int, hz: int, children: bool, window_s: float, duty: bool = False) -> LiveStacks | None:
+        """The helper started on pid when it runs a runtime the helper unwinds (None when it does not: the
+        collector names its frames), or a LiveStacks that says why it was not (state, note())."""
+        runtime = runtime_of(pid)
+        if runtime is None:
+            return None
+        live = cls(runtime, window_s)
+        binary = find()
+        if duty:  # a helper per cycle would load (1.6-2.6 s of CPU) every cycle
+            live.state = DUTY
+        elif binary is None:
+            live.state = MISSING
+        else:
+            live.helper = Helper(binary, pid, hz, None, children, runtime, every=LIVE_EVERY_S)
+            if live.helper.launch():
+                live.follower = tag_timeline.Follower(live.helper.timeline)
+            else:
+                live.state, live.error = FAILED, live.helper.error
+                live.helper.cleanup()
+                live.helper = None
+        return live
+
+    def collector_args(self) -> list:
+        """The collector's option that writes the tag timeline this helper's samples are tagged from."""
+        return ["--tag-timeline", str(self.follower.path)] if self.follower else []
+
+    def wait(self) -> bool:
+        """The helper sampling, or False with state and error saying why not."""
+        if self.helper is None:
+            return False
+        if not self.helper.wait_sampling():
+            self.state, self.error = FAILED, self.helper.error
+            return False
+        return True
+
+    def take(self) -> None:
+        """The batches that arrived, tagged and kept; those older than keep_s, and the timeline's changes no
+        kept sample needs, dropped. A helper that exited says so in state and note()."""
+        if self.helper is None:
+            return
+        while True:
+            try:
+                header, rows = self.helper.batches.get_nowait()
+            except queue.Empty:
+                break
+            with self.follower.lock:
+                rows, account = tagged(rows, self.follower.timeline, {})
+            self.batches.append((header, rows, account.get("tags", {})))
+        if self.state == RUNNING and self.helper.proc.poll() is not None:
+            self.state, self.error = EXITED, self.helper._last_words()
+        if self.batches:
+            newest = self.batches[-1][0].get("kt_ended_ns", 0)
+            while self.batches and self.batches[0][0].get("kt_ended_ns", 0) < newest - self.keep_ns:
+                self.batches.popleft()
+            with self.follower.lock:
+                self.follower.timeline.forget(self.batches[0][0].get("kt_started_ns", 0), int(TAGS_IDLE_S * 1e9))
+
+    def between(self, start_ns: int, end_ns: int) -> tuple:
+        """(rows, account) of the batches whose interval's middle is within [start_ns, end_ns] on
+        CLOCK_MONOTONIC (a window of the collector's stream, by when its lines came): the rows as fold_into
+        adds them, the account as a capture's stacks.helper says it (`live`: the batches; the timeline's
+        changes lost are not known until the collector ends: null)."""
+        chosen = [(h, rows, tags) for h, rows, tags in self.batches
+                  if start_ns <= (h.get("kt_started_ns", 0) + h.get("kt_ended_ns", 0)) // 2 <= end_ns]
+        account: dict = {"runtime": self.runtime, "live": {"batches": len(chosen), "every_s": LIVE_EVERY_S}}
+        if chosen:
+            first = chosen[0][0]
+            account.update({key: first[key] for key in ("helper", "version", "hz") if key in first})
+            for key in ("samples", "lost", "samples_capped", "samples_outside_window"):
+                account[key] = sum(int(h.get(key, 0)) for h, _, _ in chosen)
+            tags = chosen[-1][2]
+            account["tags"] = ({**tags, "changes_lost": None, "complete": None,
+                                "samples_untagged": sum(int(t.get("samples_untagged", 0)) for _, _, t in chosen)}
+                               if "error" not in tags else tags)
+        return [row for _, rows, _ in chosen for row in rows], account
+
+    def note(self) -> str:
+        """What a view says of its call sites: named in the runtime's frames, or why not."""
+        if self.state == RUNNING:
+            return f"{self.runtime} target: its frames named by {HELPER_NAME}"
+        why = {MISSING: NOT_FOUND,
+               DUTY: "the runtime stacks helper is not run with --duty (it would load again each cycle)",
+               FAILED: f"the runtime stacks helper did not start: {self.error}",
+               EXITED: f"the runtime stacks helper exited: {self.error}"}[self.state]
+        return f"{self.runtime} target: {why}: call sites in native frames"
+
+    def close(self) -> None:
+        """The helper stopped (one SIGTERM), the timeline read to its end and closed: after the collector."""
+        if self.helper is not None:
+            self.helper.stop()
+        if self.follower is not None:
+            self.follower.close()
+        if self.helper is not None:
+            self.helper.cleanup()
