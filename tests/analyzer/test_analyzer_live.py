@@ -139,24 +139,29 @@ def test_top_screen_shows_labels_and_rows(spin):
     assert "process" in text and "q quit" in text
 
 
-def test_top_says_in_its_title_when_a_runtimes_frames_are_not_named_live(spin, monkeypatch):
-    """`top --stacks` on CPython (this interpreter) says why its call sites are native frames; on a process
-    without a runtime the helper unwinds it says nothing. Which runtime a process runs is the
-    collector's reading (`--runtime`: tests/collector/test_runtime.py), given here as it says it."""
+def test_top_says_in_its_title_whether_a_runtimes_frames_are_named_live(spin, monkeypatch):
+    """`top --stacks` on CPython (this interpreter) says in its title whether the runtime stacks helper names
+    its frames, and why not when it does not; on a process without a runtime the helper unwinds it runs none
+    and says nothing. Which runtime a process runs is the collector's reading (`--runtime`:
+    tests/collector/test_runtime.py), given here as it says it."""
     from rich.console import Console
 
     from spinscope.tracing import stacks_helper
 
     native = os.getppid()
     monkeypatch.setattr(stacks_helper, "runtime_of", {os.getpid(): "cpython", native: None}.get)
-    note = stacks_helper.not_live(os.getpid())
-    assert note.startswith("cpython target: its runtime's frames are not named live")
-    assert stacks_helper.not_live(native) is None
+    monkeypatch.setattr(stacks_helper, "find", lambda: None)
+    assert stacks_helper.LiveStacks.start(native, 99, False, 10) is None
+    missing = stacks_helper.LiveStacks.start(os.getpid(), 99, False, 10)
+    running = stacks_helper.LiveStacks("cpython", 10)
     process, rows = top.rows(spin, spin, by_role=False)
-    console = Console(width=400, record=True, file=open("/dev/null", "w"))
-    console.print(top.render(top.ViewState(stacks_note=note), {"name": spin.name, "elapsed": 3.0, "window": 3.0,
-                                                                "stacks_note": note}, process, rows, [], [], 40))
-    assert note in console.export_text()
+    for runtime, said in ((missing, "cpython target: spinscope-stacks-helper not found"),
+                          (running, "cpython target: its frames named by spinscope-stacks-helper")):
+        console = Console(width=400, record=True, file=open("/dev/null", "w"))
+        console.print(top.render(top.ViewState(runtime=runtime), {"name": spin.name, "elapsed": 3.0, "window": 3.0,
+                                                                  "stacks_note": runtime.note()}, process, rows, [], [], 40))
+        text = console.export_text()
+        assert said in text and runtime.note() in text
 
 
 def test_top_keys_change_the_view_in_order_and_q_quits():

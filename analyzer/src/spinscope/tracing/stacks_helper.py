@@ -415,8 +415,8 @@ class LiveStacks:
     def between(self, start_ns: int, end_ns: int) -> tuple:
         """(rows, account) of the batches whose interval's middle is within [start_ns, end_ns] on
         CLOCK_MONOTONIC (a window of the collector's stream, by when its lines came): the rows as fold_into
-        adds them, the account as a capture's stacks.helper says it (`live`: the batches; the timeline's
-        changes lost are not known until the collector ends: null)."""
+        adds them, the account as a capture's stacks.helper says it (`live`: the batches; without the
+        timeline's changes lost and whether it is complete, which the collector writes when it ends)."""
         chosen = [(h, rows, tags) for h, rows, tags in self.batches
                   if start_ns <= (h.get("kt_started_ns", 0) + h.get("kt_ended_ns", 0)) // 2 <= end_ns]
         account: dict = {"runtime": self.runtime, "live": {"batches": len(chosen), "every_s": LIVE_EVERY_S}}
@@ -425,10 +425,10 @@ class LiveStacks:
             account.update({key: first[key] for key in ("helper", "version", "hz") if key in first})
             for key in ("samples", "lost", "samples_capped", "samples_outside_window"):
                 account[key] = sum(int(h.get(key, 0)) for h, _, _ in chosen)
-            tags = chosen[-1][2]
-            account["tags"] = ({**tags, "changes_lost": None, "complete": None,
-                                "samples_untagged": sum(int(t.get("samples_untagged", 0)) for _, _, t in chosen)}
-                               if "error" not in tags else tags)
+            tags = {key: value for key, value in chosen[-1][2].items() if key not in ("changes_lost", "complete")}
+            if "error" not in tags:
+                tags["samples_untagged"] = sum(int(t.get("samples_untagged", 0)) for _, _, t in chosen)
+            account["tags"] = tags
         return [row for _, rows, _ in chosen for row in rows], account
 
     def note(self) -> str:
