@@ -263,3 +263,28 @@ def test_live_stacks_start_only_on_a_runtime_the_helper_unwinds(monkeypatch):
     monkeypatch.setattr(stacks_helper, "find", lambda: "/bin/true")
     duty = stacks_helper.LiveStacks.start(2, 99, True, 10, duty=True)
     assert duty.state == stacks_helper.DUTY and duty.helper is None and "--duty" in duty.note()
+
+
+def test_a_helper_that_cannot_start_or_fails_leaves_the_view_running_and_says_why(tmp_path, monkeypatch):
+    """A helper that cannot be executed, or that exits with its one-line error before it samples: the view
+    gets a LiveStacks that says so (FAILED, its words), no FIFO for the collector, nothing left running."""
+    monkeypatch.setattr(stacks_helper, "runtime_of", lambda pid: "cpython")
+    broken = tmp_path / "broken-helper"
+    broken.write_text("#!/nonexistent/interpreter\n")
+    broken.chmod(0o755)
+    monkeypatch.setattr(stacks_helper, "find", lambda: broken)
+    cannot = stacks_helper.LiveStacks.start(1, 99, True, 10)
+    assert cannot.state == stacks_helper.FAILED and cannot.error.startswith(f"cannot start {broken}")
+    assert cannot.helper is None and cannot.collector_args() == [] and not cannot.wait()
+    failing = tmp_path / "failing-helper"
+    failing.write_text(f"#!{sys.executable}\nimport sys\n"
+                       "sys.exit('spinscope-stacks-helper: profiler failed to start: no BTF')\n")
+    failing.chmod(0o755)
+    monkeypatch.setattr(stacks_helper, "find", lambda: failing)
+    fails = stacks_helper.LiveStacks.start(1, 99, True, 10)
+    assert fails.collector_args()[0] == "--tag-timeline" and not fails.wait()
+    assert fails.state == stacks_helper.FAILED
+    assert fails.note() == ("cpython target: the runtime stacks helper did not start: spinscope-stacks-helper: "
+                            "profiler failed to start: no BTF: call sites in native frames")
+    fails.close()
+    assert fails.helper.proc.returncode == 1 and not fails.follower.path.exists()

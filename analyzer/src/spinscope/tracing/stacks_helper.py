@@ -368,13 +368,20 @@ class LiveStacks:
         elif binary is None:
             live.state = MISSING
         else:
-            live.helper = Helper(binary, pid, hz, None, children, runtime, every=LIVE_EVERY_S)
-            if live.helper.launch():
-                live.follower = tag_timeline.Follower(live.helper.timeline)
+            helper = Helper(binary, pid, hz, None, children, runtime, every=LIVE_EVERY_S)
+            try:  # the FIFO first: no helper is left running without it
+                live.follower = tag_timeline.Follower(helper.timeline)
+            except OSError as exc:
+                live.state, live.error = FAILED, f"cannot make the tag timeline's FIFO: {exc.strerror or exc}"
+                helper.cleanup()
+                return live
+            if helper.launch():
+                live.helper = helper
             else:
-                live.state, live.error = FAILED, live.helper.error
-                live.helper.cleanup()
-                live.helper = None
+                live.state, live.error = FAILED, helper.error
+                live.follower.close()
+                live.follower = None
+                helper.cleanup()
         return live
 
     def collector_args(self) -> list:
