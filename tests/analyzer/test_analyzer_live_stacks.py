@@ -14,7 +14,6 @@ import threading
 import time
 from types import SimpleNamespace
 
-import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import captures

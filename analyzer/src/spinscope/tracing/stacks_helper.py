@@ -11,6 +11,10 @@ The helper samples on its own timer, so its samples carry no tags of their own: 
 thread had at that moment from the collector's tag timeline (`--tag-timeline`, tracing/tag_timeline.py),
 matched on the kernel's monotonic clock, which both stamp. A helper that is missing, fails or is not needed leaves the
 collector's stacks as they are, and the capture says which (stacks.helper.error / .skipped).
+
+Live (`top --stacks`, `exporter --stacks`: LiveStacks), the helper writes a batch of each second's samples
+while it runs, tagged from the collector's tag timeline followed through a FIFO (tag_timeline.Follower) by
+the same code as a recording's (tagged), and joined to a view's window as `record` folds them (add_rows).
 """
 
 from __future__ import annotations
