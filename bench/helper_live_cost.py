@@ -85,6 +85,22 @@ def one(target: int, mode: str, seconds: float, work: Path) -> dict:
             **counts}
 
 
+def together(target: int, seconds: float, work: Path) -> dict:
+    """Both at once on the same target, the same seconds: the machine's noise the same for both."""
+    counts = {"headers": 0, "lines": 0}
+    oneshot = start(target, str(work / "oneshot.jsonl"))
+    live = start(target, "-", "--every", "1")
+    threading.Thread(target=drain, args=(live, counts), daemon=True).start()
+    before = {"oneshot": cpu_s(oneshot.pid), "live": cpu_s(live.pid)}
+    time.sleep(seconds)
+    row = {mode: round((cpu_s(proc.pid) - before[mode]) / seconds, 4)
+           for mode, proc in (("oneshot", oneshot), ("live", live))}
+    for proc in (oneshot, live):
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    return {"mode": "together", **row, **counts}
+
+
 def rss(target: int, minutes: int) -> list:
     counts = {"headers": 0, "lines": 0}
     proc = start(target, "-", "--every", "1")
@@ -104,6 +120,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--together", type=int, default=0, metavar="N", help="N rounds of both helpers at once")
     ap.add_argument("--rss-minutes", type=int, default=0)
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="helperlive-"))
@@ -115,6 +132,8 @@ def main() -> None:
             for mode in (("oneshot", "live") if r % 2 == 0 else ("live", "oneshot")):
                 row = one(target.pid, mode, args.seconds, work)
                 print({"round": r + 1, **row}, flush=True)
+        for r in range(args.together):
+            print({"round": r + 1, **together(target.pid, args.seconds, work)}, flush=True)
         if args.rss_minutes:
             rss(target.pid, args.rss_minutes)
     finally:

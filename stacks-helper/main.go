@@ -245,11 +245,13 @@ func main() {
 	if *duration > 0 {
 		timer = time.After(time.Duration(*duration * float64(time.Second)))
 	}
+	var due *time.Timer // live: fires when the next batch is due (its interval's end and the drain)
 	if *every > 0 {
-		ticker := time.NewTicker(100 * time.Millisecond)
-		defer ticker.Stop()
-		tick = ticker.C
+		due = time.NewTimer(s.nextDue(drain))
+		defer due.Stop()
+		tick = due.C
 	}
+	version := profilerVersion()
 sampling:
 	for {
 		select {
@@ -258,9 +260,10 @@ sampling:
 		case <-sigs:
 			break sampling
 		case <-tick:
-			if err := s.writeDue(outFile, helperName, profilerVersion(), *hz, drain, false); err != nil {
+			if err := s.writeDue(outFile, helperName, version, *hz, drain, false); err != nil {
 				die("writing output: %v", err)
 			}
+			due.Reset(s.nextDue(drain))
 		}
 	}
 	s.end()

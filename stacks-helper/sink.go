@@ -73,6 +73,7 @@ type sink struct {
 	endedNs   int64            // 0 until end(): traces stamped after it are ignored
 	batches   map[int64]*batch // interval index -> its batch (at most two at a time in live mode)
 	written   int64            // live mode: intervals before this one have been written
+	out       *bufio.Writer    // the output's buffer (writeBatch: one writer, from one goroutine at a time)
 	counted   tally            // since begin()
 	reported  tally            // as of the last batch written
 }
@@ -268,9 +269,20 @@ func (s *sink) writeDue(w io.Writer, helper, version string, hz int, drain time.
 	return nil
 }
 
+// nextDue (live mode): how long until the next batch is due, its interval's
+// end and the drain after it.
+func (s *sink) nextDue(drain time.Duration) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return max(0, time.Duration(s.startedNs+(s.written+1)*s.every+int64(drain)-time.Now().UnixNano()))
+}
+
 // writeBatch: the header (h completed from b) and one line per unique (tid, stack), most samples first.
 func (s *sink) writeBatch(w io.Writer, b *batch, h header) error {
-	bw := bufio.NewWriterSize(w, 1<<20)
+	if s.out == nil { // one buffer for every batch: live mode writes one a second for hours
+		s.out = bufio.NewWriterSize(w, 1<<20)
+	}
+	bw := s.out
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
 	h.Samples, h.Clock, h.PIDs, h.Stacks, h.SamplesCapped, h.MinAgeS =
