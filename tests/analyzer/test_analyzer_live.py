@@ -462,12 +462,12 @@ print(json.dumps({"judged": judged, "families": len(families),
 
 
 def exported_sites(call_sites: list) -> list:
-    """The exporter's top 3 call sites of report's: one per function and module, shares of one kind."""
-    kind = "event_share" if any(site["events"] for site in call_sites) else "sample_share"
+    """The exporter's top 3 call sites of report's: one per function and module, each site's share the one
+    report ranks them by."""
     shares: dict = {}
     for site in call_sites:
         key = (site["function"], site["module"] or "")
-        shares[key] = shares.get(key, 0) + site[kind]
+        shares[key] = shares.get(key, 0) + site["share"]
     return [[f, m, share] for share, (f, m) in sorted(((round(v, 4), k) for k, v in shares.items()),
                                                       key=lambda r: (-r[0], r[1]))][:3]
 
@@ -475,10 +475,11 @@ def exported_sites(call_sites: list) -> list:
 def test_the_exporters_call_sites_are_one_series_per_site_ranked_the_same_for_the_same_data():
     """Two call sites of one function (its other callers) are one series, their shares summed; a site without
     events of a label with events is 0 of them, not its share of samples; equal shares rank by name, whatever
-    order the sites came in."""
-    def site(function, events, event_share, sample_share, module="libc.so.6"):
+    order the sites came in. Where the runtime helper's samples rank the sites (they name the runtime's
+    frames), their shares of samples rank them here too, a site of the collector's events after them."""
+    def site(function, events, event_share, sample_share, module="libc.so.6", share=None):
         return {"function": function, "module": module, "events": events, "event_share": event_share,
-                "sample_share": sample_share}
+                "sample_share": sample_share, "share": event_share if share is None else share}
     sites = [site("pthread_cond_signal@@GLIBC_2.3.2", 40, 0.4, 0.1), site("queue_push", 20, 0.2, 0.0, "server"),
              site("pthread_cond_signal@@GLIBC_2.3.2", 20, 0.2, 0.3), site("eventfd_write", 20, 0.2, 0.0),
              site("run_in_threadpool", 0, 0.0, 0.6, None)]
@@ -488,6 +489,10 @@ def test_the_exporters_call_sites_are_one_series_per_site_ranked_the_same_for_th
         label = SimpleNamespace(call_sites=order)
         assert exposition._top_sites(label) == expected
     assert [tuple(s) for s in exported_sites(sites)] == expected
+    by_samples = [site("sock_send_impl", 500, 1.0, 0.0, "_socket.so", share=0.0),
+                  site("spin_send", 0, 0.0, 0.9, None, share=0.9), site("on_readable", 0, 0.0, 0.1, None, share=0.1)]
+    assert exposition._top_sites(SimpleNamespace(call_sites=by_samples)) == [
+        ("spin_send", "", 0.9), ("on_readable", "", 0.1), ("sock_send_impl", "_socket.so", 0.0)]
 
 
 def open_fds() -> set:

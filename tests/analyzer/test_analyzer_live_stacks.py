@@ -112,8 +112,13 @@ def row(tid: int, frames: list, times: list) -> dict:
 def stream_lines(t0: float) -> list:
     """Two stream lines of the write-spin server 10 s apart, received at t0 and t0 + 10 (time.monotonic()),
     with a stacks block of the collector's that has no sample of its own."""
-    doc = {**captures.write_spin_server(), "stacks": {"hz": 99, "frames": [], "stacks": [], "helper": None}}
+    # The collector's event stacks of the spin name the C function under Python's socket.send.
+    sock_send = {"kind": "native", "module": "_socket.cpython-311-x86_64-linux-gnu.so", "address": 0x7e21,
+                 "symbol": "sock_send_impl", "symbol_offset": 4, "file": None, "line": 0}
+    events = [{"tid": 100, "source": "spin-write", "tags": ["write-stall"], "count": 50, "weight": 5000, "frames": [0]}]
+    doc = {**captures.write_spin_server(), "stacks": {"hz": 99, "frames": [sock_send], "stacks": events, "helper": None}}
     start = zeroed(doc)
+    start["stacks"] = {"hz": 99, "frames": [], "stacks": [], "helper": None}
     return [live.Line(capture.from_document(start), t0), live.Line(capture.from_document(doc), t0 + 10)]
 
 
@@ -150,7 +155,7 @@ def test_a_window_names_the_runtime_helpers_call_site_as_the_report_does():
     by_tags: dict = {}
     for s in span.raw["stacks"]["stacks"]:
         by_tags[tuple(s["tags"])] = by_tags.get(tuple(s["tags"]), 0) + s["count"]
-    assert by_tags == {("write-stall",): 72, (): 18}  # 8 s stalled of spin_send's samples; the loop's untagged
+    assert by_tags == {("write-stall",): 72 + 50, (): 18}  # and the collector's event stacks  # 8 s stalled of spin_send's samples; the loop's untagged
     labels, _ = top.judge(span)
     spin = next(label for label in labels if label.title == "write-spin")
     assert spin.site == "spin_send (server.py:14)"
@@ -159,10 +164,13 @@ def test_a_window_names_the_runtime_helpers_call_site_as_the_report_does():
     text = exposition_text([view])
     sites = [s for f in text_string_to_metric_families(text) for s in f.samples
              if s.name == "spinscope_label_call_site_ratio" and s.labels["label"] == "write-spin"]
-    assert sites[0].labels["function"] == "spin_send" and sites[0].labels["rank"] == "1"
+    assert sites[0].labels["function"] == "spin_send" and sites[0].labels["rank"] == "1"  # not sock_send_impl
     up = [s for f in text_string_to_metric_families(text) for s in f.samples if s.name == "spinscope_stacks_helper_up"]
     assert [(s.labels["runtime"], s.labels["reason"], s.value) for s in up] == [("cpython", "", 1.0)]
-    assert not [s for s in history.span().raw["stacks"]["stacks"] if s["source"] == "runtime"]
+    collectors = history.span()
+    assert not [s for s in collectors.raw["stacks"]["stacks"] if s["source"] == "runtime"]
+    assert next(label for label in top.judge(collectors)[0] if label.title == "write-spin").site.startswith(
+        "sock_send_impl")  # without the helper: the native frame
 
 
 def exposition_text(views: list) -> str:

@@ -340,13 +340,15 @@ class CallSite:
     samples: int = 0   # CPU samples in the pattern's window here
     event_share: float = 0.0
     sample_share: float = 0.0
+    share: float = 0.0  # the one the pattern's sites are ranked by (pattern_stacks): a live view's too
 
     def to_dict(self) -> dict:
         return {"function": self.frame.name, "module": self.frame.module, "file": self.frame.file,
                 "line": self.frame.line, "kind": self.frame.kind, "where": self.frame.where,
                 "callers": [f.where for f in self.context], "through": self.through.name if self.through else None,
                 "events": self.events, "samples": self.samples,
-                "event_share": round(self.event_share, 4), "sample_share": round(self.sample_share, 4)}
+                "event_share": round(self.event_share, 4), "sample_share": round(self.sample_share, 4),
+                "share": round(self.share, 4)}
 
 
 @dataclass
@@ -425,9 +427,13 @@ def pattern_stacks(stacks: StackSet, pattern: str, tids: Iterable[int] | None = 
     # which the collector's event stacks (native frames only: `python3.11+0x27d465`) cannot.
     order = (lambda c: (-c.samples, -c.events)) if sampled == RUNTIME else (lambda c: (-c.events, -c.samples))
     ranked = sorted(sites.values(), key=lambda c: (*order(c), c.frame.where if c.frame else ""))
+    # The share the order follows, the same kind for every site: of the samples where they rank first (and
+    # some site has samples), else of the events.
+    by_samples = any(c.samples for c in ranked) and (sampled == RUNTIME or not events)
     for c in ranked:
         c.event_share = c.events / events if events else 0.0
         c.sample_share = c.samples / window if window else 0.0
+        c.share = c.sample_share if by_samples else c.event_share
     return PatternStacks(pattern, samples, window, mach_user, mach_kernel, dict(runtimes), events,
                          ranked[:TOP_CALL_SITES], sampled)
 

@@ -49,7 +49,8 @@ METRICS = (
            "A verdict's measured cost: share of the involved threads' CPU (or of request time).", (*PROCESS, "label")),
     Family("spinscope_label_call_site_ratio", "gauge",
            "With --stacks: a verdict's top call sites (rank 1 to 3, one per function and module): the share of its "
-           "events there (of its CPU samples, for a pattern without events in the window).",
+           "events there (of its CPU samples where the runtime stacks helper's samples rank them, or for a pattern "
+           "without events in the window).",
            (*PROCESS, "label", "rank", "function", "module"),
            when="--stacks"),
     Family("spinscope_stacks_helper_up", "gauge",
@@ -207,14 +208,14 @@ CALL_SITES_EXPORTED = 3  # per label: the exporter's cardinality stays bounded
 
 def _top_sites(label) -> list:
     """[(function, module, share)] of the label's top call sites, one per function and module (the sites of one
-    function at other lines or under other callers summed: one series per site), shares of one kind (of its
-    events where it has events, else of its CPU samples), ranked by share, then by name: the same data, the
-    same ranks."""
-    by_events = any(site["events"] for site in label.call_sites)
+    function at other lines or under other callers summed: one series per site), each site's share the one
+    the analysis ranks them by (CallSite.share: of its events, or of its CPU samples where the runtime
+    helper's samples rank them or it has no events), ranked by share, then by name: the same data, the same
+    ranks, the same first site as the report's and top's."""
     shares: dict = {}
     for site in label.call_sites:
         key = (site["function"], site["module"] or "")
-        shares[key] = shares.get(key, 0.0) + (site["event_share"] if by_events else site["sample_share"])
+        shares[key] = shares.get(key, 0.0) + site["share"]
     ranked = sorted(((round(share, 4), key) for key, share in shares.items()), key=lambda r: (-r[0], r[1]))
     return [(function, module, share) for share, (function, module) in ranked[:CALL_SITES_EXPORTED]]
 
