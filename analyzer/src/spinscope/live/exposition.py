@@ -211,7 +211,7 @@ def _top_sites(label) -> list:
     function at other lines or under other callers summed: one series per site), each site's share the one
     the analysis ranks them by (CallSite.share: of its events, or of its CPU samples where the runtime
     helper's samples rank them or it has no events), ranked by share, then by name: the same data, the same
-    ranks, the same first site as the report's and top's."""
+    ranks."""
     shares: dict = {}
     for site in label.call_sites:
         key = (site["function"], site["module"] or "")
