@@ -55,10 +55,19 @@ class View:
     def total(self) -> int:
         return sum(self.paths.values())
 
+    @property
+    def marks(self) -> tuple:
+        """The kinds of frame that are the view's pattern's: its call sites, and the hand-off's machinery (as
+        pattern_stacks reads it: no other pattern has machinery)."""
+        if self.pattern is None:
+            return ()
+        return (SITE, MACHINERY) if self.pattern == HANDOFF_OVERHEAD else (SITE,)
+
     def kind(self, frame: S.Frame, path: tuple) -> int:
-        if (frame.name, frame.file) in self.sites:
+        """What the frame is on this path (the frames of its stack): for the legend, the colour and the marks."""
+        if SITE in self.marks and (frame.name, frame.file) in self.sites:
             return SITE
-        if self.pattern == HANDOFF_OVERHEAD and S.machinery_runtime(frame):
+        if MACHINERY in self.marks and S.machinery_runtime(frame):
             return MACHINERY
         if frame.kind == S.KERNEL:
             return KERNEL
@@ -85,10 +94,11 @@ def _views(analysis: Analysis, picked: Chosen, key: str, title: str, pattern: st
     groups = thread_groups(analysis, picked.samples + picked.events)
     out = []
     for kind, stacks in (("samples", picked.samples), ("events", picked.events if events else [])):
-        if stacks:
-            unit = "CPU samples" if kind == "samples" else "events"
-            out.append(View(f"{key}.{kind}", f"{title}: {'its ' if pattern else ''}{unit}", unit,
-                            picked.said(kind), fold(stacks, groups), sites, pattern))
+        unit = "CPU samples" if kind == "samples" else "events"
+        view = View(f"{key}.{kind}", f"{title}: {'its ' if pattern else ''}{unit}", unit, picked.said(kind),
+                    fold(stacks, groups), sites, pattern)
+        if view.total:
+            out.append(view)
     return out
 
 
@@ -136,8 +146,7 @@ def tree(view: View, names: dict) -> list:
 
 def data(views_: list) -> dict:
     names: dict = {}
-    shown = [{"id": v.id, "title": v.title, "unit": v.unit, "said": v.said, "total": v.total,
-              "marked": sorted({SITE} | ({MACHINERY} if v.pattern == HANDOFF_OVERHEAD else set())) if v.pattern else [],
+    shown = [{"id": v.id, "title": v.title, "unit": v.unit, "said": v.said, "total": v.total, "marked": v.marks,
               "tree": tree(v, names)} for v in views_]
     return {"views": shown, "names": list(names), "kinds": {k: list(v) for k, v in KINDS.items()}}
 
@@ -147,17 +156,18 @@ def data(views_: list) -> dict:
 
 def heaviest(view: View) -> list:
     """The view's frames with the most weight on their stacks (a frame counted once per stack, however many
-    times it is on it), and the weight where each is the innermost frame: [(name, total, self, kind)]."""
-    total, own, kinds = defaultdict(int), defaultdict(int), {}
+    times it is on it), and the weight where each is the innermost frame: [(name, total, running, kind)]."""
+    total, running, kinds = defaultdict(int), defaultdict(int), defaultdict(int)
     for (_, *frames), weight in view.paths.items():
-        for name in {function(f) for f in frames}:
+        named = [function(f) for f in frames]
+        for name in set(named):
             total[name] += weight
-        for f in frames:
-            kinds[function(f)] = max(kinds.get(function(f), THREADS), view.kind(f, frames))
+        for name, f in zip(named, frames):
+            kinds[name] = max(kinds[name], view.kind(f, frames))
         if frames:
-            own[function(frames[-1])] += weight
+            running[named[-1]] += weight
     ranked = sorted(total, key=lambda name: (-total[name], name))[:TOP_FRAMES]
-    return [(name, total[name], own[name], kinds[name]) for name in ranked]
+    return [(name, total[name], running[name], kinds[name]) for name in ranked]
 
 
 def section(analysis: Analysis, assessment: Assessment) -> tuple:
@@ -178,7 +188,7 @@ def section(analysis: Analysis, assessment: Assessment) -> tuple:
     for view in shown:
         rows = [[name, f"{percent(t / view.total)}", f"{percent(s / view.total)}", f"{t:,}", KINDS[k][1]]
                 for name, t, s, k in heaviest(view)]
-        blocks.append(htmlpage.details(f"{view.title}: {view.said}; its {min(TOP_FRAMES, len(rows))} heaviest frames",
+        blocks.append(htmlpage.details(f"{view.title}: {view.said}; its {len(rows)} heaviest frames",
                                        htmlpage.table(["frame", "on its stacks", "running", view.unit, "what"],
                                                       rows)))
     return blocks, [licences() + "\n" + "\n".join(_vendored()), (HERE / "flamegraph.js").read_text()]
