@@ -48,12 +48,13 @@ def fixture_capture(frames=FRAMES, comm="reactor") -> dict:
         worker threads (2);Thread._bootstrap_inner;WorkerThread.run;endpoint;json.dumps 70
         event loop reactor (300);WorkerThread.run;Queue.get;Condition.wait;_PyEval_EvalFrameDefault;futex_wait 5
 
-    and 400 hand-off events on one stack: 1 + 2 + 6 + 5 = 14 frames in the whole view."""
+    and 400 hand-off events on one stack: 1 + 2 + 6 + 5 = 14 frames in the whole view; the collector sampled
+    the same time (4 samples of the loop's, native frames only: a view of their own)."""
     doc = captures.reactor_split(comm=comm)
     doc["threads"][0]["comm"] = comm
     doc["schema"] = 6
     doc["stacks"] = block([stack(301, [1, 2, 3, 4], 30, "runtime"), stack(302, [9, 5, 3, 4], 70, "runtime"),
-                           stack(300, [0, 13, 1, 2, 3], 5, "runtime"),
+                           stack(300, [0, 13, 1, 2, 3], 5, "runtime"), stack(300, [10, 13, 13], 4),
                            stack(300, [10, 11, 12], 40, "handoff", weight=400)], frames)
     return doc
 
@@ -93,9 +94,12 @@ def written(dom: str) -> dict:
 def test_views_are_the_folded_stacks_of_the_whole_capture_and_of_each_pattern(tmp_path):
     analysis = analyze(load(captures.write(tmp_path, fixture_capture(), "c.json")))
     shown = {v.id: v for v in flamegraph.views(analysis, assess(analysis))}
-    assert list(shown) == ["all.samples", "handoff-overhead.samples", "handoff-overhead.events"]
-    assert [shown[i].total for i in shown] == [105, 35, 400]
-    assert shown["all.samples"].said == "105 CPU samples (the runtime helper's)"
+    assert list(shown) == ["all.samples", "all-other.samples", "handoff-overhead.samples", "handoff-overhead.events"]
+    assert [shown[i].total for i in shown] == [105, 4, 35, 400]
+    assert shown["all.samples"].said == "105 CPU samples (the runtime helper's), the other sampler's 4 (the same time) left out"
+    assert shown["all-other.samples"].title == "the whole capture, the collector's sampler: CPU samples"
+    assert [[f.name for f in path[1:]] for path in shown["all-other.samples"].paths] == [
+        ["_PyEval_EvalFrameDefault", "_PyEval_EvalFrameDefault", "__write"]]  # no language frame: as it was
     data = flamegraph.data(list(shown.values()))
 
     def named(node):
@@ -114,7 +118,7 @@ def test_views_are_the_folded_stacks_of_the_whole_capture_and_of_each_pattern(tm
         kinds.setdefault(data["names"][node[0]], set()).add(node[2])
         for c in node[3]:
             walk(c)
-    walk(data["views"][1]["tree"])
+    walk(data["views"][2]["tree"])
     assert {n for n, k in kinds.items() if k == {flamegraph.SITE}} == {WORKER_RUN}
     assert {n for n, k in kinds.items() if k == {flamegraph.MACHINERY}} == {
         "Queue.get (<stdlib>/queue.py)", "Condition.wait (<stdlib>/threading.py)", "futex_wait"}
@@ -126,7 +130,7 @@ def test_views_are_the_folded_stacks_of_the_whole_capture_and_of_each_pattern(tm
 def test_the_page_draws_searches_and_zooms_in_chromium(tmp_path):
     text = page(tmp_path, fixture_capture())
     found = selftest(tmp_path, text, search="queue.GET", zoom="worker threads (2)")
-    assert found["views"] == ["all.samples", "handoff-overhead.samples", "handoff-overhead.events"]
+    assert found["views"] == ["all.samples", "all-other.samples", "handoff-overhead.samples", "handoff-overhead.events"]
     assert found["frames"] == 14
     assert found["search"] == {"matched": 35, "total": 105, "marked": 2,
                                "said": 'search "queue.GET": 35 of 105 CPU samples (33.3%) in 2 frames'}
@@ -215,8 +219,12 @@ def test_without_javascript_the_views_are_tables(tmp_path):
     assert '<div class="flame-controls">' not in dom and 'class="partition d3-flame-graph"' not in dom  # no viewer
     summaries = re.findall(r"<summary>(.*?)</summary>", dom)
     assert summaries == [
-        "the whole capture: CPU samples: 105 CPU samples (the runtime helper's); its 8 heaviest frames",
-        "handoff overhead: its CPU samples: 35 CPU samples (the runtime helper's); its 6 heaviest frames",
+        "the whole capture: CPU samples: 105 CPU samples (the runtime helper's), the other sampler's 4 (the same "
+        "time) left out; its 8 heaviest frames",
+        "the whole capture, the collector's sampler: CPU samples: 4 CPU samples (the collector's), the other "
+        "sampler's 105 (the same time) left out; its 2 heaviest frames",
+        "handoff overhead: its CPU samples: 35 CPU samples (the runtime helper's), the other sampler's 4 (the same "
+        "time) left out; its 6 heaviest frames",
         "handoff overhead: its events: 400 events in 1 event stacks; its 3 heaviest frames"]
     first = re.search(r"<details><summary>.*?</summary>(.*?)</details>", dom, re.S).group(1)
     assert re.findall(r"<tr><td>(.*?)</td><td>(.*?)</td><td>(.*?)</td>", first)[:2] == [

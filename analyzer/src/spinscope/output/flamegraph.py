@@ -26,7 +26,7 @@ from spinscope.analysis.roles import ROLE_NOUNS
 from spinscope.analysis.stack_costs import stack_set
 from spinscope.fmt import percent
 from spinscope.output import htmlpage
-from spinscope.output.stack_files import Chosen, chosen, fold
+from spinscope.output.stack_files import SAMPLERS, Chosen, chosen, fold
 from spinscope.untrusted import printable
 
 HERE = Path(__file__).parent
@@ -75,13 +75,19 @@ class View:
 
 
 def views(analysis: Analysis, assessment: Assessment) -> list:
-    """The whole capture's CPU samples, then each pattern found (labels and findings in the report's order)
-    with stacks: its CPU samples (in its window, or the hand-off's machinery) and its event stacks."""
-    if stack_set(analysis) is None:
+    """The whole capture's CPU samples (the exports' sampler's; the other sampler's, the same time, in a view of
+    their own), then each pattern found (labels and findings in the report's order) with stacks: its CPU
+    samples (in its window, or the hand-off's machinery) and its event stacks."""
+    stackset = stack_set(analysis)
+    if stackset is None:
         return []
-    out = []
     whole = chosen(analysis, None)
-    out += _views(analysis, whole, "all", "the whole capture", None, frozenset(), events=False)
+    out = _views(analysis, whole, "all", "the whole capture", None, frozenset(), events=False)
+    sampler = whole.samples[0].source if whole.samples else None
+    other = [s for s in stackset.stacks if S.is_sample(s) and s.source != sampler] if sampler else []
+    if other:
+        out += _views(analysis, Chosen(stackset, other, []), "all-other",
+                      f"the whole capture, {SAMPLERS[other[0].source]} sampler", None, frozenset(), events=False)
     for item in assessment.ranked():
         if item.name in S.PATTERN_SOURCES:
             sites = frozenset((site["function"], site["file"]) for site in item.call_sites)

@@ -100,7 +100,7 @@ def fold(stacks: Iterable[S.Stack], thread_names: Mapping | None = None, all_fra
         frames = s.frames if all_frames else S.language_view(s.frames)
         counts[(thread, *reversed(frames))] += s.count if S.is_sample(s) else s.weight
     if len(kinds) > 1:
-        raise ValueError("folded stacks of samples and events in one file")
+        raise ValueError("samples and events folded together")
     return counts
 
 
