@@ -24,6 +24,7 @@ from urllib.parse import quote
 import pytest
 
 import captures
+from paths import DOCS
 from spinscope.analysis.capture import load
 from spinscope.analysis.labels import assess
 from spinscope.analysis.metrics import analyze
@@ -248,3 +249,14 @@ def test_the_page_names_no_address_but_licences_and_xml_namespaces(tmp_path):
     outside = re.sub(r"^// https://d3js\.org/[\w-]+/ v[\d.]+ Copyright .*$", "", outside, flags=re.M)  # each module's
     assert set(re.findall(r"https?://[^\s\"'<>)]*", outside)) <= NAMESPACES
     assert "default-src 'none'" in text
+
+
+def test_the_docs_say_what_the_page_holds():
+    """docs/stacks.md's section: the library's version, the size of the scripts, the tables' length."""
+    section = (DOCS / "stacks.md").read_text().split("## The page's flame graphs")[1].split("\n## ")[0]
+    version = dict(flamegraph._manifest())["d3-flame-graph"]
+    scripts = flamegraph.licences() + "\n" + "\n".join(flamegraph._vendored()) + (flamegraph.HERE / "flamegraph.js").read_text()
+    said = " ".join(section.split())
+    assert f"d3-flame-graph {version} with the d3 modules it uses" in said
+    assert f"{round(len(scripts.encode()) / 1000)} KB a page" in said
+    assert f"a table of its {flamegraph.TOP_FRAMES} heaviest frames" in said

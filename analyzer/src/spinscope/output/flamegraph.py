@@ -183,10 +183,11 @@ def section(analysis: Analysis, assessment: Assessment) -> tuple:
         return [], []
     blocks = [htmlpage.heading("Stacks: flame graphs", "flame"),
               htmlpage.paragraph("Each stack is drawn from its thread's role (a pool's threads together) out to "
-                                 "the frame that was running, each frame as wide as its share of the view; the "
-                                 "runtime's own frames between language frames are left out, as `report "
-                                 "--folded` leaves them out. Click a frame to zoom, search to mark what matches "
-                                 "and its share; hover for a frame's full name."),
+                                 "the frame that was running, a frame per function, as wide as its share of the "
+                                 "view; the runtime's own frames between language frames are left out, as report "
+                                 "--folded leaves them out. Click a frame to zoom; search marks the frames whose "
+                                 "name holds the text and says their share; hover for a frame's full name. Frames "
+                                 "narrower than a pixel are drawn once zoomed into (the search counts them)."),
               "<noscript>" + htmlpage.paragraph("JavaScript is off: each view's heaviest frames are in the "
                                                 "tables below.", "note") + "</noscript>",
               '<div id="spinscope-flame" class="flame"></div>',
