@@ -144,6 +144,17 @@ def test_the_page_draws_searches_and_zooms_in_chromium(tmp_path):
     assert marked["search"]["matched"] == 5 and marked["search"]["total"] == 35
 
 
+def test_a_patterns_evidence_links_to_its_views(tmp_path):
+    """Beside the hand-off's evidence, a link to each of its views' tables; following one shows that view."""
+    text = page(tmp_path, fixture_capture())
+    assert ('<p>Its stacks, in the flame graphs below: <a href="#flame-handoff-overhead.samples">handoff overhead: '
+            'its CPU samples</a>, <a href="#flame-handoff-overhead.events">handoff overhead: its events</a></p>') in text
+    assert text.count('<details id="flame-') == 4
+    dom = chromium(tmp_path, text, "#flame-handoff-overhead.events")
+    shown = re.search(r'<div id="spinscope-flame" class="flame">.*?<p class="note">(.*?)</p>', dom, re.S).group(1)
+    assert shown == "400 events in 1 event stacks"
+
+
 def test_names_the_process_chose_stay_text(tmp_path):
     hostile = "</script><img src=x onerror=\"document.title='pwned'\">"
     frames = [dict(f) for f in FRAMES]
@@ -227,7 +238,7 @@ def test_without_javascript_the_views_are_tables(tmp_path):
         "handoff overhead: its CPU samples: 35 CPU samples (the runtime helper's), the other sampler's 4 (the same "
         "time) left out; its 6 heaviest frames",
         "handoff overhead: its events: 400 events in 1 event stacks; its 3 heaviest frames"]
-    first = re.search(r"<details><summary>.*?</summary>(.*?)</details>", dom, re.S).group(1)
+    first = re.search(r"<details id=\"flame-all.samples\"><summary>.*?</summary>(.*?)</details>", dom, re.S).group(1)
     assert re.findall(r"<tr><td>(.*?)</td><td>(.*?)</td><td>(.*?)</td>", first)[:2] == [
         (html.escape(WORKER_RUN, quote=False), "100%", "0%"),
         ("Thread._bootstrap_inner (&lt;stdlib&gt;/threading.py)", "95%", "0%")]

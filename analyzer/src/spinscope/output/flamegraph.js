@@ -5,6 +5,7 @@
 // of the zoom (click a frame to zoom in), a legend and a line with the hovered frame's full name.
 // Every name is the traced process's: it reaches the page through textContent and attributes only.
 //
+// `#flame-ID` (the link to a view's table, beside its pattern's evidence) shows view ID.
 // `#selftest&view=ID&search=TEXT&zoom=NAME` (for tests/analyzer/test_analyzer_flamegraph.py) shows view ID,
 // searches TEXT, zooms into the first frame named NAME (breadth first) and writes what was drawn at each
 // step, as JSON, into a pre element of id spinscope-selftest.
@@ -87,7 +88,16 @@
     clearTimeout(resized);
     resized = setTimeout(() => chart.width(Math.max(chartBox.clientWidth, 300)).update(), 200);
   });
-  show(0);
+  function fromHash() {  // #flame-ID: a link to a view's table (report.py) shows the view
+    const index = data.views.findIndex(v => location.hash === "#flame-" + v.id);
+    if (index < 0) return false;
+    picker.value = String(index);
+    show(index);
+    host.scrollIntoView();
+    return true;
+  }
+  window.addEventListener("hashchange", fromHash);
+  if (!fromHash()) show(0);
 
   if (!location.hash.startsWith("#selftest")) return;
   const asked = new URLSearchParams(location.hash.slice("#selftest".length + 1));

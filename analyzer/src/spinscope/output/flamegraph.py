@@ -176,11 +176,27 @@ def heaviest(view: View) -> list:
     return [(name, total[name], running[name], kinds[name]) for name in ranked]
 
 
-def section(analysis: Analysis, assessment: Assessment) -> tuple:
-    """(the page's blocks, its scripts) for the flame graphs; ([], []) for a capture without stacks."""
+@dataclass
+class Section:
+    blocks: list   # the page's blocks
+    scripts: list  # the JavaScript to inline
+    views: list    # of View
+
+    def links(self, pattern: str) -> list:
+        """A pattern's views as (text, anchor) for a link to each (its table; the viewer shows it)."""
+        return [(v.title, anchor(v)) for v in self.views if v.pattern == pattern]
+
+
+def anchor(view: View) -> str:
+    """Where a view's table is in the page: `#flame-ID` also shows the view in the graph (flamegraph.js)."""
+    return f"flame-{view.id}"
+
+
+def section(analysis: Analysis, assessment: Assessment) -> Section:
+    """The flame graphs' part of the page; empty for a capture without stacks."""
     shown = views(analysis, assessment)
     if not shown:
-        return [], []
+        return Section([], [], [])
     blocks = [htmlpage.heading("Stacks: flame graphs", "flame"),
               htmlpage.paragraph("Each stack is drawn from its thread's role (a pool's threads together) out to "
                                  "the frame that was running, a frame per function, as wide as its share of the "
@@ -197,8 +213,8 @@ def section(analysis: Analysis, assessment: Assessment) -> tuple:
                 for name, t, s, k in heaviest(view)]
         blocks.append(htmlpage.details(f"{view.title}: {view.said}; its {len(rows)} heaviest frames",
                                        htmlpage.table(["frame", "on its stacks", "running", view.unit, "what"],
-                                                      rows)))
-    return blocks, [licences() + "\n" + "\n".join(_vendored()), (HERE / "flamegraph.js").read_text()]
+                                                      rows), anchor(view)))
+    return Section(blocks, [licences() + "\n" + "\n".join(_vendored()), (HERE / "flamegraph.js").read_text()], shown)
 
 
 def _manifest() -> list:

@@ -72,9 +72,16 @@ def heading(text: str, anchor: str | None = None) -> str:
     return f"<h2 id=\"{escape(anchor)}\">{escape(text)}</h2>" if anchor else f"<h2>{escape(text)}</h2>"
 
 
-def details(summary: str, content: str) -> str:
+def details(summary: str, content: str, anchor: str | None = None) -> str:
     """A block shown when its summary is clicked (no script needed); content is markup made here."""
-    return f"<details><summary>{escape(summary)}</summary>{content}</details>"
+    opening = f"<details id=\"{escape(anchor)}\">" if anchor else "<details>"
+    return f"{opening}<summary>{escape(summary)}</summary>{content}</details>"
+
+
+def links(lead: str, targets: list) -> str:
+    """A paragraph: lead, then links to places in the page, [(text, anchor)]."""
+    return f"<p>{escape(lead)} " + ", ".join(f"<a href=\"#{escape(anchor)}\">{escape(text)}</a>"
+                                             for text, anchor in targets) + "</p>"
 
 
 def paragraph(text: str, css: str = "") -> str:
