@@ -1,6 +1,7 @@
-"""The page's flame graphs (`report --html` of a capture recorded with --stacks): one view of the whole
-capture's CPU samples and, per pattern found, views of its CPU samples and of its event stacks, the
-pattern's frames marked; search, zoom and full names on hover.
+"""The page's flame graphs (`report --html` of a capture recorded with --stacks): a view of the whole
+capture's CPU samples (and one of the other sampler's, where both ran) and, per pattern found, views of its
+CPU samples and of its event stacks, the pattern's frames marked, linked from its evidence; search, zoom
+and full names on hover.
 
 Drawn in the browser by d3-flame-graph and the d3 modules it uses (vendor/: the files npm publishes, their
 licences and sums; scripts/vendor-flamegraph.sh re-fetches and checks them) and our viewer (flamegraph.js),
