@@ -273,7 +273,7 @@ def is_own_code(frame: Frame) -> bool:
     return not (frame.symbol or "").startswith(("runtime.", "internal/", "syscall.", "sync.", "net.", "net/http."))
 
 
-def _own_in(frame: Frame, frames: tuple) -> bool:
+def is_own_code_on(frame: Frame, frames: tuple) -> bool:
     """Whether the frame is the target's own code on this stack: on a stack with frames of a runtime's
     language (Python, Java, JavaScript) the user's code is that language's, and a native frame there is the
     runtime's or an extension's (`_asyncio.cpython-311-x86_64-linux-gnu.so+0x7e21`, a JVM's libnio), whatever
@@ -320,7 +320,7 @@ def call_site(stack: Stack) -> tuple:
     innermost user-space frame (or the innermost frame), and callers."""
     frames = stack.frames
     for i, frame in enumerate(frames):
-        if _own_in(frame, frames):
+        if is_own_code_on(frame, frames):
             return frame, frames[i + 1:i + 1 + CONTEXT_FRAMES]
     language = [i for i, f in enumerate(frames) if _language_method(f)]
     user = language or [i for i, f in enumerate(frames) if f.kind not in (KERNEL, ERROR)]
@@ -459,7 +459,7 @@ def machinery_entry(stack: Stack) -> tuple:
     outer = max(i for i, f in enumerate(frames) if machinery_runtime(f))
     if frames[outer].kind not in LANGUAGE_KINDS:
         outer = next((i for i in range(outer + 1, len(frames)) if _language_method(frames[i])), outer)
-    own = next((i for i in range(outer, len(frames)) if _own_in(frames[i], frames)), None)
+    own = next((i for i in range(outer, len(frames)) if is_own_code_on(frames[i], frames)), None)
     if own is not None:  # through: what the user's code called, in its terms (not a JVM stub, not V8's frames)
         through = next((frames[i] for i in range(own - 1, -1, -1)
                         if frames[i].kind not in LANGUAGE_KINDS or _language_method(frames[i])), None)
