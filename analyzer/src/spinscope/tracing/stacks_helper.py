@@ -150,10 +150,10 @@ class Helper:
         lines = iter(self.proc.stdout)
         for line in lines:
             header = _header(line)
-            if header is None:
+            if header is None or not isinstance(header.get("stacks", 0), int):
                 continue
             rows = []
-            for _ in range(max(0, int(header.get("stacks", 0)))):
+            for _ in range(max(0, header.get("stacks", 0))):
                 try:
                     row = json.loads(next(lines))
                 except (StopIteration, ValueError):
