@@ -359,7 +359,7 @@ def test_own_code_on_runtimes_no_table_names():
     """JavaScript in the application's script is its own, Node's own modules and installed packages are not;
     in a Rust binary the crate named after it is its own, the crates linked into it are not (an impl's method
     by its type's crate where the type has a path, else its trait's)."""
-    own = [S.is_own_code(S._frame(f)) for f in UNNAMED]
+    own = [S.is_own_code(frame, (frame,)) for frame in map(S._frame, UNNAMED)]
     assert [i for i, mine in enumerate(own) if mine] == [4, 10, 11]
     assert S.rust_crate("<F as axum::handler::Handler<(M, T1), S>>::call") == "axum"
     assert S.rust_crate("<&mut my_server::Reader as std::io::Read>::read") == "my_server"
@@ -370,19 +370,22 @@ def test_own_code_on_runtimes_no_table_names():
 
 def test_the_handoffs_window_without_own_code_is_its_machinery_whatever_the_names():
     """No table names libuv's completion or tokio's task harness: a sample in the hand-off's window (tagged),
-    on a thread of its request path, whose stack holds none of the target's own code, is the hand-off's; with
-    the user's code on it, untagged, or on a thread off the path (a JIT compiler's), it is not."""
+    on a thread of its request path, whose stack holds none of the target's own code and no frame of the
+    runtime's language, is the hand-off's; with the user's code on it, a library's JavaScript (the request's
+    work, done without the hand-over too), untagged, or on a thread off the path (a JIT compiler's), it is
+    not."""
     window = frozenset({"handoff"})
-    completion = S.Stack(1, "runtime", window, 1, 1, unnamed(2, 3, 0, 1))
+    completion = S.Stack(1, "runtime", window, 1, 1, unnamed(0, 1))
     assert S.machinery_of(completion, on_path=True) == S.WINDOW
     assert S.machinery_of(completion, on_path=False) is None
-    assert S.machinery_of(S.Stack(1, "runtime", frozenset(), 1, 1, unnamed(2, 3, 0, 1)), on_path=True) is None
+    assert S.machinery_of(S.Stack(1, "runtime", frozenset(), 1, 1, unnamed(0, 1)), on_path=True) is None
+    assert S.machinery_of(S.Stack(1, "runtime", window, 1, 1, unnamed(2, 3, 0, 1)), on_path=True) is None
     assert S.machinery_of(S.Stack(1, "runtime", window, 1, 1, unnamed(5, 4, 0, 1)), on_path=True) is None
     assert S.machinery_of(S.Stack(2, "cpu", window, 1, 1, unnamed(8, 9)), on_path=True) == S.WINDOW
     assert S.machinery_of(S.Stack(2, "cpu", window, 1, 1, unnamed(11, 8)), on_path=True) is None
-    stackset = S.load({"stacks": block([stack(1, [2, 3, 0, 1], 6, "cpu", ["handoff"]),
+    stackset = S.load({"stacks": block([stack(1, [0, 1], 6, "cpu", ["handoff"]),
                                         stack(1, [4, 0, 1], 10, "cpu", ["handoff"]),
-                                        stack(3, [2, 3, 0, 1], 4, "cpu", ["handoff"])], UNNAMED)})
+                                        stack(3, [0, 1], 4, "cpu", ["handoff"])], UNNAMED)})
     found = S.pattern_stacks(stackset, HANDOFF_OVERHEAD, tids=[1, 3], path_tids=[1])
     assert (found.samples, found.machinery_user, found.machinery_runtimes) == (20, 6, {S.WINDOW: 6})
     # Its cost, not where it is: the window makes no call site (the machinery and the events say where).
@@ -390,6 +393,20 @@ def test_the_handoffs_window_without_own_code_is_its_machinery_whatever_the_name
     # A stack the helper could not unwind cannot say it holds none of the target's code.
     broken = S.Stack(1, "runtime", window, 1, 1, (S.Frame(S.ERROR, "[error]", "[unwind error 4012 in unknown]"),))
     assert S.machinery_of(broken, on_path=True) is None
+
+
+def test_one_own_code_rule_for_sites_and_machinery():
+    """Whether a frame is the user's code is a rule of its stack, the same for a call site and for where the
+    machinery ends: an extension module's frame on a Python stack (`_asyncio...so`, on every asyncio task's
+    stack) is neither, so a sample in the pool's frames above it is the pool's; alone it is a C server's own."""
+    asyncio_so = S.Frame(S.NATIVE, "_asyncio.cpython-311-x86_64-linux-gnu.so", None, 0x84a1)
+    current_task = S.Frame(S.PYTHON, None, "current_task", file="<stdlib>/asyncio/tasks.py", line=38)
+    pool = S.Frame(S.PYTHON, None, "run_sync_in_worker_thread", file="site-packages/anyio/_backends/_asyncio.py",
+                   line=901)
+    frames = (asyncio_so, current_task, pool)
+    assert not S.is_own_code(asyncio_so, frames) and S.is_own_code(asyncio_so, (asyncio_so,))
+    assert S.machinery_of(S.Stack(1, "runtime", frozenset(), 1, 1, frames)) == "python"
+    assert S.call_site(S.Stack(1, "handoff", frozenset(), 1, 1, frames))[0] is current_task
 
 
 def test_a_handoff_is_placed_at_the_users_code_that_entered_the_machinery():
@@ -435,9 +452,9 @@ def test_on_a_language_stack_a_native_frame_or_a_jvm_stub_is_never_the_site():
     endpoint = S.Frame(S.PYTHON, None, "root", file="orders.py", line=41)
     site, context = S.call_site(S.Stack(1, "handoff", frozenset(), 1, 1, (asyncio_so, pool, endpoint)))
     assert site is endpoint and context == ()
-    assert S.is_own_code(asyncio_so)  # alone, as in a C server's stack
+    assert S.is_own_code(asyncio_so, (asyncio_so,))  # alone, as in a C server's stack
     stub = S.Frame(S.JVM, None, "StubRoutines (1) [call_stub_return_address]")
     handle = S.Frame(S.JVM, None, "void JdkHttpBytes.handle(com.sun.net.httpserver.HttpExchange)")
-    assert not S.is_own_code(stub) and S.is_own_code(handle)
+    assert not S.is_own_code(stub, (stub, handle)) and S.is_own_code(handle, (stub, handle))
     site, _ = S.call_site(S.Stack(1, "handoff", frozenset(), 1, 1, (stub, handle)))
     assert site is handle

@@ -277,7 +277,9 @@ def flame_graph(analysis: Analysis, pattern: str) -> str | None:
     for stack, weight in weighted:  # a trie of frames, root first, each node its weight
         node = tree
         for frame in list(reversed(S.language_view(stack.frames)))[:FLAME_MAX_DEPTH]:
-            child = node.setdefault(frame.where, {"w": 0, "frame": frame, "kids": {}})
+            # coloured by what the frame is on its stack (the first that drew it): own code is a stack's rule
+            child = node.setdefault(frame.where, {"w": 0, "frame": frame, "kids": {},
+                                                  "own": S.is_own_code(frame, stack.frames)})
             child["w"] += weight
             node = child["kids"]
     fig, ax = plt.subplots(figsize=(11, 6))
@@ -303,7 +305,7 @@ def _flame_level(ax, nodes: dict, x: float, y: int, total: int) -> int:
             x += width
             continue
         frame = node["frame"]
-        kind = ("machinery" if S.machinery_runtime(frame) else "own" if S.is_own_code(frame)
+        kind = ("machinery" if S.machinery_runtime(frame) else "own" if node["own"]
                 else "kernel" if frame.kind == S.KERNEL else "other")
         ax.add_patch(plt.Rectangle((x, y), width, 0.95, facecolor=FLAME_COLORS[kind], edgecolor="white", lw=0.5))
         chars = int(width * 180)
