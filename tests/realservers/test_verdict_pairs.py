@@ -88,7 +88,8 @@ VERDICTS = [name for name, pair in PAIRS.items() if pair.sides == ("bad", "good"
 COSTS = list(ROUNDS)
 # The hand-off's call path on the bad side, from the runtime helper's frames: the pool the detour goes
 # through (anyio's thread pool under Starlette; Netty's executor; the JDK's ThreadPoolExecutor).
-HANDOFF_PATHS = {"node-readfile-c1": ("node:fs", "uv_fs_", "uv__work"), "axum-blocking-c1": ("tokio::",),
+# (Node: the handler's `readFile`, through which libuv's pool runs the file's calls, or node:fs and libuv's frames)
+HANDOFF_PATHS = {"node-readfile-c1": ("node:fs", "uv_fs_", "uv__work", " readFile "), "axum-blocking-c1": ("tokio::",),
                  "fastapi-threadpool-c1": ("site-packages/anyio/", "site-packages/starlette/"),
                  "fastapi-threadpool-c16": ("site-packages/anyio/", "site-packages/starlette/"),
                  "netty-executor": ("io.netty.util.concurrent.", "java.util.concurrent."),
@@ -305,39 +306,40 @@ def test_pinned_and_unpinned_get_the_same_labels(recorded):
             assert moved <= 1, f"taskset -c 0 moved {name} by {moved} tiers\n{described(rounds)}"
 
 
-# node-readfile-c1's call sites, as the merged main's clean-clone run found them (session 11): the top site was
-# the pool thread's idle wait (`__futex_abstimed_wait_common ← pthread_cond_wait ← uv_cond_wait ← worker`, from
-# the event stacks) in 1 of 2 rounds, and the user's JavaScript was named only where the runtime helper sampled
-# Node (it took 0 samples in some runs). Kept, and said: issue 39's open part.
-NODE_SITES_OPEN = pytest.mark.xfail(reason="node-readfile-c1: the hand-off's top site is libuv's idle wait in some "
-                                           "rounds; the helper does not always sample Node (issue 39)", strict=False)
+# A round whose runtime helper ran and took no sample (the lead's open helper bug, issue 39: 2 of 38 saved rounds
+# of 2026-11-28) names no frame of the runtime's language, and nothing on the collector's stacks of a Python, Java
+# or Node server is the user's code: its hand-off has no call site then, and the where line says what was not
+# placed. Such a round is an expected failure of the site tests, said, not a pass.
+def _helper_blind(run) -> str | None:
+    helper = run.capture["stacks"].get("helper")
+    if helper is not None and "skipped" not in helper and not helper.get("samples"):
+        return f"the runtime helper took no sample ({helper}): no frame of the runtime's language to place the hand-off"
+    return None
 
 
-# fastapi-threadpool-c16's top hand-off site in the two clean-clone runs of session 11: `_asyncio...so+0x7e21`
-# (fixed: a native frame on a Python stack is not the user's code), then `__x64_sys_futex` (a kernel frame from
-# the event stacks at 16 clients, ranked above the helper's Python sites). Issue 39's open part, said.
-C16_SITE_OPEN = pytest.mark.xfail(reason="fastapi-threadpool-c16: a kernel frame ranked first in one clean-clone "
-                                         "run (issue 39)", strict=False)
+def _said_blind(rounds: list) -> None:
+    if blind := [why for r in rounds if (why := _helper_blind(r.sides["bad"]))]:
+        pytest.xfail("; ".join(blind))
 
 
-def _node_open(names) -> list:
-    marks = {"node-readfile-c1": NODE_SITES_OPEN, "fastapi-threadpool-c16": C16_SITE_OPEN}
-    return [pytest.param(n, marks=marks[n]) if n in marks else n for n in names]
-
-
-@pytest.mark.parametrize("name", _node_open(HANDOFF_PATHS))
+@pytest.mark.parametrize("name", list(HANDOFF_PATHS))
 def test_the_top_handoff_call_site_is_the_pools(recorded, name):
     """With --stacks the hand-off names where it happens: its top call site, or what it called into, is the
-    pool's own frame (anyio's run_sync or worker thread; Netty's executor; libuv's pool under Node's fs;
-    tokio's blocking pool), found in the runtime helper's samples or the collector's."""
+    pool's own frame (anyio's run_sync or worker thread; Netty's executor; Node's fs over libuv's pool;
+    tokio's blocking pool), found in the runtime helper's samples or the collector's; never a kernel frame
+    or a runtime's native wait (the clean-clone runs of session 11 ranked `__x64_sys_futex` and libuv's
+    `uv_cond_wait ← worker` first)."""
     pair, rounds = PAIRS[name], recorded(name)
-    for r in rounds:
+    for r in rounds:  # the blind rounds' expected failure said after the others passed
+        if _helper_blind(r.sides["bad"]):
+            continue
         label = next((label for label in r.sides["bad"].assessment().labels if label.name == pair.label), None)
         assert label is not None and label.call_sites, f"{name}: no call site\n{described(rounds)}"
         top = label.call_sites[0]
         where = f"{top['file'] or ''} {top['function']} {top['through'] or ''} {' '.join(top['callers'])}"
         assert any(marker in where for marker in HANDOFF_PATHS[name]), (name, label.call_sites)
         assert label.user_share is not None and label.user_share > 0, label.to_dict()
+    _said_blind(rounds)
 
 
 # The user's own code that hands over, named among the hand-off's call sites in the user's terms: Node's
@@ -348,18 +350,18 @@ def test_the_top_handoff_call_site_is_the_pools(recorded, name):
 USER_SITES = {"node-readfile-c1": "serveFile (node_file_bytes.js:", "axum-blocking-c1": "axumbytes::bytes"}
 
 
-@pytest.mark.parametrize("name", _node_open(USER_SITES))
+@pytest.mark.parametrize("name", list(USER_SITES))
 def test_a_handoff_call_site_is_the_users_code(recorded, name):
     pair, rounds = PAIRS[name], recorded(name)
-    for r in rounds:
-        helper = r.sides["bad"].capture["stacks"].get("helper")
-        if helper is not None:  # Node's JavaScript is named by the runtime helper's samples only
-            assert helper.get("samples"), f"the runtime helper took no sample: {helper}"
+    for r in rounds:  # the blind rounds' expected failure said after the others passed
+        if _helper_blind(r.sides["bad"]):  # Node's JavaScript is named by the helper's samples only
+            continue
         label = next(label for label in r.sides["bad"].assessment().labels if label.name == pair.label)
         wheres = [site["where"] for site in label.call_sites]
         assert any(USER_SITES[name] in " ".join([where, *site["callers"]]) for where, site in
                    zip(wheres, label.call_sites)), (name, label.call_sites)
         assert not any(where.startswith(("_Z", "_R")) or "$LT$" in where for where in wheres), label.call_sites
+    _said_blind(rounds)
 
 
 def test_the_herds_top_call_site_is_the_workers_accept_path(recorded):

@@ -52,7 +52,7 @@ def attach(label, found: S.PatternStacks | None, syscall_share: float | None, ev
 def where_lines(f: S.PatternStacks, events: str) -> list:
     """`where: FUNCTION (FILE:LINE) ← callers: N% of its EVENTS`, for the first call sites."""
     lines = []
-    if not f.call_sites:
+    if not f.call_sites and not (f.unplaced_events or f.unplaced_samples):
         lines.append(f"where: no stack of this pattern was sampled on its threads ({f.samples} CPU samples, "
                      f"{f.events} events)")
     for i, site in enumerate(f.call_sites[:CALL_SITES_SAID]):
@@ -63,6 +63,12 @@ def where_lines(f: S.PatternStacks, events: str) -> list:
                  f"{site.sample_share:.0%} of its {f.window_samples:,} CPU samples")
         through = f" (through {site.through.name})" if site.through else ""
         lines.append(f"where: {site.frame.where}{through}" + (f" ← {callers}" if callers else "") + f": {share}")
+    unplaced = [f"{n / total:.0%} of {total:,} {unit}" for n, total, unit in
+                ((f.unplaced_events, f.events, events), (f.unplaced_samples, f.window_samples, "CPU samples"))
+                if n and n / total >= MIN_SHARE_SAID]
+    if unplaced:
+        lines.append(f"where: not placed, {' and '.join(unplaced)}: their stacks hold only the kernel's, the C "
+                     "library's or the runtime's own frames, no code of the target's or of its runtime's language")
     return lines
 
 

@@ -316,17 +316,34 @@ def machinery_of(stack: Stack, on_path: bool = False) -> str | None:
 
 def call_site(stack: Stack) -> tuple:
     """(the innermost frame of the target's own code, CONTEXT_FRAMES of its callers); with none of its own
-    code on the stack (a server written entirely in a framework: gunicorn's workers), its innermost frame
-    of the runtime's language (`SyncWorker.wait`, the framework's code that made the call), else its
-    innermost user-space frame (or the innermost frame), and callers."""
+    code on the stack, the nearest the stack comes to it (_site_index: the framework's code that made the
+    call, `SyncWorker.wait`); with nothing the user can change, (None, ()): a site is never the kernel's,
+    the C library's or a runtime's own native code (`__x64_sys_futex`, libuv's `uv_cond_wait ← worker`),
+    which are context (callers, through)."""
     frames = stack.frames
-    for i, frame in enumerate(frames):
-        if is_own_code(frame, frames):
-            return frame, frames[i + 1:i + 1 + CONTEXT_FRAMES]
-    language = [i for i, f in enumerate(frames) if _language_method(f)]
-    user = language or [i for i, f in enumerate(frames) if f.kind not in (KERNEL, ERROR)]
-    i = user[0] if user else 0
-    return (frames[i], frames[i + 1:i + 1 + CONTEXT_FRAMES]) if frames else (None, ())
+    i, _ = _site_index(frames, 0)
+    return (None, ()) if i is None else (frames[i], frames[i + 1:i + 1 + CONTEXT_FRAMES])
+
+
+def _site_index(frames: tuple, start: int) -> tuple:
+    """(index, own) of the frame that places a stack, from START outwards: the target's own code; else, on a
+    server written entirely in a framework, the innermost frame of the runtime's language (gunicorn's
+    `SyncWorker.wait`); else a Rust frame of a library instantiated for the target's own code (rustc names
+    an inlined generic by its last segment and its arguments: `spawn_blocking_inner<axumbytes::bytes::
+    {async_fn#0}::{closure_env#0}, u64>`); else (None, False)."""
+    own = next((i for i in range(start, len(frames)) if is_own_code(frames[i], frames)), None)
+    if own is not None:
+        return own, True
+    language = next((i for i in range(start, len(frames)) if _language_method(frames[i])), None)
+    if language is not None:
+        return language, False
+    return next((i for i in range(start, len(frames)) if _made_for_own_code(frames[i])), None), False
+
+
+def _made_for_own_code(frame: Frame) -> bool:
+    """A Rust frame whose name holds a path of the binary's own crate (in its generic arguments)."""
+    crate = (frame.module or "").replace("-", "_")
+    return frame.kind == RUST and bool(crate) and f"{crate}::" in (frame.symbol or "")
 
 
 # ------------------------------------------------------------------ per pattern
@@ -361,6 +378,8 @@ class PatternStacks:
     events: int               # events the pattern's event stacks stand for
     call_sites: list = field(default_factory=list)
     sampled: str = CPU        # whose samples: the collector's (cpu) or a runtime helper's (runtime)
+    unplaced_events: int = 0   # events whose stacks hold nothing the user can change (no call site)
+    unplaced_samples: int = 0  # ...and window samples
 
     @property
     def user_share(self) -> float | None:
@@ -377,6 +396,7 @@ class PatternStacks:
                 "window_share": _round(self.window_share), "machinery_samples_user": self.machinery_user,
                 "machinery_samples_kernel": self.machinery_kernel, "machinery_runtimes": self.machinery_runtimes,
                 "user_share": _round(self.user_share), "events": self.events,
+                "unplaced_events": self.unplaced_events, "unplaced_samples": self.unplaced_samples,
                 "call_sites": [c.to_dict() for c in self.call_sites]}
 
 
@@ -398,10 +418,11 @@ def pattern_stacks(stacks: StackSet, pattern: str, tids: Iterable[int] | None = 
     samples = window = mach_user = mach_kernel = events = 0
     runtimes: Counter = Counter()
     sites: dict = {}
+    unplaced: Counter = Counter()  # events and samples whose stacks hold nothing the user can change
     for s in mine:
         if s.source in sources:
             events += s.weight
-            _site(sites, *call_site(s)).events += s.weight
+            _place(sites, unplaced, call_site(s), events=s.weight)
             continue
         if s.source != sampled:
             continue
@@ -415,22 +436,22 @@ def pattern_stacks(stacks: StackSet, pattern: str, tids: Iterable[int] | None = 
                 mach_user += s.count
             window += s.count
             if runtime != WINDOW:  # the window's samples are its cost; where it happens, its machinery says
-                _site(sites, *machinery_entry(s)).samples += s.count
+                _place(sites, unplaced, machinery_entry(s), samples=s.count)
         elif tags & s.tags:
             window += s.count
             # A hand-off's window runs on into the work the thread was handed (a pool thread's endpoint):
             # where that work is says nothing of where the hand-off is, which its machinery and events say.
             if pattern != HANDOFF_OVERHEAD:
-                _site(sites, *call_site(s)).samples += s.count
+                _place(sites, unplaced, call_site(s), samples=s.count)
     # By events, but where a runtime helper sampled the threads: its samples name the runtime's frames,
     # which the collector's event stacks (native frames only: `python3.11+0x27d465`) cannot.
     order = (lambda c: (-c.samples, -c.events)) if sampled == RUNTIME else (lambda c: (-c.events, -c.samples))
-    ranked = sorted(sites.values(), key=lambda c: (*order(c), c.frame.where if c.frame else ""))
+    ranked = sorted(sites.values(), key=lambda c: (*order(c), c.frame.where))
     for c in ranked:
         c.event_share = c.events / events if events else 0.0
         c.sample_share = c.samples / window if window else 0.0
     return PatternStacks(pattern, samples, window, mach_user, mach_kernel, dict(runtimes), events,
-                         ranked[:TOP_CALL_SITES], sampled)
+                         ranked[:TOP_CALL_SITES], sampled, unplaced["events"], unplaced["samples"])
 
 
 def sampler(stacks: Iterable[Stack], pattern: str | None, runtime_tagged: bool) -> str:
@@ -446,20 +467,20 @@ def machinery_entry(stack: Stack) -> tuple:
     """Where a sample in the hand-off's machinery entered it: (site, CONTEXT_FRAMES of its callers, the
     machinery's entry or None). The site is the target's own code that called into the machinery where
     there is some (`serveFile (server.js:25)`, the entry `uv_fs_open` beside it); else the outermost
-    machinery frame (the call that hands off, `run_in_threadpool`, or the pool's loop, `WorkerThread.run`),
-    or, when that frame is native (libc's condition variable, libjvm's monitor) under frames of the
-    runtime's language, the language frame that called into it (`EPollSelectorImpl.wakeup`, not
-    `pthread_cond_signal ← ObjectMonitor::ExitEpilog`): the call site is said in the target's terms."""
+    machinery frame of the runtime's language (the call that hands off, `run_in_threadpool`, or the pool's
+    loop, `WorkerThread.run`), or, when the machinery is native (libc's condition variable, libjvm's
+    monitor) under frames of the runtime's language, the language frame that called into it
+    (`EPollSelectorImpl.wakeup`, not `pthread_cond_signal ← ObjectMonitor::ExitEpilog`): the call site is
+    said in the target's terms. With neither (a pool thread's wait in libc under libuv's loop, a stack of
+    the kernel's frames only), (None, (), None): no site, as call_site."""
     frames = stack.frames
-    outer = max(i for i, f in enumerate(frames) if machinery_runtime(f))
-    if frames[outer].kind not in LANGUAGE_KINDS:
-        outer = next((i for i in range(outer + 1, len(frames)) if _language_method(frames[i])), outer)
-    own = next((i for i in range(outer, len(frames)) if is_own_code(frames[i], frames)), None)
-    if own is not None:  # through: what the user's code called, in its terms (not a JVM stub, not V8's frames)
-        through = next((frames[i] for i in range(own - 1, -1, -1)
-                        if frames[i].kind not in LANGUAGE_KINDS or _language_method(frames[i])), None)
-        return frames[own], frames[own + 1:own + 1 + CONTEXT_FRAMES], through
-    return frames[outer], frames[outer + 1:outer + 1 + CONTEXT_FRAMES], None
+    i, own = _site_index(frames, max(i for i, f in enumerate(frames) if machinery_runtime(f)))
+    if i is None:
+        return None, (), None
+    # through: what the user's code called, in its terms (not a JVM stub, not V8's frames)
+    through = next((frames[j] for j in range(i - 1, -1, -1)
+                    if frames[j].kind not in LANGUAGE_KINDS or _language_method(frames[j])), None) if own else None
+    return frames[i], frames[i + 1:i + 1 + CONTEXT_FRAMES], through
 
 
 def _language_method(frame: Frame) -> bool:
@@ -471,12 +492,18 @@ def _language_method(frame: Frame) -> bool:
     return frame.kind in (PYTHON, JVM, JIT) and not (symbol.endswith(" stub") or symbol.startswith("StubRoutines"))
 
 
-def _site(sites: dict, frame: Frame, context: tuple, through: Frame | None = None) -> CallSite:
-    key = (frame.where if frame else None, tuple(f.where for f in context),  # a line, not an instruction
-           through.name if through else None)
-    if key not in sites:
-        sites[key] = CallSite(frame, context, through)
-    return sites[key]
+def _place(sites: dict, unplaced: Counter, where: tuple, events: int = 0, samples: int = 0) -> None:
+    """Count EVENTS and SAMPLES at the site WHERE (call_site's or machinery_entry's), or as unplaced."""
+    frame, context, *through = where
+    if frame is None:
+        unplaced["events"] += events
+        unplaced["samples"] += samples
+        return
+    via = through[0] if through else None
+    key = (frame.where, tuple(f.where for f in context), via.name if via else None)  # a line, not an instruction
+    site = sites.setdefault(key, CallSite(frame, context, via))
+    site.events += events
+    site.samples += samples
 
 
 # ------------------------------------------------------------------ exports
