@@ -458,3 +458,32 @@ def test_on_a_language_stack_a_native_frame_or_a_jvm_stub_is_never_the_site():
     assert not S.is_own_code(stub, (stub, handle)) and S.is_own_code(handle, (stub, handle))
     site, _ = S.call_site(S.Stack(1, "handoff", frozenset(), 1, 1, (stub, handle)))
     assert site is handle
+
+
+def test_a_site_is_never_code_the_user_cannot_change():
+    """The clean-clone runs of session 11 ranked `__x64_sys_futex ← do_syscall_64` (a stack of kernel frames
+    only) and libuv's pool thread waiting for work (`__futex_abstimed_wait_common ← pthread_cond_wait ←
+    uv_cond_wait ← worker`) first among the hand-off's sites. Such stacks place nothing: they count, and the
+    where line says how many were not placed; the user's function (`serveFile`) is the site."""
+    from spinscope.analysis.stack_costs import where_lines
+    frames = [frame("__x64_sys_futex", "kernel", "[kernel]"), frame("do_syscall_64", "kernel", "[kernel]"),
+              frame("__futex_abstimed_wait_common", module="libc.so.6"),
+              frame("__GI___pthread_cond_wait", module="libc.so.6"), frame("uv_cond_wait", module="node"),
+              frame("worker", module="node"),
+              frame("spawn_blocking_inner<my_server::bytes::{async_fn#0}::{closure_env#0}, u64>", "rust", "my-server",
+                    "pool.rs", 373),
+              frame("tokio::runtime::blocking::pool::spawn_blocking", "rust", "my-server", "pool.rs", 370)]
+    frames += UNNAMED[4:5] + UNNAMED[12:13]  # serveFile (server.js:25), futex_wake
+    kernel_only = S.Stack(1, "handoff", frozenset(), 1, 1, tuple(map(S._frame, frames[0:2])))
+    idle_wait = S.Stack(2, "runtime", frozenset({"handoff"}), 1, 1, tuple(map(S._frame, frames[2:6])))
+    assert S.call_site(kernel_only) == (None, ()) and S.machinery_entry(idle_wait) == (None, (), None)
+    tokio = S.Stack(3, "cpu", frozenset(), 1, 1, tuple(map(S._frame, [frames[2], frames[6], frames[7]])))
+    assert S.call_site(tokio)[0].name.startswith("spawn_blocking_inner<my_server::bytes")
+    stackset = S.load({"stacks": block([stack(1, [0, 1], 40, "handoff"), stack(2, [2, 3, 4, 5], 6, "runtime", ["handoff"]),
+                                        stack(4, [9, 8], 3, "runtime", ["handoff"])], frames)})
+    found = S.pattern_stacks(stackset, HANDOFF_OVERHEAD)
+    assert [site.frame.name for site in found.call_sites] == ["serveFile"]
+    assert (found.unplaced_events, found.unplaced_samples) == (40, 6)
+    assert where_lines(found, "hand-offs")[-1] == (
+        "where: not placed, 100% of 40 hand-offs and 67% of 9 CPU samples: their stacks hold only the kernel's, the "
+        "C library's or the runtime's own frames, no code of the target's or of its runtime's language")
