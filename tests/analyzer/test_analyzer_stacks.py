@@ -328,8 +328,18 @@ def test_a_jvm_hand_back_is_named_by_the_java_method_that_entered_the_runtimes_m
     assert S.machinery_runtime(stackset.stacks[0].frames[1]) == "jvm"
     found = S.pattern_stacks(stackset, HANDOFF_OVERHEAD)
     site = found.call_sites[0]
-    assert site.frame.symbol.endswith("EPollSelectorImpl.wakeup()") and site.samples == 5
-    assert site.context[0].symbol.endswith("ServerImpl.addEvent(sun.net.httpserver.Event)")
+    assert site.frame.name == "sun.nio.ch.EPollSelectorImpl.wakeup" and site.samples == 5
+    assert site.context[0].name == "sun.net.httpserver.ServerImpl.addEvent"
+    # Java as `Class.method`, its line telling overloads apart, wherever a frame is shown: the report's where
+    # lines, the label's JSON (top and the exporter read it), the folded stacks and pprof (frame.name, where)
+    assert site.to_dict()["where"] == "sun.nio.ch.EPollSelectorImpl.wakeup (EPollSelectorImpl.java:251)"
+    assert site.to_dict()["callers"] == ["sun.net.httpserver.ServerImpl.addEvent (ServerImpl.java:480)"]
+    from spinscope.output.stack_files import folded
+    assert folded(stackset.stacks) == ("tid 3;sun.net.httpserver.ServerImpl.addEvent (ServerImpl.java:480);"
+                                       "sun.nio.ch.EPollSelectorImpl.wakeup (EPollSelectorImpl.java:251);"
+                                       "monitorexit_nofpu Runtime1 stub;ObjectMonitor::ExitEpilog(JavaThread*, ObjectWaiter*);"
+                                       "pthread_cond_signal@@GLIBC_2.3.2 5\n")
+    assert S.Frame(S.JVM, None, "StubRoutines (1) [call_stub_return_address]").name.startswith("StubRoutines (1)")
 
 
 # A Node server handing its file reads to libuv's pool, and a Rust one handing work to tokio's blocking pool:

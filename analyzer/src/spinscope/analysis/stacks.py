@@ -127,8 +127,15 @@ class Frame:
 
     @property
     def name(self) -> str:
-        """What a person reads: the symbol, else module+offset (a frame is never dropped for lack of a name)."""
-        return self.symbol if self.symbol else f"{self.module or '?'}+{self.offset:#x}"
+        """What a person reads, in the report, top, the exporter and the exports alike: the symbol, a Java
+        method as `Class.method` (`void JdkHttpBytes.handle(com.sun.net.httpserver.HttpExchange)` ->
+        `JdkHttpBytes.handle`: its line tells overloads apart, as in async-profiler's and JFR's views), else
+        module+offset (a frame is never dropped for lack of a name)."""
+        if not self.symbol:
+            return f"{self.module or '?'}+{self.offset:#x}"
+        if self.kind == JVM and "(" in self.symbol and _language_method(self):
+            return _jvm_method(self.symbol)
+        return self.symbol
 
     @property
     def where(self) -> str:
