@@ -306,20 +306,12 @@ def test_pinned_and_unpinned_get_the_same_labels(recorded):
             assert moved <= 1, f"taskset -c 0 moved {name} by {moved} tiers\n{described(rounds)}"
 
 
-# A round whose runtime helper ran and took no sample (the lead's open helper bug, issue 39: 2 of 38 saved rounds
-# of 2026-11-28) names no frame of the runtime's language, and nothing on the collector's stacks of a Python, Java
-# or Node server is the user's code: its hand-off has no call site then, and the where line says what was not
-# placed. Such a round is an expected failure of the site tests, said, not a pass.
-def _helper_blind(run) -> str | None:
+def _helper_sampled(run) -> None:
+    """The runtime helper, where it ran, sampled the target: without its samples nothing on the collector's
+    stacks of a Python, Java or Node server is the user's code, and the hand-off has no call site."""
     helper = run.capture["stacks"].get("helper")
-    if helper is not None and "skipped" not in helper and not helper.get("samples"):
-        return f"the runtime helper took no sample ({helper}): no frame of the runtime's language to place the hand-off"
-    return None
-
-
-def _said_blind(rounds: list) -> None:
-    if blind := [why for r in rounds if (why := _helper_blind(r.sides["bad"]))]:
-        pytest.xfail("; ".join(blind))
+    if helper is not None and "skipped" not in helper:
+        assert helper.get("samples"), f"the runtime helper took no sample: {helper}"
 
 
 @pytest.mark.parametrize("name", list(HANDOFF_PATHS))
@@ -330,16 +322,14 @@ def test_the_top_handoff_call_site_is_the_pools(recorded, name):
     or a runtime's native wait (the clean-clone runs of session 11 ranked `__x64_sys_futex` and libuv's
     `uv_cond_wait ← worker` first)."""
     pair, rounds = PAIRS[name], recorded(name)
-    for r in rounds:  # the blind rounds' expected failure said after the others passed
-        if _helper_blind(r.sides["bad"]):
-            continue
+    for r in rounds:
+        _helper_sampled(r.sides["bad"])
         label = next((label for label in r.sides["bad"].assessment().labels if label.name == pair.label), None)
         assert label is not None and label.call_sites, f"{name}: no call site\n{described(rounds)}"
         top = label.call_sites[0]
         where = f"{top['file'] or ''} {top['function']} {top['through'] or ''} {' '.join(top['callers'])}"
         assert any(marker in where for marker in HANDOFF_PATHS[name]), (name, label.call_sites)
         assert label.user_share is not None and label.user_share > 0, label.to_dict()
-    _said_blind(rounds)
 
 
 # The user's own code that hands over, named among the hand-off's call sites in the user's terms: Node's
@@ -353,15 +343,13 @@ USER_SITES = {"node-readfile-c1": "serveFile (node_file_bytes.js:", "axum-blocki
 @pytest.mark.parametrize("name", list(USER_SITES))
 def test_a_handoff_call_site_is_the_users_code(recorded, name):
     pair, rounds = PAIRS[name], recorded(name)
-    for r in rounds:  # the blind rounds' expected failure said after the others passed
-        if _helper_blind(r.sides["bad"]):  # Node's JavaScript is named by the helper's samples only
-            continue
+    for r in rounds:
+        _helper_sampled(r.sides["bad"])  # Node's JavaScript is named by the helper's samples only
         label = next(label for label in r.sides["bad"].assessment().labels if label.name == pair.label)
         wheres = [site["where"] for site in label.call_sites]
         assert any(USER_SITES[name] in " ".join([where, *site["callers"]]) for where, site in
                    zip(wheres, label.call_sites)), (name, label.call_sites)
         assert not any(where.startswith(("_Z", "_R")) or "$LT$" in where for where in wheres), label.call_sites
-    _said_blind(rounds)
 
 
 def test_the_herds_top_call_site_is_the_workers_accept_path(recorded):
