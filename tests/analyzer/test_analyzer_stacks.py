@@ -439,17 +439,29 @@ def test_the_shares_sum_is_at_most_the_whole():
 
 def test_a_capture_without_the_runtime_helper_says_so(capture_file):
     """Nothing silent: a runtime target recorded with --stacks but without the helper (not built, not started,
-    or a -- COMMAND target) is read from native frames, and the report says what that means for the share."""
+    or a -- COMMAND target), one whose helper took no sample, or a live view's stream (no helper beside the
+    collector) is read from native frames, and the notes say what that means for the share and the grade."""
     from spinscope.analysis.stack_costs import notes
-    skipped = block([stack(7, [13, 12], 5, "cpu", ["handoff"])])
-    skipped["helper"] = {"runtime": "cpython", "skipped": "cpython target: spinscope-stacks-helper not found"}
-    said = notes(analyze(load(capture_file({**captures.clean_event_loop(), "stacks": skipped}, "skipped.json"))))
-    assert any(line.startswith("stacks: recorded without the runtime helper (cpython target: spinscope-stacks-helper "
-                               "not found): the hand-off's user-space part is read from native frames") for line in said), said
-    skipped["helper"] = {"helper": "otel-ebpf-profiler", "samples": 0, "pids_sampled": None, "runtime": "node"}
-    said = notes(analyze(load(capture_file({**captures.clean_event_loop(), "stacks": skipped}, "none.json"))))
-    assert "stacks: the runtime helper ran but took no sample of the target: its runtime's frames are unnamed (read " \
-           "from native frames, as without the helper)" in said, said
+
+    def said(helper, runtime="cpython"):
+        doc = captures.clean_event_loop()
+        doc["target"] = {**doc["target"], "runtime": {"name": runtime, "version": "3.11", "from": "python3.11"}}
+        stacks = block([stack(7, [13, 12], 5, "cpu", ["handoff"])])
+        if helper is not None:
+            stacks["helper"] = helper
+        return notes(analyze(load(capture_file({**doc, "stacks": stacks}, "capture.json"))))
+
+    meaning = (": no CPython function is named, and native frames cannot tell the user's code from the runtime's, "
+               "so the hand-off's window is not counted: its user-space part is the C library's and the kernel's "
+               "machinery only, a lower bound, and its share and grade can be below what `record --stacks` gives "
+               "with the helper")
+    assert ("stacks: without the runtime helper's samples (cpython target: spinscope-stacks-helper not found)"
+            + meaning) in said({"runtime": "cpython", "skipped": "cpython target: spinscope-stacks-helper not found"})
+    assert ("stacks: without the runtime helper's samples (it ran but took no sample of the target)" + meaning
+            in said({"helper": "otel-ebpf-profiler", "samples": 0, "pids_sampled": None, "runtime": "cpython"}))
+    assert ("stacks: without the runtime helper's samples (none ran beside the collector: a live view's stream, or "
+            "the collector alone)" + meaning) in said(None)
+    assert not any(line.startswith("stacks: without the runtime helper") for line in said(None, runtime="go"))
 
 
 def test_on_a_language_stack_a_native_frame_or_a_jvm_stub_is_never_the_site():

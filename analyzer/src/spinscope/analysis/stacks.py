@@ -189,6 +189,11 @@ class StackSet:
         return sum(self.lost.values())
 
     @property
+    def names_language(self) -> bool:
+        """Whether any of its stacks names a function of a runtime's language (the runtime helper's samples)."""
+        return any(_language_method(f) for s in self.stacks for f in s.frames)
+
+    @property
     def runtime_tagged(self) -> bool:
         """Whether the runtime helper's samples carry their threads' tags (from the collector's tag
         timeline): then they, not only the collector's, say which samples are in a pattern's window."""
