@@ -509,3 +509,25 @@ def test_a_site_is_never_code_the_user_cannot_change():
     assert where_lines(found, "hand-offs")[-1] == (
         "where: not placed, 100% of 40 hand-offs and 67% of 9 CPU samples: their stacks hold only the kernel's, the "
         "C library's or the runtime's own frames, no code of the target's or of its runtime's language")
+
+
+def test_the_users_code_ranks_first_and_nearest_the_hand_over():
+    """Among the hand-off's sites the user's own code comes first, a framework's frame (the nearest a stack
+    without it comes) after, whatever their samples: Netty's handler (`channelRead0`, 8 samples) before its
+    executor's `execute` (42). On a Rust stack the innermost frame of the user's code or instantiated for it
+    places it: tokio's `spawn_blocking_inner<my_server::bytes...>`, not `my_server::main` further out."""
+    frames = [frame("io.netty.util.concurrent.SingleThreadEventExecutor.execute(java.lang.Runnable)", "jvm", "[jvm]",
+                    "SingleThreadEventExecutor.java", 817),
+              frame("void io.netty.channel.AbstractChannelHandlerContext.invokeChannelRead(java.lang.Object)", "jvm",
+                    "[jvm]", "AbstractChannelHandlerContext.java", 379),
+              frame("void NettyBytes$BytesHandler.channelRead0(io.netty.channel.ChannelHandlerContext)", "jvm", "[jvm]",
+                    "NettyBytes.java", 59),
+              frame("spawn_blocking_inner<my_server::bytes::{async_fn#0}::{closure_env#0}, u64>", "rust", "my-server",
+                    "pool.rs", 373),
+              frame("my_server::main", "rust", "my-server", "main.rs", 9)]
+    stackset = S.load({"stacks": block([stack(1, [0, 1], 42, "runtime"), stack(2, [0, 2], 8, "runtime")], frames)})
+    sites = S.pattern_stacks(stackset, HANDOFF_OVERHEAD).call_sites
+    assert [(site.frame.name, site.samples) for site in sites] == [("NettyBytes$BytesHandler.channelRead0", 8), (
+        "io.netty.util.concurrent.SingleThreadEventExecutor.execute", 42)]
+    tokio = S.Stack(3, "handoff", frozenset(), 1, 1, (S._frame(FRAMES[0]), *map(S._frame, frames[3:])))
+    assert S.call_site(tokio)[0].name.startswith("spawn_blocking_inner<my_server::bytes")

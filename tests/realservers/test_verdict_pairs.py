@@ -92,7 +92,9 @@ COSTS = list(ROUNDS)
 HANDOFF_PATHS = {"node-readfile-c1": ("node:fs", "uv_fs_", "uv__work", " readFile "), "axum-blocking-c1": ("tokio::",),
                  "fastapi-threadpool-c1": ("site-packages/anyio/", "site-packages/starlette/"),
                  "fastapi-threadpool-c16": ("site-packages/anyio/", "site-packages/starlette/"),
-                 "netty-executor": ("io.netty.util.concurrent.", "java.util.concurrent."),
+                 # (the handler's own code ranks first where it hands over: channelRead0 through Netty's
+                 # writeAndFlush, the response handed back to the event loop; else the executor's frames)
+                 "netty-executor": ("io.netty.util.concurrent.", "java.util.concurrent.", "io.netty.channel."),
                  # both ways: to the pool (ThreadPoolExecutor), and back, a pool thread waking the dispatcher's
                  # selector for the connection (EPollSelectorImpl.wakeup from ServerImpl): 8-15 and 29-31
                  # samples of ~100 in two rounds, 2026-11-28

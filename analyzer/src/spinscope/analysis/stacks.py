@@ -338,18 +338,17 @@ def call_site(stack: Stack) -> tuple:
 
 
 def _site_index(frames: tuple, start: int) -> tuple:
-    """(index, own) of the frame that places a stack, from START outwards: the target's own code; else, on a
-    server written entirely in a framework, the innermost frame of the runtime's language (gunicorn's
-    `SyncWorker.wait`); else a Rust frame of a library instantiated for the target's own code (rustc names
-    an inlined generic by its last segment and its arguments: `spawn_blocking_inner<axumbytes::bytes::
-    {async_fn#0}::{closure_env#0}, u64>`); else (None, False)."""
-    own = next((i for i in range(start, len(frames)) if is_own_code(frames[i], frames)), None)
+    """(index, own) of the frame that places a stack, from START outwards: the innermost that is the target's
+    own code (own) or a Rust library's frame instantiated for it (rustc names an inlined generic by its last
+    segment and its arguments: `spawn_blocking_inner<axumbytes::bytes::{async_fn#0}::{closure_env#0}, u64>`,
+    nearer the hand-over than `axumbytes::main` further out); else, on a server written entirely in a
+    framework, the innermost frame of the runtime's language (gunicorn's `SyncWorker.wait`); else (None,
+    False)."""
+    own = next((i for i in range(start, len(frames)) if is_own_code(frames[i], frames)
+                or _made_for_own_code(frames[i])), None)
     if own is not None:
-        return own, True
-    language = next((i for i in range(start, len(frames)) if _language_method(frames[i])), None)
-    if language is not None:
-        return language, False
-    return next((i for i in range(start, len(frames)) if _made_for_own_code(frames[i])), None), False
+        return own, is_own_code(frames[own], frames)
+    return next((i for i in range(start, len(frames)) if _language_method(frames[i])), None), False
 
 
 def _made_for_own_code(frame: Frame) -> bool:
@@ -366,6 +365,7 @@ class CallSite:
     frame: Frame
     context: tuple
     through: Frame | None = None  # the hand-off's machinery the site called into, when the site is own code
+    own: bool = False  # the target's own code (else the nearest its stacks come to it: a framework's frame)
     events: int = 0    # events (event stacks' weights) here
     samples: int = 0   # CPU samples in the pattern's window here
     event_share: float = 0.0
@@ -434,7 +434,7 @@ def pattern_stacks(stacks: StackSet, pattern: str, tids: Iterable[int] | None = 
     for s in mine:
         if s.source in sources:
             events += s.weight
-            _place(sites, unplaced, call_site(s), events=s.weight)
+            _place(sites, unplaced, s, call_site(s), events=s.weight)
             continue
         if s.source != sampled:
             continue
@@ -448,17 +448,19 @@ def pattern_stacks(stacks: StackSet, pattern: str, tids: Iterable[int] | None = 
                 mach_user += s.count
             window += s.count
             if runtime != WINDOW:  # the window's samples are its cost; where it happens, its machinery says
-                _place(sites, unplaced, machinery_entry(s), samples=s.count)
+                _place(sites, unplaced, s, machinery_entry(s), samples=s.count)
         elif tags & s.tags:
             window += s.count
             # A hand-off's window runs on into the work the thread was handed (a pool thread's endpoint):
             # where that work is says nothing of where the hand-off is, which its machinery and events say.
             if pattern != HANDOFF_OVERHEAD:
-                _place(sites, unplaced, call_site(s), samples=s.count)
-    # By events, but where a runtime helper sampled the threads: its samples name the runtime's frames,
-    # which the collector's event stacks (native frames only: `python3.11+0x27d465`) cannot.
+                _place(sites, unplaced, s, call_site(s), samples=s.count)
+    # By events, but where a runtime helper sampled the threads by samples: its samples name the runtime's
+    # frames, which the collector's event stacks (native frames only: `python3.11+0x27d465`) cannot; among the
+    # sites with some of those, the user's own code first (a framework's frame, the nearest a stack without it
+    # comes, after).
     order = (lambda c: (-c.samples, -c.events)) if sampled == RUNTIME else (lambda c: (-c.events, -c.samples))
-    ranked = sorted(sites.values(), key=lambda c: (*order(c), c.frame.where))
+    ranked = sorted(sites.values(), key=lambda c: (order(c)[0] == 0, not c.own, *order(c), c.frame.where))
     for c in ranked:
         c.event_share = c.events / events if events else 0.0
         c.sample_share = c.samples / window if window else 0.0
@@ -504,8 +506,8 @@ def _language_method(frame: Frame) -> bool:
     return frame.kind in (PYTHON, JVM, JIT) and not (symbol.endswith(" stub") or symbol.startswith("StubRoutines"))
 
 
-def _place(sites: dict, unplaced: Counter, where: tuple, events: int = 0, samples: int = 0) -> None:
-    """Count EVENTS and SAMPLES at the site WHERE (call_site's or machinery_entry's), or as unplaced."""
+def _place(sites: dict, unplaced: Counter, stack: Stack, where: tuple, events: int = 0, samples: int = 0) -> None:
+    """Count EVENTS and SAMPLES of STACK at the site WHERE (call_site's or machinery_entry's), or as unplaced."""
     frame, context, *through = where
     if frame is None:
         unplaced["events"] += events
@@ -513,7 +515,8 @@ def _place(sites: dict, unplaced: Counter, where: tuple, events: int = 0, sample
         return
     via = through[0] if through else None
     key = (frame.where, tuple(f.where for f in context), via.name if via else None)  # a line, not an instruction
-    site = sites.setdefault(key, CallSite(frame, context, via))
+    own = is_own_code(frame, stack.frames) or _made_for_own_code(frame)
+    site = sites.setdefault(key, CallSite(frame, context, via, own=own))
     site.events += events
     site.samples += samples
 
