@@ -365,7 +365,7 @@ class CallSite:
     frame: Frame
     context: tuple
     through: Frame | None = None  # the hand-off's machinery the site called into, when the site is own code
-    own: bool = False  # the target's own code (else the nearest its stacks come to it: a framework's frame)
+    own: bool = False  # the target's own code or a frame instantiated for it (else a framework's frame)
     events: int = 0    # events (event stacks' weights) here
     samples: int = 0   # CPU samples in the pattern's window here
     event_share: float = 0.0
