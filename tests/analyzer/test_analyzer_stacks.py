@@ -508,7 +508,8 @@ def test_a_site_is_never_code_the_user_cannot_change():
     assert (found.unplaced_events, found.unplaced_samples) == (40, 6)
     assert where_lines(found, "hand-offs")[-1] == (
         "where: not placed, 100% of 40 hand-offs and 67% of 9 CPU samples: their stacks hold only the kernel's, the "
-        "C library's or the runtime's own frames, no code of the target's or of its runtime's language")
+        "C library's or the runtime's own frames, no code of the target's or of its runtime's language (most in "
+        "__x64_sys_futex ← do_syscall_64)")
 
 
 def test_the_users_code_ranks_first_and_nearest_the_hand_over():

@@ -286,7 +286,11 @@ def test_nagle_saving_is_what_nodelay_saves(recorded, name):
                    f"against {good.load['throughput']} requests/s)\n{described([r])}")
         assert independent >= MIN_INDEPENDENT_SHARE, context
         assert 1 / SHARE_FACTOR <= finding.saving / independent <= SHARE_FACTOR, context
-        assert finding.call_sites, finding.to_dict()  # with --stacks: where the held write is made
+        # with --stacks: where the held write is made, or, on a JVM, where its stacks are (the collector's event
+        # stacks name none of the JDK's Java frames: `__write ← Java_sun_nio_ch_FileDispatcherImpl_write0`, the
+        # runtime's code, which is never a call site)
+        assert finding.call_sites or any(line.startswith("where: not placed, 100% of ") and
+                                         "FileDispatcherImpl_write0" in line for line in finding.details), finding.to_dict()
 
 
 @pytest.mark.parametrize("name", list(PAIRS))

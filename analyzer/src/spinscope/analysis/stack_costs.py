@@ -78,7 +78,8 @@ def where_lines(f: S.PatternStacks, events: str) -> list:
                 if n and n / total >= MIN_SHARE_SAID]
     if unplaced:
         lines.append(f"where: not placed, {' and '.join(unplaced)}: their stacks hold only the kernel's, the C "
-                     "library's or the runtime's own frames, no code of the target's or of its runtime's language")
+                     "library's or the runtime's own frames, no code of the target's or of its runtime's language "
+                     f"(most in {f.unplaced_where})")
     return lines
 
 

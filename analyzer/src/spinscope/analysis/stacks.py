@@ -392,6 +392,7 @@ class PatternStacks:
     sampled: str = CPU        # whose samples: the collector's (cpu) or a runtime helper's (runtime)
     unplaced_events: int = 0   # events whose stacks hold nothing the user can change (no call site)
     unplaced_samples: int = 0  # ...and window samples
+    unplaced_where: str | None = None  # the innermost frames of most of them, as context
 
     @property
     def user_share(self) -> float | None:
@@ -430,7 +431,8 @@ def pattern_stacks(stacks: StackSet, pattern: str, tids: Iterable[int] | None = 
     samples = window = mach_user = mach_kernel = events = 0
     runtimes: Counter = Counter()
     sites: dict = {}
-    unplaced: Counter = Counter()  # events and samples whose stacks hold nothing the user can change
+    # events and samples whose stacks hold nothing the user can change, by their innermost frames
+    unplaced: dict = {"events": Counter(), "samples": Counter()}
     for s in mine:
         if s.source in sources:
             events += s.weight
@@ -464,8 +466,10 @@ def pattern_stacks(stacks: StackSet, pattern: str, tids: Iterable[int] | None = 
     for c in ranked:
         c.event_share = c.events / events if events else 0.0
         c.sample_share = c.samples / window if window else 0.0
+    most = (unplaced["events"] or unplaced["samples"]).most_common(1)
     return PatternStacks(pattern, samples, window, mach_user, mach_kernel, dict(runtimes), events,
-                         ranked[:TOP_CALL_SITES], sampled, unplaced["events"], unplaced["samples"])
+                         ranked[:TOP_CALL_SITES], sampled, unplaced["events"].total(), unplaced["samples"].total(),
+                         most[0][0] if most else None)
 
 
 def sampler(stacks: Iterable[Stack], pattern: str | None, runtime_tagged: bool) -> str:
@@ -506,12 +510,16 @@ def _language_method(frame: Frame) -> bool:
     return frame.kind in (PYTHON, JVM, JIT) and not (symbol.endswith(" stub") or symbol.startswith("StubRoutines"))
 
 
-def _place(sites: dict, unplaced: Counter, stack: Stack, where: tuple, events: int = 0, samples: int = 0) -> None:
-    """Count EVENTS and SAMPLES of STACK at the site WHERE (call_site's or machinery_entry's), or as unplaced."""
+def _place(sites: dict, unplaced: dict, stack: Stack, where: tuple, events: int = 0, samples: int = 0) -> None:
+    """Count EVENTS and SAMPLES of STACK at the site WHERE (call_site's or machinery_entry's), or as unplaced
+    (by its innermost user-space frames, else its kernel ones)."""
     frame, context, *through = where
     if frame is None:
-        unplaced["events"] += events
-        unplaced["samples"] += samples
+        user = [f for f in stack.frames if f.kind not in (KERNEL, ERROR)] or stack.frames
+        innermost = " ← ".join(f.where for f in user[:2])
+        for kind, n in (("events", events), ("samples", samples)):
+            if n:
+                unplaced[kind][innermost] += n
         return
     via = through[0] if through else None
     key = (frame.where, tuple(f.where for f in context), via.name if via else None)  # a line, not an instruction
