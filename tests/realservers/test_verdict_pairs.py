@@ -81,7 +81,14 @@ OVER_CLAIM = 2.0
 # - Tornado's herd (4 processes on one listener), for the herd's reasons above: the clean-clone CI run of
 #   2026-11-28 measured 0.41 and 0.58 of the saving in its two rounds that showed the bug (median 0.4955,
 #   against a bound of 2 then); the bound is 3.
-UNDER_CLAIM = {"gunicorn-herd": 6.0, "tornado-herd": 3.0, "fastapi-threadpool-c1": 2.5, "fastapi-threadpool-c16": 2.5,
+# - FastAPI at 1 client since the window counts no frame of the runtime's language (2026-11-29, issue 39: with one
+#   own-code rule the window had taken in the framework's whole request on the loop thread, 1.31-1.66 of the
+#   saving; before, an extension module's frame on every asyncio task's stack hid most of it, not all: the
+#   framework's frames without it counted, 0.51-0.66 of the saving in the same re-recorded rounds): 0.43-0.61 of the
+#   saving on the 6 saved rounds of two full runs, 0.39, 0.45 and 0.41 in 3 rounds re-recorded beside other
+#   engineers' test runs. What is left out is what "What the measure leaves out" says (docs/stacks.md): the
+#   shared paths (h11, uvicorn, the loop's extra iterations) running longer; the bound is 3.
+UNDER_CLAIM = {"gunicorn-herd": 6.0, "tornado-herd": 3.0, "fastapi-threadpool-c1": 3.0, "fastapi-threadpool-c16": 2.5,
                "jdkhttp-pool": 3.0}
 SHARE_FACTOR = 2.0
 # Below this the pair does not show its bug here, and comparing a share with it means nothing: the issue
