@@ -129,7 +129,7 @@ class Frame:
     def name(self) -> str:
         """What a person reads, in the report, top, the exporter and the exports alike: the symbol, a Java
         method as `Class.method` (`void JdkHttpBytes.handle(com.sun.net.httpserver.HttpExchange)` ->
-        `JdkHttpBytes.handle`: its line tells overloads apart, as in async-profiler's and JFR's views), else
+        `JdkHttpBytes.handle`: its line tells overloads apart), else
         module+offset (a frame is never dropped for lack of a name)."""
         if not self.symbol:
             return f"{self.module or '?'}+{self.offset:#x}"
