@@ -105,9 +105,9 @@ PAIRS = {pair.name: pair for pair in (
     # found without a table of their frames.
     # (At 16 clients, node-readfile-c16 and axum-blocking-c16 in VERDICT_CONFIGS, for manual runs: Node's good
     # side was graded a warning on 0.01 wakeups per request whose waits were 10% of its short request time.)
-    # Its good side reads the same file with fs.readFileSync on the event loop: the fix of the hand-off alone
-    # (the file kept in memory saves its reads too: 0.71-0.86 of the CPU against the label's 0.35-0.44, 2026-11-28,
-    # where the pool alone saves 55-59% of the 67-69% by the measure).
+    # Its good side reads the same file with fs.readFileSync on the event loop: the fix of the hand-off alone (the
+    # file kept in memory, its good side until 2026-11-29, saves the reads too; re-recorded then, by /proc, the
+    # memory side saved 0.71 and 0.81 of the CPU per request, readFileSync 0.72 and 0.74: the reads cost little).
     Pair("node-readfile-c1", "node-readfile-c1", "node-sync-c1", HANDOFF_OVERHEAD,
          "Node's fs.readFile per request: libuv hands each of its calls (open, fstat, read, close) to its thread "
          "pool and the result back to the event loop; with fs.readFileSync the same reads are made on the event "
