@@ -72,7 +72,7 @@ class View:
             return MACHINERY
         if frame.kind == S.KERNEL:
             return KERNEL
-        return OWN if S.is_own_code_on(frame, path) else RUNTIME
+        return OWN if S.is_own_code(frame, path) else RUNTIME
 
 
 def views(analysis: Analysis, assessment: Assessment) -> list:
