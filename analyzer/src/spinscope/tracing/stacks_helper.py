@@ -347,7 +347,8 @@ class LiveStacks:
     view's call sites name the runtime's frames.
 
     Order: start() (the helper loads while the collector attaches), the collector started with
-    collector_args(), wait(); at the end close() once the collector has exited (the FIFO is read to its end)."""
+    collector_args() and ready, wait(); at the end close() once the collector has exited (the FIFO is read to
+    its end)."""
 
     def __init__(self, runtime: str, window_s: float):
         self.runtime = runtime
@@ -393,9 +394,12 @@ class LiveStacks:
         return ["--tag-timeline", str(self.follower.path)] if self.follower else []
 
     def wait(self) -> bool:
-        """The helper sampling, or False with state and error saying why not."""
+        """The helper sampling, or False with state and error saying why not. Called once the collector is
+        ready (it has opened the FIFO): the FIFO's name and its directory are removed then, the pipe kept by
+        the descriptors open on it, so that a view killed outright leaves nothing in the temporary directory."""
         if self.helper is None:
             return False
+        self.helper.cleanup()
         if not self.helper.wait_sampling():
             self.state, self.error = FAILED, self.helper.error
             return False
