@@ -89,11 +89,12 @@ def settleable(finding) -> bool:
 
 
 def promise(finding) -> float:
-    """How near a claim is to settling: of its unsettled comparisons the farthest from settling, its distance
-    from the threshold in units of the boundary's (|log(estimate / threshold)| / margin: 1 settles); 0.5 for
-    one under the sign rule (it settles when more repetitions bring its metric to MIN_DF). The rounds go to
-    the nearest first, so that a claim whose comparison sits at its threshold (which no budget settles)
-    does not take the seconds of one that the next round would settle."""
+    """How near a claim is to settling: of its unsettled comparisons the farthest from settling, the distance
+    of its estimate from the nearest edge of its band (threshold ± delta) in units of the boundary's
+    (| |log(estimate / threshold)| - log(1 + delta) | / margin: 1 settles, above the band, below it or inside
+    it); 0.5 for one under the sign rule (it settles when more repetitions bring its metric to MIN_DF). The
+    rounds go to the nearest first, so that a claim whose comparison sits on an edge of its band (which no
+    budget settles) does not take the seconds of one that the next round would settle."""
     near = []
     for w in finding.weighed:
         if w.outcome != UNSETTLED:
@@ -101,7 +102,8 @@ def promise(finding) -> float:
         if math.isnan(w.margin) or not w.margin > 0 or not math.isfinite(w.estimate):
             near.append(0.5)
         else:
-            near.append(min(1.0, abs(math.log(w.estimate / w.check.threshold)) / w.margin))
+            edge = abs(abs(math.log(w.estimate / w.check.threshold)) - math.log1p(w.delta.size))
+            near.append(min(1.0, edge / w.margin))
     return min(near, default=0.0)
 
 
