@@ -23,7 +23,7 @@ from spinscope.lab.criteria.common import Check
 SIGMA = 0.12  # one 2-3 s cell's spread in log(req/s) here (test_sequential.py's; 0.09 pooled in a quick run)
 N0 = 3  # planned repetitions, and a round's
 DF = 46  # a quick run's degrees of freedom for req/s
-LOOKS = 6  # matrices/quick.toml's
+LOOKS = 10  # matrices/quick.toml's
 DELTA = 0.10  # lab/claims.py's PRACTICAL
 VERDICT = {confidence.HOLDS: "reproduced", confidence.FAILS: "not reproduced",
            confidence.AT_THRESHOLD: "at the threshold", confidence.UNSETTLED: "unstable"}
