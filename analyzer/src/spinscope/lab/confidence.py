@@ -331,7 +331,7 @@ def _by_checks(ev: _Evidence, noise: dict, looks: int = 1, stopped: str = "") ->
     if looks > 1:
         summary += f" (boundary: Pocock's {boundary(looks):.2f} standard errors over {looks} looks, as Student's t)"
     if delta.size:
-        summary += f" (margin: ±{delta.size:.0%} of each threshold, {delta.source})"
+        summary += f" (margin δ: ±{delta.size:.0%} of each threshold)"
     unsettled, at_words = "; ".join(w.words() for w in open_), "; ".join(w.words() for w in at)
     settled_words = "; ".join(w.words() for w in weighed if w.outcome in (HOLDS, FAILS))
     if len(verdicts) == 1:
