@@ -24,10 +24,16 @@ comparison, with a stated noise model:
   p99 and CPU ms/request: 2 series, 4; one stalled repetition, a p99 ratio of 0.01 where the others read
   0.3-0.5, set the margin for both p99 claims to x5.6) settle only when every repetition puts them on the
   same side: the sign rule, which assumes no distribution.
-- The claim's verdict stands when `decide` gives the same verdict for every way its unsettled Checks could
-  fall (2 hold, 1 fails, 1 unsettled under "at least half hold": direction reproduced either way);
-  else it is "unstable", naming the unsettled Checks with each repetition's value. (More than
-  MAX_UNSETTLED unsettled Checks are not tried, 2^n falls: unstable.)
+- The three-way rule (outcome_of, the one rule both kinds of interval go through): with the claim's margin
+  delta (Delta, declared in its record), the threshold is a band, threshold / (1 + delta) .. threshold x
+  (1 + delta). The interval (the estimate / and x the boundary's width; under the sign rule the repetitions'
+  range) holds above the band, fails below it, is "at the threshold" inside it (two one-sided tests, each
+  at the boundary's one-sided rate), and is unsettled while it spans an edge. Delta 0 is the two-way rule.
+- The claim's verdict stands when `decide` gives the same verdict for every way its unsettled and
+  at-the-threshold Checks could fall (2 hold, 1 fails, 1 unsettled under "at least half hold": direction
+  reproduced either way); it is "at the threshold" when the unsettled ones cannot move it for any fall of
+  those at the threshold, but these can; else it is "unstable", naming the unsettled Checks with each
+  repetition's value. (More than MAX_UNSETTLED such Checks are not tried, 2^n falls: unstable.)
 
 A claim whose criterion gives no Checks (the counting claims: counts per request, which do not move
 between runs) keeps the simpler rule: its verdict stands when every repetition gives it, else "unstable"

@@ -6,7 +6,8 @@ Pocock's boundary for the matrix's `looks`). A claim whose verdict is unstable b
 comparisons gets a round: as many repetitions again as it was planned with (n0), of the cells carrying its
 tag (the cells its comparisons read), repetition-major, so that its looks stay equally spaced (n0, 2 n0, ...,
 looks x n0) as Pocock's boundary assumes. Then every claim is judged again. A claim stops when its verdict
-stands, when it has had `looks` looks, or when its round would take the spent seconds of extra cells past
+stands (a verdict of the criterion's, or "at the threshold": its deciding comparisons within ± its margin),
+when it has had `looks` looks, or when its round would take the spent seconds of extra cells past
 `budget_s` (predicted from the last measured run of each of its cells), or when its unsettled comparisons
 are under the sign rule for good and already disagree (`settleable`): only then is it reported unstable,
 with `stopped` saying which. Rounds are planned nearest-to-settling first (`promise`), then in CLAIMS
