@@ -261,7 +261,7 @@ def readme_table(sweeps: list) -> str:
             stable += 1
         else:
             across = "differs: " + ", ".join(verdicts)
-        why = f" ({finding.why})" if finding.verdict in (UNSTABLE, TOO_FEW) else ""
+        why = f" ({finding.why})" if finding.verdict in (UNSTABLE, TOO_FEW, AT_THRESHOLD) else ""
         reps = " / ".join(str(repetitions_used(s.judged[i][1]) or "-") for s in sweeps)
         out.append(_row([claim.title, finding.ours, finding.verdict + why, against_band(finding), across, reps]))
     if n > 1:
