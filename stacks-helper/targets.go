@@ -50,6 +50,26 @@ func (t *targets) match(pid int64) bool {
 	return v
 }
 
+// present lists the targets alive now: the roots and, with children on,
+// every process descending from one.
+func (t *targets) present() []int64 {
+	var out []int64
+	for pid := range t.roots {
+		out = append(out, pid)
+	}
+	if !t.children {
+		return out
+	}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.ParseInt(e.Name(), 10, 64)
+		if err == nil && !t.roots[pid] && t.match(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
 func parentOf(pid int64) int64 {
 	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
