@@ -145,3 +145,15 @@ def test_clear_effects_settle_and_the_threshold_reads_at_the_threshold_with_a_sm
     quiet = sim.rates(0.0, DRAWS // 2, 6, sigma=0.06)
     print(f"beyond the band {up}, {down}; at the threshold, sigma 0.06: {quiet}")
     assert quiet["at the threshold"] >= 0.95 and quiet["reproduced"] == quiet["not reproduced"] == 0
+
+
+def test_no_band_around_a_threshold_that_is_the_criterions_own():
+    """process_graph's "served 2% less" (what equal throughput means at a set rate) is exact: equal req/s
+    fails it, as before the margins, and the p99 comparison decides (a run of 2026-11-29 read "at the
+    threshold" when the claim's ±10% was put around it)."""
+    from test_confidence import pg
+    found = confidence.judge(next(c for c in claims.CLAIMS if c.id == "process_graph"),
+                             table(*pg(0, 10.0, 40.0), *pg(1, 11.0, 42.0), *pg(2, 9.0, 39.0)))
+    guards = [w for w in found.weighed if w.check.exact]
+    assert len(guards) == 2 and {w.outcome for w in guards} == {FAILS} and guards[0].delta.size == 0
+    assert found.verdict == REPRODUCED

@@ -252,8 +252,9 @@ def noise_of(evidence: list) -> dict:
 def weigh(check: common.Check, values: list, noise: dict, looks: int = 1, delta: Delta = NO_DELTA) -> Weighed:
     """`check` over its repetitions' `values` under `noise` (noise_of): its interval (boundary(looks) standard
     errors either side of the estimate, or under the sign rule the repetitions' range) placed against the band
-    threshold ± delta by outcome_of: holds, fails, at the threshold or unsettled."""
-    margin = math.nan  # the sign rule
+    threshold ± delta by outcome_of (no band around an `exact` threshold): holds, fails, at the threshold or
+    unsettled."""
+    margin, delta = math.nan, NO_DELTA if check.exact else delta  # NaN: the sign rule
     logs = _logs(values)
     if not (check.metric in SIGN_RULE or logs is None or noise.get(check.metric, (0, 0))[1] < MIN_DF):
         sigma, df = noise[check.metric]

@@ -101,24 +101,21 @@ def fig6_7_orderings(table: pd.DataFrame) -> Finding:
     d = d[d["arch"].isin(FOUR)] if not d.empty else d
     if d.empty:
         return Finding()
-    f = Finding(headers=["size", "concurrency", *[f"{a} req/s" for a in FOUR],
-                         *[f"{a} voluntary cs/req" for a in FOUR]], data=d)
+    f = Finding(headers=["size", "concurrency", *[f"{a} req/s" for a in FOUR], *[f"{a} cs/req" for a in FOUR]],
+                data=d)
     slices, checks = [], []  # slices: [(where, [cs check names], [throughput check names])]
     for (path, conc), s in d.groupby(["path", "concurrency"]):
         tp = s.set_index("arch")["lg_throughput"]
-        # The switches in which the server blocked (a hand-off's wait, a read's), which the paper ascribes to its
-        # handoffs; not those it was preempted in, the machine's (docs/sweep.md, "Steadier measures"). A sweep
-        # older than the column has none: its checks read NaN, unsettled.
-        cs = s.set_index("arch").get("cs_voluntary_per_request", pd.Series(math.nan, index=s["arch"]))
+        cs = s.set_index("arch")["cs_per_request"]
         f.rows.append([SIZE_NAMES.get(path, path), int(conc), *[fixed(tp.get(a), 0) for a in FOUR],
                        *[fixed(cs.get(a), 2) for a in FOUR]])
         if not all(a in tp for a in FOUR):
             continue
         where = f"{SIZE_NAMES.get(path, path)} c={int(conc)}"
         # The context-switch ordering split > worker > (tpc, event-loop), 0.1% slack on the last step.
-        cs_checks = [Check(f"voluntary cs/request split > worker at {where}", ratio(cs["reactor-split"], cs["reactor-worker"]),
+        cs_checks = [Check(f"cs/request split > worker at {where}", ratio(cs["reactor-split"], cs["reactor-worker"]),
                            1.0, COUNT),
-                     Check(f"voluntary cs/request worker > (tpc, event-loop) at {where}",
+                     Check(f"cs/request worker > (tpc, event-loop) at {where}",
                            ratio(cs["reactor-worker"], max(cs["thread-per-conn"], cs["event-loop"])), 0.999, COUNT)]
         tp_checks = [Check(f"req/s split < worker at {where}", ratio(tp["reactor-worker"], tp["reactor-split"]), 1.0),
                      *[Check(f"req/s worker < {a} at {where}", ratio(tp[a], tp["reactor-worker"]), 1.0)
