@@ -86,6 +86,7 @@ $(BUILD)/ctests/%: tests/c/%.c $(wildcard tests/c/*.h) $(filter-out collector/ma
 DIST  := $(BUILD)/dist
 WHEEL := $(DIST)/spinscope-$(VERSION)-py3-none-linux_$(MACHINE).whl
 PY_SRCS := $(shell find analyzer/src/spinscope -name '*.py')
+PKG_DATA := $(wildcard analyzer/src/spinscope/output/vendor/* analyzer/src/spinscope/output/flamegraph.js)  # pyproject's package-data
 
 dist: $(DIST)/spinscope-collector $(WHEEL) $(DIST)/spinscope-stacks-helper
 
@@ -106,7 +107,7 @@ $(DIST)/spinscope-collector: $(COLLECTOR_SRCS) $(COLLECTOR_HDRS) $(BPF_HDRS) $(B
 		$(shell pkg-config --static --libs libbpf json-c) -ldw -lbz2 -llzma -lelf -lz -lstdc++ $(RUST_DEMANGLE)
 	mv $@.tmp $@
 
-$(WHEEL): $(DIST)/spinscope-collector $(PY_SRCS) pyproject.toml setup.py
+$(WHEEL): $(DIST)/spinscope-collector $(PY_SRCS) $(PKG_DATA) pyproject.toml setup.py
 	rm -rf $(BUILD)/setuptools $(DIST)/*.whl
 	SPINSCOPE_BUNDLE_COLLECTOR=$(DIST)/spinscope-collector \
 		$(PYTHON) -m pip wheel --no-deps --disable-pip-version-check -q -w $(DIST) .

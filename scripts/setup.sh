@@ -10,7 +10,7 @@ APT_PACKAGES=(
     make gcc libc6-dev clang llvm pkg-config
     libbpf-dev bpftool libelf-dev libdw-dev liblzma-dev libbz2-dev zlib1g-dev libjson-c-dev systemtap-sdt-dev
     iproute2 procps strace memcached
-    chromium  # tests/analyzer/test_analyzer_pages_browser.py: the HTML pages laid out in a real browser
+    chromium  # tests/analyzer/test_analyzer_pages_browser.py, test_analyzer_flamegraph.py: the HTML pages in a real browser
 )
 # Rust's demangler, linked into the collector (collector/rustc-demangle/): Debian's cargo unless one is
 # installed already (rustup's).

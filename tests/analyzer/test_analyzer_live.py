@@ -20,6 +20,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from spinscope.analysis import capture, schema
+from spinscope.analysis.labels import assess
+from spinscope.analysis.metrics import analyze
 
 from spinscope.analysis.patterns import FINDING_NAMES, LABEL_NAMES
 from spinscope.errors import SpinscopeError
@@ -40,6 +42,8 @@ def zeroed(doc: dict) -> dict:
     doc["requests"].update({key: 0 for key in (*schema.REQUEST_SUMS, "unattributed_writes")},
                            hist={key: [] for key in schema.REQUEST_HISTS}, by_size=[])
     doc["drops"] = {key: 0 for key in schema.DROP_KEYS}
+    if isinstance(doc.get("stacks"), dict):  # the collector only appends stacks: none yet
+        doc["stacks"]["stacks"] = []
     return doc
 
 
@@ -425,6 +429,8 @@ def test_the_exporter_judges_a_window_as_report_does_and_without_pandas(tmp_path
     script = """
 import json, sys
 from spinscope.analysis import capture, schema
+from spinscope.analysis.labels import assess
+from spinscope.analysis.metrics import analyze
 from spinscope.live import exposition
 judged = {}
 for path in sys.argv[1:]:
@@ -562,3 +568,72 @@ def test_the_ended_line_says_how_the_command_ended():
     assert top._ended_text(live.Ended(143, "duration", said)) == (
         "the duration ended; the command (PID 12) was killed by signal 15 (SIGTERM) after 3.0 s: status 143")
     assert top._ended_text(live.Ended(0, "target-exited", said[:1])) == "the target exited"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# One verdict however obtained (issue 39): `report` of a recorded capture, and `top` and the exporter on the
+# collector's stream of the same run, give the same labels and grades, or a line says what the view could not
+# see. The stream is the capture as the collector writes it: `record` folds the runtime helper's samples and its
+# account in afterwards, and a window has no intervals.
+
+def streamed(doc: dict) -> dict:
+    """The collector's stream of the run `record` wrote DOC of: no runtime helper's samples nor account."""
+    doc = copy.deepcopy(doc)
+    if isinstance(doc.get("stacks"), dict):
+        doc["stacks"]["helper"] = None
+        doc["stacks"]["stacks"] = [s for s in doc["stacks"]["stacks"] if s["source"] != "runtime"]
+    return doc
+
+
+def with_python_stacks(doc: dict) -> dict:
+    """DOC as a CPython server's with --stacks: its pool threads' samples, the collector's (native frames: the
+    interpreter's, a futex wait in libc) and the runtime helper's (Python: the queue the pool waits in, the
+    endpoint), all in the hand-off's window."""
+    doc = copy.deepcopy(doc)
+    doc["target"]["runtime"] = {"name": "cpython", "version": "3.11", "from": "python3.11"}
+    frames = [{"kind": "native", "module": "python3.11", "address": 0x27d465},
+              {"kind": "native", "module": "libc.so.6", "symbol": "__futex_abstimed_wait_common"},
+              {"kind": "python", "module": "[python]", "symbol": "Queue.get", "file": "<stdlib>/queue.py", "line": 171},
+              {"kind": "python", "module": "[python]", "symbol": "WorkerThread.run",
+               "file": "site-packages/anyio/_backends/_asyncio.py", "line": 857},
+              {"kind": "python", "module": "[python]", "symbol": "root", "file": "orders.py", "line": 41}]
+    tids = [row["tid"] for row in doc["threads"]]
+    rows = [{"tid": tid, "source": source, "tags": ["handoff"], "count": count, "weight": count, "frames": chain}
+            for tid in tids for source, chain, count in (("cpu", [1, 0], 20), ("cpu", [0], 20),
+                                                         ("runtime", [2, 3], 20), ("runtime", [4, 3], 20))]
+    doc["stacks"] = {"hz": 99, "event_budget_per_s": 99, "unwinder": "elfutils libdw 0.188", "records": {},
+                     "events": {}, "lost": {}, "events_without_stack": {}, "no_user_frames": 0, "truncated": 0,
+                     "collector_cpu_s": 0.01, "frames": frames, "stacks": rows,
+                     "helper": {"helper": "otel-ebpf-profiler", "samples": 40 * len(tids), "runtime": "cpython",
+                                "pids_sampled": [doc["target"]["pid"]]}}
+    return doc
+
+
+@pytest.mark.parametrize("made", [lambda doc: doc, with_python_stacks], ids=["native", "cpython-with-helper"])
+def test_one_grade_however_obtained(made, tmp_path, cli):
+    recorded = made(json.loads((CAPTURES / "reactor-worker.json").read_text()))
+    path = tmp_path / "capture.json"
+    path.write_text(json.dumps(recorded))
+    reported = json.loads(cli("report", path, "--json").stdout)
+    run = live.window(capture.from_document(zeroed(streamed(recorded))), capture.from_document(streamed(recorded)))
+    lines, notes = top.judge(run)
+    exported = exposition.judge(run)
+    graded = {label["name"]: label["severity"] for label in reported["labels"]}
+    assert graded == {line.title: line.severity for line in lines if line.severity != "finding"}
+    assert graded == {name: severity for name, severity, _, _ in exported if severity is not None}
+    assert graded == {"handoff-overhead": "critical"}
+    unnamed = ("stacks: without the runtime helper's samples (none ran beside the collector: a live view's stream, "
+               "or the collector alone): no CPython function is named")
+    assert [note for note in notes if note.startswith(unnamed)] == [note for note in notes if "runtime helper" in note]
+    assert any(note.startswith(unnamed) for note in notes) == (made is with_python_stacks)
+    assert not any("runtime helper" in note for note in reported["notes"])
+    label = next(label for label in reported["labels"] if label["name"] == "handoff-overhead")
+    seen = next(label for label in assess(analyze(run)).labels if label.name == "handoff-overhead")
+    if made is with_python_stacks:
+        # With the helper the pool's wait (Queue.get) is its machinery: 0.5 of the threads' samples; the stream's
+        # native frames name the same wait in libc (__futex_abstimed_wait_common), and the interpreter's frames
+        # beside it, which could be the endpoint's, are not counted: the same 0.5 here, a lower bound.
+        assert (label["user_share"], seen.user_share) == (0.5, 0.5)
+    else:
+        assert label["user_share"] is None and seen.user_share is None
+    assert label["cpu_share"] == pytest.approx(seen.cpu_share)

@@ -12,6 +12,8 @@ Without Chromium the browser tests skip saying so; .ci/run installs it (apt-get 
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import re
 import shutil
@@ -19,23 +21,25 @@ import subprocess
 
 import pytest
 
+import captures
 from paths import CAPTURES
 from spinscope.analysis.capture import load
 from spinscope.analysis.comparison import compare_captures
 from spinscope.analysis.labels import assess
 from spinscope.analysis.metrics import analyze
 from spinscope.output import diff, figures, report
+from test_analyzer_flamegraph import fixture_capture
 
 CHROMIUM = next((shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome")
                  if shutil.which(name)), None)
 WIDTHS = (1280, 800)
 SLACK_PX = 1.0  # sub-pixel rounding
 
-PROBE = """<script>
+PROBE = """
 window.addEventListener('load', () => {
   const body = document.body.getBoundingClientRect(), style = getComputedStyle(document.body);
   const column = {left: body.left + parseFloat(style.paddingLeft), right: body.right - parseFloat(style.paddingRight)};
-  const blocks = [...document.body.children].filter(e => !['SCRIPT', 'PRE'].includes(e.tagName)).map(e => {
+  const blocks = [...document.body.children].filter(e => !['SCRIPT', 'NOSCRIPT', 'PRE'].includes(e.tagName)).map(e => {
     const r = e.getBoundingClientRect();
     return {tag: e.tagName, cls: e.className, text: (e.textContent || e.alt || '').slice(0, 60),
             left: r.left, right: r.right, top: r.top, bottom: r.bottom};
@@ -46,16 +50,24 @@ window.addEventListener('load', () => {
                                     page_width: document.documentElement.scrollWidth, blocks});
   document.body.appendChild(out);
 });
-</script>"""
+"""
+
+
+def with_probe(page: str) -> str:
+    """The page with PROBE at its end, and let run by its policy (the page's own scripts, by their hashes)."""
+    allowed = f"'sha256-{base64.b64encode(hashlib.sha256(PROBE.encode()).digest()).decode()}'"
+    page = re.sub(r"script-src ('none')?", lambda m: f"script-src {allowed}" + ("" if m.group(1) else " "), page, count=1)
+    return page.replace("</body>", f"<script>{PROBE}</script></body>")
 
 PAGES = {
-    "report-reactor-100k": lambda: _report("reactor-split-100k-sndbuf16k.json"),
-    "report-fanout-pool": lambda: _report("fanout-pool-20k.json"),
-    "diff-handoff-appears": lambda: _diff("thread-per-conn.json", "reactor-split.json"),
+    "report-reactor-100k": lambda tmp: _report("reactor-split-100k-sndbuf16k.json"),
+    "report-fanout-pool": lambda tmp: _report("fanout-pool-20k.json"),
+    "diff-handoff-appears": lambda tmp: _diff("thread-per-conn.json", "reactor-split.json"),
+    "report-flame-graphs": lambda tmp: _report(captures.write(tmp, fixture_capture(), "flame.json")),  # --stacks
 }
 
 
-def _report(name: str) -> str:
+def _report(name) -> str:
     analysis = analyze(load(CAPTURES / name))
     return report.render_html(analysis, assess(analysis))
 
@@ -78,9 +90,9 @@ def chromium(tmp_path, *args) -> str:
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("name", PAGES)
 def test_a_page_lies_within_its_column(name, width, tmp_path):
-    page = PAGES[name]()
+    page = PAGES[name](tmp_path)
     path = tmp_path / f"{name}.html"
-    path.write_text(page.replace("</body>", PROBE + "</body>"), encoding="utf-8")
+    path.write_text(with_probe(page), encoding="utf-8")
     chromium(tmp_path, f"--window-size={width},1200", f"--screenshot={tmp_path / f'{name}-{width}.png'}",
              path.as_uri())
     assert (tmp_path / f"{name}-{width}.png").stat().st_size > 0

@@ -328,8 +328,18 @@ def test_a_jvm_hand_back_is_named_by_the_java_method_that_entered_the_runtimes_m
     assert S.machinery_runtime(stackset.stacks[0].frames[1]) == "jvm"
     found = S.pattern_stacks(stackset, HANDOFF_OVERHEAD)
     site = found.call_sites[0]
-    assert site.frame.symbol.endswith("EPollSelectorImpl.wakeup()") and site.samples == 5
-    assert site.context[0].symbol.endswith("ServerImpl.addEvent(sun.net.httpserver.Event)")
+    assert site.frame.name == "sun.nio.ch.EPollSelectorImpl.wakeup" and site.samples == 5
+    assert site.context[0].name == "sun.net.httpserver.ServerImpl.addEvent"
+    # Java as `Class.method`, its line telling overloads apart, wherever a frame is shown: the report's where
+    # lines, the label's JSON (top and the exporter read it), the folded stacks and pprof (frame.name, where)
+    assert site.to_dict()["where"] == "sun.nio.ch.EPollSelectorImpl.wakeup (EPollSelectorImpl.java:251)"
+    assert site.to_dict()["callers"] == ["sun.net.httpserver.ServerImpl.addEvent (ServerImpl.java:480)"]
+    from spinscope.output.stack_files import folded
+    assert folded(stackset.stacks) == ("tid 3;sun.net.httpserver.ServerImpl.addEvent (ServerImpl.java:480);"
+                                       "sun.nio.ch.EPollSelectorImpl.wakeup (EPollSelectorImpl.java:251);"
+                                       "monitorexit_nofpu Runtime1 stub;ObjectMonitor::ExitEpilog(JavaThread*, ObjectWaiter*);"
+                                       "pthread_cond_signal@@GLIBC_2.3.2 5\n")
+    assert S.Frame(S.JVM, None, "StubRoutines (1) [call_stub_return_address]").name.startswith("StubRoutines (1)")
 
 
 # A Node server handing its file reads to libuv's pool, and a Rust one handing work to tokio's blocking pool:
@@ -359,7 +369,7 @@ def test_own_code_on_runtimes_no_table_names():
     """JavaScript in the application's script is its own, Node's own modules and installed packages are not;
     in a Rust binary the crate named after it is its own, the crates linked into it are not (an impl's method
     by its type's crate where the type has a path, else its trait's)."""
-    own = [S.is_own_code(S._frame(f)) for f in UNNAMED]
+    own = [S.is_own_code(frame, (frame,)) for frame in map(S._frame, UNNAMED)]
     assert [i for i, mine in enumerate(own) if mine] == [4, 10, 11]
     assert S.rust_crate("<F as axum::handler::Handler<(M, T1), S>>::call") == "axum"
     assert S.rust_crate("<&mut my_server::Reader as std::io::Read>::read") == "my_server"
@@ -370,19 +380,22 @@ def test_own_code_on_runtimes_no_table_names():
 
 def test_the_handoffs_window_without_own_code_is_its_machinery_whatever_the_names():
     """No table names libuv's completion or tokio's task harness: a sample in the hand-off's window (tagged),
-    on a thread of its request path, whose stack holds none of the target's own code, is the hand-off's; with
-    the user's code on it, untagged, or on a thread off the path (a JIT compiler's), it is not."""
+    on a thread of its request path, whose stack holds none of the target's own code and no frame of the
+    runtime's language, is the hand-off's; with the user's code on it, a library's JavaScript (the request's
+    work, done without the hand-over too), untagged, or on a thread off the path (a JIT compiler's), it is
+    not."""
     window = frozenset({"handoff"})
-    completion = S.Stack(1, "runtime", window, 1, 1, unnamed(2, 3, 0, 1))
+    completion = S.Stack(1, "runtime", window, 1, 1, unnamed(0, 1))
     assert S.machinery_of(completion, on_path=True) == S.WINDOW
     assert S.machinery_of(completion, on_path=False) is None
-    assert S.machinery_of(S.Stack(1, "runtime", frozenset(), 1, 1, unnamed(2, 3, 0, 1)), on_path=True) is None
+    assert S.machinery_of(S.Stack(1, "runtime", frozenset(), 1, 1, unnamed(0, 1)), on_path=True) is None
+    assert S.machinery_of(S.Stack(1, "runtime", window, 1, 1, unnamed(2, 3, 0, 1)), on_path=True) is None
     assert S.machinery_of(S.Stack(1, "runtime", window, 1, 1, unnamed(5, 4, 0, 1)), on_path=True) is None
     assert S.machinery_of(S.Stack(2, "cpu", window, 1, 1, unnamed(8, 9)), on_path=True) == S.WINDOW
     assert S.machinery_of(S.Stack(2, "cpu", window, 1, 1, unnamed(11, 8)), on_path=True) is None
-    stackset = S.load({"stacks": block([stack(1, [2, 3, 0, 1], 6, "cpu", ["handoff"]),
+    stackset = S.load({"stacks": block([stack(1, [0, 1], 6, "cpu", ["handoff"]),
                                         stack(1, [4, 0, 1], 10, "cpu", ["handoff"]),
-                                        stack(3, [2, 3, 0, 1], 4, "cpu", ["handoff"])], UNNAMED)})
+                                        stack(3, [0, 1], 4, "cpu", ["handoff"])], UNNAMED)})
     found = S.pattern_stacks(stackset, HANDOFF_OVERHEAD, tids=[1, 3], path_tids=[1])
     assert (found.samples, found.machinery_user, found.machinery_runtimes) == (20, 6, {S.WINDOW: 6})
     # Its cost, not where it is: the window makes no call site (the machinery and the events say where).
@@ -390,6 +403,20 @@ def test_the_handoffs_window_without_own_code_is_its_machinery_whatever_the_name
     # A stack the helper could not unwind cannot say it holds none of the target's code.
     broken = S.Stack(1, "runtime", window, 1, 1, (S.Frame(S.ERROR, "[error]", "[unwind error 4012 in unknown]"),))
     assert S.machinery_of(broken, on_path=True) is None
+
+
+def test_one_own_code_rule_for_sites_and_machinery():
+    """Whether a frame is the user's code is a rule of its stack, the same for a call site and for where the
+    machinery ends: an extension module's frame on a Python stack (`_asyncio...so`, on every asyncio task's
+    stack) is neither, so a sample in the pool's frames above it is the pool's; alone it is a C server's own."""
+    asyncio_so = S.Frame(S.NATIVE, "_asyncio.cpython-311-x86_64-linux-gnu.so", None, 0x84a1)
+    current_task = S.Frame(S.PYTHON, None, "current_task", file="<stdlib>/asyncio/tasks.py", line=38)
+    pool = S.Frame(S.PYTHON, None, "run_sync_in_worker_thread", file="site-packages/anyio/_backends/_asyncio.py",
+                   line=901)
+    frames = (asyncio_so, current_task, pool)
+    assert not S.is_own_code(asyncio_so, frames) and S.is_own_code(asyncio_so, (asyncio_so,))
+    assert S.machinery_of(S.Stack(1, "runtime", frozenset(), 1, 1, frames)) == "python"
+    assert S.call_site(S.Stack(1, "handoff", frozenset(), 1, 1, frames))[0] is current_task
 
 
 def test_a_handoff_is_placed_at_the_users_code_that_entered_the_machinery():
@@ -412,17 +439,29 @@ def test_the_shares_sum_is_at_most_the_whole():
 
 def test_a_capture_without_the_runtime_helper_says_so(capture_file):
     """Nothing silent: a runtime target recorded with --stacks but without the helper (not built, not started,
-    or a -- COMMAND target) is read from native frames, and the report says what that means for the share."""
+    or a -- COMMAND target), one whose helper took no sample, or a live view's stream (no helper beside the
+    collector) is read from native frames, and the notes say what that means for the share and the grade."""
     from spinscope.analysis.stack_costs import notes
-    skipped = block([stack(7, [13, 12], 5, "cpu", ["handoff"])])
-    skipped["helper"] = {"runtime": "cpython", "skipped": "cpython target: spinscope-stacks-helper not found"}
-    said = notes(analyze(load(capture_file({**captures.clean_event_loop(), "stacks": skipped}, "skipped.json"))))
-    assert any(line.startswith("stacks: recorded without the runtime helper (cpython target: spinscope-stacks-helper "
-                               "not found): the hand-off's user-space part is read from native frames") for line in said), said
-    skipped["helper"] = {"helper": "otel-ebpf-profiler", "samples": 0, "pids_sampled": None, "runtime": "node"}
-    said = notes(analyze(load(capture_file({**captures.clean_event_loop(), "stacks": skipped}, "none.json"))))
-    assert "stacks: the runtime helper ran but took no sample of the target: its runtime's frames are unnamed (read " \
-           "from native frames, as without the helper)" in said, said
+
+    def said(helper, runtime="cpython"):
+        doc = captures.clean_event_loop()
+        doc["target"] = {**doc["target"], "runtime": {"name": runtime, "version": "3.11", "from": "python3.11"}}
+        stacks = block([stack(7, [13, 12], 5, "cpu", ["handoff"])])
+        if helper is not None:
+            stacks["helper"] = helper
+        return notes(analyze(load(capture_file({**doc, "stacks": stacks}, "capture.json"))))
+
+    meaning = (": no CPython function is named, and native frames cannot tell the user's code from the runtime's, "
+               "so the hand-off's window is not counted: its user-space part is the C library's and the kernel's "
+               "machinery only, a lower bound, and its share and grade can be below what `record --stacks` gives "
+               "with the helper")
+    assert ("stacks: without the runtime helper's samples (cpython target: spinscope-stacks-helper not found)"
+            + meaning) in said({"runtime": "cpython", "skipped": "cpython target: spinscope-stacks-helper not found"})
+    assert ("stacks: without the runtime helper's samples (it ran but took no sample of the target)" + meaning
+            in said({"helper": "otel-ebpf-profiler", "samples": 0, "pids_sampled": None, "runtime": "cpython"}))
+    assert ("stacks: without the runtime helper's samples (none ran beside the collector: a live view's stream, or "
+            "the collector alone)" + meaning) in said(None)
+    assert not any(line.startswith("stacks: without the runtime helper") for line in said(None, runtime="go"))
 
 
 def test_on_a_language_stack_a_native_frame_or_a_jvm_stub_is_never_the_site():
@@ -435,9 +474,61 @@ def test_on_a_language_stack_a_native_frame_or_a_jvm_stub_is_never_the_site():
     endpoint = S.Frame(S.PYTHON, None, "root", file="orders.py", line=41)
     site, context = S.call_site(S.Stack(1, "handoff", frozenset(), 1, 1, (asyncio_so, pool, endpoint)))
     assert site is endpoint and context == ()
-    assert S.is_own_code(asyncio_so)  # alone, as in a C server's stack
+    assert S.is_own_code(asyncio_so, (asyncio_so,))  # alone, as in a C server's stack
     stub = S.Frame(S.JVM, None, "StubRoutines (1) [call_stub_return_address]")
     handle = S.Frame(S.JVM, None, "void JdkHttpBytes.handle(com.sun.net.httpserver.HttpExchange)")
-    assert not S.is_own_code(stub) and S.is_own_code(handle)
+    assert not S.is_own_code(stub, (stub, handle)) and S.is_own_code(handle, (stub, handle))
     site, _ = S.call_site(S.Stack(1, "handoff", frozenset(), 1, 1, (stub, handle)))
     assert site is handle
+
+
+def test_a_site_is_never_code_the_user_cannot_change():
+    """The clean-clone runs of session 11 ranked `__x64_sys_futex ← do_syscall_64` (a stack of kernel frames
+    only) and libuv's pool thread waiting for work (`__futex_abstimed_wait_common ← pthread_cond_wait ←
+    uv_cond_wait ← worker`) first among the hand-off's sites. Such stacks place nothing: they count, and the
+    where line says how many were not placed; the user's function (`serveFile`) is the site."""
+    from spinscope.analysis.stack_costs import where_lines
+    frames = [frame("__x64_sys_futex", "kernel", "[kernel]"), frame("do_syscall_64", "kernel", "[kernel]"),
+              frame("__futex_abstimed_wait_common", module="libc.so.6"),
+              frame("__GI___pthread_cond_wait", module="libc.so.6"), frame("uv_cond_wait", module="node"),
+              frame("worker", module="node"),
+              frame("spawn_blocking_inner<my_server::bytes::{async_fn#0}::{closure_env#0}, u64>", "rust", "my-server",
+                    "pool.rs", 373),
+              frame("tokio::runtime::blocking::pool::spawn_blocking", "rust", "my-server", "pool.rs", 370)]
+    frames += UNNAMED[4:5] + UNNAMED[12:13]  # serveFile (server.js:25), futex_wake
+    kernel_only = S.Stack(1, "handoff", frozenset(), 1, 1, tuple(map(S._frame, frames[0:2])))
+    idle_wait = S.Stack(2, "runtime", frozenset({"handoff"}), 1, 1, tuple(map(S._frame, frames[2:6])))
+    assert S.call_site(kernel_only) == (None, ()) and S.machinery_entry(idle_wait) == (None, (), None)
+    tokio = S.Stack(3, "cpu", frozenset(), 1, 1, tuple(map(S._frame, [frames[2], frames[6], frames[7]])))
+    assert S.call_site(tokio)[0].name.startswith("spawn_blocking_inner<my_server::bytes")
+    stackset = S.load({"stacks": block([stack(1, [0, 1], 40, "handoff"), stack(2, [2, 3, 4, 5], 6, "runtime", ["handoff"]),
+                                        stack(4, [9, 8], 3, "runtime", ["handoff"])], frames)})
+    found = S.pattern_stacks(stackset, HANDOFF_OVERHEAD)
+    assert [site.frame.name for site in found.call_sites] == ["serveFile"]
+    assert (found.unplaced_events, found.unplaced_samples) == (40, 6)
+    assert where_lines(found, "hand-offs")[-1] == (
+        "where: not placed, 100% of 40 hand-offs and 67% of 9 CPU samples: their stacks hold only the kernel's, the "
+        "C library's or the runtime's own frames, no code of the target's or of its runtime's language (most in "
+        "__x64_sys_futex ← do_syscall_64)")
+
+
+def test_the_users_code_ranks_first_and_nearest_the_hand_over():
+    """Among the hand-off's sites the user's own code comes first, a framework's frame (the nearest a stack
+    without it comes) after, whatever their samples: Netty's handler (`channelRead0`, 8 samples) before its
+    executor's `execute` (42). On a Rust stack the innermost frame of the user's code or instantiated for it
+    places it: tokio's `spawn_blocking_inner<my_server::bytes...>`, not `my_server::main` further out."""
+    frames = [frame("io.netty.util.concurrent.SingleThreadEventExecutor.execute(java.lang.Runnable)", "jvm", "[jvm]",
+                    "SingleThreadEventExecutor.java", 817),
+              frame("void io.netty.channel.AbstractChannelHandlerContext.invokeChannelRead(java.lang.Object)", "jvm",
+                    "[jvm]", "AbstractChannelHandlerContext.java", 379),
+              frame("void NettyBytes$BytesHandler.channelRead0(io.netty.channel.ChannelHandlerContext)", "jvm", "[jvm]",
+                    "NettyBytes.java", 59),
+              frame("spawn_blocking_inner<my_server::bytes::{async_fn#0}::{closure_env#0}, u64>", "rust", "my-server",
+                    "pool.rs", 373),
+              frame("my_server::main", "rust", "my-server", "main.rs", 9)]
+    stackset = S.load({"stacks": block([stack(1, [0, 1], 42, "runtime"), stack(2, [0, 2], 8, "runtime")], frames)})
+    sites = S.pattern_stacks(stackset, HANDOFF_OVERHEAD).call_sites
+    assert [(site.frame.name, site.samples) for site in sites] == [("NettyBytes$BytesHandler.channelRead0", 8), (
+        "io.netty.util.concurrent.SingleThreadEventExecutor.execute", 42)]
+    tokio = S.Stack(3, "handoff", frozenset(), 1, 1, (S._frame(FRAMES[0]), *map(S._frame, frames[3:])))
+    assert S.call_site(tokio)[0].name.startswith("spawn_blocking_inner<my_server::bytes")

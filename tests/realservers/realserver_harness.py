@@ -413,7 +413,8 @@ def _axum(workdir: Path, port: int, docroot: Path, mode: str = "inline") -> list
 
 def _node_file(workdir: Path, port: int, docroot: Path, mode: str = "readfile") -> list[str]:
     """apps/node_file_bytes.js: each request's file read with fs.readFile (MODE readfile: libuv's thread
-    pool), kept in memory after its first read (memory), or asked of a worker thread that keeps it (worker)."""
+    pool) or fs.readFileSync (sync: on the event loop), kept in memory after its first read (memory), or asked
+    of a worker thread that keeps it (worker)."""
     return [binary("node"), str(APPS / "node_file_bytes.js"), str(port), str(docroot), mode]
 
 
@@ -775,7 +776,8 @@ CONFIGS = _configs(
 # futile wakeups per request, against 0.56 at one client).
 HERD_LOAD = HttpLoad("/bytes/100", concurrency=1, keepalive=False)
 NODE_MODES = {"readfile": "fs.readFile per request (libuv's pool)", "memory": "the file kept in memory",
-              "worker": "the file asked of a worker thread (worker_threads) per request"}
+              "worker": "the file asked of a worker thread (worker_threads) per request",
+              "sync": "fs.readFileSync per request (the same reads on the event loop, nothing handed over)"}
 AXUM_MODES = {"blocking": "per request through spawn_blocking", "inline": "inline",
               "channel": "per request to a thread of its own over std's mpsc, back over a tokio oneshot"}
 VERDICT_CONFIGS = _configs(

@@ -40,6 +40,9 @@ ROUNDS = {"gunicorn-herd": 3, "fastapi-threadpool-c1": 3, "fastapi-threadpool-c1
 #   good side ran at 528 requests/s beside other load, the fix "saved" -0.19), its second measured 0.33 against
 #   0.80: 0.42 of it, outside the factor 2 (HELD_OUT_MISSED); its good side (the file in memory) was graded
 #   warning, then info, on 0.06 and 0.02 wakeups per request (the latency share of the waits after them).
+# The rule changed after they came out (2026-11-29, issue 39: one own-code rule, the window without frames of the
+# runtime's language): re-read from the captures of two full runs (the saving from the capture's on-CPU time),
+# axum-channel-c1 0.80-0.92 (unchanged), jboss-pool 0.64-0.71 (0.83 before), node-worker-c1 0.48 (0.51-0.58).
 HELD_OUT = ("axum-channel-c1", "jboss-pool", "node-worker-c1")
 HELD_OUT_MISSED = {"node-worker-c1": "held out, missed as it came out: 0.42 of what the fix saves (0.33 against 0.80 "
                                      "in its one round that showed the bug, from 37 stack samples); not looked into"}
@@ -78,7 +81,14 @@ OVER_CLAIM = 2.0
 # - Tornado's herd (4 processes on one listener), for the herd's reasons above: the clean-clone CI run of
 #   2026-11-28 measured 0.41 and 0.58 of the saving in its two rounds that showed the bug (median 0.4955,
 #   against a bound of 2 then); the bound is 3.
-UNDER_CLAIM = {"gunicorn-herd": 6.0, "tornado-herd": 3.0, "fastapi-threadpool-c1": 2.5, "fastapi-threadpool-c16": 2.5,
+# - FastAPI at 1 client since the window counts no frame of the runtime's language (2026-11-29, issue 39: with one
+#   own-code rule the window had taken in the framework's whole request on the loop thread, 1.31-1.66 of the
+#   saving; before, an extension module's frame on every asyncio task's stack hid most of it, not all: the
+#   framework's frames without it counted, 0.51-0.66 of the saving in the same re-recorded rounds): 0.43-0.61 of the
+#   saving on the 6 saved rounds of two full runs, 0.39, 0.45 and 0.41 in 3 rounds re-recorded beside other
+#   engineers' test runs. What is left out is what "What the measure leaves out" says (docs/stacks.md): the
+#   shared paths (h11, uvicorn, the loop's extra iterations) running longer; the bound is 3.
+UNDER_CLAIM = {"gunicorn-herd": 6.0, "tornado-herd": 3.0, "fastapi-threadpool-c1": 3.0, "fastapi-threadpool-c16": 2.5,
                "jdkhttp-pool": 3.0}
 SHARE_FACTOR = 2.0
 # Below this the pair does not show its bug here, and comparing a share with it means nothing: the issue
@@ -88,10 +98,13 @@ VERDICTS = [name for name, pair in PAIRS.items() if pair.sides == ("bad", "good"
 COSTS = list(ROUNDS)
 # The hand-off's call path on the bad side, from the runtime helper's frames: the pool the detour goes
 # through (anyio's thread pool under Starlette; Netty's executor; the JDK's ThreadPoolExecutor).
-HANDOFF_PATHS = {"node-readfile-c1": ("node:fs", "uv_fs_", "uv__work"), "axum-blocking-c1": ("tokio::",),
+# (Node: the handler's `readFile`, through which libuv's pool runs the file's calls, or node:fs and libuv's frames)
+HANDOFF_PATHS = {"node-readfile-c1": ("node:fs", "uv_fs_", "uv__work", " readFile "), "axum-blocking-c1": ("tokio::",),
                  "fastapi-threadpool-c1": ("site-packages/anyio/", "site-packages/starlette/"),
                  "fastapi-threadpool-c16": ("site-packages/anyio/", "site-packages/starlette/"),
-                 "netty-executor": ("io.netty.util.concurrent.", "java.util.concurrent."),
+                 # (the handler's own code ranks first where it hands over: channelRead0 through Netty's
+                 # writeAndFlush, the response handed back to the event loop; else the executor's frames)
+                 "netty-executor": ("io.netty.util.concurrent.", "java.util.concurrent.", "io.netty.channel."),
                  # both ways: to the pool (ThreadPoolExecutor), and back, a pool thread waking the dispatcher's
                  # selector for the connection (EPollSelectorImpl.wakeup from ServerImpl): 8-15 and 29-31
                  # samples of ~100 in two rounds, 2026-11-28
@@ -214,7 +227,9 @@ def _near_warning(run, label: str) -> bool:
 # Node with the file in memory, graded info or warning on the waits after its 0.02-0.06 wakeups per request
 # (V8's platform threads waking the event loop, not a request handed over), in 3 of 4 runs on 2026-11-28
 # beside other load (cpu_share 0.004-0.008): the latency share grades a hand-off below any per-request rate.
-GOOD_SIDE_KNOWN = {"node-readfile-c1": "Node in memory: the waits after V8's wakeups (0.02-0.06 a request) graded",
+# node-readfile-c1's good side is fs.readFileSync since 2026-11-29: graded info and warning in its first 2 rounds
+# (cpu_share 0.009, 0.013), the same waits after V8's wakeups.
+GOOD_SIDE_KNOWN = {"node-readfile-c1": "Node without the pool: the waits after V8's wakeups (0.02-0.06 a request) graded",
                    "node-worker-c1": "Node in memory: the waits after V8's wakeups (0.02-0.06 a request) graded"}
 
 
@@ -278,7 +293,11 @@ def test_nagle_saving_is_what_nodelay_saves(recorded, name):
                    f"against {good.load['throughput']} requests/s)\n{described([r])}")
         assert independent >= MIN_INDEPENDENT_SHARE, context
         assert 1 / SHARE_FACTOR <= finding.saving / independent <= SHARE_FACTOR, context
-        assert finding.call_sites, finding.to_dict()  # with --stacks: where the held write is made
+        # with --stacks: where the held write is made, or, on a JVM, where its stacks are (the collector's event
+        # stacks name none of the JDK's Java frames: `__write ← Java_sun_nio_ch_FileDispatcherImpl_write0`, the
+        # runtime's code, which is never a call site)
+        assert finding.call_sites or any(line.startswith("where: not placed, 100% of ") and
+                                         "FileDispatcherImpl_write0" in line for line in finding.details), finding.to_dict()
 
 
 @pytest.mark.parametrize("name", list(PAIRS))
@@ -305,33 +324,24 @@ def test_pinned_and_unpinned_get_the_same_labels(recorded):
             assert moved <= 1, f"taskset -c 0 moved {name} by {moved} tiers\n{described(rounds)}"
 
 
-# node-readfile-c1's call sites, as the merged main's clean-clone run found them (session 11): the top site was
-# the pool thread's idle wait (`__futex_abstimed_wait_common ← pthread_cond_wait ← uv_cond_wait ← worker`, from
-# the event stacks) in 1 of 2 rounds, and the user's JavaScript was named only where the runtime helper sampled
-# Node (it took 0 samples in some runs). Kept, and said: issue 39's open part.
-NODE_SITES_OPEN = pytest.mark.xfail(reason="node-readfile-c1: the hand-off's top site is libuv's idle wait in some "
-                                           "rounds; the helper does not always sample Node (issue 39)", strict=False)
+def _helper_sampled(run) -> None:
+    """The runtime helper, where it ran, sampled the target: without its samples nothing on the collector's
+    stacks of a Python, Java or Node server is the user's code, and the hand-off has no call site."""
+    helper = run.capture["stacks"].get("helper")
+    if helper is not None and "skipped" not in helper:
+        assert helper.get("samples"), f"the runtime helper took no sample: {helper}"
 
 
-# fastapi-threadpool-c16's top hand-off site in the two clean-clone runs of session 11: `_asyncio...so+0x7e21`
-# (fixed: a native frame on a Python stack is not the user's code), then `__x64_sys_futex` (a kernel frame from
-# the event stacks at 16 clients, ranked above the helper's Python sites). Issue 39's open part, said.
-C16_SITE_OPEN = pytest.mark.xfail(reason="fastapi-threadpool-c16: a kernel frame ranked first in one clean-clone "
-                                         "run (issue 39)", strict=False)
-
-
-def _node_open(names) -> list:
-    marks = {"node-readfile-c1": NODE_SITES_OPEN, "fastapi-threadpool-c16": C16_SITE_OPEN}
-    return [pytest.param(n, marks=marks[n]) if n in marks else n for n in names]
-
-
-@pytest.mark.parametrize("name", _node_open(HANDOFF_PATHS))
+@pytest.mark.parametrize("name", list(HANDOFF_PATHS))
 def test_the_top_handoff_call_site_is_the_pools(recorded, name):
     """With --stacks the hand-off names where it happens: its top call site, or what it called into, is the
-    pool's own frame (anyio's run_sync or worker thread; Netty's executor; libuv's pool under Node's fs;
-    tokio's blocking pool), found in the runtime helper's samples or the collector's."""
+    pool's own frame (anyio's run_sync or worker thread; Netty's executor; Node's fs over libuv's pool;
+    tokio's blocking pool), found in the runtime helper's samples or the collector's; never a kernel frame
+    or a runtime's native wait (the clean-clone runs of session 11 ranked `__x64_sys_futex` and libuv's
+    `uv_cond_wait ← worker` first)."""
     pair, rounds = PAIRS[name], recorded(name)
     for r in rounds:
+        _helper_sampled(r.sides["bad"])
         label = next((label for label in r.sides["bad"].assessment().labels if label.name == pair.label), None)
         assert label is not None and label.call_sites, f"{name}: no call site\n{described(rounds)}"
         top = label.call_sites[0]
@@ -348,13 +358,11 @@ def test_the_top_handoff_call_site_is_the_pools(recorded, name):
 USER_SITES = {"node-readfile-c1": "serveFile (node_file_bytes.js:", "axum-blocking-c1": "axumbytes::bytes"}
 
 
-@pytest.mark.parametrize("name", _node_open(USER_SITES))
+@pytest.mark.parametrize("name", list(USER_SITES))
 def test_a_handoff_call_site_is_the_users_code(recorded, name):
     pair, rounds = PAIRS[name], recorded(name)
     for r in rounds:
-        helper = r.sides["bad"].capture["stacks"].get("helper")
-        if helper is not None:  # Node's JavaScript is named by the runtime helper's samples only
-            assert helper.get("samples"), f"the runtime helper took no sample: {helper}"
+        _helper_sampled(r.sides["bad"])  # Node's JavaScript is named by the helper's samples only
         label = next(label for label in r.sides["bad"].assessment().labels if label.name == pair.label)
         wheres = [site["where"] for site in label.call_sites]
         assert any(USER_SITES[name] in " ".join([where, *site["callers"]]) for where, site in

@@ -1,8 +1,9 @@
 // The verdict pairs' Node.js server: GET /bytes/N answers the file DOCROOT/bytes/N (the reference servers'
 // pattern), read per request with fs.readFile (libuv's thread pool: each request goes event loop -> pool
-// thread -> event loop), kept in memory after its first read, or kept in memory by a worker thread
-// (worker_threads) that each request asks for it over a message port (event loop -> worker -> event loop).
-//   node node_file_bytes.js PORT DOCROOT readfile|memory|worker   (prints "listening on 127.0.0.1:PORT" to stderr)
+// thread -> event loop) or fs.readFileSync (the same reads on the event loop, nothing handed over), kept in
+// memory after its first read, or kept in memory by a worker thread (worker_threads) that each request asks
+// for it over a message port (event loop -> worker -> event loop).
+//   node node_file_bytes.js PORT DOCROOT readfile|sync|memory|worker   (prints "listening on 127.0.0.1:PORT" to stderr)
 "use strict";
 const fs = require("fs");
 const http = require("http");
@@ -51,6 +52,15 @@ function serveFile(name, res) {
     return worker.postMessage({ id: asked, name });
   }
   if (mode === "memory" && kept.has(name)) return answer(res, null, kept.get(name));
+  if (mode === "sync") {
+    let data = null;
+    try {
+      data = fs.readFileSync(path.join(docroot, "bytes", name));
+    } catch (err) {
+      return answer(res, err);
+    }
+    return answer(res, null, data);
+  }
   fs.readFile(path.join(docroot, "bytes", name), (err, data) => {
     if (!err && mode === "memory") kept.set(name, data);
     answer(res, err, data);

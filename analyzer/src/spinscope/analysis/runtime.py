@@ -12,6 +12,9 @@ from spinscope.analysis.capture import Capture
 
 GO, JVM, CPYTHON, NODE, DOTNET, NATIVE, UNKNOWN = "go", "jvm", "cpython", "node", "dotnet", "native", "unknown"
 RUNTIMES = (GO, JVM, CPYTHON, NODE, DOTNET, NATIVE)
+# An interpreter's or a JIT's: their functions are no native frame, so the collector's stacks cannot tell the
+# user's code from the runtime's (a runtime helper's samples name them: tracing/stacks_helper.py).
+LANGUAGE_RUNTIMES = (JVM, CPYTHON, NODE, DOTNET)
 NAMES = {GO: "Go", JVM: "JVM", CPYTHON: "CPython", NODE: "Node.js", DOTNET: ".NET", NATIVE: "native",
          UNKNOWN: "unknown"}
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from spinscope.analysis import stacks as S
 from spinscope.analysis.metrics import Analysis
+from spinscope.analysis.runtime import LANGUAGE_RUNTIMES, NAMES, runtime_of
 
 CALL_SITES_SAID = 3  # call sites written as detail lines (all TOP_CALL_SITES are in the JSON)...
 MIN_SHARE_SAID = 0.01  # ...the first always, the others from this share of the pattern's events or samples
@@ -24,6 +25,15 @@ def stack_set(analysis: Analysis) -> S.StackSet | None:
     if "set" not in cache:
         cache["set"] = S.load(raw)
     return cache["set"]
+
+
+def language_unnamed(analysis: Analysis) -> bool:
+    """Whether the capture's stacks are of a language runtime's target (an interpreter, a JIT) and name none of
+    its functions (no runtime helper's samples: recorded without it, or a live view's stream): native frames
+    cannot tell the user's code from the runtime's there."""
+    stackset = stack_set(analysis)
+    return (stackset is not None and runtime_of(analysis.capture).name in LANGUAGE_RUNTIMES
+            and not stackset.names_language)
 
 
 def where(analysis: Analysis, pattern: str, tids, path_tids=()) -> S.PatternStacks | None:
@@ -52,7 +62,7 @@ def attach(label, found: S.PatternStacks | None, syscall_share: float | None, ev
 def where_lines(f: S.PatternStacks, events: str) -> list:
     """`where: FUNCTION (FILE:LINE) ← callers: N% of its EVENTS`, for the first call sites."""
     lines = []
-    if not f.call_sites:
+    if not f.call_sites and not (f.unplaced_events or f.unplaced_samples):
         lines.append(f"where: no stack of this pattern was sampled on its threads ({f.samples} CPU samples, "
                      f"{f.events} events)")
     for i, site in enumerate(f.call_sites[:CALL_SITES_SAID]):
@@ -63,6 +73,13 @@ def where_lines(f: S.PatternStacks, events: str) -> list:
                  f"{site.sample_share:.0%} of its {f.window_samples:,} CPU samples")
         through = f" (through {site.through.name})" if site.through else ""
         lines.append(f"where: {site.frame.where}{through}" + (f" ← {callers}" if callers else "") + f": {share}")
+    unplaced = [f"{n / total:.0%} of {total:,} {unit}" for n, total, unit in
+                ((f.unplaced_events, f.events, events), (f.unplaced_samples, f.window_samples, "CPU samples"))
+                if n and n / total >= MIN_SHARE_SAID]
+    if unplaced:
+        lines.append(f"where: not placed, {' and '.join(unplaced)}: their stacks hold only the kernel's, the C "
+                     "library's or the runtime's own frames, no code of the target's or of its runtime's language "
+                     f"(most in {f.unplaced_where})")
     return lines
 
 
@@ -80,13 +97,15 @@ def notes(analysis: Analysis) -> list:
         out.append(f"stacks: {tail:,} events came after their thread's last stack of their kind and are in no "
                    "call site's count (event stacks are 1 in a stride, docs/stacks.md)")
     helper = stackset.helper or {}
-    if helper.get("skipped") or helper.get("error"):
-        out.append(f"stacks: recorded without the runtime helper ({helper.get('skipped') or helper.get('error')}): "
-                   "the hand-off's user-space part is read from native frames, where the runtime's code and the "
-                   "user's look alike: its window's samples count whole, the user's work in them too")
-    elif helper.get("helper") and not helper.get("samples"):
-        out.append("stacks: the runtime helper ran but took no sample of the target: its runtime's frames are "
-                   "unnamed (read from native frames, as without the helper)")
+    if language_unnamed(analysis):
+        why = (helper.get("skipped") or helper.get("error")
+               or ("it ran but took no sample of the target" if helper else
+                   "none ran beside the collector: a live view's stream, or the collector alone"))
+        out.append(f"stacks: without the runtime helper's samples ({why}): no {NAMES[runtime_of(analysis.capture).name]}"
+                   " function is named, and native frames cannot tell the user's code from the runtime's, so the "
+                   "hand-off's window is not counted: its user-space part is the C library's and the kernel's "
+                   "machinery only, a lower bound, and its share and grade can be below what `record --stacks` "
+                   "gives with the helper")
     tags = helper.get("tags")
     if isinstance(tags, dict) and tags.get("error"):
         out.append(f"stacks: the runtime helper's samples are untagged ({tags['error']}): they name the hand-off's "

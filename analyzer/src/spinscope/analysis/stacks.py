@@ -54,8 +54,8 @@ KERNEL, NATIVE, JIT, PYTHON, JVM, NODE, RUST, ERROR = ("kernel", "native", "jit"
 LANGUAGE_KINDS = (PYTHON, JVM, JIT, NODE)
 # The hand-off's machinery that no table names: a sample of a thread on the hand-off's request path, in the
 # hand-off's window (tagged TAG_HANDOFF: in a call that hands over, or woken by another of the target's
-# threads and not blocked or polled since), whose stack holds none of the target's own code: the runtime's
-# and libraries' code between a hand-over and the user's code it was for (machinery_of).
+# threads and not blocked or polled since), whose stack holds none of the target's own code and no frame of a
+# runtime's language: the runtime's native code between a hand-over and the code it was for (machinery_of).
 WINDOW = "window"
 
 # The hand-off's machinery, per runtime: a CPU sample whose innermost classified frame is one of these
@@ -127,8 +127,15 @@ class Frame:
 
     @property
     def name(self) -> str:
-        """What a person reads: the symbol, else module+offset (a frame is never dropped for lack of a name)."""
-        return self.symbol if self.symbol else f"{self.module or '?'}+{self.offset:#x}"
+        """What a person reads, in the report, top, the exporter and the exports alike: the symbol, a Java
+        method as `Class.method` (`void JdkHttpBytes.handle(com.sun.net.httpserver.HttpExchange)` ->
+        `JdkHttpBytes.handle`: its line tells overloads apart), else
+        module+offset (a frame is never dropped for lack of a name)."""
+        if not self.symbol:
+            return f"{self.module or '?'}+{self.offset:#x}"
+        if self.kind == JVM and "(" in self.symbol and _language_method(self):
+            return _jvm_method(self.symbol)
+        return self.symbol
 
     @property
     def where(self) -> str:
@@ -180,6 +187,11 @@ class StackSet:
     @property
     def lost_total(self) -> int:
         return sum(self.lost.values())
+
+    @property
+    def names_language(self) -> bool:
+        """Whether any of its stacks names a function of a runtime's language (the runtime helper's samples)."""
+        return any(_language_method(f) for s in self.stacks for f in s.frames)
 
     @property
     def runtime_tagged(self) -> bool:
@@ -251,9 +263,16 @@ def _jvm_method(symbol: str) -> str:
     return head.rsplit(" ", 1)[-1]
 
 
-def is_own_code(frame: Frame) -> bool:
-    """Whether the frame is the target's own code rather than its runtime's, its C library's or the kernel's:
-    a call site is the innermost such frame."""
+def is_own_code(frame: Frame, frames: tuple) -> bool:
+    """Whether the frame is the target's own code on its stack (FRAMES, innermost first), rather than its
+    runtime's, its libraries', its C library's or the kernel's: the one rule for a call site (the innermost
+    such frame), the machinery's entry and where the hand-off's machinery ends (machinery_of). On a stack
+    with frames of a runtime's language (Python, Java, JavaScript) the user's code is that language's, and a
+    native frame there is the runtime's or an extension's (`_asyncio.cpython-311-x86_64-linux-gnu.so+0x7e21`,
+    a JVM's libnio), whatever its module's name; without them a native module's code is the target's own (a
+    C server, a Rust binary's own crate)."""
+    if frame.kind not in LANGUAGE_KINDS and any(f.kind in LANGUAGE_KINDS for f in frames):
+        return False
     if frame.kind == KERNEL:
         return False
     if frame.kind == PYTHON:
@@ -273,16 +292,6 @@ def is_own_code(frame: Frame) -> bool:
     return not (frame.symbol or "").startswith(("runtime.", "internal/", "syscall.", "sync.", "net.", "net/http."))
 
 
-def _own_in(frame: Frame, frames: tuple) -> bool:
-    """Whether the frame is the target's own code on this stack: on a stack with frames of a runtime's
-    language (Python, Java, JavaScript) the user's code is that language's, and a native frame there is the
-    runtime's or an extension's (`_asyncio.cpython-311-x86_64-linux-gnu.so+0x7e21`, a JVM's libnio), whatever
-    its module's name."""
-    if frame.kind not in LANGUAGE_KINDS and any(f.kind in LANGUAGE_KINDS for f in frames):
-        return False
-    return is_own_code(frame)
-
-
 def rust_crate(symbol: str) -> str:
     """The crate of a demangled Rust path, `crate::module::item`; of an impl's method, `<Type as Trait>::method`,
     the type's crate when the type has a path (`<axumbytes::Handler as tower::Service>::call`), else the
@@ -300,32 +309,52 @@ def machinery_of(stack: Stack, on_path: bool = False) -> str | None:
     first frame that is either machinery (its runtime) or the target's own code (None: the sample is the
     code's own work, even if a pool's frames run it further out, as a pool runs every task). With none of
     either on a sample of a thread on the hand-off's request path (ON_PATH) in the hand-off's window: WINDOW,
-    the runtime's and libraries' code between a hand-over and the user's code it was for, whatever their
-    names (libuv's completion and Node's callback into JavaScript, tokio's task harness)."""
+    the runtime's code between a hand-over and the code it was for, whatever its names (libuv's completion,
+    tokio's task harness), when the stack holds no frame of a runtime's language either: a Python, Java or
+    JavaScript frame there, the user's or a library's, is the request's work (a framework's routing, its
+    protocol code, its response writes), which the same server does without the hand-over; the window on an
+    event loop's thread spans nearly all of its time (FastAPI's loop: 203 of its 222 samples)."""
     for frame in stack.frames:
         runtime = machinery_runtime(frame)
         if runtime:
             return runtime
-        if is_own_code(frame):
+        if is_own_code(frame, stack.frames):
             return None
     # A stack cut short by an unwinding error cannot say it holds none of the target's code.
     unwound = not any(frame.kind == ERROR for frame in stack.frames)
-    return WINDOW if on_path and unwound and TAG_HANDOFF in stack.tags else None
+    native = not any(_language_method(frame) for frame in stack.frames)
+    return WINDOW if on_path and unwound and native and TAG_HANDOFF in stack.tags else None
 
 
 def call_site(stack: Stack) -> tuple:
     """(the innermost frame of the target's own code, CONTEXT_FRAMES of its callers); with none of its own
-    code on the stack (a server written entirely in a framework: gunicorn's workers), its innermost frame
-    of the runtime's language (`SyncWorker.wait`, the framework's code that made the call), else its
-    innermost user-space frame (or the innermost frame), and callers."""
+    code on the stack, the nearest the stack comes to it (_site_index: the framework's code that made the
+    call, `SyncWorker.wait`); with nothing the user can change, (None, ()): a site is never the kernel's,
+    the C library's or a runtime's own native code (`__x64_sys_futex`, libuv's `uv_cond_wait ← worker`),
+    which are context (callers, through)."""
     frames = stack.frames
-    for i, frame in enumerate(frames):
-        if _own_in(frame, frames):
-            return frame, frames[i + 1:i + 1 + CONTEXT_FRAMES]
-    language = [i for i, f in enumerate(frames) if _language_method(f)]
-    user = language or [i for i, f in enumerate(frames) if f.kind not in (KERNEL, ERROR)]
-    i = user[0] if user else 0
-    return (frames[i], frames[i + 1:i + 1 + CONTEXT_FRAMES]) if frames else (None, ())
+    i, _ = _site_index(frames, 0)
+    return (None, ()) if i is None else (frames[i], frames[i + 1:i + 1 + CONTEXT_FRAMES])
+
+
+def _site_index(frames: tuple, start: int) -> tuple:
+    """(index, own) of the frame that places a stack, from START outwards: the innermost that is the target's
+    own code (own) or a Rust library's frame instantiated for it (rustc names an inlined generic by its last
+    segment and its arguments: `spawn_blocking_inner<axumbytes::bytes::{async_fn#0}::{closure_env#0}, u64>`,
+    nearer the hand-over than `axumbytes::main` further out); else, on a server written entirely in a
+    framework, the innermost frame of the runtime's language (gunicorn's `SyncWorker.wait`); else (None,
+    False)."""
+    own = next((i for i in range(start, len(frames)) if is_own_code(frames[i], frames)
+                or _made_for_own_code(frames[i])), None)
+    if own is not None:
+        return own, is_own_code(frames[own], frames)
+    return next((i for i in range(start, len(frames)) if _language_method(frames[i])), None), False
+
+
+def _made_for_own_code(frame: Frame) -> bool:
+    """A Rust frame whose name holds a path of the binary's own crate (in its generic arguments)."""
+    crate = (frame.module or "").replace("-", "_")
+    return frame.kind == RUST and bool(crate) and f"{crate}::" in (frame.symbol or "")
 
 
 # ------------------------------------------------------------------ per pattern
@@ -336,6 +365,7 @@ class CallSite:
     frame: Frame
     context: tuple
     through: Frame | None = None  # the hand-off's machinery the site called into, when the site is own code
+    own: bool = False  # the target's own code or a frame instantiated for it (else a framework's frame)
     events: int = 0    # events (event stacks' weights) here
     samples: int = 0   # CPU samples in the pattern's window here
     event_share: float = 0.0
@@ -360,6 +390,9 @@ class PatternStacks:
     events: int               # events the pattern's event stacks stand for
     call_sites: list = field(default_factory=list)
     sampled: str = CPU        # whose samples: the collector's (cpu) or a runtime helper's (runtime)
+    unplaced_events: int = 0   # events whose stacks hold nothing the user can change (no call site)
+    unplaced_samples: int = 0  # ...and window samples
+    unplaced_where: str | None = None  # the innermost frames of most of them, as context
 
     @property
     def user_share(self) -> float | None:
@@ -376,6 +409,7 @@ class PatternStacks:
                 "window_share": _round(self.window_share), "machinery_samples_user": self.machinery_user,
                 "machinery_samples_kernel": self.machinery_kernel, "machinery_runtimes": self.machinery_runtimes,
                 "user_share": _round(self.user_share), "events": self.events,
+                "unplaced_events": self.unplaced_events, "unplaced_samples": self.unplaced_samples,
                 "call_sites": [c.to_dict() for c in self.call_sites]}
 
 
@@ -397,10 +431,12 @@ def pattern_stacks(stacks: StackSet, pattern: str, tids: Iterable[int] | None = 
     samples = window = mach_user = mach_kernel = events = 0
     runtimes: Counter = Counter()
     sites: dict = {}
+    # events and samples whose stacks hold nothing the user can change, by their innermost frames
+    unplaced: dict = {"events": Counter(), "samples": Counter()}
     for s in mine:
         if s.source in sources:
             events += s.weight
-            _site(sites, *call_site(s)).events += s.weight
+            _place(sites, unplaced, s, call_site(s), events=s.weight)
             continue
         if s.source != sampled:
             continue
@@ -414,22 +450,26 @@ def pattern_stacks(stacks: StackSet, pattern: str, tids: Iterable[int] | None = 
                 mach_user += s.count
             window += s.count
             if runtime != WINDOW:  # the window's samples are its cost; where it happens, its machinery says
-                _site(sites, *machinery_entry(s)).samples += s.count
+                _place(sites, unplaced, s, machinery_entry(s), samples=s.count)
         elif tags & s.tags:
             window += s.count
             # A hand-off's window runs on into the work the thread was handed (a pool thread's endpoint):
             # where that work is says nothing of where the hand-off is, which its machinery and events say.
             if pattern != HANDOFF_OVERHEAD:
-                _site(sites, *call_site(s)).samples += s.count
-    # By events, but where a runtime helper sampled the threads: its samples name the runtime's frames,
-    # which the collector's event stacks (native frames only: `python3.11+0x27d465`) cannot.
+                _place(sites, unplaced, s, call_site(s), samples=s.count)
+    # By events, but where a runtime helper sampled the threads by samples: its samples name the runtime's
+    # frames, which the collector's event stacks (native frames only: `python3.11+0x27d465`) cannot; among the
+    # sites with some of those, the user's own code first (a framework's frame, the nearest a stack without it
+    # comes, after).
     order = (lambda c: (-c.samples, -c.events)) if sampled == RUNTIME else (lambda c: (-c.events, -c.samples))
-    ranked = sorted(sites.values(), key=lambda c: (*order(c), c.frame.where if c.frame else ""))
+    ranked = sorted(sites.values(), key=lambda c: (order(c)[0] == 0, not c.own, *order(c), c.frame.where))
     for c in ranked:
         c.event_share = c.events / events if events else 0.0
         c.sample_share = c.samples / window if window else 0.0
+    most = (unplaced["events"] or unplaced["samples"]).most_common(1)
     return PatternStacks(pattern, samples, window, mach_user, mach_kernel, dict(runtimes), events,
-                         ranked[:TOP_CALL_SITES], sampled)
+                         ranked[:TOP_CALL_SITES], sampled, unplaced["events"].total(), unplaced["samples"].total(),
+                         most[0][0] if most else None)
 
 
 def sampler(stacks: Iterable[Stack], pattern: str | None, runtime_tagged: bool) -> str:
@@ -445,20 +485,20 @@ def machinery_entry(stack: Stack) -> tuple:
     """Where a sample in the hand-off's machinery entered it: (site, CONTEXT_FRAMES of its callers, the
     machinery's entry or None). The site is the target's own code that called into the machinery where
     there is some (`serveFile (server.js:25)`, the entry `uv_fs_open` beside it); else the outermost
-    machinery frame (the call that hands off, `run_in_threadpool`, or the pool's loop, `WorkerThread.run`),
-    or, when that frame is native (libc's condition variable, libjvm's monitor) under frames of the
-    runtime's language, the language frame that called into it (`EPollSelectorImpl.wakeup`, not
-    `pthread_cond_signal ← ObjectMonitor::ExitEpilog`): the call site is said in the target's terms."""
+    machinery frame of the runtime's language (the call that hands off, `run_in_threadpool`, or the pool's
+    loop, `WorkerThread.run`), or, when the machinery is native (libc's condition variable, libjvm's
+    monitor) under frames of the runtime's language, the language frame that called into it
+    (`EPollSelectorImpl.wakeup`, not `pthread_cond_signal ← ObjectMonitor::ExitEpilog`): the call site is
+    said in the target's terms. With neither (a pool thread's wait in libc under libuv's loop, a stack of
+    the kernel's frames only), (None, (), None): no site, as call_site."""
     frames = stack.frames
-    outer = max(i for i, f in enumerate(frames) if machinery_runtime(f))
-    if frames[outer].kind not in LANGUAGE_KINDS:
-        outer = next((i for i in range(outer + 1, len(frames)) if _language_method(frames[i])), outer)
-    own = next((i for i in range(outer, len(frames)) if _own_in(frames[i], frames)), None)
-    if own is not None:  # through: what the user's code called, in its terms (not a JVM stub, not V8's frames)
-        through = next((frames[i] for i in range(own - 1, -1, -1)
-                        if frames[i].kind not in LANGUAGE_KINDS or _language_method(frames[i])), None)
-        return frames[own], frames[own + 1:own + 1 + CONTEXT_FRAMES], through
-    return frames[outer], frames[outer + 1:outer + 1 + CONTEXT_FRAMES], None
+    i, own = _site_index(frames, max(i for i, f in enumerate(frames) if machinery_runtime(f)))
+    if i is None:
+        return None, (), None
+    # through: what the user's code called, in its terms (not a JVM stub, not V8's frames)
+    through = next((frames[j] for j in range(i - 1, -1, -1)
+                    if frames[j].kind not in LANGUAGE_KINDS or _language_method(frames[j])), None) if own else None
+    return frames[i], frames[i + 1:i + 1 + CONTEXT_FRAMES], through
 
 
 def _language_method(frame: Frame) -> bool:
@@ -470,12 +510,23 @@ def _language_method(frame: Frame) -> bool:
     return frame.kind in (PYTHON, JVM, JIT) and not (symbol.endswith(" stub") or symbol.startswith("StubRoutines"))
 
 
-def _site(sites: dict, frame: Frame, context: tuple, through: Frame | None = None) -> CallSite:
-    key = (frame.where if frame else None, tuple(f.where for f in context),  # a line, not an instruction
-           through.name if through else None)
-    if key not in sites:
-        sites[key] = CallSite(frame, context, through)
-    return sites[key]
+def _place(sites: dict, unplaced: dict, stack: Stack, where: tuple, events: int = 0, samples: int = 0) -> None:
+    """Count EVENTS and SAMPLES of STACK at the site WHERE (call_site's or machinery_entry's), or as unplaced
+    (by its innermost user-space frames, else its kernel ones)."""
+    frame, context, *through = where
+    if frame is None:
+        user = [f for f in stack.frames if f.kind not in (KERNEL, ERROR)] or stack.frames
+        innermost = " ← ".join(f.where for f in user[:2])
+        for kind, n in (("events", events), ("samples", samples)):
+            if n:
+                unplaced[kind][innermost] += n
+        return
+    via = through[0] if through else None
+    key = (frame.where, tuple(f.where for f in context), via.name if via else None)  # a line, not an instruction
+    own = is_own_code(frame, stack.frames) or _made_for_own_code(frame)
+    site = sites.setdefault(key, CallSite(frame, context, via, own=own))
+    site.events += events
+    site.samples += samples
 
 
 # ------------------------------------------------------------------ exports

@@ -316,18 +316,20 @@ def _evidence_cell(value) -> str:
 
 
 def render_html(analysis: Analysis, assessment: Assessment) -> str:
-    from spinscope.output import figures  # matplotlib loads in ~0.5 s: only when a page is drawn
+    from spinscope.output import figures, flamegraph  # matplotlib loads in ~0.5 s: only when a page is drawn
 
     body = [htmlpage.paragraph(headline(analysis)), htmlpage.paragraph(f"threads: {role_summary(analysis)}"),
             htmlpage.paragraph(runtime_line(analysis)),
             *([htmlpage.paragraph(lifecycle_line(analysis))] if lifecycle_line(analysis) else []),
             *([htmlpage.paragraph(collector_line(analysis), "note")] if collector_line(analysis) else []),
             htmlpage.heading("Verdicts"), *verdict_blocks(assessment)]
+    flames = flamegraph.section(analysis, assessment)  # --stacks
     for label in assessment.labels:
         body.append(htmlpage.heading(f"Evidence: {label.title}"))
         body.append(htmlpage.table(["evidence", "value"], [[k, _evidence_cell(v)] for k, v in label.evidence.items()]))
-        if label.call_sites:  # --stacks
-            body.append(htmlpage.figure(figures.flame_graph(analysis, label.name), f"flame graph: {label.title}"))
+        if flames.links(label.name):
+            body.append(htmlpage.links("Its stacks, in the flame graphs below:", flames.links(label.name)))
+    body += flames.blocks
     body += [htmlpage.heading("Threads"),
              htmlpage.table(THREAD_HEADERS, thread_rows(analysis), titles=THREAD_MEANINGS),
              *([htmlpage.paragraph(more_threads_line(analysis))] if more_threads_line(analysis) else []),
@@ -347,4 +349,4 @@ def render_html(analysis: Analysis, assessment: Assessment) -> str:
         body += [htmlpage.heading("Over time"), htmlpage.figure(series, "rates per interval")]
     body += [htmlpage.heading("All metrics"),
              htmlpage.table(METRIC_HEADERS, metric_rows(analysis.process))]
-    return htmlpage.page(f"spinscope report: {analysis.capture.name}", body)
+    return htmlpage.page(f"spinscope report: {analysis.capture.name}", body, flames.scripts)

@@ -87,21 +87,29 @@ def _folded_name(frame: S.Frame) -> str:
     return frame.where.replace(";", ":").replace("\n", " ")
 
 
-def folded(stacks: Iterable[S.Stack], thread_names: Mapping | None = None, all_frames: bool = False) -> str:
-    """Folded stacks (Brendan Gregg's format: `root;...;leaf count` a line), rooted at the thread's name;
-    each stack counted by its samples or its events (ValueError for a mix: one kind a file). The runtime's
-    own frames between language frames are left out unless all_frames (language_view)."""
+def fold(stacks: Iterable[S.Stack], thread_names: Mapping | None = None, all_frames: bool = False) -> dict:
+    """{(thread's name, outermost frame, ..., innermost frame): weight}: each stack rooted at its thread's name
+    (thread_names: tid -> name, else `tid N`), counted by its samples or its events (ValueError for a mix:
+    the two are never added up). The runtime's own frames between language frames are left out unless
+    all_frames (language_view). What folded stacks and the page's flame graph (output/flamegraph.py) show."""
     counts: dict = defaultdict(int)
     kinds = set()
     for s in stacks:
         kinds.add(S.is_sample(s))
-        thread = (thread_names or {}).get(s.tid, f"tid {s.tid}")
+        thread = str((thread_names or {}).get(s.tid, f"tid {s.tid}"))
         frames = s.frames if all_frames else S.language_view(s.frames)
-        path = ";".join([str(thread).replace(";", ":"), *(_folded_name(f) for f in reversed(frames))])
-        counts[path] += s.count if S.is_sample(s) else s.weight
+        counts[(thread, *reversed(frames))] += s.count if S.is_sample(s) else s.weight
     if len(kinds) > 1:
-        raise ValueError("folded stacks of samples and events in one file")
-    return "".join(f"{path} {n}\n" for path, n in sorted(counts.items()))
+        raise ValueError("samples and events folded together")
+    return counts
+
+
+def folded(stacks: Iterable[S.Stack], thread_names: Mapping | None = None, all_frames: bool = False) -> str:
+    """Folded stacks (Brendan Gregg's format: `root;...;leaf count` a line) of fold()'s paths."""
+    lines: dict = defaultdict(int)
+    for (thread, *frames), n in fold(stacks, thread_names, all_frames).items():
+        lines[";".join([thread.replace(";", ":"), *(_folded_name(f) for f in frames)])] += n
+    return "".join(f"{path} {n}\n" for path, n in sorted(lines.items()))
 
 
 def pprof(stacks: Iterable[S.Stack], hz: int, duration_s: float, thread_names: Mapping | None = None,

@@ -49,8 +49,10 @@ def handoff_overhead(analysis: Analysis) -> Label | None:
         return None
     # its user-space part, with --stacks (a shared-memory hand-over's estimate has user space in it already)
     rate = None if m.mechanism == SHARED_MEMORY else max(m.per_request, m.lives.per_request if m.lives else 0.0)
-    # its window is read on the involved threads on the request path, not idle ones (a runtime's helpers)
-    path = [tid for tid in m.involved if analysis.threads[tid]["role"] != IDLE]
+    # its window is read on the involved threads on the request path, not idle ones (a runtime's helpers), where
+    # the stacks can tell the user's code from the runtime's (stack_costs.language_unnamed: the notes say so)
+    path = ([] if stack_costs.language_unnamed(analysis) else
+            [tid for tid in m.involved if analysis.threads[tid]["role"] != IDLE])
     found = stack_costs.where(analysis, HANDOFF_OVERHEAD, m.involved, path)
     user = user_share(found, rate)
     cpu = whole_share(m.cpu_share, user)
