@@ -157,7 +157,7 @@ $(BUILD)/syscall_cost: bench/syscall_cost.c
 clean:
 	rm -rf $(BUILD)
 
-# `make reproduce`: the quick matrix (matrices/quick.toml, ~12 min with its extra repetitions) and the claims report. Resumable:
+# `make reproduce`: the quick matrix (matrices/quick.toml, ~20 min with its extra repetitions) and the claims report. Resumable:
 # cells already in REPRODUCE_DIR are skipped (remove it for a fresh run). Sweep exit 3 means some
 # cells failed (recorded in the report, e.g. delay cells without sch_netem) and does not fail the target.
 REPRODUCE_DIR ?= $(BUILD)/sweep-quick

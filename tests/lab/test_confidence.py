@@ -23,7 +23,9 @@ from spinscope.lab.results import row_of
 from paths import ROOT
 
 NUMBERS = itertools.count()
-CLAIM = {c.id: c for c in claims.CLAIMS}
+# The claims with delta 0: the tests of the two-way rule (holds above the threshold, fails below, unsettled
+# across it), which the three-way rule is with no band; the band's tests (test_three_way.py) use the claims' own.
+CLAIM = {c.id: replace(c, delta=confidence.NO_DELTA if c.delta else None) for c in claims.CLAIMS}
 
 
 def cell(tag, rep=0, status="ok", **values):
@@ -154,7 +156,8 @@ def test_noise_is_pooled_over_the_sweep():
     assert list(noise) == ["req/s"] and noise["req/s"][1] == 14
     found = {c.id: f for c, f in claims.judge_all(tbl)}
     for claim_id in ("server_cpus", "events_fast_ab"):
-        assert found[claim_id].verdict == confidence.judge(CLAIM[claim_id], tbl, noise=noise).verdict
+        own = next(c for c in claims.CLAIMS if c.id == claim_id)  # with its margin
+        assert found[claim_id].verdict == confidence.judge(own, tbl, noise=noise).verdict
         assert found[claim_id].weighed[0].margin == pytest.approx(
             confidence.MARGIN * noise["req/s"][0] * math.sqrt(2 / 3))
 
@@ -387,11 +390,14 @@ def sweep_dir(path, rows, started, needs_full=()):
     return path
 
 
+CLEAR = (100.0, 100.0, 170.0, 100.0)  # HOLDS clear of the claim's ±10% (n-copy level with the loop on 1 CPU)
+
+
 @pytest.fixture
 def two_sweeps(tmp_path):
-    a = sweep_dir(tmp_path / "a", [*server_cpus(0, *HOLDS), *server_cpus(1, *HOLDS), *server_cpus(2, *HOLDS),
+    a = sweep_dir(tmp_path / "a", [*server_cpus(0, *CLEAR), *server_cpus(1, *CLEAR), *server_cpus(2, *CLEAR),
                                    *table3(0)], "2026-11-26T02:40:07Z")
-    b = sweep_dir(tmp_path / "b", [*server_cpus(0, *HOLDS), *server_cpus(1, *FAILS), *server_cpus(2, *HOLDS),
+    b = sweep_dir(tmp_path / "b", [*server_cpus(0, *CLEAR), *server_cpus(1, *FAILS), *server_cpus(2, *CLEAR),
                                    *table3(0)], "2026-11-27T09:05:00Z", needs_full=["table3"])
     return a, b
 
@@ -446,20 +452,26 @@ def test_readme_table(two_sweeps, tmp_path, capsys):
     assert lines[0] == sweep_report.README_BEGIN and lines[-1] == sweep_report.README_END
     assert lines[1] == (
         f"From 2 runs of the matrix quick ({a.name}: started 2026-11-26 02:40 UTC; {b.name}: started 2026-11-27 09:05 UTC) "
-        "on Linux 6.8.0-test, 2 CPUs (AMD EPYC). A throughput or latency verdict holds only when the comparisons its "
-        "repetitions leave unsettled (against the run's pooled noise) could not change it; a claim left unsettled by the "
-        "planned repetitions gets more, until it settles or the run's budget for them is spent, and reads unstable only "
-        "then (docs/sweep.md, \"Verdicts and their confidence\"). The numbers are the last run's; "
-        "\"across runs\" says whether every run gave the same verdict, the last column how many repetitions each "
-        "run's verdict rests on (- for a claim judged on its pooled cells).")
-    assert lines[3:5] == ["| claim | ours (last run) | verdict | across runs | repetitions per run |",
-                          "|---|---|---|---|---|"]
+        "on Linux 6.8.0-test, 2 CPUs (AMD EPYC). A throughput or latency comparison holds when its interval (against "
+        "the run's pooled noise) clears its threshold by more than the claim's margin δ, fails when it clears it the "
+        "other way, and is at the threshold when it lies within ±δ of it; a claim's verdict stands when the comparisons "
+        "still spanning an edge of that band could not change it, is \"at the threshold\" when only those within the "
+        "band could; a claim left unsettled gets more repetitions, until it settles or the run's budget for them is "
+        "spent, and reads unstable only then (docs/sweep.md, \"Verdicts and their confidence\"). The numbers, "
+        "intervals and bands are the last run's; \"across runs\" says whether every run gave the same verdict, the "
+        "last column how many repetitions each run's verdict rests on (- for a claim judged on its pooled cells).")
+    assert lines[3:5] == ["| claim | ours (last run) | verdict | interval against threshold ± δ (last run) | across runs "
+                          "| repetitions per run |", "|---|---|---|---|---|---|"]
     rows = {line.split(" | ")[0][2:]: line for line in lines[5:] if line.startswith("| ")}
     assert len(rows) == len(claims.CLAIMS)
     cpus, t4 = CLAIM["server_cpus"].title, CLAIM["table4"].title
     b_cpus = sweep_report.load_sweep(b).judged[[c.id for c in claims.CLAIMS].index("server_cpus")][1]
-    assert rows[cpus] == (f"| {cpus} | {b_cpus.ours} | unstable ({b_cpus.why}) | differs: reproduced, unstable | 3 / 3 |")
-    assert rows[t4] == f"| {t4} | - | not measured in this run | the same in 2 of 2 | - / - |"
+    assert rows[cpus] == (f"| {cpus} | {b_cpus.ours} | unstable ({b_cpus.why}) | {sweep_report.against_band(b_cpus)} | "
+                          "differs: reproduced, unstable | 3 / 3 |")
+    assert sweep_report.against_band(b_cpus).startswith(
+        "n-copy at least 10% ahead of one event loop on 2 CPUs: 1.70 / 0.60 / 1.70 against 1.1 ± 10% (1-1.21) "
+        "(sign rule: not on one side in every repetition): unsettled; ")
+    assert rows[t4] == f"| {t4} | - | not measured in this run | - | the same in 2 of 2 | - / - |"
     assert lines[-2] == f"{len(claims.CLAIMS) - 2} of {len(claims.CLAIMS)} claims gave the same verdict in all 2 runs."
 
     (a / "matrix.toml").write_text("name = 'quick'\n")
@@ -486,5 +498,5 @@ def test_readme_table_of_one_run(two_sweeps, capsys):
     assert sweep_report.run(report_args("--readme-table", a)) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].startswith("From one run of the matrix quick (a: started 2026-11-26 02:40 UTC) on ")
-    assert f"| {CLAIM['table3'].title} | {ours(a, 'table3')} | reproduced | one run | - |" in lines
+    assert f"| {CLAIM['table3'].title} | {ours(a, 'table3')} | reproduced | - | one run | - |" in lines
     assert lines[-2].startswith("| ")  # no stability line for one run

@@ -24,10 +24,16 @@ comparison, with a stated noise model:
   p99 and CPU ms/request: 2 series, 4; one stalled repetition, a p99 ratio of 0.01 where the others read
   0.3-0.5, set the margin for both p99 claims to x5.6) settle only when every repetition puts them on the
   same side: the sign rule, which assumes no distribution.
-- The claim's verdict stands when `decide` gives the same verdict for every way its unsettled Checks could
-  fall (2 hold, 1 fails, 1 unsettled under "at least half hold": direction reproduced either way);
-  else it is "unstable", naming the unsettled Checks with each repetition's value. (More than
-  MAX_UNSETTLED unsettled Checks are not tried, 2^n falls: unstable.)
+- The three-way rule (outcome_of, the one rule both kinds of interval go through): with the claim's margin
+  delta (Delta, declared in its record), the threshold is a band, threshold / (1 + delta) .. threshold x
+  (1 + delta). The interval (the estimate / and x the boundary's width; under the sign rule the repetitions'
+  range) holds above the band, fails below it, is "at the threshold" inside it (two one-sided tests, each
+  at the boundary's one-sided rate), and is unsettled while it spans an edge. Delta 0 is the two-way rule.
+- The claim's verdict stands when `decide` gives the same verdict for every way its unsettled and
+  at-the-threshold Checks could fall (2 hold, 1 fails, 1 unsettled under "at least half hold": direction
+  reproduced either way); it is "at the threshold" when the unsettled ones cannot move it for any fall of
+  those at the threshold, but these can; else it is "unstable", naming the unsettled Checks with each
+  repetition's value. (More than MAX_UNSETTLED such Checks are not tried, 2^n falls: unstable.)
 
 A claim whose criterion gives no Checks (the counting claims: counts per request, which do not move
 between runs) keeps the simpler rule: its verdict stands when every repetition gives it, else "unstable"
@@ -54,6 +60,8 @@ from spinscope.lab.criteria.common import ERROR, NOT_MEASURED
 from spinscope.lab.params import PARAMS
 
 UNSTABLE = "unstable"
+# The third verdict (and a Check's outcome): the interval lies within +-delta of the threshold (Delta).
+AT_THRESHOLD = "at the threshold"
 TOO_FEW = "too few repetitions"
 NEEDS_FULL = "needs the full matrix"
 TIMING_REPS = 3  # repetitions a throughput or latency claim needs (matrices/full.toml's default, quick's)
@@ -73,6 +81,23 @@ SIGN_RULE = (common.COUNT, "p99 ms")
 # looks (K planned, any fewer taken), so that a comparison whose truth is its threshold settles in at most 5% of
 # runs however many of the K looks are taken. K = 1 keeps the fixed rule's MARGIN.
 POCOCK = {2: 2.178, 3: 2.289, 4: 2.361, 5: 2.413, 6: 2.453, 7: 2.485, 8: 2.512, 9: 2.535, 10: 2.555}
+
+
+@dataclass(frozen=True)
+class Delta:
+    """A claim's margin delta, declared before any run (lab/claims.py): its comparisons' band is threshold /
+    (1 + size) .. threshold x (1 + size). An interval above the band holds (reproduced: clears the threshold by
+    more than delta), below it fails, inside it is at the threshold: two one-sided tests, each at the one-sided
+    rate of the boundary that decides the other two. `source` says where the size comes from."""
+
+    size: float  # a fraction: 0.1 is +-10%
+    source: str
+
+    def band(self, threshold: float) -> tuple:
+        return threshold / (1 + self.size), threshold * (1 + self.size)
+
+
+NO_DELTA = Delta(0.0, "none: the two-way rule (holds above the threshold, fails below)")
 
 
 def boundary(looks: int, df: float = math.inf) -> float:
@@ -120,6 +145,7 @@ class Weighed:
     values: list  # on each repetition (NaN where a repetition lacks it)
     outcome: str
     margin: float  # the boundary's width on log(value): holds above threshold * exp(margin); NaN: sign rule
+    delta: Delta = NO_DELTA
 
     @property
     def estimate(self) -> float:
@@ -129,21 +155,50 @@ class Weighed:
 
     @property
     def interval(self) -> tuple:
-        """(low, high): the estimate / and x exp(margin); the Check holds when low > threshold, fails when
-        high < threshold. (NaN, NaN) under the sign rule."""
-        if math.isnan(self.margin) or math.isnan(self.estimate):
+        """(low, high): the estimate / and x exp(margin); under the sign rule the repetitions' lowest and
+        highest value (NaN, NaN where one is not a number). outcome_of() places it against the band."""
+        if math.isnan(self.margin):
+            numbers = [v for v in self.values if isinstance(v, (int, float)) and not math.isnan(v)]
+            if not numbers or len(numbers) < len(self.values):
+                return math.nan, math.nan
+            return min(numbers), max(numbers)
+        if math.isnan(self.estimate):
             return math.nan, math.nan
         return self.estimate * math.exp(-self.margin), self.estimate * math.exp(self.margin)
+
+    def against(self) -> str:
+        """'1.1' or '1.1 ± 10% (1-1.21)': the threshold and its band."""
+        t = self.check.threshold
+        if not self.delta.size:
+            return f"{t:.3g}"
+        low, high = self.delta.band(t)
+        return f"{t:.3g} ± {self.delta.size:.0%} ({low:.3g}-{high:.3g})"
 
     def words(self) -> str:
         c, n = self.check, len(self.values)
         values = " / ".join(fixed(v, 2) for v in self.values)
         if math.isnan(self.margin):
-            return (f"{c.name}: {values} against {c.threshold:.3g} (sign rule: "
-                    f"{'not ' if self.outcome == UNSETTLED else ''}on one side in every repetition)")
+            side = ("within the band" if self.outcome == AT_THRESHOLD else "not on one side"
+                    if self.outcome == UNSETTLED else "on one side")
+            return f"{c.name}: {values} against {self.against()} (sign rule: {side} in every repetition)"
         low, high = self.interval
         return (f"{c.name}: {fixed(self.estimate, 2)}, interval {fixed(low, 2)}-{fixed(high, 2)} over {n} "
-                f"repetitions, against {c.threshold:.3g}" + (f" ({values})" if n <= 6 else ""))
+                f"repetitions, against {self.against()}" + (f" ({values})" if n <= 6 else ""))
+
+
+def outcome_of(low: float, high: float, threshold: float, delta: Delta = NO_DELTA) -> str:
+    """The one rule, on an interval (low, high) of a Check (Weighed.interval): it holds when the interval lies
+    above the band threshold ± delta, fails when below, is at the threshold when inside, and is unsettled
+    while it spans an edge of the band (NaN: unsettled). With delta 0 the band is the threshold and the rule
+    the two-way one."""
+    band_low, band_high = delta.band(threshold)
+    if low >= band_high:
+        return HOLDS
+    if high < band_low:
+        return FAILS
+    if low >= band_low and high < band_high:
+        return AT_THRESHOLD
+    return UNSETTLED
 
 
 @dataclass
@@ -194,19 +249,18 @@ def noise_of(evidence: list) -> dict:
     return {m: (math.sqrt(sums[m] / dfs[m]), dfs[m]) for m in dfs}
 
 
-def weigh(check: common.Check, values: list, noise: dict, looks: int = 1) -> Weighed:
-    """`check` over its repetitions' `values` under `noise` (noise_of): holds, fails or unsettled, against
-    boundary(looks) standard errors."""
+def weigh(check: common.Check, values: list, noise: dict, looks: int = 1, delta: Delta = NO_DELTA) -> Weighed:
+    """`check` over its repetitions' `values` under `noise` (noise_of): its interval (boundary(looks) standard
+    errors either side of the estimate, or under the sign rule the repetitions' range) placed against the band
+    threshold ± delta by outcome_of (no band around an `exact` threshold): holds, fails, at the threshold or
+    unsettled."""
+    margin, delta = math.nan, NO_DELTA if check.exact else delta  # NaN: the sign rule
     logs = _logs(values)
-    if check.metric in SIGN_RULE or logs is None or noise.get(check.metric, (0, 0))[1] < MIN_DF:  # sign rule
-        held = {bool(v >= check.threshold) for v in values if isinstance(v, (int, float))}
-        agree = len(held) == 1 and all(isinstance(v, (int, float)) and not math.isnan(v) for v in values)
-        return Weighed(check, values, (HOLDS if held == {True} else FAILS) if agree else UNSETTLED, math.nan)
-    sigma = noise[check.metric][0]
-    margin = boundary(looks, noise[check.metric][1]) * sigma * math.sqrt(check.cells / len(logs))
-    distance = sum(logs) / len(logs) - math.log(check.threshold)
-    outcome = HOLDS if distance > margin else FAILS if distance < -margin else UNSETTLED
-    return Weighed(check, values, outcome, margin)
+    if not (check.metric in SIGN_RULE or logs is None or noise.get(check.metric, (0, 0))[1] < MIN_DF):
+        sigma, df = noise[check.metric]
+        margin = boundary(looks, df) * sigma * math.sqrt(check.cells / len(logs))
+    weighed = Weighed(check, values, UNSETTLED, margin, delta)
+    return replace(weighed, outcome=outcome_of(*weighed.interval, check.threshold, delta))
 
 
 def judge(claim, table: pd.DataFrame, needs_full: bool = False, noise: dict | None = None, looks: int = 1,
@@ -259,35 +313,52 @@ STOPPED = {"budget": "the extra repetitions' time budget ran out",
 
 
 def _by_checks(ev: _Evidence, noise: dict, looks: int = 1, stopped: str = "") -> common.Finding:
-    """The verdict of a claim whose criterion gave Checks: settled only when the unsettled ones cannot move it."""
+    """The verdict of a claim whose criterion gave Checks: settled only when the unsettled ones cannot move it;
+    at the threshold when only Checks within ±delta of their thresholds can."""
     pooled, reps = ev.pooled, ev.reps
-    weighed = [weigh(c, values, noise, looks) for c, values in _series(ev)]
-    settled = {w.check.name: w.outcome == HOLDS for w in weighed if w.outcome != UNSETTLED}
+    delta = ev.claim.delta or NO_DELTA
+    weighed = [weigh(c, values, noise, looks, delta) for c, values in _series(ev)]
+    settled = {w.check.name: w.outcome == HOLDS for w in weighed if w.outcome in (HOLDS, FAILS)}
     open_ = [w for w in weighed if w.outcome == UNSETTLED]
-    verdicts = []
-    for fall in itertools.product((True, False), repeat=len(open_)) if len(open_) <= MAX_UNSETTLED else ():
-        v = pooled.decide(settled | {w.check.name: h for w, h in zip(open_, fall)})
-        if v not in verdicts:
-            verdicts.append(v)
+    at = [w for w in weighed if w.outcome == AT_THRESHOLD]
+    verdicts, open_moves = [], False  # open_moves: for some fall of the Checks at the threshold, an unsettled one moves it
+    if len(open_) + len(at) <= MAX_UNSETTLED:
+        for at_fall in itertools.product((True, False), repeat=len(at)):
+            given = settled | {w.check.name: h for w, h in zip(at, at_fall)}
+            these = []
+            for fall in itertools.product((True, False), repeat=len(open_)):
+                v = pooled.decide(given | {w.check.name: h for w, h in zip(open_, fall)})
+                these += [v] if v not in these else []
+            open_moves |= len(these) > 1
+            verdicts += [v for v in these if v not in verdicts]
     fails = [w.check.name for w in weighed if w.outcome == FAILS]
     summary = (f"over {len(reps)} repetitions {sum(w.outcome == HOLDS for w in weighed)} of {len(weighed)} "
                f"comparisons hold" + (f", {len(fails)} fail{'s' if len(fails) == 1 else ''} ({'; '.join(fails)})"
-                                       if fails else ""))
+                                       if fails else "") + (f", {len(at)} at the threshold" if at else ""))
     if looks > 1:
         summary += f" (boundary: Pocock's {boundary(looks):.2f} standard errors over {looks} looks, as Student's t)"
-    unsettled = "; ".join(w.words() for w in open_)
+    if delta.size:
+        summary += f" (margin δ: ±{delta.size:.0%} of each threshold)"
+    unsettled, at_words = "; ".join(w.words() for w in open_), "; ".join(w.words() for w in at)
+    settled_words = "; ".join(w.words() for w in weighed if w.outcome in (HOLDS, FAILS))
     if len(verdicts) == 1:
-        settled_words = "; ".join(w.words() for w in weighed if w.outcome != UNSETTLED)
         why = _join(pooled.why if verdicts[0] == pooled.verdict else "", summary,
                     f"settled: {settled_words}" if settled_words else "",
+                    f"at the threshold, which cannot change the verdict: {at_words}" if at else "",
                     f"unsettled, which cannot change the verdict: {unsettled}" if open_ else "",
                     f"the pooled numbers: {pooled.verdict}" if verdicts[0] != pooled.verdict else "")
         return replace(pooled, verdict=verdicts[0], reps=reps, weighed=weighed, why=why)
+    if verdicts and not open_moves:  # only Checks within ±delta of their thresholds could move it
+        return replace(pooled, verdict=AT_THRESHOLD, reps=reps, weighed=weighed, why=_join(
+            f"{' or '.join(verdicts)} as the comparisons within ±{delta.size:.0%} of their thresholds fall: {at_words}",
+            summary, f"settled: {settled_words}" if settled_words else "",
+            f"unsettled, which cannot change the verdict: {unsettled}" if open_ else "", f"pooled: {pooled.verdict}"))
     could = (f"{' or '.join(verdicts)} as the unsettled comparisons fall" if verdicts else
-             f"{len(open_)} comparisons unsettled, more than the {MAX_UNSETTLED} whose falls are tried")
+             f"{len(open_) + len(at)} comparisons unsettled{' or at the threshold' if at else ''}, more than the "
+             f"{MAX_UNSETTLED} whose falls are tried")
     return replace(pooled, verdict=UNSTABLE, reps=reps, weighed=weighed, why=_join(
-        f"{could}: {unsettled}", summary, f"{STOPPED[stopped]} at {len(reps)} repetitions" if stopped in STOPPED else "",
-        f"pooled: {pooled.verdict}"))
+        f"{could}: {unsettled}", f"at the threshold: {at_words}" if at else "", summary,
+        f"{STOPPED[stopped]} at {len(reps)} repetitions" if stopped in STOPPED else "", f"pooled: {pooled.verdict}"))
 
 
 def tally(verdicts: list) -> str:

@@ -48,6 +48,8 @@ def analyze_capture(path: Path) -> dict:
         "write_calls": int(cap.requests["write_calls"]),
         "futex_share": (float(t["futex_waits"] + t["futex_wakes"]) / calls) if calls else None,
         "futex_wait_share": (float(t["futex_wait_ns"]) / traced_ns) if traced_ns else None,
+        "cs_voluntary": int(t["cs_voluntary"]),  # switched out blocking: the server's own
+        "cs_involuntary": int(t["cs_involuntary"]),  # preempted: the machine's share of cs_per_request
         "by_size": cap.by_size,
     }
 
@@ -138,6 +140,8 @@ def row_of(result: dict) -> dict:
     row["futex_wait_share"] = a.get("futex_wait_share")
     cs = metrics.get("cs_per_request")
     row["cs_per_s_load"] = cs * lg["throughput"] if cs is not None and lg.get("throughput") else None
+    switches = (a.get("cs_voluntary") or 0) + (a.get("cs_involuntary") or 0)
+    row["cs_voluntary_per_request"] = cs * a["cs_voluntary"] / switches if cs is not None and switches else None
     labels = a.get("labels") or []
     row["labels"] = ";".join(f"{lab['name']}:{lab['severity']}" for lab in labels)
     for name in LABEL_NAMES:

@@ -6,7 +6,8 @@ Pocock's boundary for the matrix's `looks`). A claim whose verdict is unstable b
 comparisons gets a round: as many repetitions again as it was planned with (n0), of the cells carrying its
 tag (the cells its comparisons read), repetition-major, so that its looks stay equally spaced (n0, 2 n0, ...,
 looks x n0) as Pocock's boundary assumes. Then every claim is judged again. A claim stops when its verdict
-stands, when it has had `looks` looks, or when its round would take the spent seconds of extra cells past
+stands (a verdict of the criterion's, or "at the threshold": its deciding comparisons within ± its margin),
+when it has had `looks` looks, or when its round would take the spent seconds of extra cells past
 `budget_s` (predicted from the last measured run of each of its cells), or when its unsettled comparisons
 are under the sign rule for good and already disagree (`settleable`): only then is it reported unstable,
 with `stopped` saying which. Rounds are planned nearest-to-settling first (`promise`), then in CLAIMS
@@ -89,11 +90,12 @@ def settleable(finding) -> bool:
 
 
 def promise(finding) -> float:
-    """How near a claim is to settling: of its unsettled comparisons the farthest from settling, its distance
-    from the threshold in units of the boundary's (|log(estimate / threshold)| / margin: 1 settles); 0.5 for
-    one under the sign rule (it settles when more repetitions bring its metric to MIN_DF). The rounds go to
-    the nearest first, so that a claim whose comparison sits at its threshold (which no budget settles)
-    does not take the seconds of one that the next round would settle."""
+    """How near a claim is to settling: of its unsettled comparisons the farthest from settling, the distance
+    of its estimate from the nearest edge of its band (threshold ± delta) in units of the boundary's
+    (| |log(estimate / threshold)| - log(1 + delta) | / margin: 1 settles, above the band, below it or inside
+    it); 0.5 for one under the sign rule (it settles when more repetitions bring its metric to MIN_DF). The
+    rounds go to the nearest first, so that a claim whose comparison sits on an edge of its band (which no
+    budget settles) does not take the seconds of one that the next round would settle."""
     near = []
     for w in finding.weighed:
         if w.outcome != UNSETTLED:
@@ -101,7 +103,8 @@ def promise(finding) -> float:
         if math.isnan(w.margin) or not w.margin > 0 or not math.isfinite(w.estimate):
             near.append(0.5)
         else:
-            near.append(min(1.0, abs(math.log(w.estimate / w.check.threshold)) / w.margin))
+            edge = abs(abs(math.log(w.estimate / w.check.threshold)) - math.log1p(w.delta.size))
+            near.append(min(1.0, edge / w.margin))
     return min(near, default=0.0)
 
 

@@ -29,7 +29,7 @@ import pandas as pd
 from spinscope.errors import SpinscopeError, UsageError
 from spinscope.fmt import fixed
 from spinscope.lab.claims import judge_all
-from spinscope.lab.confidence import NEEDS_FULL, TOO_FEW, UNSTABLE
+from spinscope.lab.confidence import AT_THRESHOLD, NEEDS_FULL, TOO_FEW, UNSTABLE
 from spinscope.lab.criteria.common import DIRECTION, ERROR, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED
 from spinscope.lab.results import read_table
 from spinscope.output import htmlpage
@@ -37,10 +37,11 @@ from spinscope.output.console import jsonable, plain, print_json, terminal, writ
 
 EXIT_OK, EXIT_CLAIM_ERRORS = 0, 3
 VERDICT_CSS = {REPRODUCED: "ok", DIRECTION: "warning", NOT_REPRODUCED: "critical", NOT_MEASURED: "info",
-               ERROR: "critical", UNSTABLE: "warning", TOO_FEW: "info", NEEDS_FULL: "info"}
+               ERROR: "critical", UNSTABLE: "warning", TOO_FEW: "info", NEEDS_FULL: "info",
+               AT_THRESHOLD: "info"}
 VERDICT_STYLE = {REPRODUCED: "bold green", DIRECTION: "bold yellow", NOT_REPRODUCED: "bold red",
                  NOT_MEASURED: "dim", ERROR: "bold white on red", UNSTABLE: "bold magenta", TOO_FEW: "dim",
-                 NEEDS_FULL: "dim"}
+                 NEEDS_FULL: "dim", AT_THRESHOLD: "bold cyan"}
 ALL_CELLS_COLUMNS = ("cell_id", "group", "status", "arch", "write_policy", "path", "mix", "concurrency", "net",
                      "rcvbuf", "repetition", "rtt_ms", "lg_throughput", "lat_mean_ms", "lat_p99_ms",
                      "writes_per_request", "handoffs_per_request", "cs_per_request", "labels")
@@ -134,12 +135,29 @@ def _reps_json(finding) -> list:
 
 
 def _comparisons_json(finding) -> list:
-    """Each Check over the repetitions (lab/confidence.py): its value on each, threshold, outcome, and the
-    margin as a factor (holds above threshold x factor, fails below threshold / factor)."""
+    """Each Check over the repetitions (lab/confidence.py): its value on each, threshold, the band threshold ±
+    delta, outcome, the interval (under the sign rule the repetitions' range) and the boundary's half-width as
+    a factor (the interval is estimate / and x factor; NaN under the sign rule)."""
     return [{"name": w.check.name, "values": w.values, "repetitions": len(w.values), "threshold": w.check.threshold,
-             "metric": w.check.metric, "cells": w.check.cells, "outcome": w.outcome,
-             "margin_factor": math.exp(w.margin), "estimate": w.estimate, "interval": list(w.interval)}
+             "band": list(w.delta.band(w.check.threshold)), "metric": w.check.metric, "cells": w.check.cells,
+             "outcome": w.outcome, "margin_factor": math.exp(w.margin), "estimate": w.estimate,
+             "interval": list(w.interval)}
             for w in finding.weighed]
+
+
+def _delta_json(claim) -> dict | None:
+    return {"size": claim.delta.size, "source": claim.delta.source} if claim.delta else None
+
+
+def repetitions_used(finding) -> int | None:
+    """The repetitions the verdict rests on (None for a claim judged on its pooled cells)."""
+    return len(finding.reps) or None
+
+
+def against_band(finding) -> str:
+    """Each comparison's interval against its threshold ± delta and its outcome, in a line ('-' for a claim
+    without comparisons)."""
+    return "; ".join(f"{w.words()}: {w.outcome}" for w in finding.weighed) or "-"
 
 
 def to_json(outdir: Path, table: pd.DataFrame, judged: list, meta: dict) -> dict:
@@ -151,8 +169,9 @@ def to_json(outdir: Path, table: pd.DataFrame, judged: list, meta: dict) -> dict
             "claims": [{"id": claim.id, "title": claim.title, "publication": claim.publication,
                         "source": claim.source, "paper": claim.paper, "value": claim.value,
                         "tolerance": claim.tolerance, "rule": claim.rule, "measured": claim.measured,
-                        "min_reps": claim.min_reps, "ours": finding.ours, "verdict": finding.verdict,
-                        "why": finding.why, "repetitions": _reps_json(finding),
+                        "min_reps": claim.min_reps, "delta": _delta_json(claim), "ours": finding.ours,
+                        "verdict": finding.verdict, "why": finding.why, "repetitions_used": repetitions_used(finding),
+                        "repetitions": _reps_json(finding),
                         "comparisons": _comparisons_json(finding), "headers": finding.headers, "rows": finding.rows} for claim, finding in judged]}
 
 
@@ -201,8 +220,8 @@ def compare_markdown(a: Sweep, b: Sweep) -> str:
 
 def compare_json(a: Sweep, b: Sweep) -> dict:
     def side(s, f):
-        return {"verdict": f.verdict, "ours": f.ours, "why": f.why, "repetitions": _reps_json(f),
-                "comparisons": _comparisons_json(f)}
+        return {"verdict": f.verdict, "ours": f.ours, "why": f.why, "repetitions_used": repetitions_used(f),
+                "repetitions": _reps_json(f), "comparisons": _comparisons_json(f)}
     return jsonable({"a": {"dir": str(a.dir), "sweep": a.meta}, "b": {"dir": str(b.dir), "sweep": b.meta},
                      "claims": [{"id": claim.id, "title": claim.title, "same": fa.verdict == fb.verdict,
                                  "a": side(a, fa), "b": side(b, fb)}
@@ -219,16 +238,19 @@ def readme_table(sweeps: list) -> str:
     runs = "one run" if n == 1 else f"{n} runs"
     out = [README_BEGIN + "\n",
            f"From {runs} of the matrix {', '.join(matrices)} ({'; '.join(run_words(s) for s in sweeps)}) "
-           f"on {'; '.join(machines)}. A throughput or latency verdict holds only when the comparisons its repetitions "
-           "leave unsettled (against the run's pooled noise) could not change it; a claim left unsettled by the planned "
-           "repetitions gets more, until it settles or the run's budget for them is spent, and reads unstable only then "
-           "(docs/sweep.md, \"Verdicts and their confidence\"). The numbers are the last "
-           "run's; \"across runs\" says whether every run gave the same verdict, the last column how many "
-           "repetitions each run's verdict rests on (- for a claim judged on its pooled cells)."
+           f"on {'; '.join(machines)}. A throughput or latency comparison holds when its interval (against the run's "
+           "pooled noise) clears its threshold by more than the claim's margin δ, fails when it clears it the other way, "
+           "and is at the threshold when it lies within ±δ of it; a claim's verdict stands when the comparisons still "
+           "spanning an edge of that band could not change it, is \"at the threshold\" when only those within the band "
+           "could; a claim left unsettled gets more repetitions, until it settles or the run's budget for them is spent, "
+           "and reads unstable only then (docs/sweep.md, \"Verdicts and their confidence\"). The numbers, intervals "
+           "and bands are the last run's; \"across runs\" says whether every run gave the same verdict, the last "
+           "column how many repetitions each run's verdict rests on (- for a claim judged on its pooled cells)."
            + ("" if len({_matrix_text(s) for s in sweeps}) == 1 else
               " The runs' matrix files differ (DIR/matrix.toml): a claim's cells may not be the same in every run.")
            + "\n", "\n",
-           _row(["claim", "ours (last run)", "verdict", "across runs", "repetitions per run"]), "|---|---|---|---|---|\n"]
+           _row(["claim", "ours (last run)", "verdict", "interval against threshold ± δ (last run)", "across runs",
+                 "repetitions per run"]), "|---|---|---|---|---|---|\n"]
     stable = 0
     for i, (claim, finding) in enumerate(last.judged):
         verdicts = [s.judged[i][1].verdict for s in sweeps]
@@ -239,9 +261,9 @@ def readme_table(sweeps: list) -> str:
             stable += 1
         else:
             across = "differs: " + ", ".join(verdicts)
-        why = f" ({finding.why})" if finding.verdict in (UNSTABLE, TOO_FEW) else ""
-        reps = " / ".join(str(len(s.judged[i][1].reps) or "-") for s in sweeps)
-        out.append(_row([claim.title, finding.ours, finding.verdict + why, across, reps]))
+        why = f" ({finding.why})" if finding.verdict in (UNSTABLE, TOO_FEW, AT_THRESHOLD) else ""
+        reps = " / ".join(str(repetitions_used(s.judged[i][1]) or "-") for s in sweeps)
+        out.append(_row([claim.title, finding.ours, finding.verdict + why, against_band(finding), across, reps]))
     if n > 1:
         out.append(f"\n{stable} of {len(last.judged)} claims gave the same verdict in all {n} runs.\n")
     out.append(README_END + "\n")
@@ -311,16 +333,18 @@ def render_terminal(table: pd.DataFrame, judged: list, meta: dict) -> None:
     if sequential_words(meta):
         console.print(plain(sequential_words(meta)))
     out = Table(show_lines=False)
-    for col in ("claim", "paper", "ours", "verdict"):
+    for col in ("claim", "paper", "ours", "verdict", "reps"):
         out.add_column(col, overflow="fold")
     for claim, finding in judged:
         verdict = plain(finding.verdict, VERDICT_STYLE[finding.verdict])
         if finding.why:
             verdict.append("\n").append_text(plain(finding.why))
+        if finding.weighed:
+            verdict.append("\n").append_text(plain(f"against threshold ± δ: {against_band(finding)}"))
         ours = plain(finding.ours or "-")
         for index, rep in enumerate(finding.reps if finding.verdict == UNSTABLE else ()):
             ours.append("\n").append_text(plain(f"rep {index + 1}: {rep.verdict}: {rep.ours or '-'}"))
-        out.add_row(plain(claim.title), plain(claim.paper), ours, verdict)
+        out.add_row(plain(claim.title), plain(claim.paper), ours, verdict, plain(str(repetitions_used(finding) or "-")))
     console.print(out)
 
 
@@ -338,8 +362,9 @@ def render_html(outdir: Path, table: pd.DataFrame, judged: list, meta: dict) -> 
     if sequential_words(meta):
         body.append(htmlpage.paragraph(sequential_words(meta)))
     body.append(htmlpage.heading("Claims"))
-    body.append(htmlpage.table(["claim", "paper", "ours", "verdict", "why"],
-                               [[c.title, c.paper, f.ours or "-", f.verdict, f.why] for c, f in judged]))
+    body.append(htmlpage.table(["claim", "paper", "ours", "verdict", "repetitions", "margin δ", "why"],
+                               [[c.title, c.paper, f.ours or "-", f.verdict, repetitions_used(f) or "-",
+                                 f"±{c.delta.size:.0%}" if c.delta else "-", f.why] for c, f in judged]))
     figure_errors = []
     for claim, finding in judged:
         body.append(htmlpage.heading(claim.title))
@@ -347,9 +372,17 @@ def render_html(outdir: Path, table: pd.DataFrame, judged: list, meta: dict) -> 
                                      [f"paper ({claim.publication}, {claim.source}): {claim.paper}",
                                       f"measured: {claim.measured}", f"criterion: {claim.rule}",
                                       f"tolerance: {claim.tolerance}", f"ours: {finding.ours or '-'}"]
+                                     + ([f"margin δ: ±{claim.delta.size:.0%} of each threshold ({claim.delta.source})"]
+                                        if claim.delta else [])
                                      + ([finding.why] if finding.why else [])
                                      + [f"repetition {i + 1}: {rep.verdict}: {rep.ours or '-'}"
                                         for i, rep in enumerate(finding.reps)]))
+        if finding.weighed:
+            body.append(htmlpage.table(
+                ["comparison", "estimate", "interval", "threshold ± δ", "outcome", "repetitions"],
+                [[w.check.name, _cell(w.estimate), "-".join(str(_cell(x)) for x in w.interval)
+                  + (" (range)" if math.isnan(w.margin) else ""), w.against(), w.outcome, len(w.values)]
+                 for w in finding.weighed]))
         if finding.rows:
             body.append(htmlpage.table(finding.headers, finding.rows))
         try:

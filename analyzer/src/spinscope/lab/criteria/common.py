@@ -63,6 +63,10 @@ class Check:
     threshold: float
     metric: str = "req/s"
     cells: int = 2
+    # The threshold is the criterion's own definition, not a paper's number (process_graph's "served 2% less":
+    # what equal throughput means at a set rate): the claim's margin delta, the paper's precision, is not put
+    # around it (lab/confidence.py).
+    exact: bool = False
 
     def __bool__(self) -> bool:
         return bool(self.value >= self.threshold)  # NaN (a cell missing) does not hold
