@@ -249,6 +249,36 @@ int BPF_PROG(on_sys_enter, struct pt_regs *regs, long nr)
 	return 0;
 }
 
+/*
+ * Thread t runs from now on (tid: its id, 0 when it is the current thread): what its time switched out and
+ * waiting to run was, and whether it was woken by a hand-off.
+ */
+static __always_inline void thread_switch_in(struct thread_stats *t, __u32 tid, __u64 now)
+{
+	if (t->switch_out_ns) {
+		t->c.offcpu_ns += now - t->switch_out_ns;
+		if (t->out_in_call)
+			t->inflight.offcpu_ns += now - t->switch_out_ns;
+	}
+	if (t->runnable_since_ns) {
+		t->c.runq_ns += now - t->runnable_since_ns;
+		if (t->woken_in_process)
+			t->c.wakeup_wait_ns += now - t->runnable_since_ns;
+		if (t->first_run_pending) {
+			t->c.thread_starts++;
+			t->c.thread_start_wait_ns += now - t->runnable_since_ns;
+		}
+	}
+	t->first_run_pending = 0;
+	if (stack_hz && t->woken_in_process)
+		t->handoff_window = 1;
+	t->runnable_since_ns = 0;
+	t->woken_in_process = 0;
+	t->switch_out_ns = 0;
+	t->switch_in_ns = now;
+	tag_note(t, tid, now);
+}
+
 SEC("tp_btf/sys_exit")
 int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 {
@@ -265,6 +295,13 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 	t = task_thread(task);
 	if (!t)
 		return 0;
+	/* Running, yet switched out at its last switch: the kernel ran no program for its switch in (a
+	 * switch from a task no tracing program sees: on this machine every switch out of the sandbox's
+	 * PID 1 is such). Its switch in is taken to be now, and counted. */
+	if (t->switch_out_ns && !t->switch_in_ns) {
+		t->c.switch_ins_unseen++;
+		thread_switch_in(t, 0, bpf_ktime_get_ns());
+	}
 	/* Interrupted, to be restarted: one call for user space, so count it once, when it ends (its
 	 * time switched out and its flags carry over). */
 	if (ret <= -ERESTARTSYS && ret >= -ERESTART_RESTARTBLOCK) {
@@ -387,30 +424,8 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 			thread_move_to_exited(prev->pid, t);
 		}
 	}
-	if (next_ours && (t = task_thread(next))) {
-		if (t->switch_out_ns) {
-			t->c.offcpu_ns += now - t->switch_out_ns;
-			if (t->out_in_call)
-				t->inflight.offcpu_ns += now - t->switch_out_ns;
-		}
-		if (t->runnable_since_ns) {
-			t->c.runq_ns += now - t->runnable_since_ns;
-			if (t->woken_in_process)
-				t->c.wakeup_wait_ns += now - t->runnable_since_ns;
-			if (t->first_run_pending) {
-				t->c.thread_starts++;
-				t->c.thread_start_wait_ns += now - t->runnable_since_ns;
-			}
-		}
-		t->first_run_pending = 0;
-		if (stack_hz && t->woken_in_process)
-			t->handoff_window = 1;
-		t->runnable_since_ns = 0;
-		t->woken_in_process = 0;
-		t->switch_out_ns = 0;
-		t->switch_in_ns = now;
-		tag_note(t, next->pid, now);
-	}
+	if (next_ours && (t = task_thread(next)))
+		thread_switch_in(t, next->pid, now);
 	return 0;
 }
 

@@ -129,7 +129,8 @@
 	X(h2_streams_unfollowed) /* streams opened whose end was not waited for (a stream 64 ids on took its slot, or the connection closed) */ \
 	X(tls_connections)     /* serving sockets whose first read began with a TLS ClientHello: counted by exchange */ \
 	X(h2_bad_frames)       /* HTTP/2 frame headers no conforming peer sends (length, type, stream): the walk lost its place there */ \
-	X(nagle_held)          /* a response's later socket writes that left bytes held by Nagle's algorithm (nagle.bpf.h) */
+	X(nagle_held)          /* a response's later socket writes that left bytes held by Nagle's algorithm (nagle.bpf.h) */ \
+	X(switch_ins_unseen)   /* switches in no program ran for, found at the thread's next counted syscall's exit */
 
 struct thread_counters {
 #define X(name) __u64 name;

@@ -13,7 +13,7 @@
 #include "runtime.h"
 #include "snapshot.h"
 
-#define CAPTURE_SCHEMA 9
+#define CAPTURE_SCHEMA 10
 #ifndef SPINSCOPE_VERSION /* from analyzer/src/spinscope/__init__.py, by the Makefile: one source */
 #error "SPINSCOPE_VERSION is defined by the Makefile (-DSPINSCOPE_VERSION), from spinscope/__init__.py"
 #endif

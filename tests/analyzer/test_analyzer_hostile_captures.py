@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -95,7 +96,7 @@ def test_hostile_capture_is_one_line_error(case, tmp_path, capsys):
 def test_a_capture_above_the_size_bound_is_refused_before_reading(tmp_path, cli):
     path = tmp_path / "capture.json"
     path.write_text(json.dumps(GOOD) + " " * 2**20)  # valid, and over 1 MiB
-    result = cli("report", path, env={"SPINSCOPE_MAX_CAPTURE_MB": "1"})
+    result = cli("report", path, env={**os.environ, "SPINSCOPE_MAX_CAPTURE_MB": "1"})
     assert result.returncode == 1
     assert "larger than a capture is read (1 MiB; SPINSCOPE_MAX_CAPTURE_MB raises it)" in result.stderr
 

@@ -190,7 +190,7 @@ def test_request_still_open_at_the_end_is_counted(tmp_path):
 def test_capture_document_shape(tmp_path):
     run = run_fixture("reqserver", "3", "1", tmp_path=tmp_path, collector_args=("--interval", "0.2"))
     cap = run.capture
-    assert cap["schema"] == SCHEMA == 9 and cap["format"] == "spinscope-capture"
+    assert cap["schema"] == SCHEMA == 10 and cap["format"] == "spinscope-capture"
     # This kernel has what every part of the capture needs (probed at attach): nothing left out.
     assert cap["host"]["features"] == {"bpf_loop": True, "perf_event_maps": True}
     assert cap["settings"]["left_out"] == []

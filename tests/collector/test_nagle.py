@@ -41,7 +41,11 @@ def test_each_split_response_is_held_once(tmp_path):
     run = run_fixture("reqserver", "50", "2", "nagle", tmp_path=tmp_path)
     writes, holds, requests = held(run)
     # Held writes and requests exactly as the fixture saw them; holds ended by an ACK one fewer at most: a
-    # clean-clone CI run counted 49 holds of 50 held writes (one hold's end not timed; cause not yet found).
+    # clean-clone CI run counted 49 holds of 50 held writes (one hold's end not timed). The likely cause, a
+    # fact of this machine: no tracing program runs while a thread of the sandbox's init (PID 1) is current
+    # (in 8 s, 0 of ~16,000 softirq, timer, interrupt and wakeup events had it current, though its threads
+    # ran; and every switch out of it is unseen: switch_ins_unseen), so the client's segment processed in a
+    # softirq on top of it fires no tcp_probe program, and that hold never ends.
     true_writes, true_holds, true_requests = truth(run)
     assert (writes, requests) == (true_writes, true_requests) and true_holds - 1 <= holds <= true_holds, truth(run)
     assert holds >= MOST * 50
@@ -61,9 +65,8 @@ def test_a_write_while_held_starts_the_hold_again(tmp_path):
     writes, holds, requests = held(run)
     true_writes, true_holds, true_requests = truth(run)
     # One hold fewer at most, as in test_each_split_response_is_held_once (a clean-clone run beside a load of
-    # 10 failed here once). Suspected, not shown: the client's segment processed (tcp_probe, a softirq that
-    # may interrupt the probe on the same CPU) between the write's Nagle test and the hold's start, so that
-    # no probe ends the hold.
+    # 10 failed here once): a tcp_probe that ran no program (that test's note), or, not shown, the client's
+    # segment processed between the write's Nagle test and the hold's start.
     assert (writes, requests) == (true_writes, true_requests) and true_holds - 1 <= holds <= true_holds, truth(run)
     assert writes >= MOST * 20 and holds >= MOST * 10
 

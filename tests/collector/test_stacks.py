@@ -240,8 +240,7 @@ def test_a_perf_map_names_jit_frames_only_when_it_is_the_targets_own_file(tmp_pa
 def test_the_tag_timeline_holds_every_change_of_every_thread(run, timeline_path):
     """--tag-timeline: each thread's tags, changed exactly where the fixture changes what it does. The spinner
     stalls once and never waits again, the idler's polls are all empty, the consumer is woken by the producer
-    every time: one change each (two more for each time it is woken by memory-map lock contention, and two
-    more once, cause not found). The producer's tags go to `handoff` in each call that wakes the consumer and
+    every time: one change each (two more for each time it is woken by memory-map lock contention). The producer's tags go to `handoff` in each call that wakes the consumer and
     back when it returns: two changes per wake, as many wakes as its hand-off events."""
     tl = T.read(timeline_path)
     assert tl.error is None and tl.complete and tl.lost == 0
@@ -249,14 +248,14 @@ def test_the_tag_timeline_holds_every_change_of_every_thread(run, timeline_path)
     assert tags["spinner"] == [("write-stall",)]
     assert tags["idler"] == [("empty-cycle",)]
     # A thread blocked on the memory-map lock and woken by its release was not handed anything: its tags go
-    # back to none then, until its next hand-off. And once more, cause NOT found: in a clean-clone run beside
-    # a load of 10 (and 1 run in ~16 beside a CPU hog) the consumer went (handoff, none, handoff) with every
-    # one of its 271 wakeups the producer's futex ones, none mm, irq or external (issue 42's note).
+    # back to none then, until its next hand-off. (A switch in that ran no program, as every one after the
+    # sandbox's PID 1 here, once made the consumer (handoff, none, handoff) 1 run in ~16 beside a CPU hog:
+    # the probes now take it to be at the thread's next syscall's exit, switch_ins_unseen.)
     mm_woken = sum(w["count"] for w in run.capture["wakeups"]
                    if w["wakee_tid"] == run.truth["consumer"]["tid"] and w["mechanism"] == "mm")
     assert tags["consumer"][::2] == [("handoff",)] * len(tags["consumer"][::2])
     assert tags["consumer"][1::2] == [()] * len(tags["consumer"][1::2]) and len(tags["consumer"]) % 2 == 1
-    assert len(tags["consumer"]) <= 1 + 2 * (mm_woken + 1)
+    assert len(tags["consumer"]) <= 1 + 2 * mm_woken
     producer = run.truth["producer"]["tid"]
     wakes = sum(s.weight for s in events(S.load(run.capture), producer, S.HANDOFF)) + tail(run, S.HANDOFF)
     sent = run.thread("producer")
@@ -264,7 +263,7 @@ def test_the_tag_timeline_holds_every_change_of_every_thread(run, timeline_path)
     # exiting is none either: counted in wakeups_sent, never a hand-off event.
     assert wakes == sent["wakeups_sent"] - sent["wakeups_sent_mm"] - sent["wakeups_sent_exit"]
     assert tags["producer"] == [("handoff",), ()] * wakes
-    assert tl.changes == 3 + 2 * wakes
+    assert tl.changes == len(tags["spinner"]) + len(tags["idler"]) + len(tags["consumer"]) + 2 * wakes
     for tid, times in tl.times.items():
         assert times == sorted(times) and times[0] > 0
 

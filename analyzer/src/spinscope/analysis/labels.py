@@ -17,7 +17,7 @@ from spinscope.analysis.metrics import Analysis, drop_line, dropped
 from spinscope.analysis.patterns import HANDOFF_OVERHEAD, PATTERNS, TITLES, WRITE_SPIN
 from spinscope.analysis.patterns.spurious_select import saturation_notes
 from spinscope.analysis.verdicts import INFO, MIN_REQUESTS
-from spinscope.analysis.wording import checkpoint_note, exec_notes, first_drop, sampling_note
+from spinscope.analysis.wording import checkpoint_note, exec_notes, first_drop, sampling_note, unseen_switches_note
 
 
 @dataclass
@@ -57,6 +57,8 @@ def capture_notes(analysis: Analysis) -> list:
     notes += coverage_notes(cap)
     if cap.time_sample > 1:
         notes.append(sampling_note(cap.time_sample, int(cap.totals["calls_timed"])))
+    if cap.totals.get("switch_ins_unseen"):
+        notes.append(unseen_switches_note(int(cap.totals["switch_ins_unseen"])))
     if cap.end_reason == "checkpoint":
         notes.append(checkpoint_note(cap))
     return notes + stack_costs.notes(analysis)

@@ -12,7 +12,7 @@ import os
 from typing import Any, Iterable, NamedTuple
 
 FORMAT = "spinscope-capture"
-SCHEMA = 9
+SCHEMA = 10
 
 # The counters every thread, `totals` and every interval carry (docs/capture-format.md, "Counters"), in
 # the collector's order: SPINSCOPE_COUNTERS in bpf/spinscope.h (a test holds the two equal).
@@ -35,7 +35,7 @@ COUNTERS = (
     "write_spin_empty", "write_spin_empty_ns", "poll_dispatch", "poll_dispatch_cycle_ns",
     "clone_calls", "clone_ns", "thread_starts", "thread_start_wait_ns", "exit_oncpu_ns",
     "h2_streams", "h2_frames", "h2_lost", "h2_lost_calls", "h2_lost_bytes", "h2_streams_unfollowed",
-    "tls_connections", "h2_bad_frames", "nagle_held",
+    "tls_connections", "h2_bad_frames", "nagle_held", "switch_ins_unseen",
 )
 # Schema 7 added what creating and ending a thread costs (a thread per request): 0 in older captures.
 SCHEMA7_COUNTERS = frozenset(("clone_calls", "clone_ns", "thread_starts", "thread_start_wait_ns", "exit_oncpu_ns"))
@@ -49,6 +49,9 @@ SCHEMA8_COUNTERS = frozenset(("h2_streams", "h2_frames", "h2_lost", "h2_lost_cal
 # segment from the client ended and their time: 0 in older captures.
 SCHEMA9_COUNTERS = frozenset(("h2_bad_frames", "nagle_held"))
 SCHEMA9_REQUEST_SUMS = frozenset(("nagle_holds", "nagle_hold_ns"))
+# Schema 10 counts the switches in that the kernel ran no tracing program for (found, and taken to be at, the
+# thread's next counted syscall's exit): 0 in older captures, which could lose a thread's slice.
+SCHEMA10_COUNTERS = frozenset(("switch_ins_unseen",))
 # Schema 5 added the socket reads and writes on channels between the target's processes, which serve no
 # requests (before, their messages were counted as requests), the HTTP/2 connections, the accept counts,
 # the poll wakeup cycles and the copy rate: 0 in older captures.
@@ -87,7 +90,8 @@ DROP_KEYS = ("threads", "sockets", "wakeup_edges", "pids", "exited", "execs", "l
 SINCE = {**dict.fromkeys(SCHEMA2_COUNTERS | SCHEMA2_REQUEST_SUMS, 2), **dict.fromkeys(SCHEMA4_COUNTERS, 4),
          **dict.fromkeys(SCHEMA5_COUNTERS, 5), **dict.fromkeys(SCHEMA6_COUNTERS, 6),
          **dict.fromkeys(SCHEMA7_COUNTERS, 7), **dict.fromkeys(SCHEMA8_COUNTERS, 8),
-         **dict.fromkeys(SCHEMA9_COUNTERS | SCHEMA9_REQUEST_SUMS, 9), "nagle-write": 9, "execs": 3, "exited": 4,
+         **dict.fromkeys(SCHEMA9_COUNTERS | SCHEMA9_REQUEST_SUMS, 9), "nagle-write": 9,
+         **dict.fromkeys(SCHEMA10_COUNTERS, 10), "execs": 3, "exited": 4,
          "listeners": 5}
 # --stacks' record sources (enum stack_source in bpf/spinscope.h): CPU samples, then the event sources.
 STACK_SOURCES = ("cpu", "spin-write", "empty-poll", "futile-wakeup", "handoff", "nagle-write")

@@ -36,6 +36,13 @@ def first_drop(intervals: list, key: str) -> str:
     return f" from {fixed(first['t_s'] - first['duration_s'], 1)} s on"
 
 
+def unseen_switches_note(unseen: int) -> str:
+    """The switches in the kernel ran no tracing program for (totals.switch_ins_unseen, schema 10)."""
+    return (f"{unseen:,} switch{'es' if unseen != 1 else ''} in of the target's threads ran no tracing program (a "
+            "switch from a task the kernel's tracing skips); each was taken to be at the thread's next counted "
+            "syscall's exit, so the on-CPU time before that is counted switched out")
+
+
 def sampling_note(time_sample: int, timed: int) -> str:
     return (f"call times sampled: 1 call in {time_sample} timed ({timed:,} calls, --time-sample), so the "
             "measured costs behind the verdicts are estimates; counts are exact")
