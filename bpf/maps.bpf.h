@@ -36,6 +36,9 @@ __u64 stack_window = 0;
 const volatile bool h2_walk_on = true;
 /* --stacks beside a runtime helper: every change of a target thread's tags to the tag_changes ring. */
 const volatile bool tag_timeline = false;
+/* The capture has ended: set by the collector before its final read, so that the maps it reads one after
+ * another hold one moment (is_target() is false from then on; the target's threads stop being counted). */
+volatile bool capture_over = false;
 
 struct global_stats globals = {};
 

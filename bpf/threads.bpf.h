@@ -40,19 +40,20 @@ static __always_inline bool in_target_cgroup(struct task_struct *task)
  * Is the task one of the target's? Run for every syscall of every thread on the machine: a foreign
  * thread costs one compare of its thread group with a constant in PID mode. targ_flags is a constant the
  * verifier resolves: with a PID alone, the code below its test is gone (xlated: no lookup, no cgroup
- * load), and the PID mode's foreign thread costs what it did before the cgroup mode existed.
+ * load), and the PID mode's foreign thread costs what it did before the cgroup mode existed. Once the
+ * capture is over (capture_over) no task is: a target's thread pays one load more for that.
  */
 static __always_inline bool is_target(struct task_struct *task)
 {
 	__u32 tgid = task->tgid;
 
 	if (tgid == targ_tgid)
-		return true;
+		return !capture_over;
 	if (!targ_flags)
 		return false;
 	if (targ_flags & TARGET_CGROUP)
-		return in_target_cgroup(task) && tgid != collector_tgid;
-	return bpf_map_lookup_elem(&child_pids, &tgid) != NULL;
+		return in_target_cgroup(task) && tgid != collector_tgid && !capture_over;
+	return bpf_map_lookup_elem(&child_pids, &tgid) != NULL && !capture_over;
 }
 
 /* ---------------------------------------------------------------------------------------- */
