@@ -385,7 +385,9 @@ SEC("tp_btf/sched_switch")
 int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
 {
-	bool prev_ours = is_target(prev), next_ours = is_target(next);
+	/* A thread's last switch out is taken even once the capture is over: a process has exited (its pidfd
+	 * readable, ending the capture) before its last thread's final switch, which moves it to the exited. */
+	bool prev_ours = prev_state & TASK_DEAD ? in_target(prev) : is_target(prev), next_ours = is_target(next);
 	struct thread_stats *t;
 	__u64 now;
 

@@ -41,19 +41,25 @@ static __always_inline bool in_target_cgroup(struct task_struct *task)
  * thread costs one compare of its thread group with a constant in PID mode. targ_flags is a constant the
  * verifier resolves: with a PID alone, the code below its test is gone (xlated: no lookup, no cgroup
  * load), and the PID mode's foreign thread costs what it did before the cgroup mode existed. Once the
- * capture is over (capture_over) no task is: a target's thread pays one load more for that.
+ * capture is over (capture_over) no task is counted (is_target): a target's thread pays one load more.
  */
-static __always_inline bool is_target(struct task_struct *task)
+static __always_inline bool in_target(struct task_struct *task)
 {
 	__u32 tgid = task->tgid;
 
 	if (tgid == targ_tgid)
-		return !capture_over;
+		return true;
 	if (!targ_flags)
 		return false;
 	if (targ_flags & TARGET_CGROUP)
-		return in_target_cgroup(task) && tgid != collector_tgid && !capture_over;
-	return bpf_map_lookup_elem(&child_pids, &tgid) != NULL && !capture_over;
+		return in_target_cgroup(task) && tgid != collector_tgid;
+	return bpf_map_lookup_elem(&child_pids, &tgid) != NULL;
+}
+
+/* ...and counted: not once the capture is over. */
+static __always_inline bool is_target(struct task_struct *task)
+{
+	return in_target(task) && !capture_over;
 }
 
 /* ---------------------------------------------------------------------------------------- */
