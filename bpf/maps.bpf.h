@@ -37,7 +37,7 @@ const volatile bool h2_walk_on = true;
 /* --stacks beside a runtime helper: every change of a target thread's tags to the tag_changes ring. */
 const volatile bool tag_timeline = false;
 /* The capture has ended: set by the collector before its final read, so that the maps it reads one after
- * another hold one moment (is_target() is false from then on; the target's threads stop being counted). */
+ * another hold one moment (is_target() is false from then on: only a thread's last switch out is taken). */
 volatile bool capture_over = false;
 
 struct global_stats globals = {};

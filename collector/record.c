@@ -158,10 +158,10 @@ void session_record(struct session *s, const struct options *o)
 /*
  * The final read and the capture: the maps are read while the probes are still attached, and the file
  * is complete (written, synced, renamed) before anything is detached, which takes a grace period per
- * tracepoint. The probes are told first that the capture is over (capture_over: no thread is the target's
- * from then on), so that the maps, read one after another, hold one moment: a server serving on while
- * the threads were read, then the requests, had 70,129 requests in a capture whose threads read 70,126
- * (beside a CPU hog; the final read takes milliseconds then).
+ * tracepoint. The probes are told first that the capture is over (capture_over: no thread is counted from
+ * then on but for its last switch out), so that the maps, read one after another, hold one moment: a
+ * server serving on while the threads were read, then the requests, had 70,129 requests in a capture
+ * whose threads read 70,126 (beside a CPU hog; the final read takes milliseconds then).
  */
 int session_write(struct session *s, const struct options *o)
 {
