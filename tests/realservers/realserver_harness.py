@@ -242,13 +242,21 @@ def _node(workdir: Path, port: int, docroot: Path, workers: int = 0) -> list[str
     return [binary("node"), str(NODE_SERVER), str(port)] + ([str(workers)] if workers else [])
 
 
-def _gunicorn(workdir: Path, port: int, docroot: Path, workers: int = 4) -> list[str]:
-    """gunicorn's sync workers (a master and WORKERS processes) serving apps/wsgi_bytes.py. Each worker
-    waits in select() on the shared listener and then accepts; a sync worker closes the connection after
-    each response (no keep-alive)."""
-    return [DEBIAN_PYTHON, "-m", "gunicorn", "--workers", str(workers), "--worker-class", "sync",
-            "--bind", f"127.0.0.1:{port}", "--chdir", str(APPS), "--error-logfile", str(workdir / "error.log"),
-            "--log-level", "warning", "wsgi_bytes:app"]
+def _gunicorn(workdir: Path, port: int, docroot: Path, workers: int = 4, listener: str = "shared") -> list[str]:
+    """gunicorn's sync workers (a master and WORKERS processes) serving apps/wsgi_bytes.py. LISTENER `shared`:
+    each worker waits in select() on the master's listener and then accepts (a herd); `epoll-exclusive`: each
+    waits on it in epoll with EPOLLEXCLUSIVE (apps/gunicorn_epoll_exclusive.py); `per-worker`: each
+    worker binds its own with SO_REUSEPORT (apps/gunicorn_listener_per_worker.py; the master binds a Unix
+    socket in WORKDIR). A sync worker closes the connection after each response (no keep-alive)."""
+    if listener == "shared":
+        bind = ["--bind", f"127.0.0.1:{port}"]
+    elif listener == "epoll-exclusive":
+        bind = ["--bind", f"127.0.0.1:{port}", "--config", str(APPS / "gunicorn_epoll_exclusive.py")]
+    else:
+        bind = ["--bind", f"unix:{workdir / 'master.sock'}", "--config", str(APPS / "gunicorn_listener_per_worker.py")]
+    return ["/usr/bin/env", f"SPINSCOPE_GUNICORN_PORT={port}", DEBIAN_PYTHON, "-m", "gunicorn", "--workers",
+            str(workers), "--worker-class", "sync", *bind, "--chdir", str(APPS), "--error-logfile",
+            str(workdir / "error.log"), "--log-level", "warning", "wsgi_bytes:app"]
 
 
 def _fastapi(workdir: Path, port: int, docroot: Path, endpoint: str = "async") -> list[str]:
@@ -785,6 +793,12 @@ VERDICT_CONFIGS = _configs(
            "gunicorn, 4 sync workers on 2 CPUs, a new connection per request"),
     Config("gunicorn-w1", "gunicorn", HERD_LOAD, {"workers": 1},
            "gunicorn, 1 sync worker, a new connection per request"),
+    Config("gunicorn-w4-exclusive", "gunicorn", HERD_LOAD, {"workers": 4, "listener": "epoll-exclusive"},
+           "gunicorn, 4 sync workers waiting on the shared listener in epoll with EPOLLEXCLUSIVE, a new connection "
+           "per request"),
+    Config("gunicorn-w4-own-listeners", "gunicorn", HERD_LOAD, {"workers": 4, "listener": "per-worker"},
+           "gunicorn, 4 sync workers each on a listener of its own (SO_REUSEPORT, bound after the fork), a new "
+           "connection per request"),
     *(Config(f"fastapi-{endpoint}-c{clients}", "fastapi", HttpLoad("/bytes/100", concurrency=clients),
              {"endpoint": endpoint}, f"FastAPI on uvicorn (1 worker), `{endpoint}` endpoint, {clients} clients")
       for endpoint in ("def", "async") for clients in (1, 16)),

@@ -428,7 +428,9 @@ HERD_ACCEPT_FIXES = {
     NATIVE: "wake one waiter per connection: EPOLLEXCLUSIVE on the listening socket, a listener per worker with "
             "SO_REUSEPORT, or one acceptor that hands connections out",
     CPYTHON: "wake one process per connection: a listener per process (Tornado: bind_sockets(..., reuse_port=True) "
-             "after fork_processes; gunicorn: --reuse-port), or EPOLLEXCLUSIVE on the shared listener",
+             "after fork_processes; gunicorn binds before it forks, so its --reuse-port alone leaves one listener "
+             "for all workers: run one master per worker, each `-w 1 --reuse-port` on the same port), or "
+             "EPOLLEXCLUSIVE on the shared listener (it wakes fewer, not always one)",
     JVM: "wake one thread per connection: one acceptor (a Netty boss group of 1) that hands connections out, or a "
          "listener per event loop with SO_REUSEPORT (Netty's epoll transport: EpollChannelOption.SO_REUSEPORT)",
     GO: "wake one process per connection: Go's netpoller is per process, so give each process its own listener "
