@@ -123,7 +123,9 @@ int target_open(int pid, const char *path, __u64 resolve)
 	return fd;
 }
 
-/* The file process pid maps at start (the module's first mapping) as path: an open descriptor, or -1. */
+/* The file process pid maps at start (the module's first mapping) as path: an open descriptor; -1 if it cannot
+ * be opened; NOT_A_FILE for a mapping of something else than a regular file (a device's): never code to read. */
+#define NOT_A_FILE -2
 static int module_open(int pid, Dwarf_Addr start, const char *path)
 {
 	unsigned long long end, inode;
@@ -144,13 +146,14 @@ static int module_open(int pid, Dwarf_Addr start, const char *path)
 	}
 	if (fd >= 0 && (fstat(fd, &st) || !S_ISREG(st.st_mode))) { /* a device's mapping: never read */
 		close(fd);
-		return -1;
+		return NOT_A_FILE;
 	}
 	return fd;
 }
 
-/* The library fd is (fd closed), opened once for all; NULL if it is no ELF file. */
-static struct library *library_of(struct libraries *l, int fd)
+/* The library fd is (fd closed), opened once for all; NULL if it is no ELF file (*not_elf then says whether it
+ * is some other file: data a process maps, a JVM's modules image, no code). */
+static struct library *library_of(struct libraries *l, int fd, bool *not_elf)
 {
 	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	struct library *lib = NULL, *victim = &l->slots[0];
@@ -160,6 +163,7 @@ static struct library *library_of(struct libraries *l, int fd)
 	ssize_t len;
 
 	/* Mapped whole (or read, if it cannot be): the Elf needs its descriptor no more, whoever holds it. */
+	*not_elf = elf && elf_kind(elf) != ELF_K_ELF;
 	if (!elf || elf_kind(elf) != ELF_K_ELF || fstat(fd, &st) || elf_cntl(elf, ELF_C_FDREAD))
 		goto fail;
 	close(fd);
@@ -224,7 +228,8 @@ int modules_find_elf(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_
 		     Elf **elfp)
 {
 	struct libraries *l = opening;
-	struct library *lib;
+	struct library *lib = NULL;
+	bool not_elf = false;
 	Dwarf_Addr start;
 	int fd;
 
@@ -232,8 +237,9 @@ int modules_find_elf(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_
 		return dwfl_linux_proc_find_elf(mod, userdata, name, base, file_name, elfp);
 	dwfl_module_info(mod, NULL, &start, NULL, NULL, NULL, NULL, NULL);
 	fd = module_open(l->pid, start, name);
-	if (fd < 0 || !(lib = library_of(l, fd))) {
-		unopened(l, name);
+	if (fd < 0 || !(lib = library_of(l, fd, &not_elf))) {
+		if (fd != NOT_A_FILE && !not_elf) /* code that could not be read: said; a data file is no module */
+			unopened(l, name);
 		return -1; /* and no file name: libdwfl opens nothing of the collector's own filesystem */
 	}
 	*elfp = elf_begin(-1, ELF_C_READ_MMAP, lib->elf); /* the module's own reference to the library's Elf */

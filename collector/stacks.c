@@ -449,8 +449,20 @@ static const Dwfl_Thread_Callbacks thread_callbacks = {
 	.set_initial_registers = initial_registers,
 };
 
+static int module_open_now(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr start, void *arg)
+{
+	Dwarf_Addr bias;
+
+	(void)userdata, (void)name, (void)start, (void)arg;
+	dwfl_module_getelf(mod, &bias);
+	return DWARF_CB_OK;
+}
+
 /* Report pid's modules from its maps (again: a library loaded or unloaded since; a module reported as
- * before keeps its file, one no longer mapped is dropped). */
+ * before keeps its file, one no longer mapped is dropped), and open each new one now, while the process
+ * runs: a module first needed by a record drained after the process exited (its exit path in ld.so, a
+ * short-lived child's) could be opened no more (/proc/PID/map_files is gone), and its frames would be
+ * module+offset. A module opened already is not opened again. */
 static bool process_report(struct process *p)
 {
 	dwfl_report_begin(p->dwfl);
@@ -459,7 +471,10 @@ static bool process_report(struct process *p)
 		return false;
 	}
 	p->reported_ns = monotonic_ns();
-	return dwfl_report_end(p->dwfl, NULL, NULL) == 0;
+	if (dwfl_report_end(p->dwfl, NULL, NULL) != 0)
+		return false;
+	dwfl_getmodules(p->dwfl, module_open_now, NULL, 0);
+	return true;
 }
 
 static void process_end(struct process *p)

@@ -4,6 +4,7 @@ counts, on a fixture built without frame pointers (tests/fixtures/callsites.c)."
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from spinscope.analysis.patterns import HANDOFF_OVERHEAD, SPURIOUS_SELECT, WRITE
 from spinscope.output import stack_files
 from spinscope.tracing import tag_timeline as T
 
-from collector_harness import COLLECTOR, run_fixture
+from collector_harness import COLLECTOR, FIXTURES, run_fixture
 
 SPINS, EMPTIES, ITEMS = 5000, 150, 200
 HZ = "199"
@@ -108,6 +109,18 @@ def test_the_caller_of_libc_is_on_the_stack_without_frame_pointers(run):
     assert "start_thread" in names, names
     own = stack.frames[1]
     assert own.module == "callsites" and own.file == "callsites.c" and own.line > 0
+
+
+def test_every_module_is_opened_while_its_process_runs(run):
+    """Each ELF file the fixture maps is opened when its process's modules are first reported, while it runs, not
+    when a frame first needs it: a record drained after the process exited (its exit path in the dynamic
+    loader, `_dl_fini`) could not open it then (/proc/PID/map_files gone) and was counted unopened (a fresh-clone
+    run of 2026-11-29). The fixture maps itself, the C library and the dynamic loader (ldd), and no frame of
+    this capture needs the loader."""
+    linked = subprocess.run(["ldd", str(FIXTURES / "callsites")], capture_output=True, text=True, check=True).stdout
+    files = {line.split("=>")[-1].split("(")[0].strip() for line in linked.splitlines() if "/" in line}
+    modules = run.capture["stacks"]["modules"]
+    assert (modules["opened"], modules["unopened"], modules["unopened_names"]) == (1 + len(files), 0, []), (files, modules)
 
 
 def container(mount_point: Path, pid_namespace: bool) -> tuple[str, ...]:
