@@ -16,7 +16,6 @@ import html
 import json
 import os
 import re
-import shutil
 import subprocess
 import time
 from urllib.parse import quote
@@ -24,6 +23,7 @@ from urllib.parse import quote
 import pytest
 
 import captures
+from browser import chromium_command, run_chromium
 from paths import DOCS
 from spinscope.analysis.capture import load
 from spinscope.analysis.labels import assess
@@ -31,10 +31,7 @@ from spinscope.analysis.metrics import analyze
 from spinscope.output import flamegraph
 from test_analyzer_stacks import FRAMES, block, frame, stack
 
-CHROMIUM = next((shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome")
-                 if shutil.which(name)), None)
-SWITCHES = ("--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--disable-background-networking",
-            "--disable-component-update", "--no-first-run", "--virtual-time-budget=5000", "--window-size=1280,1600")
+SWITCHES = ("--headless=new", "--virtual-time-budget=5000", "--window-size=1280,1600")
 WORKER_RUN = "WorkerThread.run (site-packages/anyio/_backends/_asyncio.py)"
 # XML namespaces' names in d3-selection and d3-interpolate: identifiers, never fetched.
 NAMESPACES = {"http://www.w3.org/1999/xhtml", "http://www.w3.org/1999/xlink", "http://www.w3.org/2000/svg",
@@ -69,13 +66,9 @@ def page(tmp_path, doc) -> str:
 
 
 def chromium(tmp_path, html_text: str, fragment: str = "", *switches) -> str:
-    if CHROMIUM is None:
-        pytest.skip("Chromium is not installed (apt-get install -y chromium; scripts/setup.sh installs it): the "
-                    "flame graphs are not checked in a browser")
     path = tmp_path / "page.html"
     path.write_text(html_text, encoding="utf-8")
-    result = subprocess.run([CHROMIUM, *SWITCHES, *switches, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom",
-                             path.as_uri() + fragment], capture_output=True, text=True, timeout=120)
+    result = run_chromium(tmp_path, *SWITCHES, *switches, "--dump-dom", path.as_uri() + fragment)
     assert result.returncode == 0, result.stderr[-2000:]
     return result.stdout
 
@@ -180,49 +173,47 @@ def without_javascript(tmp_path, html_text: str) -> str:
     """The page's DOM once loaded in Chromium with scripts disabled (Emulation.setScriptExecutionDisabled through
     the DevTools protocol on a pipe: `--dump-dom` itself needs scripts, and no switch turns them off in headless
     mode)."""
-    if CHROMIUM is None:
-        pytest.skip("Chromium is not installed (apt-get install -y chromium; scripts/setup.sh installs it)")
-    page_path = tmp_path / "page.html"
-    page_path.write_text(html_text, encoding="utf-8")
-    to_chromium, commands = os.pipe()
-    replies, from_chromium = os.pipe()
-    proc = subprocess.Popen(["bash", "-c", f'exec "$0" "$@" 3<&{to_chromium} 4>&{from_chromium}', CHROMIUM,
-                             *SWITCHES[:3], "--remote-debugging-pipe", f"--user-data-dir={tmp_path / 'profile'}", "about:blank"],
-                            pass_fds=(to_chromium, from_chromium), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    os.close(to_chromium), os.close(from_chromium)
-    events, pending, ids = [], b"", iter(range(1, 1000))
-    with os.fdopen(commands, "wb", 0) as out, os.fdopen(replies, "rb", 0) as inp:
-        def send(method, session=None, **params):
-            nonlocal pending
-            number = next(ids)
-            out.write(json.dumps({"id": number, "method": method, "params": params,
-                                  **({"sessionId": session} if session else {})}).encode() + b"\0")
-            while True:
-                while b"\0" not in pending:
-                    chunk = inp.read(65536)
-                    assert chunk, "Chromium closed its DevTools pipe"
-                    pending += chunk
-                message, pending = pending.split(b"\0", 1)
-                reply = json.loads(message)
-                if reply.get("id") == number:
-                    assert "error" not in reply, reply
-                    return reply["result"]
-                events.append(reply.get("method"))
-        try:
-            target = send("Target.createTarget", url="about:blank")["targetId"]
-            session = send("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
-            send("Page.enable", session)
-            send("Emulation.setScriptExecutionDisabled", session, value=True)
-            send("Page.navigate", session, url=page_path.as_uri())
-            deadline = time.monotonic() + 60
-            while "Page.loadEventFired" not in events:
-                assert time.monotonic() < deadline, "the page did not load in 60 s"
-                send("DOM.getDocument", session, depth=0)  # a round trip: the events that came meanwhile
-            root = send("DOM.getDocument", session, depth=0)["root"]["nodeId"]
-            return send("DOM.getOuterHTML", session, nodeId=root)["outerHTML"]
-        finally:
-            proc.kill()
-            proc.wait(30)
+    with chromium_command(tmp_path, "--headless=new", "--remote-debugging-pipe", "about:blank") as (argv, env):
+        page_path = tmp_path / "page.html"
+        page_path.write_text(html_text, encoding="utf-8")
+        to_chromium, commands = os.pipe()
+        replies, from_chromium = os.pipe()
+        proc = subprocess.Popen(["bash", "-c", f'exec "$0" "$@" 3<&{to_chromium} 4>&{from_chromium}', *argv], env=env,
+                                pass_fds=(to_chromium, from_chromium), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.close(to_chromium), os.close(from_chromium)
+        events, pending, ids = [], b"", iter(range(1, 1000))
+        with os.fdopen(commands, "wb", 0) as out, os.fdopen(replies, "rb", 0) as inp:
+            def send(method, session=None, **params):
+                nonlocal pending
+                number = next(ids)
+                out.write(json.dumps({"id": number, "method": method, "params": params,
+                                      **({"sessionId": session} if session else {})}).encode() + b"\0")
+                while True:
+                    while b"\0" not in pending:
+                        chunk = inp.read(65536)
+                        assert chunk, "Chromium closed its DevTools pipe"
+                        pending += chunk
+                    message, pending = pending.split(b"\0", 1)
+                    reply = json.loads(message)
+                    if reply.get("id") == number:
+                        assert "error" not in reply, reply
+                        return reply["result"]
+                    events.append(reply.get("method"))
+            try:
+                target = send("Target.createTarget", url="about:blank")["targetId"]
+                session = send("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+                send("Page.enable", session)
+                send("Emulation.setScriptExecutionDisabled", session, value=True)
+                send("Page.navigate", session, url=page_path.as_uri())
+                deadline = time.monotonic() + 60
+                while "Page.loadEventFired" not in events:
+                    assert time.monotonic() < deadline, "the page did not load in 60 s"
+                    send("DOM.getDocument", session, depth=0)  # a round trip: the events that came meanwhile
+                root = send("DOM.getDocument", session, depth=0)["root"]["nodeId"]
+                return send("DOM.getOuterHTML", session, nodeId=root)["outerHTML"]
+            finally:
+                proc.kill()
+                proc.wait(30)
 
 
 def test_without_javascript_the_views_are_tables(tmp_path):

@@ -16,12 +16,11 @@ import base64
 import hashlib
 import json
 import re
-import shutil
-import subprocess
 
 import pytest
 
 import captures
+from browser import run_chromium
 from paths import CAPTURES
 from spinscope.analysis.capture import load
 from spinscope.analysis.comparison import compare_captures
@@ -30,8 +29,6 @@ from spinscope.analysis.metrics import analyze
 from spinscope.output import diff, figures, report
 from test_analyzer_flamegraph import fixture_capture
 
-CHROMIUM = next((shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome")
-                 if shutil.which(name)), None)
 WIDTHS = (1280, 800)
 SLACK_PX = 1.0  # sub-pixel rounding
 
@@ -77,12 +74,7 @@ def _diff(before: str, after: str) -> str:
 
 
 def chromium(tmp_path, *args) -> str:
-    if CHROMIUM is None:
-        pytest.skip("Chromium is not installed (apt-get install -y chromium; .ci/run installs it): the pages "
-                    "are not checked in a browser")
-    result = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                             f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=10000", *args],
-                            capture_output=True, text=True, timeout=180)
+    result = run_chromium(tmp_path, "--headless", "--virtual-time-budget=10000", *args, timeout=180)
     assert result.returncode == 0, result.stderr[-2000:]
     return result.stdout
 

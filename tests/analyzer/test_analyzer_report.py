@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
 from PIL import Image
 
 import captures
+from browser import run_chromium
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 def test_terminal_report_leads_with_the_verdict(capture_file, cli):
@@ -82,13 +80,10 @@ def test_html_is_self_contained_with_figures(html_report):
     assert "http://" not in html and "https://" not in html and "<script" not in html
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install -y chromium)")
 def test_html_renders_in_headless_chromium(html_report, tmp_path):
     png = tmp_path / "screenshot.png"
-    subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                    "--disable-component-update", "--disable-sync", "--no-first-run",
-                    f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={png}", "--window-size=1200,2000",
-                    html_report.as_uri()], capture_output=True, timeout=90, check=False)
+    run_chromium(tmp_path, "--headless", f"--screenshot={png}", "--window-size=1200,2000", html_report.as_uri(),
+                 timeout=90)
     assert png.exists() and png.stat().st_size > 20_000
     pixels = np.asarray(Image.open(png).convert("L"))
     assert pixels.std() > 20  # text, tables and plots, not a blank page

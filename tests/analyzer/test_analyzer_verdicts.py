@@ -300,3 +300,44 @@ def test_a_stall_says_whether_the_clients_or_the_send_buffer_bound_it(capture_fi
     full = next(f for f in judge(waiting_server(window=65_536), capture_file)[1].findings if f.name == "write-wait")
     assert "the 16 KiB send buffer was the bound" in full.summary and "raising SO_SNDBUF" in full.summary
     assert full.evidence["stall_peer_window_bytes"] == 65_536 and full.evidence["stall_rtt_ms"] == 0.05
+
+
+def loop_woken_now_and_then(wakeups: int, wait_ns: int) -> dict:
+    """A loop serving N requests that a helper thread wakes WAKEUPS times, each wake-to-run wait WAIT_NS: the
+    loop's waits are 6% of the request time when wakeups * wait_ns is N * 12 us (requests take 200 us)."""
+    loop = captures.thread(700, "loop", poll_calls=N, poll_events=N, read_calls=N, write_calls=N,
+                           futex_waits=wakeups, wakeup_wait_ns=wakeups * wait_ns, oncpu_ns=1e9)
+    helper = captures.thread(701, "helper", futex_waits=wakeups, futex_wakes=wakeups, oncpu_ns=1e7)
+    return captures.capture([loop, helper], wakeups=[(701, 700, wakeups)], requests=N, request_ns=200_000)
+
+
+def test_waits_after_a_runtimes_own_wakeups_are_not_graded_as_a_hand_off(capture_file):
+    """The waits for a woken thread grade the hand-off only where requests are handed over (0.1 wakeups a request
+    or more, as its stack samples' part): a runtime's own thread waking the loop now and then (V8's platform
+    threads, 0.02-0.06 a request) is not a request handed over, however long the loop then waits."""
+    rare = loop_woken_now_and_then(wakeups=N // 20, wait_ns=240_000)  # 0.05 a request, 12 us a request: 6%
+    assert HANDOFF_OVERHEAD not in judge(rare, capture_file)[1].names()
+    # the same waits from hand-overs at 0.2 a request: graded, from the latency share (a warning at 6%)
+    handed = loop_woken_now_and_then(wakeups=N // 5, wait_ns=60_000)
+    label = next(l for l in judge(handed, capture_file)[1].labels if l.name == HANDOFF_OVERHEAD)
+    assert label.severity == WARNING and label.cost_share == pytest.approx(0.06)
+
+
+def test_a_pool_that_shares_its_work_thinly_is_a_pool_not_idle_threads(capture_file):
+    """tokio's blocking pool at 16 clients: 100 threads, each woken by the loop for a few tasks and waking it
+    back; each did less than 1% of the busiest thread's calls, but together they took a wakeup per request:
+    workers, whose waits and window count, not 100 idle threads. A runtime's helper threads woken now and then
+    (0.04 a request between them) stay idle."""
+    def doc(pool_wakeups_per_request: float) -> dict:
+        per_thread = int(pool_wakeups_per_request * N / 100)
+        loop = captures.thread(800, "loop", poll_calls=20 * N, poll_events=20 * N, read_calls=20 * N, write_calls=20 * N,
+                               futex_waits=N, futex_wakes=N, oncpu_ns=1e9)
+        pool = [captures.thread(801 + i, "tokio-runtime-w", futex_waits=per_thread, futex_wakes=per_thread, oncpu_ns=1e7)
+                for i in range(100)]
+        edges = [(800, 801 + i, per_thread) for i in range(100)] + [(801 + i, 800, per_thread) for i in range(100)]
+        return captures.capture([loop, *pool], wakeups=edges, requests=N)
+
+    analysis = judge(doc(1.0), capture_file)[0]
+    assert [analysis.threads[801 + i]["role"] for i in range(100)] == ["worker"] * 100
+    analysis = judge(doc(0.04), capture_file)[0]
+    assert [analysis.threads[801 + i]["role"] for i in range(100)] == ["idle"] * 100

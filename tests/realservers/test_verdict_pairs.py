@@ -244,8 +244,13 @@ def _near_warning(run, label: str) -> bool:
 # beside other load (cpu_share 0.004-0.008): the latency share grades a hand-off below any per-request rate.
 # node-readfile-c1's good side is fs.readFileSync since 2026-11-29: graded info and warning in its first 2 rounds
 # (cpu_share 0.009, 0.013), the same waits after V8's wakeups.
-GOOD_SIDE_KNOWN = {"node-readfile-c1": "Node without the pool: the waits after V8's wakeups (0.02-0.06 a request) graded",
-                   "node-worker-c1": "Node in memory: the waits after V8's wakeups (0.02-0.06 a request) graded"}
+# Since 2026-11-29 those waits are not graded below 0.1 wakeups per request (handoff/__init__.py, as the stack
+# samples' part): re-read, the saved good sides went from info, info, warning to none, none, info; the info left
+# is the CPU share of the wakeup calls themselves (0.013, at least INFO_SHARE), which no rate gate removes.
+GOOD_SIDE_KNOWN = {"node-readfile-c1": "Node without the pool: the CPU of V8's wakeup calls (0.02-0.06 a request) "
+                                       "can reach 1% of its threads' (info)",
+                   "node-worker-c1": "Node in memory: the CPU of V8's wakeup calls (0.02-0.06 a request) can reach 1% "
+                                     "of its threads' (info)"}
 
 
 @pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.xfail(reason=GOOD_SIDE_KNOWN[name], strict=False))

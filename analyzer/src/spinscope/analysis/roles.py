@@ -5,7 +5,13 @@ What a thread does with requests decides first, what else it polls second. In th
 1. idle        fewer traced calls (poll + socket read/write + futex wait) than IDLE_MAX_CALLS, or than
                IDLE_MAX_SHARE of the busiest thread's: it did almost nothing while traced. Not a thread
                that polls and hands work to others: a listener waking a worker per new connection makes
-               few calls and is a dispatcher (memcached's).
+               few calls and is a dispatcher (memcached's). Nor a thread of a pool that shares the work
+               out so thinly that each of its threads does little (tokio's blocking pool grows to 100
+               threads and more at 16 clients): a thread woken by the target's threads that hands work
+               back to them is judged with all such threads together, and they are no pool's idle
+               threads when they were woken POOL_MIN_WAKEUPS_PER_REQUEST times per request between
+               them (a runtime's helper threads, woken for its own work now and then, are not: V8's
+               platform workers 0.04 a request, a JVM's GC threads far fewer).
 2. event-loop  it serves sockets (successful socket reads and socket writes) and polls (poll calls are at
                least POLLING_MIN_SHARE of its calls, or they return at least
                EVENT_DRIVEN_MIN_EVENTS_PER_READ ready fds per successful socket read: readiness drives
@@ -53,6 +59,7 @@ POLLING_MIN_SHARE = 0.01         # poll calls among its traced calls, for a thre
 MULTIPLEX_MIN_SHARE = 0.02       # poll calls returning two or more ready fds
 MULTIPLEX_MIN_SWITCHES_PER_REQUEST = 0.5
 DISPATCH_MIN_WAKEUPS_PER_REQUEST = 0.5
+POOL_MIN_WAKEUPS_PER_REQUEST = 0.5  # wakeups received by a pool's lightly used threads, between them
 EVENT_DRIVEN_MIN_EVENTS_PER_READ = 0.5
 
 
@@ -70,13 +77,23 @@ def infer_roles(threads: Mapping[int, Mapping], requests: int) -> dict:
     """{tid: role} of each thread (Capture.threads), following the rules in the module docstring;
     `requests` is the process's request count."""
     busiest = max((activity(thread) for thread in threads.values()), default=0)
-    return {tid: role_of(thread, busiest, requests) for tid, thread in threads.items()}
+    roles = {tid: role_of(thread, busiest, requests) for tid, thread in threads.items()}
+    pool = [tid for tid, role in roles.items() if role == IDLE and _pool_like(threads[tid])]
+    if requests > 0 and sum(threads[tid]["wakeups_received"] for tid in pool) >= POOL_MIN_WAKEUPS_PER_REQUEST * requests:
+        roles.update({tid: role_of(threads[tid], busiest, requests, pooled=True) for tid in pool})
+    return roles
 
 
-def role_of(thread: Mapping, busiest: int, requests: int) -> str:
-    """The role of one thread, `busiest` being the largest activity() among the target's threads."""
+def _pool_like(thread: Mapping) -> bool:
+    """Woken by the target's threads and handing work back to them: a pool's thread, busy or not."""
+    return thread["wakeups_received"] > 0 and handoffs(thread) > 0
+
+
+def role_of(thread: Mapping, busiest: int, requests: int, pooled: bool = False) -> str:
+    """The role of one thread, `busiest` being the largest activity() among the target's threads; a thread of
+    a POOLED group (infer_roles) is never idle."""
     calls = activity(thread)
-    idle = calls < IDLE_MAX_CALLS or calls < IDLE_MAX_SHARE * busiest
+    idle = not pooled and (calls < IDLE_MAX_CALLS or calls < IDLE_MAX_SHARE * busiest)
     reads = thread["read_calls"] - thread["read_eagain"] - thread["read_errors"]
     serves = reads > 0 and thread["write_calls"] > 0
     event_driven = thread["poll_events"] >= EVENT_DRIVEN_MIN_EVENTS_PER_READ * reads

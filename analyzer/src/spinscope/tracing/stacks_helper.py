@@ -25,6 +25,7 @@ import queue
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import threading
@@ -37,6 +38,7 @@ from spinscope.tracing import collector, tag_timeline
 HELPER_ENV = "SPINSCOPE_STACKS_HELPER"
 HELPER_NAME = "spinscope-stacks-helper"
 READY_TIMEOUT_S = 30.0  # measured 1.6-2.6 s to load and attach here
+TAGS_PREFIX = "spinscope-tags-"
 STOP_TIMEOUT_S = 20.0
 STDERR_LINES_KEPT = 20
 RUNTIME_SOURCE = "runtime"
@@ -83,6 +85,36 @@ def find() -> Path | None:
     return next((p for p in places if collector.why_not_runnable(p) is None), None)
 
 
+def reap_tag_directories(root: Path | None = None) -> list:
+    """Remove the tag timeline directories (Helper.private) that a spinscope process left behind when it was
+    killed before it could (SIGKILL, or a signal during its start): each is named after its process, and is
+    removed when that process is gone and the directory is this user's, a directory, not a link. Returns
+    what was removed."""
+    root = Path(root or tempfile.gettempdir())
+    removed = []
+    for path in root.glob(f"{TAGS_PREFIX}*-*"):
+        pid = path.name[len(TAGS_PREFIX):].split("-", 1)[0]
+        try:
+            info = path.lstat()
+        except OSError:
+            continue
+        if not pid.isdigit() or not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or _alive(int(pid)):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process (EPERM): alive
+        return True
+    return True
+
+
 class Helper:
     """The helper sampling `pid` (and its children) at `hz` into `out`, started and stopped around the
     collector's recording.
@@ -108,8 +140,10 @@ class Helper:
         self._sampling = threading.Event()
         self._reader: threading.Thread | None = None
         # Where the collector writes its tag timeline for these samples: a directory of our own, so no
-        # other user can put a link where the collector (root) writes.
-        self.private = Path(tempfile.mkdtemp(prefix="spinscope-tags-"))
+        # other user can put a link where the collector (root) writes; named after this process, so that the
+        # next one removes it if this one is killed before it can (SIGKILL): reap_tag_directories.
+        reap_tag_directories()
+        self.private = Path(tempfile.mkdtemp(prefix=f"{TAGS_PREFIX}{os.getpid()}-"))
         self.timeline = self.private / "timeline"
 
     def cleanup(self) -> None:

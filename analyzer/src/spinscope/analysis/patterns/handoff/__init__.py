@@ -29,7 +29,9 @@ from spinscope.analysis.verdicts import SEVERITIES, Label, severity
 # The hand-off's machinery frames are the hand-off's cost only where requests are handed over: a server that
 # hands over fewer than this many per request still runs its runtime's queues and promises for other work
 # (Netty on its event loop: its task queue and write promises, 2% of its samples at one hand-off in 2,855
-# requests, measured), and those samples are not a hand-off's.
+# requests, measured), and those samples are not a hand-off's. Nor are the waits for a woken thread there:
+# Node serving a file from memory or with readFileSync wakes its loop 0.02-0.06 times a request (V8's platform
+# threads), and those waits were 1-13% of its short requests' time, graded info or warning (2026-11-28/29).
 USER_SHARE_MIN_HANDOFFS = 0.1  # hand-overs per request
 STACK_EVENTS = "calls that woke another thread"  # what its event stacks stand for, in its call sites' lines
 # The machinery's samples by where they are (stacks.MACHINERY's runtimes, and the window no table names).
@@ -56,7 +58,8 @@ def handoff_overhead(analysis: Analysis) -> Label | None:
     found = stack_costs.where(analysis, HANDOFF_OVERHEAD, m.involved, path)
     user = user_share(found, rate)
     cpu = whole_share(m.cpu_share, user)
-    shares = [s for s in (cpu, m.latency_share) if s is not None]
+    latency = m.latency_share if m.mechanism == SHARED_MEMORY or counted(rate) else None
+    shares = [s for s in (cpu, latency) if s is not None]
     cost = max(shares) if shares else None
     level = severity(cost)
     if level is None:
@@ -73,7 +76,11 @@ def handoff_overhead(analysis: Analysis) -> Label | None:
         label.details.append(LOWER_BOUND)
     elif user:
         label.summary += f"; {user:.0%} more of their CPU in the hand-off's machinery in user space (stack samples)"
-    return savings.apply(label, savings.of_cpu(analysis, cpu, m.cpu_ns), savings.of_time(m.latency_share),
+    if latency is None and m.latency_share:
+        label.details.append(f"the waits for a woken thread ({m.latency_share:.0%} of the request time) are not graded: "
+                             f"{rate or 0:.2f} wakeups per request, fewer than {USER_SHARE_MIN_HANDOFFS}, are not "
+                             "requests handed over (a runtime's own threads waking the request's for their work)")
+    return savings.apply(label, savings.of_cpu(analysis, cpu, m.cpu_ns), savings.of_time(latency),
                          tier=severity, order=SEVERITIES)
 
 
