@@ -59,7 +59,7 @@ def test_a_helper_that_writes_more_than_a_pipe_holds_is_drained_and_stops_cleanl
         assert helper.said[-1].startswith("warning 04095 ")  # read to its end, the last lines kept
         assert len(helper.said) == stacks_helper.STDERR_LINES_KEPT
         # its tag timeline's directory is named after this process (reap_tag_directories reads it there)
-        assert helper.private.name.startswith(f"{stacks_helper.TAGS_PREFIX}{os.getpid()}-")
+        assert helper.private.name.startswith(stacks_helper.tags_prefix())
     finally:
         helper.cleanup()
     assert not helper.private.exists()
@@ -76,25 +76,26 @@ def test_a_helper_that_fails_says_why(tmp_path):
 
 def test_a_killed_records_tag_directory_is_removed_by_the_next_one(tmp_path):
     """A `record --stacks` killed before it removes its tag timeline's directory (SIGKILL) leaves it behind:
-    the next helper removes the directories of processes that are gone, and only those: its own process's
-    and a live one's stay, and a link or a file of that name is never followed or removed."""
+    the next helper removes the directories of processes of its PID namespace that are gone, and only those:
+    its own process's and a live one's stay, another namespace's stays (its PIDs are not ours to judge), and
+    a link or a file of that name is never followed or removed."""
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
-    prefix = stacks_helper.TAGS_PREFIX
-    dead = tmp_path / f"{prefix}{gone.pid}-abc_def1"
-    live = tmp_path / f"{prefix}{os.getpid()}-abc_def2"
+    dead = tmp_path / f"{stacks_helper.tags_prefix(gone.pid)}abc_def1"
+    live = tmp_path / f"{stacks_helper.tags_prefix()}abc_def2"
+    other_namespace = tmp_path / f"{stacks_helper.TAGS_PREFIX}1-{gone.pid}-abc_def3"
     elsewhere = tmp_path / "elsewhere"
-    for path in (dead, live, elsewhere):
+    for path in (dead, live, other_namespace, elsewhere):
         path.mkdir()
         (path / "timeline").write_bytes(b"x")
-    link = tmp_path / f"{prefix}{gone.pid}-link"
+    link = tmp_path / f"{stacks_helper.tags_prefix(gone.pid)}link"
     link.symlink_to(elsewhere)
-    file = tmp_path / f"{prefix}{gone.pid}-file"
+    file = tmp_path / f"{stacks_helper.tags_prefix(gone.pid)}file"
     file.write_bytes(b"x")
-    old_style = tmp_path / f"{prefix}k2j4h5g6"  # before the directories were named after their process
+    old_style = tmp_path / f"{stacks_helper.TAGS_PREFIX}k2j4h5g6"  # before the directories were named after their process
     old_style.mkdir()
 
     assert stacks_helper.reap_tag_directories(tmp_path) == [dead]
     assert not dead.exists()
-    assert live.is_dir() and (elsewhere / "timeline").exists() and link.is_symlink() and file.exists()
-    assert old_style.is_dir()
+    assert live.is_dir() and other_namespace.is_dir() and (elsewhere / "timeline").exists()
+    assert link.is_symlink() and file.exists() and old_style.is_dir()

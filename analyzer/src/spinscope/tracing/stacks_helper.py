@@ -85,20 +85,35 @@ def find() -> Path | None:
     return next((p for p in places if collector.why_not_runnable(p) is None), None)
 
 
+def tags_prefix(pid: int | None = None) -> str:
+    """The name a process's tag timeline directory starts with: its PID namespace and its PID in it (a /tmp
+    shared with a container holds the directories of processes whose PIDs this one cannot see)."""
+    return f"{TAGS_PREFIX}{_pid_namespace()}-{os.getpid() if pid is None else pid}-"
+
+
+def _pid_namespace() -> int:
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return 0
+
+
 def reap_tag_directories(root: Path | None = None) -> list:
     """Remove the tag timeline directories (Helper.private) that a spinscope process left behind when it was
-    killed before it could (SIGKILL, or a signal during its start): each is named after its process, and is
-    removed when that process is gone and the directory is this user's, a directory, not a link. Returns
-    what was removed."""
+    killed before it could (SIGKILL, or a signal during its start): each is named after its process
+    (tags_prefix), and is removed when that process, of this PID namespace, is gone, and the directory is this
+    user's, a directory, not a link. Returns what was removed."""
     root = Path(root or tempfile.gettempdir())
     removed = []
-    for path in root.glob(f"{TAGS_PREFIX}*-*"):
-        pid = path.name[len(TAGS_PREFIX):].split("-", 1)[0]
+    namespace = _pid_namespace()
+    for path in root.glob(f"{TAGS_PREFIX}{namespace}-*-*"):
+        pid = path.name[len(f"{TAGS_PREFIX}{namespace}-"):].split("-", 1)[0]
         try:
             info = path.lstat()
         except OSError:
             continue
-        if not pid.isdigit() or not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or _alive(int(pid)):
+        if not namespace or not pid.isdigit() or not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() \
+                or _alive(int(pid)):
             continue
         shutil.rmtree(path, ignore_errors=True)
         removed.append(path)
@@ -143,7 +158,7 @@ class Helper:
         # other user can put a link where the collector (root) writes; named after this process, so that the
         # next one removes it if this one is killed before it can (SIGKILL): reap_tag_directories.
         reap_tag_directories()
-        self.private = Path(tempfile.mkdtemp(prefix=f"{TAGS_PREFIX}{os.getpid()}-"))
+        self.private = Path(tempfile.mkdtemp(prefix=tags_prefix()))
         self.timeline = self.private / "timeline"
 
     def cleanup(self) -> None:
