@@ -4,6 +4,7 @@ import signal
 import socket
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -63,12 +64,31 @@ def test_shard_killed_mid_run_gives_502(fresh_shards, fanout_server, arch):
     assert refhelp.stop_server(srv.proc) == 0
 
 
+def stopped(pid: int, timeout: float = 10.0) -> None:
+    """Wait until every thread of PID is stopped. SIGSTOP stops a multithreaded process (memcached: 4 workers)
+    only once one of its threads has taken the signal and told the others: until then a thread woken by a
+    request serves it (a fresh-clone run beside a CPU hog got 200 from the "hung" shard)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        states = []
+        for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+            try:
+                states.append(stat.read_text().rsplit(")", 1)[1].split()[0])
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+        if states and all(state in ("T", "t") for state in states):
+            return
+        assert time.monotonic() < deadline, f"PID {pid} not stopped after {timeout} s: {states}"
+        time.sleep(0.01)
+
+
 @pytest.mark.parametrize("arch", FANOUT_ARCHS)
 def test_hung_shard_times_out_with_502(fresh_shards, fanout_server, arch):
     srv = fanout_server(arch, fresh_shards.spec, "--shard-timeout-ms", "300")
     assert refhelp.get(srv.port, "/fanout/4/100")[0] == 200  # connections to every shard are open
     hung = fresh_shards.procs[2]
     os.kill(hung.pid, signal.SIGSTOP)
+    stopped(hung.pid)
     try:
         start = time.monotonic()
         status, _, _ = refhelp.get(srv.port, "/fanout/4/100")
