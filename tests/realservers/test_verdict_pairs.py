@@ -78,7 +78,7 @@ OVER_CLAIM = 2.0
 #   and thread-state transitions around park and unpark, the second thread's caches) that no frame is named
 #   for; the bound is 3 so that a round beside a CPU hog (the FastAPI pairs lost a fifth of their ratio
 #   there) holds.
-# - Tornado's herd (4 processes on one listener), for the herd's reasons above: the clean-clone CI run of
+# - Tornado's herd until 2026-11-29 (SHARE_NOT_COMPARED now), for the herd's reasons above: the clean-clone CI run of
 #   2026-11-28 measured 0.41 and 0.58 of the saving in its two rounds that showed the bug (median 0.4955,
 #   against a bound of 2 then); the bound is 3.
 # - FastAPI at 1 client since the window counts no frame of the runtime's language (2026-11-29, issue 39: with one
@@ -88,7 +88,7 @@ OVER_CLAIM = 2.0
 #   saving on the 6 saved rounds of two full runs, 0.39, 0.45 and 0.41 in 3 rounds re-recorded beside other
 #   engineers' test runs. What is left out is what "What the measure leaves out" says (docs/stacks.md): the
 #   shared paths (h11, uvicorn, the loop's extra iterations) running longer; the bound is 3.
-UNDER_CLAIM = {"tornado-herd": 3.0, "fastapi-threadpool-c1": 3.0, "fastapi-threadpool-c16": 2.5,
+UNDER_CLAIM = {"fastapi-threadpool-c1": 3.0, "fastapi-threadpool-c16": 2.5,
                "jdkhttp-pool": 3.0}
 SHARE_FACTOR = 2.0
 # Below this the pair does not show its bug here, and comparing a share with it means nothing: the issue
@@ -109,7 +109,12 @@ VERDICTS = [name for name, pair in PAIRS.items() if pair.sides == ("bad", "good"
 #   connection, with warm caches; a listener per worker hands each connection to any of the 4. The saving is
 #   below MIN_INDEPENDENT_SHARE in every round either way, where a ratio means nothing. Not fixed: the share
 #   cannot see what a fix loses elsewhere (issue 39's closing note of 2026-11-29).
-SHARE_NOT_COMPARED = {"gunicorn-herd"}
+# - Tornado's herd against reuse_port=True (its fix at the same process count), for the same reason: a fresh-clone
+#   run beside a CPU hog (2026-11-29, f2dfa75) measured the share at 0.034-0.040 while the fix saved 0.061, 0.207
+#   and 0.136 of the CPU per request; one round of three cleared MIN_INDEPENDENT_SHARE and decided alone
+#   (0.16 of its saving, against 0.41-0.58 on 2026-11-28). A herd's share is what its futile wakeups cost; what
+#   its fix saves moves with which process serves each connection and with the machine.
+SHARE_NOT_COMPARED = {"gunicorn-herd", "tornado-herd"}
 COSTS = [name for name in ROUNDS if name not in SHARE_NOT_COMPARED]
 # The hand-off's call path on the bad side, from the runtime helper's frames: the pool the detour goes
 # through (anyio's thread pool under Starlette; Netty's executor; the JDK's ThreadPoolExecutor).
