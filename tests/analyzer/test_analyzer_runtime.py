@@ -14,7 +14,9 @@ from spinscope.analysis.capture import load
 from spinscope.analysis.labels import assess
 from spinscope.analysis.metrics import analyze
 from spinscope.analysis.patterns import BUSY_POLLING, HANDOFF_OVERHEAD, SPURIOUS_SELECT
+from spinscope.analysis.patterns.spurious_select import HERD_CLAIM
 from spinscope.analysis.runtime import runtime_of
+from spinscope.analysis.savings import saving_line
 from spinscope.output.report import render_html
 from test_analyzer_claims import dispatch, herd, leader_follower
 from test_analyzer_verdicts import N, busy_poller, schema5
@@ -112,10 +114,15 @@ def test_the_herds_fix_comes_first_when_the_herd_costs_more(capture_file):
     assert got.fixes[0].startswith("wake one process per connection: a listener per process (Tornado: "
                                    "bind_sockets(..., reuse_port=True)")
     assert got.fixes[1].startswith("the event loop checks with a zero timeout whenever callbacks are ready")
-    # the same herd beside checks at 50 us each (1 s): the checks' fix first
+    # what it costs is said, not what a herd's fix saves (it moves connections between workers too)
+    assert got.saving_claim == "cost" and HERD_CLAIM in got.details
+    assert saving_line(got).startswith("it costs ") and saving_line(got).endswith("(a fix may save more or less)")
+    # the same herd beside checks at 50 us each (1 s): the checks' fix first, and what it saves
     got = label(on(with_empty_checks(herd(), 50_000), "cpython", "3.11"), capture_file, SPURIOUS_SELECT)
     assert got.summary.startswith("spurious select: 60% of poll calls return no events")
     assert got.fixes[0].startswith("the event loop checks with a zero timeout")
+    assert got.saving_claim == "saves" and HERD_CLAIM not in got.details
+    assert saving_line(got).startswith("the fix saves ")
 
 
 def test_a_saturated_loop_is_noted_not_busy_polling(capture_file):

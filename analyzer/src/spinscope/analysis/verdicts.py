@@ -57,6 +57,7 @@ class Label(_Verdict):
     saving: float | None = None  # what the fix saves: a share of the process's CPU or the request time (savings.py)
     saving_of: str | None = None  # which: "CPU" or "request time"; and a CPU saving in CPUs
     saving_cpus: float | None = None
+    saving_claim: str | None = None  # what it claims of the fix: "saves", "at least", "cost" (savings.py)
 
 
 @dataclass
@@ -73,6 +74,7 @@ class Finding(_Verdict):
     saving: float | None = None  # what acting on it saves, on the labels' scale (savings.py), of and in CPUs:
     saving_of: str | None = None
     saving_cpus: float | None = None
+    saving_claim: str | None = None
     # A finding that comes of a setting rather than a trade (nagle-stall): how to remove it, the lines that say
     # its numbers, and with --stacks where (as a label's).
     fixes: list = field(default_factory=list)

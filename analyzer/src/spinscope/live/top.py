@@ -149,7 +149,7 @@ class LabelLine:
     summary: str
     site: str | None = None  # with --stacks: the top call site (`conn_write (conn.c:247)`)
     share_of: str | None = None  # "CPU" or "request time" (Label.saving_of)
-    saves: str | None = None  # `saves 25% of the process's CPU, 0.004 of one CPU` (savings.Saving.phrase)
+    saves: str | None = None  # `saves 25% of the process's CPU, 0.004 of one CPU`, `saves at least ...` (Saving.phrase)
 
 
 def judge(span) -> tuple:
@@ -159,12 +159,12 @@ def judge(span) -> tuple:
 
     assessment = assess(analyze(span))
     # labels and findings in one order, by what acting on them saves (the report's order)
-    from spinscope.analysis.savings import Saving
+    from spinscope.analysis.savings import of_verdict
 
     return ([LabelLine(getattr(item, "severity", "finding"), item.name, item.saving, item.summary,
                        item.call_sites[0]["where"] if getattr(item, "call_sites", None) else None, item.saving_of,
-                       Saving(item.saving, item.saving_of, item.saving_cpus).phrase() if item.saving is not None
-                       else None) for item in assessment.ranked()], assessment.notes)
+                       of_verdict(item).phrase() if item.saving is not None else None)
+             for item in assessment.ranked()], assessment.notes)
 
 
 # ---------------------------------------------------------------------------------------------------------

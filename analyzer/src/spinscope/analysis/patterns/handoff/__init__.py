@@ -53,8 +53,8 @@ def handoff_overhead(analysis: Analysis) -> Label | None:
     rate = None if m.mechanism == SHARED_MEMORY else max(m.per_request, m.lives.per_request if m.lives else 0.0)
     # its window is read on the involved threads on the request path, not idle ones (a runtime's helpers), where
     # the stacks can tell the user's code from the runtime's (stack_costs.language_unnamed: the notes say so)
-    path = ([] if stack_costs.language_unnamed(analysis) else
-            [tid for tid in m.involved if analysis.threads[tid]["role"] != IDLE])
+    unnamed = stack_costs.language_unnamed(analysis)
+    path = [] if unnamed else [tid for tid in m.involved if analysis.threads[tid]["role"] != IDLE]
     found = stack_costs.where(analysis, HANDOFF_OVERHEAD, m.involved, path)
     user = user_share(found, rate)
     cpu = whole_share(m.cpu_share, user)
@@ -80,7 +80,10 @@ def handoff_overhead(analysis: Analysis) -> Label | None:
         label.details.append(f"the waits for a woken thread ({m.latency_share:.0%} of the request time) are not graded: "
                              f"{rate or 0:.2f} wakeups per request, fewer than {USER_SHARE_MIN_HANDOFFS}, are not "
                              "requests handed over (a runtime's own threads waking the request's for their work)")
-    return savings.apply(label, savings.of_cpu(analysis, cpu, m.cpu_ns), savings.of_time(latency),
+    # Without the stacks, or with stacks that cannot tell the runtime's code from the user's, the CPU share
+    # leaves the user-space machinery out: the fix saves at least it.
+    claim = savings.AT_LEAST if found is None or unnamed else savings.SAVES
+    return savings.apply(label, savings.of_cpu(analysis, cpu, m.cpu_ns, claim), savings.of_time(latency),
                          tier=severity, order=SEVERITIES)
 
 
