@@ -482,6 +482,21 @@ def test_on_a_language_stack_a_native_frame_or_a_jvm_stub_is_never_the_site():
     assert site is handle
 
 
+def test_a_frame_the_helper_could_not_name_is_never_the_site():
+    """A fresh-clone run beside a CPU hog (2026-11-29) placed gunicorn's herd at `[unsymbolized python frame]`
+    (the helper had not yet read that code object), a Python frame with no file, taken for the user's own.
+    The named frames around it place the stack: the user's, else the framework's."""
+    blank = S.Frame(S.PYTHON, "[python]", "[unsymbolized python frame]")
+    accept = S.Frame(S.PYTHON, None, "SyncWorker.accept", file="site-packages/gunicorn/workers/sync.py", line=28)
+    run = S.Frame(S.PYTHON, None, "SyncWorker.run", file="site-packages/gunicorn/workers/sync.py", line=125)
+    assert not S.is_own_code(blank, (blank, accept, run)) and S.unnamed(blank) and not S.unnamed(accept)
+    site, context = S.call_site(S.Stack(1, "futile-wakeup", frozenset(), 1, 1, (blank, accept, run)))
+    assert site is accept and context == (run,)
+    handler = S.Frame(S.PYTHON, None, "app", file="myapp.py", line=7)
+    assert S.call_site(S.Stack(1, "handoff", frozenset(), 1, 1, (blank, accept, handler)))[0] is handler
+    assert S.call_site(S.Stack(1, "handoff", frozenset(), 1, 1, (blank,))) == (None, ())
+
+
 def test_a_site_is_never_code_the_user_cannot_change():
     """The clean-clone runs of session 11 ranked `__x64_sys_futex ← do_syscall_64` (a stack of kernel frames
     only) and libuv's pool thread waiting for work (`__futex_abstimed_wait_common ← pthread_cond_wait ←

@@ -273,7 +273,7 @@ def is_own_code(frame: Frame, frames: tuple) -> bool:
     C server, a Rust binary's own crate)."""
     if frame.kind not in LANGUAGE_KINDS and any(f.kind in LANGUAGE_KINDS for f in frames):
         return False
-    if frame.kind == KERNEL:
+    if frame.kind == KERNEL or unnamed(frame):
         return False
     if frame.kind == PYTHON:
         return not (frame.file and _PYTHON_LIBRARY.search(frame.file))
@@ -318,7 +318,8 @@ def machinery_of(stack: Stack, on_path: bool = False) -> str | None:
         runtime = machinery_runtime(frame)
         if runtime:
             return runtime
-        if is_own_code(frame, stack.frames):
+        # (a frame the helper could not name may be the user's: it ends the walk as the user's code does)
+        if is_own_code(frame, stack.frames) or unnamed(frame):
             return None
     # A stack cut short by an unwinding error cannot say it holds none of the target's code.
     unwound = not any(frame.kind == ERROR for frame in stack.frames)
@@ -348,7 +349,15 @@ def _site_index(frames: tuple, start: int) -> tuple:
                 or _made_for_own_code(frames[i])), None)
     if own is not None:
         return own, is_own_code(frames[own], frames)
-    return next((i for i in range(start, len(frames)) if _language_method(frames[i])), None), False
+    return next((i for i in range(start, len(frames)) if _language_method(frames[i]) and not unnamed(frames[i])),
+                None), False
+
+
+def unnamed(frame: Frame) -> bool:
+    """A frame of a runtime's language that the runtime helper could not name (`[unsymbolized python frame]`,
+    stacks-helper/README.md; a code object it had not read yet): its code is the language's, whose it is
+    nobody can say, so it is never a call site (the named frames around it place the stack)."""
+    return frame.kind in LANGUAGE_KINDS and (not frame.symbol or frame.symbol.startswith("[unsymbolized "))
 
 
 def _made_for_own_code(frame: Frame) -> bool:
