@@ -4,7 +4,9 @@ measure each other.
 
 A test run started under that lock (`flock /tmp/spinscope-load.lock pytest ...`) already has the machine:
 its tests must not wait for the lock their own ancestor holds (they would wait forever), so the lock is
-taken only when no ancestor process holds it."""
+taken only when neither an ancestor process nor this one holds it: taken again inside a `with load_lock()`
+of the same process (a script that holds it around a helper that takes it too), a second flock on a new
+descriptor would wait for the first forever, and every other load behind it."""
 
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ def _ancestors() -> set:
 
 
 def held_by_an_ancestor() -> bool:
-    """Whether a process this one descends from holds the lock (flock(1) around the test run)."""
+    """Whether this process, or one it descends from, holds the lock (flock(1) around the test run)."""
     try:
         inode = LOAD_LOCK.stat().st_ino
         locks = Path("/proc/locks").read_text().splitlines()
@@ -41,7 +43,7 @@ def held_by_an_ancestor() -> bool:
         fields = line.split()
         if len(fields) >= 6 and fields[1] == "FLOCK" and "->" not in fields and fields[5].endswith(f":{inode}"):
             holders.add(int(fields[4]))
-    return bool(holders & _ancestors())
+    return bool(holders & (_ancestors() | {os.getpid()}))
 
 
 @contextlib.contextmanager
