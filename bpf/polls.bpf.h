@@ -40,12 +40,15 @@ static __always_inline bool poll_enter_nowait(__u32 cls, struct pt_regs *regs)
 }
 
 /*
- * Poll wakeup cycles, on every poll call: the cycle that began at the thread's previous poll exit ends at
- * this one. Its on-CPU time is its wall time less the thread's time switched out meanwhile (as
- * write_cycle_oncpu_ns, but exact: the clock is read at every poll exit, no sys_enter work): the whole
- * loop iteration around the poll, user space, the other syscalls and the next poll call included. A
- * voluntary sleep outside a poll call (a futex wait, nanosleep) does not end the cycle; its time is off
- * CPU and not in the cycle's.
+ * Poll wakeup cycles, on every poll call: the cycle that began when the thread's previous poll returned ends
+ * at this one's first sleep, or at its exit if it did not sleep. Its on-CPU time is its wall time less the
+ * thread's time switched out meanwhile (as write_cycle_oncpu_ns, but exact: the clock is read at every poll
+ * exit and first sleep, no sys_enter work): the whole loop iteration around the poll, user space, the other
+ * syscalls and the next poll call up to its sleep included. A poll that slept returned from its last switch
+ * in: the cycle it begins starts there, with the kernel's wakeup path. The slices between (woken, put back
+ * to sleep inside the call) are rewaits, counted as such (sched_switch) and in no cycle; before 2026-11-29 a
+ * cycle ran to the next poll's exit and held them twice. A voluntary sleep outside a poll call (a futex
+ * wait, nanosleep) does not end the cycle; its time is off CPU and not in the cycle's.
  *
  * A cycle is productive when the thread found work in it: a read that returned data (from any fd: a
  * socket, or the pipe or eventfd another thread passes work through) or a socket read that returned EOF,
@@ -72,8 +75,14 @@ static __always_inline void poll_cycle_end(struct thread_stats *t, long ret, boo
 		now = bpf_ktime_get_ns();
 		offcpu = *(volatile __u64 *)&t->c.offcpu_ns;
 	}
+	/* This call slept: the cycle ended at its first sleep, and the next begins at its last switch in (the
+	 * thread has run since without a switch: offcpu is as it was then). */
+	bool slept = t->inflight.waits && t->cycle_end_ns >= t->cycle_start_ns;
+	__u64 end = slept ? t->cycle_end_ns : now, end_offcpu = slept ? t->cycle_end_offcpu : offcpu;
+	__u64 start = slept && t->switch_in_ns && t->switch_in_ns <= now ? t->switch_in_ns : now;
+
 	if (t->cycle_kind != CYCLE_NONE && !t->cycle_productive) {
-		__u64 wall = now - t->cycle_start_ns, off = offcpu - t->cycle_start_offcpu;
+		__u64 wall = end - t->cycle_start_ns, off = end_offcpu - t->cycle_start_offcpu;
 		__u64 oncpu = off < wall ? wall - off : 0;
 
 		if (t->cycle_kind == CYCLE_ZERO) {
@@ -97,7 +106,7 @@ static __always_inline void poll_cycle_end(struct thread_stats *t, long ret, boo
 		t->cycle_kind = CYCLE_NONE;
 	t->cycle_productive = 0;
 	t->cycle_dispatch = 0;
-	t->cycle_start_ns = now;
+	t->cycle_start_ns = start;
 	t->cycle_start_offcpu = offcpu;
 }
 
@@ -113,8 +122,13 @@ static __always_inline void poll_exit(struct thread_stats *t, __u32 cls, struct 
 	else
 		nowait = t->inflight.flags & CALL_NOWAIT;
 	t->in_request = 0; /* it went back to its loop */
-	/* ...and out of a hand-off's window, unless this poll slept and a hand-back woke it (the switch-in
-	 * opened the window anew): the cycle that begins now is the hand-back's. */
+	/* Meant: out of a hand-off's window, unless this poll slept and a hand-back woke it (the switch-in
+	 * opened the window anew). As written it closes the window only at a thread's first wait ever:
+	 * call->waits is the thread's wait count when the call began (thread_waits), not this call's sleeps
+	 * (inflight.waits). So the window runs from the hand-back's switch-in to the thread's next sleep
+	 * (sched_switch), zero-timeout and ready polls included, and every share measured against what a fix
+	 * saves (docs/verdict-pairs.md, 2026-11-27..29) was measured so. Found 2026-11-29, left as measured:
+	 * ending it here changes every hand-off's window, to be re-measured on the pairs (issue 39's note). */
 	if (stack_hz && !call->waits)
 		t->handoff_window = 0;
 	t->c.poll_calls++;

@@ -407,6 +407,12 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 			if (stack_hz)
 				t->handoff_window = 0; /* blocked again: the hand-off's window is over */
 			t->inflight.waits += t->out_in_call;
+			/* Its first sleep in a poll call ends the wakeup cycle in flight (poll_cycle_end): what
+			 * the thread runs after it inside the call is that call's rewaits and its return. */
+			if (t->inflight.waits == 1 && poll_class(cls)) {
+				t->cycle_end_ns = now;
+				t->cycle_end_offcpu = t->c.offcpu_ns;
+			}
 			/* Asleep again inside the same poll call: it was woken, the kernel re-checked its
 			 * descriptors, found nothing ready (another waiter took it: select/poll re-check before
 			 * they return) and put it back to sleep. The slice it ran is a wakeup for nothing that

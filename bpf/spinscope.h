@@ -311,12 +311,15 @@ struct thread_stats {
 	__u32 woken_in_process; /* the pending wakeup is a handoff from one of the target's threads */
 	__u32 out_in_call; /* switched out inside a counted call (its off-CPU time goes to inflight.offcpu_ns) */
 	__u32 first_run_pending; /* created while traced, not yet run: its wait is thread_start_wait_ns */
-	/* The poll wakeup cycle in flight: from the thread's latest poll exit to its next (poll_cycle_end). */
-	__u64 cycle_start_ns;     /* that poll exit; 0: none yet */
+	/* The poll wakeup cycle in flight: from the thread's latest poll return (its last switch in, if it slept)
+	 * to its next poll call's first sleep, or that call's exit if it never slept (poll_cycle_end). */
+	__u64 cycle_start_ns;     /* that return; 0: none yet */
 	__u64 cycle_start_offcpu; /* c.offcpu_ns then */
 	__u32 cycle_kind;         /* CYCLE_*: what that poll returned */
 	__u32 cycle_productive;   /* the thread found work since (see poll_cycle_end) */
 	__u32 cycle_dispatch;     /* ...or deregistered or re-armed a socket in an epoll set since */
+	__u64 cycle_end_ns;       /* the first sleep inside the poll call in flight: the cycle ends there */
+	__u64 cycle_end_offcpu;   /* c.offcpu_ns then */
 	/* --stacks (stacks.bpf.h): what a stack sample is tagged with, and the event stacks' budget. */
 	__u32 handoff_window;     /* woken by another of the target's threads, not blocked or polled since */
 	__u32 stall_open;         /* its latest socket write stalled, and it has not waited since... */

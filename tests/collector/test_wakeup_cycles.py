@@ -132,3 +132,24 @@ def test_wakeups_that_never_reach_user_space_are_counted(tmp_path):
     # measured 5-30% of these 7 us slices): bounded by the clock plus 10 us a slice.
     assert 0 < sleeper["poll_rewait_ns"] <= CLOCK_SLACK * truth["sleeper"]["cpu_ns"] + 10_000 * truth["waker"]["rewaits"]
     assert run.thread("waker")["poll_rewaits"] == 0
+
+
+def test_the_rewaits_that_close_a_futile_wakeup_are_not_in_its_cycle(tmp_path):
+    """A futile wakeup (the first poll returned the pipe ready, the byte was taken before the read: EAGAIN)
+    whose next poll is then woken REWAITS times for nothing: one futile cycle, from the first poll's return to
+    the second poll's first sleep, and REWAITS rewaits. Each rewait's slice is counted once, as a rewait: a
+    cycle timed to the next poll's return held them all again (before 2026-11-29)."""
+    run = run_fixture("rewaits", "futile", tmp_path=tmp_path)
+    sleeper, truth = run.thread("sleeper"), run.truth
+    assert (sleeper["poll_calls"], sleeper["poll_futile"]) == (2, 1) == (truth["sleeper"]["poll_calls"],
+                                                                         truth["sleeper"]["poll_futile"])
+    missed = unaccounted_ns(sleeper) > 50_000  # the accounting gap of the test above
+    rewaits = truth["waker"]["rewaits"]
+    assert sleeper["poll_rewaits"] == rewaits or (missed and rewaits - 2 <= sleeper["poll_rewaits"] < rewaits)
+    # The cycle holds the read that returned EAGAIN and the calls around it (a few microseconds, measured
+    # 3-9 us), not the rewaits' slices (~7 us each, 50 of them): under half of theirs whatever the load.
+    assert 0 < sleeper["poll_futile_cycle_ns"] < 0.5 * sleeper["poll_rewait_ns"], \
+        (sleeper["poll_futile_cycle_ns"], sleeper["poll_rewait_ns"])
+    # Both within the sleeper's own CPU clock (the rewaits' bound above)
+    assert sleeper["poll_futile_cycle_ns"] + sleeper["poll_rewait_ns"] <= \
+        CLOCK_SLACK * truth["sleeper"]["cpu_ns"] + 10_000 * rewaits
