@@ -145,8 +145,8 @@ def _rows(path: str, keys: Iterable[str], since: int = 1, required: bool = False
 # writes (nagle-write); and
 # it made stacks.event_budget_per_s the whole target's budget and added how it was spent (stacks.deferred),
 # the ring's size and the modules' files (stacks.modules); it names Rust's frames with Rust's demangler
-# (stacks.frames[] kind `rust`), the functions inlined at an address as frames of their own, and ends the
-# stacks' `handoff` tag at a poll that did not sleep (docs/stacks.md).
+# (stacks.frames[] kind `rust`), the functions inlined at an address as frames of their own, and was meant to
+# end the stacks' `handoff` tag at a poll that did not sleep (docs/stacks.md: only a sleep ends it).
 KEYS: tuple[Key, ...] = (
     Key("", "schema", required=True), Key("", "format", TEXT, required=True), Key("", "tool", OBJECT),
     Key("", "target", OBJECT), Key("", "host", OBJECT), Key("", "start_time", TEXT),
