@@ -23,7 +23,13 @@ usdt:{binary}:refserver:request__start /pid == {pid} || curtask->real_parent->tg
 {{ @start = count(); }}
 usdt:{binary}:refserver:request__done /pid == {pid} || curtask->real_parent->tgid == {pid}/
 {{ @done = count(); @bytes = sum(arg1); @writes = sum(arg2); }}
+interval:ms:100 {{ print(@done); }}
 """
+# The server is stopped only once every response's request__done has fired (@done reaches N, printed by
+# bpftrace every 100 ms), not as soon as the client has them all: a process-per-conn child fires it after its
+# write returns, the client can read the response before the child runs again, and the parent's SIGTERM kills
+# its children at once (a fresh-clone run beside a CPU hog, 2026-11-29: start 1500, done 1499, writes 1499).
+DONE_WAIT_S = 30.0
 
 
 def start_bpftrace(server_pid, timeout=30.0):
@@ -48,6 +54,22 @@ def start_bpftrace(server_pid, timeout=30.0):
     raise RuntimeError(f"bpftrace did not attach: {seen.decode(errors='replace')}")
 
 
+def wait_for_done(proc, seen, n, timeout=DONE_WAIT_S):
+    """Read bpftrace's output until its @done count reaches n or the timeout passes; returns all it read."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        counts = re.findall(rb"@done: (\d+)", seen)
+        if counts and int(counts[-1]) >= n:
+            break
+        ready, _, _ = select.select([proc.stdout], [], [], 0.2)
+        if ready:
+            chunk = os.read(proc.stdout.fileno(), 4096)
+            if not chunk:
+                break
+            seen += chunk
+    return seen
+
+
 def stop_bpftrace(proc, seen):
     proc.send_signal(signal.SIGINT)
     try:
@@ -67,6 +89,7 @@ def test_usdt_counts_match_loadgen(refserver, arch):
     bt, seen = start_bpftrace(srv.proc.pid)
     try:
         res = run_loadgen(srv.port, "--requests", N, "--concurrency", 8, "--path", "/bytes/1000")
+        seen = wait_for_done(bt, seen, N)
         assert stop_server(srv.proc) == 0
     finally:
         counts = stop_bpftrace(bt, seen) if bt.poll() is None else {}
