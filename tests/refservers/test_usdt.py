@@ -32,23 +32,29 @@ interval:ms:100 {{ print(@done); }}
 DONE_WAIT_S = 30.0
 
 
-def start_bpftrace(server_pid, timeout=30.0):
-    """Start bpftrace for one server and wait until its probes are attached."""
-    program = PROGRAM.format(binary=REFSERVER, pid=server_pid)
-    proc = subprocess.Popen(["bpftrace", "-e", program], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
+def read_until(proc, seen: bytes, enough, timeout: float) -> tuple:
+    """Read bpftrace's output until enough(all read so far) holds, its output ends or the timeout passes:
+    (whether it held, all read)."""
     deadline = time.monotonic() + timeout
-    seen = b""
-    while time.monotonic() < deadline:
+    while not enough(seen) and time.monotonic() < deadline:
         ready, _, _ = select.select([proc.stdout], [], [], 0.2)
         if ready:
             chunk = os.read(proc.stdout.fileno(), 4096)
             if not chunk:
                 break
             seen += chunk
-            # bpftrace prints "Attaching N probes..." before attaching; BEGIN runs after.
-            if b"Attaching" in seen and b"READY" in seen:
-                return proc, seen
+    return enough(seen), seen
+
+
+def start_bpftrace(server_pid, timeout=30.0):
+    """Start bpftrace for one server and wait until its probes are attached."""
+    program = PROGRAM.format(binary=REFSERVER, pid=server_pid)
+    proc = subprocess.Popen(["bpftrace", "-e", program], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+    # bpftrace prints "Attaching N probes..." before attaching; BEGIN runs after.
+    attached, seen = read_until(proc, b"", lambda out: b"Attaching" in out and b"READY" in out, timeout)
+    if attached:
+        return proc, seen
     proc.kill()
     proc.wait()
     raise RuntimeError(f"bpftrace did not attach: {seen.decode(errors='replace')}")
@@ -56,18 +62,11 @@ def start_bpftrace(server_pid, timeout=30.0):
 
 def wait_for_done(proc, seen, n, timeout=DONE_WAIT_S):
     """Read bpftrace's output until its @done count reaches n or the timeout passes; returns all it read."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        counts = re.findall(rb"@done: (\d+)", seen)
-        if counts and int(counts[-1]) >= n:
-            break
-        ready, _, _ = select.select([proc.stdout], [], [], 0.2)
-        if ready:
-            chunk = os.read(proc.stdout.fileno(), 4096)
-            if not chunk:
-                break
-            seen += chunk
-    return seen
+    def done(out: bytes) -> bool:
+        counts = re.findall(rb"@done: (\d+)", out)
+        return bool(counts) and int(counts[-1]) >= n
+
+    return read_until(proc, seen, done, timeout)[1]
 
 
 def stop_bpftrace(proc, seen):
